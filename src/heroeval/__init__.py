@@ -1,0 +1,61 @@
+"""heroeval: honest evaluation of generative models from noisy labels.
+
+HERO (History Enhanced RObust evaluation) learns each silver labeler's
+sensitivity and specificity from the organisation's label history (Stage A),
+then estimates the current round's gold rate without gold (HERO-1), with a
+control variate on covariates whose mean the history knows (HERO-2).
+
+>>> import heroeval as he
+>>> he.__version__
+'0.1.0'
+"""
+
+from ._version import __version__
+from .calibration import Calibration, ConvergenceInfo, calibrate, load_calibration
+from .data import AnnotationSet, IngestReport, TableReport, read_annotations
+from .errors import (
+    CalibrationFileError,
+    ConvergenceWarning,
+    DataError,
+    HeroEvalError,
+    HeroEvalWarning,
+    UnknownLabelerError,
+)
+from .estimators import (
+    dawid_skene,
+    estimate,
+    gold_proportion,
+    hero1,
+    hero2,
+    hero_joint,
+    majority_vote,
+)
+from .results import METHODS, EstimateCollection, EstimateResult
+
+__all__ = [
+    "METHODS",
+    "AnnotationSet",
+    "Calibration",
+    "CalibrationFileError",
+    "ConvergenceInfo",
+    "ConvergenceWarning",
+    "DataError",
+    "EstimateCollection",
+    "EstimateResult",
+    "HeroEvalError",
+    "HeroEvalWarning",
+    "IngestReport",
+    "TableReport",
+    "UnknownLabelerError",
+    "__version__",
+    "calibrate",
+    "dawid_skene",
+    "estimate",
+    "gold_proportion",
+    "hero1",
+    "hero2",
+    "hero_joint",
+    "load_calibration",
+    "majority_vote",
+    "read_annotations",
+]

@@ -1,0 +1,803 @@
+"""Ingest: annotation logs, gold labels and item covariates.
+
+Everything that enters heroeval passes through :func:`read_annotations`, which
+validates once and int-codes the rows into compact arrays sorted by item (an
+:class:`AnnotationSet`). Every row read is either used or counted, by reason,
+in the :class:`IngestReport` attached to the result.
+
+Row policies (all documented in ``docs/data.md``):
+
+* annotation rows with a missing item, labeler or label are dropped and
+  counted (``missing="error"`` raises instead);
+* a label that is not binary (0/1, true/false) is an error naming the source,
+  row and value;
+* repeated (item, labeler) pairs are kept as separate labels by default
+  (``duplicates="keep"``, as crowd-kit does) and counted; ``"first"`` keeps the
+  first row of each pair and counts the rest as dropped; ``"error"`` raises;
+* gold rows for items that have no silver label are dropped and counted;
+  repeated gold rows with the same value are counted and merged, with
+  conflicting values they are an error;
+* covariate rows for items that have no silver label are dropped and counted;
+  an annotated item without a covariate row, a missing covariate value or a
+  non-numeric covariate column is an error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from .errors import DataError
+
+__all__ = [
+    "AnnotationSet",
+    "IngestReport",
+    "TableReport",
+    "read_annotations",
+]
+
+TableLike: TypeAlias = "str | os.PathLike[str] | pd.DataFrame | Any"
+"""A path (CSV, Parquet, JSONL) or an in-memory pandas, polars or pyarrow table."""
+
+ITEM_COLUMNS = ("item_id", "task", "item")
+LABELER_COLUMNS = ("labeler_id", "worker", "labeler", "annotator_id", "annotator")
+LABEL_COLUMNS = ("label",)
+GOLD_COLUMNS = ("gold", "true_label", "label")
+ROUND_COLUMNS = ("round",)
+
+_TRUE = frozenset({"1", "true", "t", "yes", "1.0"})
+_FALSE = frozenset({"0", "false", "f", "no", "0.0"})
+
+
+# ---------------------------------------------------------------------------
+# Reports
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableReport:
+    """What happened to the rows of one input table.
+
+    ``rows_read == rows_used + sum(dropped.values())`` always holds.
+    ``notes`` counts rows that were used but deserve a mention (for example
+    repeated (item, labeler) pairs kept as separate labels).
+    """
+
+    table: str
+    source: str
+    rows_read: int
+    rows_used: int
+    dropped: Mapping[str, int] = field(default_factory=dict)
+    notes: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dropped", MappingProxyType(dict(self.dropped)))
+        object.__setattr__(self, "notes", MappingProxyType(dict(self.notes)))
+        if self.rows_read != self.rows_used + sum(self.dropped.values()):
+            raise AssertionError(  # pragma: no cover - internal invariant
+                f"ingest bookkeeping broken for {self.table} ({self.source}): "
+                f"{self.rows_read} read != {self.rows_used} used + {dict(self.dropped)}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "source": self.source,
+            "rows_read": self.rows_read,
+            "rows_used": self.rows_used,
+            "dropped": dict(self.dropped),
+            "notes": dict(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """Row accounting for every table that built an :class:`AnnotationSet`."""
+
+    tables: tuple[TableReport, ...]
+
+    @property
+    def rows_read(self) -> int:
+        return sum(t.rows_read for t in self.tables)
+
+    @property
+    def rows_dropped(self) -> int:
+        return sum(sum(t.dropped.values()) for t in self.tables)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tables": [t.to_dict() for t in self.tables]}
+
+    def lines(self) -> list[str]:
+        """Plain-text lines, one per table and one per drop reason or note."""
+        out: list[str] = []
+        for t in self.tables:
+            out.append(
+                f"{t.table} ({t.source}): {t.rows_read} rows read, {t.rows_used} used"
+            )
+            for reason, n in t.dropped.items():
+                out.append(f"  dropped {n}: {reason}")
+            for note, n in t.notes.items():
+                out.append(f"  note {n}: {note}")
+        return out
+
+
+# ---------------------------------------------------------------------------
+# The compact, validated data set
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class AnnotationSet:
+    """Validated, int-coded annotations sorted by item.
+
+    Attributes
+    ----------
+    item_ids : ndarray of str, shape (n_items,)
+        Item identifiers, sorted; item ``i`` owns annotations
+        ``item_ptr[i]:item_ptr[i + 1]``.
+    labeler_ids : ndarray of str, shape (n_labelers,)
+        Labeler identifiers, sorted.
+    item_ptr : ndarray of int64, shape (n_items + 1,)
+        CSR offsets of each item's annotations.
+    labeler : ndarray of int32, shape (n_annotations,)
+        Labeler code of each annotation.
+    label : ndarray of int8, shape (n_annotations,)
+        The silver label (0 or 1) of each annotation.
+    gold : ndarray of int8, shape (n_items,)
+        Gold label per item, -1 where there is none.
+    item_round : ndarray of int32, shape (n_items,)
+        Round (prevalence group) code per item.
+    round_ids : tuple of str
+        Round names; a single ``"all"`` round when no round column was given.
+    covariates : ndarray of float64, shape (n_items, p), or None
+    covariate_names : tuple of str
+    report : IngestReport
+    """
+
+    item_ids: npt.NDArray[np.object_]
+    labeler_ids: npt.NDArray[np.object_]
+    item_ptr: npt.NDArray[np.int64]
+    labeler: npt.NDArray[np.int32]
+    label: npt.NDArray[np.int8]
+    gold: npt.NDArray[np.int8]
+    item_round: npt.NDArray[np.int32]
+    round_ids: tuple[str, ...]
+    covariates: npt.NDArray[np.float64] | None
+    covariate_names: tuple[str, ...]
+    report: IngestReport
+    name: str = "annotations"
+
+    def __post_init__(self) -> None:
+        for arr in (
+            self.item_ids,
+            self.labeler_ids,
+            self.item_ptr,
+            self.labeler,
+            self.label,
+            self.gold,
+            self.item_round,
+        ):
+            arr.setflags(write=False)
+        if self.covariates is not None:
+            self.covariates.setflags(write=False)
+
+    # -- sizes -------------------------------------------------------------
+    @property
+    def n_items(self) -> int:
+        return int(self.item_ids.shape[0])
+
+    @property
+    def n_labelers(self) -> int:
+        return int(self.labeler_ids.shape[0])
+
+    @property
+    def n_annotations(self) -> int:
+        return int(self.label.shape[0])
+
+    @property
+    def n_rounds(self) -> int:
+        return len(self.round_ids)
+
+    @property
+    def n_gold(self) -> int:
+        return int(np.count_nonzero(self.gold >= 0))
+
+    @property
+    def has_gold(self) -> bool:
+        return self.n_gold > 0
+
+    @property
+    def annotation_item(self) -> npt.NDArray[np.int64]:
+        """Item code of each annotation (expanded from ``item_ptr``)."""
+        return np.repeat(np.arange(self.n_items, dtype=np.int64), np.diff(self.item_ptr))
+
+    def __repr__(self) -> str:
+        cov = f", covariates={list(self.covariate_names)}" if self.covariates is not None else ""
+        return (
+            f"AnnotationSet(name={self.name!r}, items={self.n_items}, "
+            f"labelers={self.n_labelers}, annotations={self.n_annotations}, "
+            f"gold={self.n_gold}, rounds={self.n_rounds}{cov})"
+        )
+
+    # -- construction from arrays (no validation of files; used by simulations) --
+    @classmethod
+    def from_arrays(
+        cls,
+        item: npt.ArrayLike,
+        labeler: npt.ArrayLike,
+        label: npt.ArrayLike,
+        *,
+        gold: Mapping[Any, int] | tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+        item_round: Mapping[Any, Any] | tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+        covariates: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+        covariate_names: Sequence[str] | None = None,
+        name: str = "arrays",
+    ) -> AnnotationSet:
+        """Build an :class:`AnnotationSet` from parallel arrays.
+
+        Parameters
+        ----------
+        item, labeler, label : array_like, shape (n_annotations,)
+            Item ids, labeler ids (any hashable values; they are turned into
+            strings) and binary labels.
+        gold : (items, values) pair or mapping, optional
+            Gold labels for some items.
+        item_round : (items, rounds) pair or mapping, optional
+            Round of each item.
+        covariates : (items, matrix) pair, optional
+            Covariate matrix with one row per listed item.
+        covariate_names : sequence of str, optional
+
+        Examples
+        --------
+        >>> import heroeval as he
+        >>> ds = he.AnnotationSet.from_arrays([1, 1, 2], ["a", "b", "a"], [1, 0, 0],
+        ...                                   gold=([1], [1]))
+        >>> ds.n_items, ds.n_labelers, ds.n_gold
+        (2, 2, 1)
+        """
+        ann = pd.DataFrame(
+            {
+                "item_id": _ids_to_str(pd.Series(np.asarray(item))),
+                "labeler_id": _ids_to_str(pd.Series(np.asarray(labeler))),
+                "label": np.asarray(label),
+            }
+        )
+        gold_df = None
+        if gold is not None:
+            gi, gv = _pair(gold)
+            gold_df = pd.DataFrame({"item_id": _ids_to_str(pd.Series(gi)), "gold": gv})
+        round_df = None
+        if item_round is not None:
+            ri, rv = _pair(item_round)
+            round_df = pd.DataFrame({"item_id": _ids_to_str(pd.Series(ri)), "round": rv})
+            ann = ann.merge(round_df, on="item_id", how="left", validate="many_to_one")
+        cov_df = None
+        if covariates is not None:
+            ci, cm = covariates
+            cm_arr = np.asarray(cm, dtype=np.float64)
+            if cm_arr.ndim == 1:
+                cm_arr = cm_arr[:, None]
+            names = (
+                list(covariate_names)
+                if covariate_names is not None
+                else [f"x{k}" for k in range(cm_arr.shape[1])]
+            )
+            cov_df = pd.DataFrame(cm_arr, columns=names)
+            cov_df.insert(0, "item_id", _ids_to_str(pd.Series(np.asarray(ci))).to_numpy())
+        return _build(
+            _Table("annotations", name, ann, "item_id", False),
+            labeler_col="labeler_id",
+            label_col="label",
+            round_col="round" if round_df is not None else None,
+            gold=None if gold_df is None else _Table("gold", name, gold_df, "item_id", False),
+            gold_col="gold",
+            covariates=None if cov_df is None else _Table("covariates", name, cov_df, "item_id", False),
+            covariate_cols=None,
+            duplicates="keep",
+            missing="error",
+            name=name,
+        )
+
+    def select_labelers(self, keep: npt.NDArray[np.bool_]) -> tuple[AnnotationSet, int, int]:
+        """Drop the annotations of labelers where ``keep`` is False.
+
+        Returns the new set, the number of annotations removed and the number
+        of items left without any label (removed too). Used to exclude
+        labelers unknown to a calibration; the caller records the counts.
+        """
+        keep_ann = keep[self.labeler]
+        if keep_ann.all():
+            return self, 0, 0
+        item_of = self.annotation_item
+        counts = np.bincount(item_of[keep_ann], minlength=self.n_items)
+        keep_item = counts > 0
+        new_code = np.cumsum(keep).astype(np.int32) - 1
+        ptr = np.zeros(int(keep_item.sum()) + 1, dtype=np.int64)
+        np.cumsum(counts[keep_item], out=ptr[1:])
+        labeler_ids = self.labeler_ids[keep]
+        new = AnnotationSet(
+            item_ids=self.item_ids[keep_item],
+            labeler_ids=labeler_ids,
+            item_ptr=ptr,
+            labeler=new_code[self.labeler[keep_ann]],
+            label=self.label[keep_ann].copy(),
+            gold=self.gold[keep_item].copy(),
+            item_round=self.item_round[keep_item].copy(),
+            round_ids=self.round_ids,
+            covariates=None if self.covariates is None else self.covariates[keep_item].copy(),
+            covariate_names=self.covariate_names,
+            report=self.report,
+            name=self.name,
+        )
+        return new, int((~keep_ann).sum()), int((~keep_item).sum())
+
+
+def _pair(x: Any) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    if isinstance(x, Mapping):
+        return np.asarray(list(x.keys())), np.asarray(list(x.values()))
+    a, b = x
+    return np.asarray(a), np.asarray(b)
+
+
+# ---------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Table:
+    table: str  # role: annotations | gold | covariates
+    source: str  # file path or "<pandas.DataFrame>"
+    df: pd.DataFrame
+    item_col: str
+    from_file_with_header: bool  # row r is on line r + 2 of a CSV file
+
+    def where(self, row: int) -> str:
+        """Human position of 0-based data row ``row``."""
+        if self.from_file_with_header:
+            return f"{self.source}, row {row + 1} (line {row + 2})"
+        return f"{self.source}, row {row + 1}"
+
+
+def _load(obj: TableLike, role: str, string_cols: Sequence[str] = ()) -> tuple[pd.DataFrame, str, bool]:
+    """Load a path or an in-memory table into pandas without altering values."""
+    if isinstance(obj, (str, os.PathLike)):
+        path = Path(obj)
+        if not path.exists():
+            raise DataError(f"{role} file {str(path)!r} does not exist")
+        suffixes = [s.lower() for s in path.suffixes]
+        compression = suffixes[-1] if suffixes and suffixes[-1] in {".gz", ".bz2", ".zst", ".xz"} else None
+        ext = suffixes[-2] if compression and len(suffixes) >= 2 else (suffixes[-1] if suffixes else "")
+        try:
+            if ext in {".csv", ".tsv", ".txt"}:
+                sep = "\t" if ext == ".tsv" else ","
+                header = pd.read_csv(path, sep=sep, nrows=0)
+                dtype = {c: "string" for c in header.columns if c in string_cols}
+                df = pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=True, na_values=[""])
+                return df, str(path), True
+            if ext in {".parquet", ".pq"}:
+                return pd.read_parquet(path), str(path), False
+            if ext in {".jsonl", ".ndjson", ".json"}:
+                df = pd.read_json(path, lines=True, dtype=False)
+                return df, str(path), False
+        except DataError:
+            raise
+        except Exception as exc:  # parser errors: name the file
+            raise DataError(f"could not read {role} file {str(path)!r}: {exc}") from exc
+        raise DataError(
+            f"{role} file {str(path)!r}: unknown format {ext!r}; "
+            "use .csv, .tsv, .parquet or .jsonl (optionally .gz)"
+        )
+    if isinstance(obj, pd.DataFrame):
+        return obj.reset_index(drop=True), f"<pandas.DataFrame {role}>", False
+    mod = type(obj).__module__
+    if mod.startswith("polars"):
+        return obj.to_pandas(), f"<polars.DataFrame {role}>", False
+    if mod.startswith("pyarrow"):
+        return obj.to_pandas(), f"<pyarrow.Table {role}>", False
+    if isinstance(obj, pd.Series):
+        # crowd-kit style gold: a Series indexed by task
+        df = obj.rename("gold").rename_axis("item_id").reset_index()
+        return df, f"<pandas.Series {role}>", False
+    raise DataError(
+        f"{role}: expected a file path or a pandas/polars/pyarrow table, got {type(obj).__name__}"
+    )
+
+
+def _resolve(df: pd.DataFrame, given: str | None, candidates: Sequence[str], what: str, where: str) -> str:
+    if given is not None:
+        if given not in df.columns:
+            raise DataError(
+                f"{where}: no column {given!r} for the {what}; columns are {list(map(str, df.columns))}"
+            )
+        return given
+    for c in candidates:
+        if c in df.columns:
+            return c
+    raise DataError(
+        f"{where}: cannot find the {what} column (looked for {list(candidates)}); "
+        f"columns are {list(map(str, df.columns))}; name it with the matching *_col option"
+    )
+
+
+def _ids_to_str(s: pd.Series) -> pd.Series:
+    """Identifiers as strings; missing stay missing; 3.0 from a float column becomes '3'."""
+    if pd.api.types.is_float_dtype(s.dtype):
+        vals = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        finite = vals[~np.isnan(vals)]
+        if finite.size and np.all(finite == np.round(finite)):
+            s = s.astype("Int64")
+    out = s.astype("string")
+    return out
+
+
+def _parse_binary(s: pd.Series, t: _Table, col: str, what: str) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
+    """Parse a binary column; returns values (int8) and a missing mask.
+
+    Raises a DataError naming the first offending row and value.
+    """
+    missing = s.isna().to_numpy()
+    n = len(s)
+    out = np.zeros(n, dtype=np.int8)
+    if pd.api.types.is_bool_dtype(s.dtype):
+        out[~missing] = s[~missing].astype(bool).to_numpy()
+        return out, missing
+    if pd.api.types.is_numeric_dtype(s.dtype):
+        vals = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = ~missing & (vals != 0) & (vals != 1)
+        if bad.any():
+            _bad_value(t, col, what, bad, s)
+        out[~missing] = vals[~missing].astype(np.int8)
+        return out, missing
+    low = s.astype("string").str.strip().str.lower()
+    missing = missing | (low == "").fillna(True).to_numpy()
+    is_true = low.isin(_TRUE).fillna(False).to_numpy(dtype=bool)
+    is_false = low.isin(_FALSE).fillna(False).to_numpy(dtype=bool)
+    bad = ~missing & ~is_true & ~is_false
+    if bad.any():
+        _bad_value(t, col, what, bad, s)
+    out[is_true] = 1
+    return out, missing
+
+
+def _bad_value(t: _Table, col: str, what: str, bad: npt.NDArray[np.bool_], s: pd.Series) -> None:
+    rows = np.flatnonzero(bad)
+    r = int(rows[0])
+    raise DataError(
+        f"{t.where(r)}: {what} {s.iloc[r]!r} in column {col!r} is not binary "
+        f"(expected 0/1 or true/false); {rows.size} such row(s) in all. "
+        "Multi-class labels are not supported yet."
+    )
+
+
+def read_annotations(
+    annotations: TableLike,
+    *,
+    gold: TableLike | None = None,
+    covariates: TableLike | None = None,
+    item_col: str | None = None,
+    labeler_col: str | None = None,
+    label_col: str | None = None,
+    round_col: str | Literal[False] | None = None,
+    gold_col: str | None = None,
+    gold_item_col: str | None = None,
+    covariate_item_col: str | None = None,
+    covariate_cols: Sequence[str] | None = None,
+    duplicates: Literal["keep", "first", "error"] = "keep",
+    missing: Literal["drop", "error"] = "drop",
+    name: str | None = None,
+) -> AnnotationSet:
+    """Read, validate and int-code an annotation log.
+
+    Parameters
+    ----------
+    annotations : path or table
+        Long format, one row per silver label. A CSV/TSV, Parquet or JSONL
+        file, or a pandas, polars or pyarrow table. Default columns
+        ``item_id, labeler_id, label``; crowd-kit's ``task, worker, label``
+        are recognised.
+    gold : path or table, optional
+        Gold labels: ``item_id, gold`` (``true_label`` or ``label`` are
+        recognised too), or a pandas Series indexed by item as crowd-kit takes.
+    covariates : path or table, optional
+        One row per item: the item column and numeric covariate columns.
+    item_col, labeler_col, label_col : str, optional
+        Column names in ``annotations`` when they differ from the defaults.
+    round_col : str or False, optional
+        Column that groups items into rounds, each with its own prevalence.
+        By default a column named ``round`` is used if present; ``False``
+        ignores it. An item whose rows name different rounds is an error.
+    gold_col, gold_item_col : str, optional
+        Column names in ``gold``.
+    covariate_item_col, covariate_cols : optional
+        Item column and the covariate columns to use (default: every column
+        other than the item column).
+    duplicates : {"keep", "first", "error"}
+        Policy for repeated (item, labeler) pairs; see the module docstring.
+    missing : {"drop", "error"}
+        Policy for annotation rows with a missing item, labeler or label.
+    name : str, optional
+        A name shown in reports (default: the file name).
+
+    Returns
+    -------
+    AnnotationSet
+
+    Examples
+    --------
+    >>> import pandas as pd, heroeval as he
+    >>> df = pd.DataFrame({"task": [1, 1, 2], "worker": ["a", "b", "a"], "label": [1, 0, 1]})
+    >>> ds = he.read_annotations(df)
+    >>> ds.n_items, ds.n_annotations
+    (2, 3)
+    """
+    if duplicates not in ("keep", "first", "error"):
+        raise DataError(f"duplicates must be 'keep', 'first' or 'error', got {duplicates!r}")
+    if missing not in ("drop", "error"):
+        raise DataError(f"missing must be 'drop' or 'error', got {missing!r}")
+    id_cols = [c for c in (item_col, labeler_col, *ITEM_COLUMNS, *LABELER_COLUMNS) if c]
+    df, src, hdr = _load(annotations, "annotations", string_cols=id_cols + ["label", label_col or ""])
+    ann = _Table("annotations", src, df, "", hdr)
+    ann.item_col = _resolve(df, item_col, ITEM_COLUMNS, "item", src)
+    lab_c = _resolve(df, labeler_col, LABELER_COLUMNS, "labeler", src)
+    lbl_c = _resolve(df, label_col, LABEL_COLUMNS, "label", src)
+    if round_col is False:
+        rnd_c = None
+    elif round_col is None:
+        rnd_c = "round" if "round" in df.columns else None
+    else:
+        rnd_c = _resolve(df, round_col, (), "round", src)
+
+    gold_t = None
+    if gold is not None:
+        gcols = [c for c in (gold_item_col, *ITEM_COLUMNS) if c]
+        gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols)
+        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, gold_item_col, ITEM_COLUMNS, "item", gsrc), ghdr)
+        gold_col = _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
+    cov_t = None
+    if covariates is not None:
+        ccols = [c for c in (covariate_item_col, *ITEM_COLUMNS) if c]
+        cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols)
+        cov_t = _Table(
+            "covariates", csrc, cdf, _resolve(cdf, covariate_item_col, ITEM_COLUMNS, "item", csrc), chdr
+        )
+    if name is None:
+        name = Path(src).stem if hdr or not src.startswith("<") else "annotations"
+    return _build(
+        ann,
+        labeler_col=lab_c,
+        label_col=lbl_c,
+        round_col=rnd_c,
+        gold=gold_t,
+        gold_col=gold_col or "gold",
+        covariates=cov_t,
+        covariate_cols=covariate_cols,
+        duplicates=duplicates,
+        missing=missing,
+        name=name,
+    )
+
+
+def _build(
+    ann: _Table,
+    *,
+    labeler_col: str,
+    label_col: str,
+    round_col: str | None,
+    gold: _Table | None,
+    gold_col: str,
+    covariates: _Table | None,
+    covariate_cols: Sequence[str] | None,
+    duplicates: str,
+    missing: str,
+    name: str,
+) -> AnnotationSet:
+    df = ann.df
+    n_read = len(df)
+    items = _ids_to_str(df[ann.item_col])
+    labelers = _ids_to_str(df[labeler_col])
+    labels, label_missing = _parse_binary(df[label_col], ann, label_col, "label")
+    miss_item = items.isna().to_numpy() | (items.str.strip() == "").fillna(True).to_numpy()
+    miss_lab = labelers.isna().to_numpy() | (labelers.str.strip() == "").fillna(True).to_numpy()
+    dropped: dict[str, int] = {}
+    notes: dict[str, int] = {}
+    bad = miss_item | miss_lab | label_missing
+    if bad.any():
+        if missing == "error":
+            r = int(np.flatnonzero(bad)[0])
+            what = "item" if miss_item[r] else ("labeler" if miss_lab[r] else "label")
+            raise DataError(f"{ann.where(r)}: missing {what} (missing='error')")
+        for reason, mask in (
+            ("missing item id", miss_item),
+            ("missing labeler id", ~miss_item & miss_lab),
+            ("missing label", ~miss_item & ~miss_lab & label_missing),
+        ):
+            if mask.any():
+                dropped[reason] = int(mask.sum())
+    keep = ~bad
+    rounds_raw = None
+    if round_col is not None:
+        rounds_raw = _ids_to_str(df[round_col])
+        miss_r = rounds_raw.isna().to_numpy() & keep
+        if miss_r.any():
+            if missing == "error":
+                raise DataError(f"{ann.where(int(np.flatnonzero(miss_r)[0]))}: missing round")
+            dropped["missing round"] = int(miss_r.sum())
+            keep &= ~miss_r
+
+    row_idx = np.flatnonzero(keep)
+    it = items.to_numpy(dtype=object)[row_idx]
+    lb = labelers.to_numpy(dtype=object)[row_idx]
+    lv = labels[row_idx]
+
+    # repeated (item, labeler) pairs
+    pair = pd.DataFrame({"i": it, "j": lb})
+    dup = pair.duplicated(keep="first").to_numpy()
+    if dup.any():
+        n_dup = int(dup.sum())
+        if duplicates == "error":
+            r = int(row_idx[np.flatnonzero(dup)[0]])
+            raise DataError(
+                f"{ann.where(r)}: repeated (item, labeler) pair ({it[np.flatnonzero(dup)[0]]!r}, "
+                f"{lb[np.flatnonzero(dup)[0]]!r}); {n_dup} repeated row(s) in all "
+                "(duplicates='error'; use 'keep' or 'first')"
+            )
+        if duplicates == "first":
+            dropped["repeated (item, labeler) pair, later rows dropped"] = n_dup
+            sel = ~dup
+            row_idx, it, lb, lv = row_idx[sel], it[sel], lb[sel], lv[sel]
+        else:
+            notes["repeated (item, labeler) pair kept as separate labels"] = n_dup
+
+    item_codes, item_ids = pd.factorize(pd.Series(it, dtype=object), sort=True)
+    lab_codes, labeler_ids = pd.factorize(pd.Series(lb, dtype=object), sort=True)
+    n_items = len(item_ids)
+    order = np.argsort(item_codes, kind="stable")
+    counts = np.bincount(item_codes, minlength=n_items)
+    ptr = np.zeros(n_items + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    item_ids_arr = np.asarray(item_ids, dtype=object)
+
+    # rounds: one per item
+    if rounds_raw is not None:
+        rv = rounds_raw.to_numpy(dtype=object)[row_idx]
+        rcodes, rnames = pd.factorize(pd.Series(rv, dtype=object), sort=True)
+        first = np.full(n_items, -1, dtype=np.int64)
+        first[item_codes[::-1]] = rcodes[::-1]
+        conflict = rcodes != first[item_codes]
+        if conflict.any():
+            k = int(np.flatnonzero(conflict)[0])
+            r = int(row_idx[k])
+            raise DataError(
+                f"{ann.where(r)}: item {it[k]!r} is in round {rv[k]!r} here but in round "
+                f"{rnames[first[item_codes[k]]]!r} on an earlier row; an item must belong to one "
+                f"round (column {round_col!r}); pass round_col=False to ignore the column"
+            )
+        item_round = first.astype(np.int32)
+        round_ids = tuple(str(x) for x in rnames)
+    else:
+        item_round = np.zeros(n_items, dtype=np.int32)
+        round_ids = ("all",)
+
+    reports = [
+        TableReport("annotations", ann.source, n_read, len(row_idx), dropped, notes)
+    ]
+
+    # gold
+    gold_arr = np.full(n_items, -1, dtype=np.int8)
+    if gold is not None:
+        gdf = gold.df
+        g_items = _ids_to_str(gdf[gold.item_col])
+        g_vals, g_miss = _parse_binary(gdf[gold_col], gold, gold_col, "gold label")
+        g_dropped: dict[str, int] = {}
+        g_notes: dict[str, int] = {}
+        gm_item = g_items.isna().to_numpy()
+        if gm_item.any():
+            g_dropped["missing item id"] = int(gm_item.sum())
+        gm = g_miss & ~gm_item
+        if gm.any():
+            g_dropped["missing gold label"] = int(gm.sum())
+        gkeep = np.flatnonzero(~gm_item & ~gm)
+        gi = g_items.to_numpy(dtype=object)[gkeep]
+        gv = g_vals[gkeep]
+        code = pd.Index(item_ids_arr).get_indexer(pd.Index(gi))
+        unknown = code < 0
+        if unknown.any():
+            g_dropped["gold for an item with no silver label"] = int(unknown.sum())
+        gkeep, gi, gv, code = gkeep[~unknown], gi[~unknown], gv[~unknown], code[~unknown]
+        # repeated gold rows
+        gdup = pd.Series(code).duplicated(keep="first").to_numpy()
+        if gdup.any():
+            firstval = np.full(n_items, -1, dtype=np.int8)
+            firstval[code[::-1]] = gv[::-1]
+            conflict = gv != firstval[code]
+            if conflict.any():
+                k = int(np.flatnonzero(conflict)[0])
+                raise DataError(
+                    f"{gold.where(int(gkeep[k]))}: gold for item {gi[k]!r} is {int(gv[k])} here "
+                    f"but {int(firstval[code[k]])} on an earlier row"
+                )
+            g_dropped["repeated gold row (same value)"] = int(gdup.sum())
+            gkeep, gv, code = gkeep[~gdup], gv[~gdup], code[~gdup]
+        gold_arr[code] = gv
+        reports.append(TableReport("gold", gold.source, len(gdf), len(gkeep), g_dropped, g_notes))
+
+    # covariates
+    cov_arr: npt.NDArray[np.float64] | None = None
+    cov_names: tuple[str, ...] = ()
+    if covariates is not None:
+        cdf = covariates.df
+        cols = (
+            list(covariate_cols)
+            if covariate_cols is not None
+            else [c for c in cdf.columns if c != covariates.item_col]
+        )
+        for c in cols:
+            if c not in cdf.columns:
+                raise DataError(f"{covariates.source}: no covariate column {c!r}; columns are {list(cdf.columns)}")
+        if not cols:
+            raise DataError(f"{covariates.source}: no covariate columns besides {covariates.item_col!r}")
+        for c in cols:
+            if not (pd.api.types.is_numeric_dtype(cdf[c].dtype) or pd.api.types.is_bool_dtype(cdf[c].dtype)):
+                raise DataError(
+                    f"{covariates.source}: covariate column {c!r} is not numeric "
+                    f"(dtype {cdf[c].dtype}, first value {cdf[c].iloc[0]!r}); encode it first"
+                )
+        c_items = _ids_to_str(cdf[covariates.item_col])
+        c_dropped: dict[str, int] = {}
+        cmiss = c_items.isna().to_numpy()
+        if cmiss.any():
+            c_dropped["missing item id"] = int(cmiss.sum())
+        ckeep = np.flatnonzero(~cmiss)
+        code = pd.Index(item_ids_arr).get_indexer(pd.Index(c_items.to_numpy(dtype=object)[ckeep]))
+        unknown = code < 0
+        if unknown.any():
+            c_dropped["covariates for an item with no silver label"] = int(unknown.sum())
+        ckeep, code = ckeep[~unknown], code[~unknown]
+        if pd.Series(code).duplicated().any():
+            k = int(np.flatnonzero(pd.Series(code).duplicated().to_numpy())[0])
+            raise DataError(f"{covariates.where(int(ckeep[k]))}: second covariate row for item {item_ids_arr[code[k]]!r}")
+        mat = cdf[cols].to_numpy(dtype=np.float64, na_value=np.nan)[ckeep]
+        nan = ~np.isfinite(mat)
+        if nan.any():
+            r, c = np.argwhere(nan)[0]
+            raise DataError(
+                f"{covariates.where(int(ckeep[r]))}: covariate {cols[c]!r} is missing or not finite "
+                f"({mat[r, c]!r}); impute or drop the column first"
+            )
+        have = np.zeros(n_items, dtype=bool)
+        have[code] = True
+        if not have.all():
+            lacking = item_ids_arr[~have]
+            raise DataError(
+                f"{covariates.source}: {lacking.size} annotated item(s) have no covariate row, "
+                f"e.g. {list(lacking[:5])}; HERO-2 needs covariates for every item"
+            )
+        cov_arr = np.empty((n_items, len(cols)), dtype=np.float64)
+        cov_arr[code] = mat
+        cov_names = tuple(str(c) for c in cols)
+        reports.append(TableReport("covariates", covariates.source, len(cdf), len(ckeep), c_dropped, {}))
+
+    return AnnotationSet(
+        item_ids=item_ids_arr,
+        labeler_ids=np.asarray(labeler_ids, dtype=object),
+        item_ptr=ptr,
+        labeler=lab_codes[order].astype(np.int32),
+        label=lv[order].astype(np.int8),
+        gold=gold_arr,
+        item_round=item_round,
+        round_ids=round_ids,
+        covariates=cov_arr,
+        covariate_names=cov_names,
+        report=IngestReport(tuple(reports)),
+        name=name,
+    )

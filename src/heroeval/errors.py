@@ -1,0 +1,44 @@
+"""Exception and warning classes of heroeval.
+
+Every error raised on bad input is a :class:`HeroEvalError` (a ``ValueError``),
+and its message names the file, row, column or parameter and the bad value.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CalibrationFileError",
+    "ConvergenceWarning",
+    "DataError",
+    "HeroEvalError",
+    "HeroEvalWarning",
+    "UnknownLabelerError",
+]
+
+
+class HeroEvalError(ValueError):
+    """Base class of the errors heroeval raises on bad input or settings."""
+
+
+class DataError(HeroEvalError):
+    """Input data that cannot be ingested (bad label, missing column, ...)."""
+
+
+class UnknownLabelerError(HeroEvalError):
+    """The current round has labelers that the calibration does not know."""
+
+    def __init__(self, message: str, labelers: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.labelers = labelers
+
+
+class CalibrationFileError(HeroEvalError):
+    """A calibration JSON file that is malformed or of an unknown version."""
+
+
+class HeroEvalWarning(UserWarning):
+    """Base class of heroeval's warnings."""
+
+
+class ConvergenceWarning(HeroEvalWarning):
+    """An EM fit stopped at its iteration limit before meeting its tolerance."""

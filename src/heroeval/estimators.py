@@ -1,0 +1,485 @@
+"""Estimators of the current round's gold rate: HERO and the paper's baselines."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _em
+from ._score import psi, solve_score
+from .calibration import (
+    Calibration,
+    ConvergenceInfo,
+    _check_em_settings,
+    calibrate,
+    design_of,
+)
+from .data import AnnotationSet
+from .errors import ConvergenceWarning, DataError, HeroEvalError, UnknownLabelerError
+from .results import METHODS, EstimateCollection, EstimateResult
+
+__all__ = [
+    "dawid_skene",
+    "estimate",
+    "gold_proportion",
+    "hero1",
+    "hero2",
+    "hero_joint",
+    "majority_vote",
+]
+
+FloatArray = npt.NDArray[np.float64]
+TieRule = Literal["half", "positive", "negative", "random"]
+
+
+def _check_current(current: Any) -> AnnotationSet:
+    if not isinstance(current, AnnotationSet):
+        raise HeroEvalError(
+            f"current must be an AnnotationSet (from read_annotations), got {type(current).__name__}"
+        )
+    if current.n_items == 0:
+        raise DataError(f"current round {current.name!r} has no annotated items")
+    return current
+
+
+def _check_calibration(calibration: Any) -> Calibration:
+    if not isinstance(calibration, Calibration):
+        raise HeroEvalError(
+            f"calibration must be a Calibration (from calibrate or load_calibration), "
+            f"got {type(calibration).__name__}"
+        )
+    return calibration
+
+
+# ---------------------------------------------------------------------------
+# Aligning the current round to a calibration
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Aligned:
+    data: AnnotationSet  # current round, unknown labelers removed if asked
+    to_calib: npt.NDArray[np.int64]  # current labeler code -> calibration index
+    notes: tuple[str, ...]
+    details: dict[str, Any]
+
+
+def _align(current: AnnotationSet, calibration: Calibration, exclude_new_labelers: bool) -> _Aligned:
+    index = calibration.index_of()
+    idx = np.array([index.get(str(lab), -1) for lab in current.labeler_ids], dtype=np.int64)
+    unknown = idx < 0
+    notes: list[str] = []
+    details: dict[str, Any] = {}
+    data = current
+    if unknown.any():
+        names = tuple(str(x) for x in current.labeler_ids[unknown])
+        n_ann = int(np.isin(current.labeler, np.flatnonzero(unknown)).sum())
+        if not exclude_new_labelers:
+            shown = ", ".join(repr(x) for x in names[:10]) + (" ..." if len(names) > 10 else "")
+            raise UnknownLabelerError(
+                f"{len(names)} labeler(s) of the current round {current.name!r} are not in the "
+                f"calibration ({n_ann} annotations): {shown}. Their reliability is unknown; pass "
+                "exclude_new_labelers=True (CLI: --exclude-new-labelers) to leave their labels out.",
+                names,
+            )
+        data, n_removed, n_items_removed = current.select_labelers(~unknown)
+        if data.n_items == 0:
+            raise DataError(
+                f"current round {current.name!r}: every annotation is by a labeler unknown to the calibration"
+            )
+        idx = idx[~unknown]
+        details.update(
+            excluded_labelers=list(names),
+            excluded_annotations=n_removed,
+            excluded_items=n_items_removed,
+        )
+        notes.append(
+            f"excluded {len(names)} labeler(s) unknown to the calibration: {n_removed} annotations, "
+            f"{n_items_removed} item(s) left without labels"
+        )
+    return _Aligned(data=data, to_calib=idx, notes=tuple(notes), details=details)
+
+
+def _llr(data: AnnotationSet, to_calib: npt.NDArray[np.int64], alpha: FloatArray, beta: FloatArray) -> FloatArray:
+    """Per-item log-likelihood ratio L_i under fixed sensitivities/specificities."""
+    la1, la0 = _em.code_logprobs(alpha, beta)
+    diff = la1 - la0
+    vals = diff[2 * to_calib[data.labeler] + data.label]
+    return np.add.reduceat(vals, data.item_ptr[:-1]) if vals.size else np.zeros(0)
+
+
+def _result(method: str, est: float, data: AnnotationSet, **kw: Any) -> EstimateResult:
+    return EstimateResult(
+        method=method,
+        estimate=float(est),
+        n_items=data.n_items,
+        n_annotations=data.n_annotations,
+        n_labelers=int(np.unique(data.labeler).size),
+        **kw,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Baselines
+# ---------------------------------------------------------------------------
+
+
+def majority_vote(
+    current: AnnotationSet, *, tie: TieRule = "half", rng: np.random.Generator | int | None = None
+) -> EstimateResult:
+    """Share of items whose silver majority says 1.
+
+    Each item's vote is 1 if more than half of its labels are 1 and 0 if
+    fewer than half are; a tie counts as ``tie``: ``"half"`` (0.5, the
+    default: deterministic and symmetric), ``"positive"`` (1), ``"negative"``
+    (0) or ``"random"`` (a fair coin drawn with ``rng``).
+
+    This estimates the rate of the majority label, not the gold rate: it is
+    biased whenever labelers' errors are asymmetric.
+
+    Examples
+    --------
+    >>> import heroeval as he
+    >>> cur = he.AnnotationSet.from_arrays([1, 1, 2, 2], ["a", "b", "a", "b"], [1, 1, 1, 0])
+    >>> he.majority_vote(cur).estimate   # item 1 votes 1, item 2 ties (0.5)
+    0.75
+    """
+    data = _check_current(current)
+    if tie not in ("half", "positive", "negative", "random"):
+        raise HeroEvalError(f"tie must be 'half', 'positive', 'negative' or 'random', got {tie!r}")
+    ones = np.add.reduceat(data.label.astype(np.int64), data.item_ptr[:-1])
+    n = np.diff(data.item_ptr)
+    vote = np.where(2 * ones > n, 1.0, 0.0)
+    ties = 2 * ones == n
+    if tie == "half":
+        vote[ties] = 0.5
+    elif tie == "positive":
+        vote[ties] = 1.0
+    elif tie == "random":
+        gen = np.random.default_rng(rng)
+        vote[ties] = gen.integers(0, 2, size=int(ties.sum()))
+    return _result(
+        "majority_vote",
+        vote.mean(),
+        data,
+        details={"tie_rule": tie, "n_ties": int(ties.sum())},
+    )
+
+
+def dawid_skene(
+    current: AnnotationSet,
+    *,
+    tol: float = 1e-8,
+    max_iter: int = 10_000,
+    criterion: Literal["parameters", "loglik"] = "parameters",
+    accelerate: bool = True,
+) -> EstimateResult:
+    """Dawid–Skene on the current round alone (no history, no gold).
+
+    Unsupervised two-coin EM fitting the rate and every labeler's
+    sensitivity and specificity jointly. It starts from the soft majority
+    vote (each item's share of positive labels), which fixes the labelling
+    of the two classes. EM settings as in :func:`calibrate`.
+
+    Examples
+    --------
+    >>> import heroeval as he
+    >>> cur = he.AnnotationSet.from_arrays([1, 1, 2, 2, 3, 3], ["a", "b"] * 3, [1, 1, 0, 0, 1, 1])
+    >>> round(he.dawid_skene(cur).estimate, 3)
+    0.667
+    """
+    data = _check_current(current)
+    _check_em_settings(tol, max_iter, criterion)
+    d = _em.make_design(
+        data.item_ptr,
+        data.labeler,
+        data.label,
+        data.n_labelers,
+        np.full(data.n_items, -1, dtype=np.int8),
+        np.zeros(data.n_items, dtype=np.int32),
+        1,
+    )
+    soft = np.add.reduceat(data.label.astype(np.float64), data.item_ptr[:-1]) / np.diff(data.item_ptr)
+    a0, b0, p0 = _em.m_step(d, soft)
+    fit = _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate)
+    conv = ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate)
+    if not fit.converged:
+        warnings.warn(
+            f"Dawid-Skene EM did not converge in {fit.n_iter} iterations", ConvergenceWarning, stacklevel=2
+        )
+    return _result("dawid_skene", fit.prev[0], data, convergence=conv)
+
+
+# ---------------------------------------------------------------------------
+# Calibrated estimators
+# ---------------------------------------------------------------------------
+
+
+def _score_estimate(
+    method: str,
+    current: AnnotationSet,
+    calibration: Calibration,
+    alpha: FloatArray,
+    beta: FloatArray,
+    exclude_new_labelers: bool,
+    extra: dict[str, Any] | None = None,
+) -> EstimateResult:
+    al = _align(current, calibration, exclude_new_labelers)
+    L = _llr(al.data, al.to_calib, alpha, beta)
+    mu, status = solve_score(L)
+    return _result(method, mu, al.data, status=status, details={**al.details, **(extra or {})}, notes=al.notes)
+
+
+def gold_proportion(
+    current: AnnotationSet, calibration: Calibration, *, exclude_new_labelers: bool = False
+) -> EstimateResult:
+    """Historical sample-proportion calibration (the paper's baseline 3).
+
+    Each labeler's sensitivity and specificity come from the history's gold
+    items only, with Laplace smoothing: ``(tp + 1) / (tp + fn + 2)`` and
+    ``(tn + 1) / (tn + fp + 2)``; then the HERO-1 score equation gives the rate.
+    """
+    data = _check_current(current)
+    cal = _check_calibration(calibration)
+    alpha = (cal.gold_tp + 1.0) / (cal.gold_tp + cal.gold_fn + 2.0)
+    beta = (cal.gold_tn + 1.0) / (cal.gold_tn + cal.gold_fp + 2.0)
+    return _score_estimate("gold_proportion", data, cal, alpha, beta, exclude_new_labelers)
+
+
+def hero1(
+    current: AnnotationSet, calibration: Calibration, *, exclude_new_labelers: bool = False
+) -> EstimateResult:
+    """HERO-1: the current round's rate with Stage A's labeler parameters fixed.
+
+    Solves ``sum_i psi_i(mu) = 0`` where ``psi_i`` is item i's score for the
+    two-coin likelihood ``mu e^{lambda_i(1)} + (1 - mu) e^{lambda_i(0)}``. The
+    root is unique (the score decreases in mu); when there is no root in
+    (0, 1) the estimate is 0 or 1 and ``status`` says which. With a single
+    labeler this is the Rogan–Gladen estimator clipped to [0, 1].
+
+    Examples
+    --------
+    >>> import heroeval as he
+    >>> hist = he.AnnotationSet.from_arrays(
+    ...     [1, 2, 3, 4], ["a"] * 4, [1, 1, 0, 0], gold=([1, 2, 3, 4], [1, 0, 0, 0]))
+    >>> cal = he.calibrate(hist)       # a: sensitivity 1, specificity 2/3
+    >>> cur = he.AnnotationSet.from_arrays([5, 6, 7], ["a"] * 3, [1, 1, 0])
+    >>> round(he.hero1(cur, cal).estimate, 6)   # (2/3 + 2/3 - 1) / (1 + 2/3 - 1)
+    0.5
+    """
+    data = _check_current(current)
+    cal = _check_calibration(calibration)
+    return _score_estimate("hero1", data, cal, cal.alpha, cal.beta, exclude_new_labelers)
+
+
+def hero2(
+    current: AnnotationSet,
+    calibration: Calibration,
+    *,
+    ridge: float = 0.0,
+    exclude_new_labelers: bool = False,
+) -> EstimateResult:
+    """HERO-2: HERO-1 with a score-level control variate.
+
+    With ``psi_i`` evaluated at the HERO-1 estimate, ``gamma`` regresses the
+    scores on the current covariates ``X`` (centred), and the estimate solves
+    ``mean_i psi_i(mu) = gamma' (Xbar - m_X)`` where ``m_X`` is the history's
+    covariate mean stored in the calibration. Covariates uncorrelated with
+    the scores give ``gamma ~ 0`` and the HERO-1 estimate.
+
+    Parameters
+    ----------
+    ridge : float, default 0
+        Ridge penalty on the standardised scale: ``gamma = (S_XX + ridge *
+        diag(S_XX))^-1 S_Xpsi``, useful with many columns (TF-IDF). Columns
+        that are constant in the current round get ``gamma = 0``.
+    """
+    data = _check_current(current)
+    cal = _check_calibration(calibration)
+    if not (np.isfinite(ridge) and ridge >= 0):
+        raise HeroEvalError(f"ridge must be a non-negative number, got {ridge!r}")
+    if data.covariates is None:
+        raise HeroEvalError(
+            f"hero2 needs covariates for the current round {data.name!r} (read_annotations(..., covariates=...))"
+        )
+    if cal.covariate_mean is None:
+        raise HeroEvalError(
+            "hero2 needs the history's covariate mean: the calibration was fitted without covariates "
+            "(pass covariates= when reading the history)"
+        )
+    if tuple(data.covariate_names) != tuple(cal.covariate_names):
+        raise HeroEvalError(
+            f"covariate columns differ: current round has {list(data.covariate_names)}, "
+            f"the calibration's history has {list(cal.covariate_names)}"
+        )
+    al = _align(data, cal, exclude_new_labelers)
+    L = _llr(al.data, al.to_calib, cal.alpha, cal.beta)
+    mu1, _ = solve_score(L)
+    X = al.data.covariates
+    assert X is not None
+    ps = psi(mu1, L)
+    xbar = X.mean(axis=0)
+    Xc = X - xbar
+    n = X.shape[0]
+    Sxx = Xc.T @ Xc / n
+    Sxp = Xc.T @ ps / n
+    var = np.diag(Sxx).copy()
+    live = var > 1e-12 * max(1.0, float(np.max(np.abs(X))) ** 2)
+    gamma = np.zeros(X.shape[1])
+    if live.any():
+        S = Sxx[np.ix_(live, live)] + ridge * np.diag(var[live])
+        gamma[live] = np.linalg.lstsq(S, Sxp[live], rcond=None)[0]
+    offset = float(gamma @ (xbar - cal.covariate_mean))
+    mu2, status = solve_score(L, offset)
+    r2 = float(np.corrcoef(Xc @ gamma, ps)[0, 1] ** 2) if live.any() and np.std(Xc @ gamma) > 0 and np.std(ps) > 0 else 0.0
+    details = {
+        **al.details,
+        "gamma": dict(zip(cal.covariate_names, gamma.tolist(), strict=True)),
+        "covariate_mean_current": xbar.tolist(),
+        "covariate_mean_history": cal.covariate_mean.tolist(),
+        "offset": offset,
+        "hero1_estimate": mu1,
+        "score_r2": r2,
+        "ridge": ridge,
+        "constant_columns": [c for c, ok in zip(cal.covariate_names, live, strict=True) if not ok],
+    }
+    return _result("hero2", mu2, al.data, status=status, details=details, notes=al.notes)
+
+
+def hero_joint(
+    current: AnnotationSet,
+    calibration: Calibration,
+    *,
+    exclude_new_labelers: bool = False,
+) -> EstimateResult:
+    """Joint calibration: the current round as one more gold-free history round.
+
+    Stage A is refitted on the history plus the current round, the current
+    round having its own prevalence; the current labels then refine the
+    labeler parameters too. Starts from the calibration (and HERO-1 for the
+    current prevalence) and uses the calibration's EM settings. Needs the
+    history itself, so ``calibration`` must come from :func:`calibrate` in
+    this process (``calibration.history`` is not None).
+    """
+    data = _check_current(current)
+    cal = _check_calibration(calibration)
+    hist = cal.history
+    if hist is None:
+        raise HeroEvalError(
+            "hero_joint needs the history, not only a calibration file: calibrate from the history "
+            "in this process (CLI: --history/--gold instead of --calibration)"
+        )
+    al = _align(data, cal, exclude_new_labelers)
+    cur = al.data
+    L = _llr(cur, al.to_calib, cal.alpha, cal.beta)
+    mu1, _ = solve_score(L)
+    G = hist.n_rounds
+    ptr = np.concatenate([hist.item_ptr, hist.item_ptr[-1] + cur.item_ptr[1:]])
+    lab = np.concatenate([hist.labeler.astype(np.int64), al.to_calib[cur.labeler]])
+    lbl = np.concatenate([hist.label, cur.label])
+    gold = np.concatenate([hist.gold, np.full(cur.n_items, -1, dtype=np.int8)])
+    grp = np.concatenate([hist.item_round, np.full(cur.n_items, G, dtype=np.int32)])
+    d = _em.make_design(ptr, lab, lbl, cal.n_labelers, gold, grp, G + 1)
+    s = cal.settings
+    tol = float(s.get("tol", 1e-8))
+    max_iter = int(s.get("max_iter", 10_000))
+    criterion = str(s.get("criterion", "parameters"))
+    accelerate = bool(s.get("accelerate", True))
+    prev0 = np.concatenate([cal.round_prevalence, [min(max(mu1, 0.01), 0.99)]])
+    fit = _em.run_em(
+        d, np.asarray(cal.alpha), np.asarray(cal.beta), prev0,
+        tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
+    )
+    conv = ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate)
+    if not fit.converged:
+        warnings.warn(f"joint EM did not converge in {fit.n_iter} iterations", ConvergenceWarning, stacklevel=2)
+    details = {**al.details, "hero1_estimate": mu1}
+    return _result("hero_joint", fit.prev[G], cur, convergence=conv, details=details, notes=al.notes)
+
+
+# ---------------------------------------------------------------------------
+# One entry point
+# ---------------------------------------------------------------------------
+
+
+def estimate(
+    current: AnnotationSet,
+    calibration: Calibration | None = None,
+    *,
+    method: str | Sequence[str] = "hero1",
+    history: AnnotationSet | None = None,
+    ridge: float = 0.0,
+    tie: TieRule = "half",
+    exclude_new_labelers: bool = False,
+) -> EstimateResult | EstimateCollection:
+    """Estimate the current round's gold rate by one method, several, or ``"all"``.
+
+    Parameters
+    ----------
+    current : AnnotationSet
+        The current round (no gold needed; gold in it is ignored).
+    calibration : Calibration, optional
+        From :func:`calibrate` or :func:`load_calibration`. If omitted,
+        ``history`` is calibrated with default settings.
+    method : str or sequence of str
+        A method name, a list of names, or ``"all"``: every method the inputs
+        allow (``hero2`` needs covariates on both sides, ``hero_joint`` needs
+        the history itself). A single name returns an :class:`EstimateResult`,
+        otherwise an :class:`EstimateCollection` that lists skipped methods
+        and why.
+
+    Examples
+    --------
+    >>> import heroeval as he
+    >>> hist = he.AnnotationSet.from_arrays(
+    ...     [1, 1, 2, 2, 3, 3], ["a", "b"] * 3, [1, 1, 0, 1, 0, 0], gold=([1, 3], [1, 0]))
+    >>> cur = he.AnnotationSet.from_arrays([7, 7, 8, 8], ["a", "b"] * 2, [1, 1, 0, 0])
+    >>> res = he.estimate(cur, history=hist, method="all")
+    >>> sorted(res)
+    ['dawid_skene', 'gold_proportion', 'hero1', 'hero_joint', 'majority_vote']
+    """
+    data = _check_current(current)
+    if calibration is None:
+        if history is None:
+            raise HeroEvalError("pass a calibration or a history to calibrate from")
+        calibration = calibrate(history)
+    cal = _check_calibration(calibration)
+    if history is not None and cal.history is None:
+        cal = replace(cal, history=history)
+    single = isinstance(method, str) and method != "all"
+    if isinstance(method, str):
+        wanted = list(METHODS) if method == "all" else [method]
+    else:
+        wanted = list(method)
+    for m in wanted:
+        if m not in METHODS:
+            raise HeroEvalError(f"unknown method {m!r}; choose from {list(METHODS)} or 'all'")
+    results: dict[str, EstimateResult] = {}
+    skipped: dict[str, str] = {}
+    for m in wanted:
+        if m == "hero2" and not single and (data.covariates is None or cal.covariate_mean is None):
+            skipped[m] = "needs covariates for the current round and the history"
+            continue
+        if m == "hero_joint" and not single and cal.history is None:
+            skipped[m] = "needs the history itself, not only a calibration file"
+            continue
+        if m == "majority_vote":
+            results[m] = majority_vote(data, tie=tie)
+        elif m == "dawid_skene":
+            results[m] = dawid_skene(data)
+        elif m == "gold_proportion":
+            results[m] = gold_proportion(data, cal, exclude_new_labelers=exclude_new_labelers)
+        elif m == "hero1":
+            results[m] = hero1(data, cal, exclude_new_labelers=exclude_new_labelers)
+        elif m == "hero2":
+            results[m] = hero2(data, cal, ridge=ridge, exclude_new_labelers=exclude_new_labelers)
+        else:
+            results[m] = hero_joint(data, cal, exclude_new_labelers=exclude_new_labelers)
+    if single:
+        return results[wanted[0]]
+    return EstimateCollection(results, ingest=data.report, skipped=skipped)
