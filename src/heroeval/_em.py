@@ -66,8 +66,8 @@ def make_design(
     A.sum_duplicates()  # repeated (item, labeler, label) rows become counts
     AT = A.T.tocsr()
     code_counts = np.bincount(code, minlength=n_codes).astype(np.float64)
-    group = group.astype(np.int32)
-    group_size = np.bincount(group, minlength=n_groups).astype(np.float64)
+    group32 = group.astype(np.int32)
+    group_size = np.bincount(group32, minlength=n_groups).astype(np.float64)
     return Design(
         n_items=n_items,
         n_labelers=n_labelers,
@@ -76,7 +76,7 @@ def make_design(
         AT=AT,
         code_counts=code_counts,
         gold=gold.astype(np.int8),
-        group=group,
+        group=group32,
         group_size=group_size,
     )
 
@@ -97,7 +97,8 @@ def code_logprobs(alpha: FloatArray, beta: FloatArray) -> tuple[FloatArray, Floa
 def item_llr(design_A: sp.csr_matrix, alpha: FloatArray, beta: FloatArray) -> FloatArray:
     """L_r = lambda_r(1) - lambda_r(0) for every item."""
     la1, la0 = code_logprobs(alpha, beta)
-    return np.asarray(design_A @ (la1 - la0))
+    out: FloatArray = np.asarray(design_A @ (la1 - la0), dtype=np.float64)
+    return out
 
 
 def e_step(
@@ -174,8 +175,8 @@ class EMFit:
 
 
 def _pack(alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
-    th = logit(np.concatenate([alpha, beta, prev]))
-    return np.clip(th, -_LOGIT_MAX, _LOGIT_MAX)
+    th: FloatArray = np.clip(logit(np.concatenate([alpha, beta, prev])), -_LOGIT_MAX, _LOGIT_MAX)
+    return th
 
 
 def _unpack(th: FloatArray, J: int) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -269,9 +270,8 @@ def run_em(
             if nv == 0.0 or not np.isfinite(nv):
                 th = th2
                 continue
-            a = -nr / nv
-            a = max(min(a, -1.0), -step_max)
-            th_p = np.clip(th - 2 * a * r + a * a * v, -_LOGIT_MAX, _LOGIT_MAX)
+            step = max(min(-nr / nv, -1.0), -step_max)
+            th_p = np.clip(th - 2 * step * r + step * step * v, -_LOGIT_MAX, _LOGIT_MAX)
             th_new, ll_p = F(th_p)
             if not np.isfinite(ll_p) or ll_p < ll1 - 1e-10 * max(1.0, abs(ll1)):
                 # extrapolation went downhill: keep the plain EM double step
@@ -279,7 +279,7 @@ def run_em(
                 step_max = max(1.0, step_max / mstep)
             else:
                 th = th_new
-                if a == -step_max:
+                if step == -step_max:
                     step_max *= mstep
     a, b, p = _unpack(th, J)
     gamma, ll = e_step(d, a, b, p)

@@ -413,6 +413,17 @@ def _load(obj: TableLike, role: str, string_cols: Sequence[str] = ()) -> tuple[p
     )
 
 
+def _stem(path: str) -> str:
+    """File name without its data and compression suffixes."""
+    p = Path(path)
+    name = p.name
+    for suf in (".gz", ".bz2", ".zst", ".xz"):
+        name = name.removesuffix(suf)
+    for suf in (".csv", ".tsv", ".txt", ".parquet", ".pq", ".jsonl", ".ndjson", ".json"):
+        name = name.removesuffix(suf)
+    return name
+
+
 def _resolve(df: pd.DataFrame, given: str | None, candidates: Sequence[str], what: str, where: str) -> str:
     if given is not None:
         if given not in df.columns:
@@ -472,8 +483,10 @@ def _parse_binary(s: pd.Series, t: _Table, col: str, what: str) -> tuple[npt.NDA
 def _bad_value(t: _Table, col: str, what: str, bad: npt.NDArray[np.bool_], s: pd.Series) -> None:
     rows = np.flatnonzero(bad)
     r = int(rows[0])
+    value = s.iloc[r]
+    value = value.item() if hasattr(value, "item") else value
     raise DataError(
-        f"{t.where(r)}: {what} {s.iloc[r]!r} in column {col!r} is not binary "
+        f"{t.where(r)}: {what} {value!r} in column {col!r} is not binary "
         f"(expected 0/1 or true/false); {rows.size} such row(s) in all. "
         "Multi-class labels are not supported yet."
     )
@@ -545,7 +558,7 @@ def read_annotations(
     if missing not in ("drop", "error"):
         raise DataError(f"missing must be 'drop' or 'error', got {missing!r}")
     id_cols = [c for c in (item_col, labeler_col, *ITEM_COLUMNS, *LABELER_COLUMNS) if c]
-    df, src, hdr = _load(annotations, "annotations", string_cols=id_cols + ["label", label_col or ""])
+    df, src, hdr = _load(annotations, "annotations", string_cols=[*id_cols, "label", label_col or ""])
     ann = _Table("annotations", src, df, "", hdr)
     ann.item_col = _resolve(df, item_col, ITEM_COLUMNS, "item", src)
     lab_c = _resolve(df, labeler_col, LABELER_COLUMNS, "labeler", src)
@@ -571,7 +584,7 @@ def read_annotations(
             "covariates", csrc, cdf, _resolve(cdf, covariate_item_col, ITEM_COLUMNS, "item", csrc), chdr
         )
     if name is None:
-        name = Path(src).stem if hdr or not src.startswith("<") else "annotations"
+        name = _stem(src) if not src.startswith("<") else "annotations"
     return _build(
         ann,
         labeler_col=lab_c,

@@ -17,7 +17,6 @@ from .calibration import (
     ConvergenceInfo,
     _check_em_settings,
     calibrate,
-    design_of,
 )
 from .data import AnnotationSet
 from .errors import ConvergenceWarning, DataError, HeroEvalError, UnknownLabelerError

@@ -13,7 +13,7 @@ from .calibration import ConvergenceInfo
 from .data import IngestReport
 from .errors import HeroEvalError
 
-__all__ = ["EstimateCollection", "EstimateResult", "METHODS", "METHOD_TITLES"]
+__all__ = ["METHODS", "METHOD_TITLES", "EstimateCollection", "EstimateResult"]
 
 METHODS = ("majority_vote", "dawid_skene", "gold_proportion", "hero1", "hero2", "hero_joint")
 METHOD_TITLES = {

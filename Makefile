@@ -1,0 +1,46 @@
+# heroeval: everything the project needs is installed by these targets.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test test-fast lint typecheck bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+## make demo: create .venv, install heroeval, run the bundled example
+demo: $(VENV)/.installed
+	$(BIN)/hero demo
+
+## make test: create .venv, install with test extras, lint, type-check, run the whole suite
+test: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/mypy
+	$(BIN)/python -m pytest
+
+## make test-fast: the suite without the slow Monte-Carlo checks
+test-fast: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -m "not slow"
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests
+
+typecheck: $(VENV)/.installed-test
+	$(BIN)/mypy
+
+## make bench: Stage A timing against crowd-kit (installs crowd-kit in its own venv)
+bench: $(VENV)/.installed
+	$(BIN)/python benchmarks/stage_a.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,114 @@
+"""Terminal rendering with rich. Presentation only: computes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .calibration import Calibration
+from .data import IngestReport
+from .results import EstimateCollection, EstimateResult
+
+
+def estimates_table(res: EstimateCollection, truth: float | None = None, title: str = "Estimates") -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column("method")
+    t.add_column("estimate", justify="right")
+    if truth is not None:
+        t.add_column("error", justify="right")
+    t.add_column("items", justify="right")
+    t.add_column("labels", justify="right")
+    t.add_column("labelers", justify="right")
+    t.add_column("status / notes")
+    for r in res.values():
+        row = [r.title, f"{r.estimate:.4f}"]
+        if truth is not None:
+            row.append(f"{r.estimate - truth:+.4f}")
+        row += [str(r.n_items), str(r.n_annotations), str(r.n_labelers), _status(r)]
+        t.add_row(*row)
+    for m, why in res.skipped.items():
+        row = [m, "-"] + (["-"] if truth is not None else []) + ["", "", "", f"[dim]not computed: {why}[/dim]"]
+        t.add_row(*row)
+    if truth is not None:
+        t.add_row("[bold]true gold rate[/bold]", f"[bold]{truth:.4f}[/bold]", "", "", "", "", "")
+    return t
+
+
+def _status(r: EstimateResult) -> str:
+    parts = []
+    if r.status not in ("ok", "interior"):
+        parts.append(f"[yellow]{r.status}[/yellow]")
+    if r.convergence is not None:
+        c = r.convergence
+        parts.append(f"EM {c.n_iter} it" + ("" if c.converged else " [red]not converged[/red]"))
+    if r.method == "hero2":
+        g = r.details.get("gamma", {})
+        parts.append("gamma " + ", ".join(f"{k}={v:.3g}" for k, v in g.items()))
+    if r.method == "majority_vote":
+        parts.append(f"ties={r.details.get('n_ties')} ({r.details.get('tie_rule')})")
+    parts.extend(r.notes)
+    return "; ".join(parts)
+
+
+def ingest_table(rep: IngestReport, title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column("table")
+    t.add_column("source", overflow="fold")
+    t.add_column("read", justify="right")
+    t.add_column("used", justify="right")
+    t.add_column("dropped / notes")
+    for tr in rep.tables:
+        why = [f"[yellow]dropped {n}[/yellow]: {k}" for k, n in tr.dropped.items()]
+        why += [f"{n}: {k}" for k, n in tr.notes.items()]
+        src = tr.source if tr.source.startswith("<") else Path(tr.source).name
+        t.add_row(tr.table, src, str(tr.rows_read), str(tr.rows_used), "\n".join(why) or "-")
+    return t
+
+
+def calibration_table(cal: Calibration, max_rows: int = 30) -> Table:
+    c = cal.convergence
+    state = "converged" if c.converged else "[red]NOT converged[/red]"
+    t = Table(
+        title=(
+            f"Stage A calibration: {cal.n_labelers} labelers, {cal.n_history_items} history items "
+            f"({cal.n_gold_items} gold), {len(cal.round_ids)} round(s); EM {state} in {c.n_iter} "
+            f"iterations, log-lik {c.loglik:.2f}"
+        ),
+        title_justify="left",
+    )
+    t.add_column("labeler")
+    t.add_column("sensitivity", justify="right")
+    t.add_column("specificity", justify="right")
+    t.add_column("labels", justify="right")
+    t.add_column("gold pos/neg", justify="right")
+    order = sorted(range(cal.n_labelers), key=lambda k: -int(cal.n_annotations[k]))
+    for k in order[:max_rows]:
+        t.add_row(
+            cal.labeler_ids[k],
+            f"{cal.alpha[k]:.3f}",
+            f"{cal.beta[k]:.3f}",
+            str(int(cal.n_annotations[k])),
+            f"{int(cal.gold_tp[k] + cal.gold_fn[k])}/{int(cal.gold_tn[k] + cal.gold_fp[k])}",
+        )
+    if cal.n_labelers > max_rows:
+        t.add_row(f"... {cal.n_labelers - max_rows} more", "", "", "", "")
+    return t
+
+
+def rounds_table(cal: Calibration) -> Table:
+    t = Table(title="History rounds", title_justify="left")
+    t.add_column("round")
+    t.add_column("prevalence", justify="right")
+    t.add_column("items", justify="right")
+    t.add_column("gold", justify="right")
+    for g, r in enumerate(cal.round_ids):
+        t.add_row(r, f"{cal.round_prevalence[g]:.4f}", str(int(cal.round_n_items[g])), str(int(cal.round_n_gold[g])))
+    return t
+
+
+def print_all(console: Console, *renderables: Any) -> None:
+    for r in renderables:
+        console.print(r)

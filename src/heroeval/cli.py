@@ -1,0 +1,249 @@
+"""The ``hero`` command line. It reads, calls the public API and renders; it computes nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from . import _render
+from ._version import __version__
+from .calibration import Calibration, calibrate, load_calibration
+from .data import AnnotationSet, read_annotations
+from .errors import HeroEvalError, HeroEvalWarning
+from .estimators import estimate
+from .results import METHODS, EstimateCollection, EstimateResult
+
+app = typer.Typer(
+    name="hero",
+    help="HERO: estimate a model's gold-label rate from noisy silver labels, calibrated on your label history.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+
+
+class Duplicates(str, Enum):
+    keep = "keep"
+    first = "first"
+    error = "error"
+
+
+class Criterion(str, Enum):
+    parameters = "parameters"
+    loglik = "loglik"
+
+
+class Tie(str, Enum):
+    half = "half"
+    positive = "positive"
+    negative = "negative"
+    random = "random"
+
+
+def _console() -> Console:
+    # a wide, plain layout when piped; rich detects colour and width on a terminal
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 132)
+
+
+def _err(msg: str) -> None:
+    Console(stderr=True, highlight=False).print(f"[bold red]error:[/bold red] {msg}", soft_wrap=True)
+
+
+ItemCol = Annotated[str | None, typer.Option(help="Item id column (default item_id or crowd-kit's task).")]
+LabelerCol = Annotated[str | None, typer.Option(help="Labeler id column (default labeler_id or worker).")]
+LabelCol = Annotated[str | None, typer.Option(help="Label column (default label).")]
+DupOpt = Annotated[Duplicates, typer.Option(help="Repeated (item, labeler) pairs: keep, first or error.")]
+FmtOpt = Annotated[Format, typer.Option("--format", "-f", help="Output: a rich table or JSON on stdout.")]
+
+
+def _read(path: Path, *, gold: Path | None = None, covariates: Path | None = None, name: str,
+          item_col: str | None, labeler_col: str | None, label_col: str | None,
+          round_col: str | None, duplicates: Duplicates) -> AnnotationSet:
+    rc: Any = None if round_col is None else (False if round_col == "none" else round_col)
+    return read_annotations(
+        path, gold=gold, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
+        label_col=label_col, round_col=rc, duplicates=duplicates.value, name=name,
+    )
+
+
+def _run(fn: Any) -> Any:
+    """Run ``fn`` turning heroeval errors into a clean message and exit code 2."""
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", HeroEvalWarning)
+            out = fn()
+    except HeroEvalError as exc:
+        _err(str(exc))
+        raise typer.Exit(2) from None
+    finally:
+        for w in caught:
+            if issubclass(w.category, HeroEvalWarning):
+                Console(stderr=True, highlight=False).print(
+                    f"[yellow]warning ({w.category.__name__}):[/yellow] {w.message}", soft_wrap=True)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return out
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    history: Annotated[Path, typer.Argument(help="History annotations (CSV, Parquet or JSONL).")],
+    gold: Annotated[Path, typer.Option(help="Gold labels for some history items.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the calibration JSON.")],
+    covariates: Annotated[Path | None, typer.Option(help="History item covariates (for HERO-2).")] = None,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    round_col: Annotated[str | None, typer.Option(help="Round column (default 'round' if present; 'none' ignores it).")] = None,
+    duplicates: DupOpt = Duplicates.keep,
+    tol: Annotated[float, typer.Option(help="EM tolerance.")] = 1e-8,
+    max_iter: Annotated[int, typer.Option(help="EM iteration limit.")] = 10_000,
+    criterion: Annotated[Criterion, typer.Option(help="Stop on parameter change or on log-likelihood.")] = Criterion.parameters,
+    accelerate: Annotated[bool, typer.Option(help="SQUAREM acceleration.")] = True,
+    fmt: FmtOpt = Format.table,
+) -> None:
+    """Stage A: learn each labeler's sensitivity and specificity from the history."""
+
+    def go() -> tuple[AnnotationSet, Calibration]:
+        h = _read(history, gold=gold, covariates=covariates, name="history", item_col=item_col,
+                  labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates)
+        c = calibrate(h, tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate)
+        c.save(output)
+        return h, c
+
+    h, c = _run(go)
+    if fmt is Format.json:
+        print(json.dumps({"calibration": c.to_dict(), "output": str(output),
+                          "ingest": h.report.to_dict()}, indent=1))
+        return
+    con = _console()
+    _render.print_all(con, _render.ingest_table(h.report, "Ingest: history"), _render.calibration_table(c),
+                      _render.rounds_table(c))
+    con.print(f"calibration written to {output}")
+
+
+@app.command("estimate")
+def estimate_cmd(
+    current: Annotated[Path, typer.Argument(help="Current-round annotations (no gold needed).")],
+    calibration: Annotated[Path | None, typer.Option(help="Calibration JSON from 'hero calibrate'.")] = None,
+    history: Annotated[Path | None, typer.Option(help="History annotations (instead of --calibration).")] = None,
+    gold: Annotated[Path | None, typer.Option(help="History gold labels (with --history).")] = None,
+    covariates: Annotated[Path | None, typer.Option(help="Current-round covariates (HERO-2).")] = None,
+    history_covariates: Annotated[Path | None, typer.Option(help="History covariates (HERO-2, with --history).")] = None,
+    method: Annotated[str, typer.Option(help=f"One of {', '.join(METHODS)}, a comma list, or all.")] = "all",
+    ridge: Annotated[float, typer.Option(help="HERO-2 ridge penalty (standardised scale).")] = 0.0,
+    tie: Annotated[Tie, typer.Option(help="Majority-vote tie rule.")] = Tie.half,
+    exclude_new_labelers: Annotated[bool, typer.Option(help="Leave out labelers the calibration does not know (counted).")] = False,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    round_col: Annotated[str | None, typer.Option(help="History round column (default 'round' if present; 'none' ignores it).")] = None,
+    duplicates: DupOpt = Duplicates.keep,
+    fmt: FmtOpt = Format.table,
+) -> None:
+    """Estimate the current round's gold rate with HERO and the baselines."""
+    if (calibration is None) == (history is None):
+        _err("give exactly one of --calibration or --history (with --gold)")
+        raise typer.Exit(2)
+    if history is not None and gold is None:
+        _err("--history needs --gold (the history's gold labels)")
+        raise typer.Exit(2)
+    if calibration is not None and history_covariates is not None:
+        _err("--history-covariates goes with --history; a calibration file already holds the history's covariate mean")
+        raise typer.Exit(2)
+
+    def go() -> tuple[AnnotationSet, AnnotationSet | None, EstimateCollection]:
+        cur = _read(current, covariates=covariates, name="current", item_col=item_col, labeler_col=labeler_col,
+                    label_col=label_col, round_col="none", duplicates=duplicates)
+        hist: AnnotationSet | None = None
+        if calibration is not None:
+            cal = load_calibration(calibration)
+        else:
+            assert history is not None
+            hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
+                         labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates)
+            cal = calibrate(hist)
+        methods: Any = "all" if method == "all" else [m.strip() for m in method.split(",") if m.strip()]
+        res = estimate(cur, cal, method=methods, ridge=ridge, tie=tie.value,
+                       exclude_new_labelers=exclude_new_labelers)
+        if isinstance(res, EstimateResult):  # pragma: no cover - a list always gives a collection
+            res = EstimateCollection({res.method: res}, ingest=cur.report)
+        return cur, hist, res
+
+    cur, hist, res = _run(go)
+    if fmt is Format.json:
+        out = res.to_dict()
+        out["ingest"] = {"current": cur.report.to_dict(),
+                         "history": None if hist is None else hist.report.to_dict()}
+        print(json.dumps(out, indent=1))
+        return
+    con = _console()
+    _render.print_all(con, _render.ingest_table(cur.report, "Ingest: current round"))
+    if hist is not None:
+        _render.print_all(con, _render.ingest_table(hist.report, "Ingest: history"))
+    _render.print_all(con, _render.estimates_table(res))
+
+
+@app.command("demo")
+def demo_cmd(fmt: FmtOpt = Format.table) -> None:
+    """Run every method on the bundled real example (LLM judges grading TriviaQA answers)."""
+    from .demo import example_paths, run_demo
+
+    t0 = time.perf_counter()
+    d = _run(run_demo)
+    secs = time.perf_counter() - t0
+    truth = float(d.truth["true_rate"])
+    if fmt is Format.json:
+        out = d.estimates.to_dict()
+        out["truth"] = d.truth
+        out["seconds"] = secs
+        print(json.dumps(out, indent=1))
+        return
+    con = _console()
+    con.print(
+        "[bold]heroeval demo[/bold]: nine LLM judges and two lexical judges say whether an exam-taker "
+        "LLM's TriviaQA answer is correct; gold is human judgment (Thakur et al. 2024).\n"
+        f"History: {len(d.truth['history_rounds'])} exam-taker models, {d.history.n_items} items, gold on "
+        f"{d.history.n_gold} ({d.truth['gold_rate']:.0%}). Current round: {d.truth['current_round']}, "
+        f"{d.current.n_items} items, no gold.\nData: {example_paths()['provenance'].parent}"
+    )
+    _render.print_all(
+        con,
+        _render.ingest_table(d.history.report, "Ingest: history"),
+        _render.ingest_table(d.current.report, "Ingest: current round"),
+        _render.calibration_table(d.calibration),
+        _render.rounds_table(d.calibration),
+        _render.estimates_table(d.estimates, truth=truth,
+                                title=f"Accuracy of {d.truth['current_round']}: estimates vs the true gold rate"),
+    )
+    con.print(f"demo finished in {secs:.2f} s")
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    if version:
+        print(f"heroeval {__version__}")
+        raise typer.Exit(0)
+
+
+def main() -> None:  # pragma: no cover - console-script entry
+    app(prog_name="hero")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
