@@ -77,9 +77,9 @@ def main() -> None:
     truth = {
         "current_round": CURRENT,
         "true_rate": float(cg["gold"].mean()),
-        "n_current_items": int(len(cg)),
+        "n_current_items": len(cg),
         "history_rounds": sorted(hist["round"].unique().tolist()),
-        "history_gold_items": int(len(hg)),
+        "history_gold_items": len(hg),
         "gold_rate": GOLD_RATE,
         "seed": SEED,
     }

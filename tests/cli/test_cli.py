@@ -1,0 +1,120 @@
+"""The hero command end to end, on files in the default layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import heroeval as he
+from heroeval.cli import app
+from heroeval.demo import example_paths
+from tests.conftest import Sim
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory, sim: Sim) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("cli")
+    out: dict[str, Path] = {}
+    for name, ds in (("history", sim.history), ("current", sim.current)):
+        pd.DataFrame(
+            {
+                "item_id": ds.item_ids[ds.annotation_item],
+                "labeler_id": ds.labeler_ids[ds.labeler],
+                "label": ds.label,
+            }
+        ).to_csv(d / f"{name}.csv", index=False)
+        out[name] = d / f"{name}.csv"
+        cov = pd.DataFrame({"item_id": ds.item_ids, "x": ds.covariates[:, 0]})  # type: ignore[index]
+        cov.to_csv(d / f"{name}_x.csv", index=False)
+        out[f"{name}_x"] = d / f"{name}_x.csv"
+    g = sim.history.gold >= 0
+    pd.DataFrame({"item_id": sim.history.item_ids[g], "gold": sim.history.gold[g]}).to_csv(d / "gold.csv", index=False)
+    out["gold"] = d / "gold.csv"
+    out["dir"] = d
+    return out
+
+
+def test_estimate_all_json_with_history(files: dict[str, Path]) -> None:
+    r = runner.invoke(app, ["estimate", str(files["current"]), "--history", str(files["history"]),
+                            "--gold", str(files["gold"]), "--covariates", str(files["current_x"]),
+                            "--history-covariates", str(files["history_x"]), "--method", "all", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert set(out["estimates"]) == set(he.METHODS)
+    for m in he.METHODS:
+        assert 0.0 <= out["estimates"][m]["estimate"] <= 1.0
+    assert out["ingest"]["current"]["tables"][0]["rows_used"] > 0
+    # the CLI computes nothing itself: same numbers as the API
+    H = he.read_annotations(files["history"], gold=files["gold"], covariates=files["history_x"])
+    C = he.read_annotations(files["current"], covariates=files["current_x"])
+    api = he.estimate(C, he.calibrate(H), method="all")
+    assert isinstance(api, he.EstimateCollection)
+    for m in he.METHODS:
+        assert out["estimates"][m]["estimate"] == pytest.approx(api[m].estimate, abs=1e-12)
+
+
+def test_calibrate_then_estimate(files: dict[str, Path]) -> None:
+    cal = files["dir"] / "cal.json"
+    r = runner.invoke(app, ["calibrate", str(files["history"]), "--gold", str(files["gold"]),
+                            "--covariates", str(files["history_x"]), "-o", str(cal)])
+    assert r.exit_code == 0, r.output
+    assert "Stage A calibration" in r.stdout and "converged" in r.stdout and cal.exists()
+    r = runner.invoke(app, ["estimate", str(files["current"]), "--calibration", str(cal),
+                            "--covariates", str(files["current_x"])])
+    assert r.exit_code == 0, r.output
+    for title in ("Majority vote", "HERO-1", "HERO-2", "Gold-proportion"):
+        assert title in r.stdout
+    assert "not computed" in r.stdout  # hero_joint needs the history
+    r = runner.invoke(app, ["estimate", str(files["current"]), "--calibration", str(cal),
+                            "--method", "hero1,majority_vote", "-f", "json"])
+    assert list(json.loads(r.stdout)["estimates"]) == ["hero1", "majority_vote"]
+
+
+def test_cli_errors_exit_2_with_a_message(files: dict[str, Path], tmp_path: Path) -> None:
+    r = runner.invoke(app, ["estimate", str(files["current"])])
+    assert r.exit_code == 2 and "give exactly one of --calibration or --history" in r.stderr
+    r = runner.invoke(app, ["estimate", str(files["current"]), "--history", str(files["history"])])
+    assert r.exit_code == 2 and "--history needs --gold" in r.stderr
+    bad = tmp_path / "bad.csv"
+    bad.write_text("item_id,labeler_id,label\na,w,1\nb,w,7\n")
+    r = runner.invoke(app, ["estimate", str(bad), "--history", str(files["history"]), "--gold", str(files["gold"])])
+    assert r.exit_code == 2 and "row 2 (line 3): label '7'" in r.stderr.replace("\n", " ")
+    r = runner.invoke(app, ["estimate", str(files["current"]), "--history", str(files["history"]),
+                            "--gold", str(files["gold"]), "--method", "nope"])
+    assert r.exit_code == 2 and "unknown method 'nope'" in r.stderr
+
+
+def test_new_labelers_flag(files: dict[str, Path], tmp_path: Path) -> None:
+    cur = pd.read_csv(files["current"], dtype=str)
+    cur = pd.concat([cur, pd.DataFrame({"item_id": ["zz"], "labeler_id": ["newbie"], "label": ["1"]})])
+    p = tmp_path / "cur_new.csv"
+    cur.to_csv(p, index=False)
+    args = ["estimate", str(p), "--history", str(files["history"]), "--gold", str(files["gold"]), "--method", "hero1"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and "'newbie'" in r.stderr and "--exclude-new-labelers" in r.stderr
+    r = runner.invoke(app, [*args, "--exclude-new-labelers", "-f", "json"])
+    assert r.exit_code == 0
+    est = json.loads(r.stdout)["estimates"]["hero1"]
+    assert est["details"]["excluded_labelers"] == ["newbie"] and est["details"]["excluded_items"] == 1
+
+
+def test_demo_prints_six_estimates_and_the_truth() -> None:
+    r = runner.invoke(app, ["demo", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert set(out["estimates"]) == set(he.METHODS)
+    truth = json.loads(example_paths()["truth"].read_text())
+    assert out["truth"]["true_rate"] == truth["true_rate"]
+    r = runner.invoke(app, ["demo"])
+    assert "true gold rate" in r.stdout and "HERO-2" in r.stdout
+
+
+def test_version() -> None:
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and he.__version__ in r.stdout
