@@ -19,6 +19,17 @@ import numpy as np
 EM_TOL = 1e-12
 EM_MAX_ITER = 100_000
 ROOT_TOL = 1e-13
+# EM keeps every probability parameter in [FLOOR, 1 - FLOOR]. Without a floor
+# a parameter that reaches exactly 0 or 1 is absorbing (gamma becomes exactly 0
+# or 1 on the items that contradict it, so EM can never leave the boundary,
+# even when new data, as in hero_joint, makes an interior value better); and an
+# item contradicting two "perfect" labelers has l1 = l0 = 0, so psi = 0/0.
+# The value 1e-9 is not derived from the math: it is the floor the package
+# was observed to use (1 - alpha = 1.0000000827e-9 = 1 - (1 - 1e-9) in float).
+# When the history pushes a labeler to the boundary, HERO-1 depends on this
+# constant (it is discontinuous at alpha = 1), so reference and package must
+# share it for a 1e-6 comparison to mean anything. Interior fits never touch it.
+FLOOR = 1e-9
 
 
 # --------------------------------------------------------------------------- likelihood pieces
@@ -52,9 +63,7 @@ def posterior(lam1: np.ndarray, lam0: np.ndarray, prev: np.ndarray) -> np.ndarra
 
 
 # --------------------------------------------------------------------------- EM
-def m_step(
-    Z: np.ndarray, gamma: np.ndarray, rounds: np.ndarray, G: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def m_step(Z: np.ndarray, gamma: np.ndarray, rounds: np.ndarray, G: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     J = Z.shape[1]
     alpha = np.empty(J)
     beta = np.empty(J)
@@ -69,8 +78,12 @@ def m_step(
 
 
 def e_step(
-    Z: np.ndarray, gold: np.ndarray, rounds: np.ndarray,
-    alpha: np.ndarray, beta: np.ndarray, prev: np.ndarray,
+    Z: np.ndarray,
+    gold: np.ndarray,
+    rounds: np.ndarray,
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    prev: np.ndarray,
 ) -> np.ndarray:
     lam1, lam0 = log_lik_parts(Z, alpha, beta)
     gamma = posterior(lam1, lam0, prev[rounds])
@@ -89,16 +102,26 @@ class EMResult:
 
 
 def run_em(
-    Z: np.ndarray, gold: np.ndarray, rounds: np.ndarray,
-    alpha: np.ndarray, beta: np.ndarray, prev: np.ndarray,
-    tol: float = EM_TOL, max_iter: int = EM_MAX_ITER,
+    Z: np.ndarray,
+    gold: np.ndarray,
+    rounds: np.ndarray,
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    prev: np.ndarray,
+    tol: float = EM_TOL,
+    max_iter: int = EM_MAX_ITER,
+    floor: float = FLOOR,
 ) -> EMResult:
-    """Plain EM for the two-coin model, one prevalence per round, gold fixed."""
+    """Plain EM for the two-coin model, one prevalence per round, gold fixed.
+
+    Every parameter is kept in ``[floor, 1 - floor]`` after each M-step
+    (``floor=0`` for the unguarded EM).
+    """
     G = len(prev)
     alpha, beta, prev = (np.asarray(x, dtype=float).copy() for x in (alpha, beta, prev))
     for it in range(1, max_iter + 1):
         gamma = e_step(Z, gold, rounds, alpha, beta, prev)
-        a2, b2, p2 = m_step(Z, gamma, rounds, G)
+        a2, b2, p2 = (np.clip(x, floor, 1.0 - floor) for x in m_step(Z, gamma, rounds, G))
         change = max(np.max(np.abs(a2 - alpha)), np.max(np.abs(b2 - beta)), np.max(np.abs(p2 - prev)))
         alpha, beta, prev = a2, b2, p2
         if change < tol:
@@ -238,8 +261,12 @@ def dawid_skene(Zc: np.ndarray) -> EMResult:
 
 
 def hero_joint(
-    Zh: np.ndarray, gold_h: np.ndarray, rounds_h: np.ndarray, G: int,
-    Zc: np.ndarray, cal: EMResult,
+    Zh: np.ndarray,
+    gold_h: np.ndarray,
+    rounds_h: np.ndarray,
+    G: int,
+    Zc: np.ndarray,
+    cal: EMResult,
 ) -> EMResult:
     """Stage A on history + the current round (its own prevalence, no gold).
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,7 @@ class Case:
     Xc: np.ndarray  # (n, p)
     hist: he.AnnotationSet
     cur: he.AnnotationSet
+    y_cur: np.ndarray  # true current labels (not used by the comparisons)
 
 
 def _to_long(Z: np.ndarray, ids: list[str], lab_names: list[str]) -> tuple[list[str], list[str], list[int]]:
@@ -41,8 +43,9 @@ def _to_long(Z: np.ndarray, ids: list[str], lab_names: list[str]) -> tuple[list[
     return item, lab, z
 
 
-def _labels(rng: np.random.Generator, y: np.ndarray, alpha: np.ndarray, beta: np.ndarray,
-            pool: np.ndarray, kmax: int) -> np.ndarray:
+def _labels(
+    rng: np.random.Generator, y: np.ndarray, alpha: np.ndarray, beta: np.ndarray, pool: np.ndarray, kmax: int
+) -> np.ndarray:
     n, J = y.shape[0], alpha.shape[0]
     Z = np.full((n, J), np.nan)
     for i in range(n):
@@ -70,7 +73,7 @@ def make_case(seed: int, *, current_subset: bool = False, pass_rounds: bool = Tr
     yh = (rng.random(N) < prevs[rounds_h]).astype(int)
     Zh = _labels(rng, yh, alpha, beta, np.arange(J), 5)
     gold_h = np.full(N, np.nan)
-    n_gold = int(round(rng.uniform(0.10, 0.20) * N))
+    n_gold = round(rng.uniform(0.10, 0.20) * N)
     gidx = rng.choice(N, size=n_gold, replace=False)
     gold_h[gidx] = yh[gidx]
 
@@ -80,8 +83,11 @@ def make_case(seed: int, *, current_subset: bool = False, pass_rounds: bool = Tr
     mu_c = rng.uniform(0.15, 0.7)
     yc = (rng.random(n) < mu_c).astype(int)
     pool = np.arange(J)
-    if current_subset:  # the current round uses only some of the history's labelers
-        pool = np.sort(rng.choice(J, size=J - 1, replace=False))
+    if current_subset:
+        # The current round uses only some of the history's labelers; at least
+        # three, or Dawid-Skene on the current round alone is not identified
+        # (two binary labelers: 3 free cell probabilities for 5 parameters).
+        pool = np.sort(rng.choice(J, size=max(3, J - 1), replace=False))
     Zc = _labels(rng, yc, alpha, beta, pool, 5)
     Xc = yc[:, None] * coef + rng.normal(size=(n, p))
 
@@ -92,7 +98,9 @@ def make_case(seed: int, *, current_subset: bool = False, pass_rounds: bool = Tr
     if pass_rounds:
         kw["item_round"] = (hid, [round_names[g] for g in rounds_h])
     hist = he.AnnotationSet.from_arrays(
-        it, lb, z,
+        it,
+        lb,
+        z,
         gold=([hid[i] for i in gidx], [int(yh[i]) for i in gidx]),
         covariates=(hid, Xh),
         **kw,
@@ -101,28 +109,38 @@ def make_case(seed: int, *, current_subset: bool = False, pass_rounds: bool = Tr
     cur = he.AnnotationSet.from_arrays(it, lb, z, covariates=(cid, Xc))
     if not pass_rounds:
         round_names = list(hist.round_ids)
-    return Case(J, lab_names, round_names, Zh, gold_h, rounds_h, Xh, Zc, Xc, hist, cur)
+    return Case(J, lab_names, round_names, Zh, gold_h, rounds_h, Xh, Zc, Xc, hist, cur, yc)
 
 
+# (seed, options, history fit has a labeler on the parameter floor)
 CASES = [
-    (11, {}),
-    (12, {}),
-    (13, {}),
-    (14, {"current_subset": True}),
-    (15, {}),
-    (16, {"pass_rounds": False}),
+    (11, {}, False),
+    (15, {}, False),
+    (16, {"pass_rounds": False}, False),
+    (101, {}, False),
+    (103, {"current_subset": True}, False),
+    (105, {"pass_rounds": False}, False),
+    (108, {"current_subset": True}, False),  # 3 of 3 labelers; DS barely identified
+    (12, {}, True),
+    (13, {}, True),
+    (14, {"current_subset": True}, True),
+    (102, {"current_subset": True}, True),
+    (106, {}, True),  # two boundary labelers; current items contradict both
+    (130, {"pass_rounds": False}, True),
+    (136, {}, True),  # joint fit must leave the boundary (absorbing without a floor)
+    (146, {}, True),  # plain EM reaches the floor slowly; HERO-1 depends on it
 ]
 
 
-@pytest.fixture(scope="module", params=CASES, ids=[f"seed{s}" for s, _ in CASES])
+@pytest.fixture(scope="module", params=CASES, ids=[f"seed{s}" for s, _, _ in CASES])
 def fitted(request):
-    seed, kw = request.param
+    seed, kw, boundary = request.param
     c = make_case(seed, **kw)
     G = len(c.round_names)
     ref_cal = dense.calibrate(c.Zh, c.gold_h, c.rounds_h, G)
     assert ref_cal.converged
     cal = he.calibrate(c.hist, tol=1e-11)
-    return c, ref_cal, cal
+    return c, ref_cal, cal, boundary
 
 
 def _by_name(cal: he.Calibration, values: np.ndarray, names: list[str]) -> np.ndarray:
@@ -132,7 +150,7 @@ def _by_name(cal: he.Calibration, values: np.ndarray, names: list[str]) -> np.nd
 
 # --------------------------------------------------------------------------- random data
 def test_calibration(fitted):
-    c, ref, cal = fitted
+    c, ref, cal, _ = fitted
     assert list(cal.labeler_ids) == c.lab_names
     assert list(cal.round_ids) == c.round_names
     np.testing.assert_allclose(_by_name(cal, cal.alpha, c.lab_names), ref.alpha, rtol=0, atol=ATOL)
@@ -144,20 +162,29 @@ def test_calibration(fitted):
     np.testing.assert_allclose(cal.covariate_mean, c.Xh.mean(axis=0), rtol=0, atol=1e-12)
 
 
+def test_boundary_coverage(fitted):
+    """The cases marked as boundary really put a labeler on the floor (and only those)."""
+    _c, ref, cal, boundary = fitted
+    f = 2 * dense.FLOOR
+    for a, b in ((ref.alpha, ref.beta), (cal.alpha, cal.beta)):
+        ab = np.concatenate([a, b])
+        assert bool(np.any((ab <= f) | (ab >= 1 - f))) == boundary
+
+
 def test_majority_vote(fitted):
-    c, _, _ = fitted
+    c, _, _, _ = fitted
     assert he.majority_vote(c.cur).estimate == pytest.approx(dense.majority_vote(c.Zc), abs=ATOL)
 
 
 def test_dawid_skene(fitted):
-    c, _, _ = fitted
+    c, _, _, _ = fitted
     ref = dense.dawid_skene(c.Zc)
     assert ref.converged
     assert he.dawid_skene(c.cur, tol=1e-11).estimate == pytest.approx(ref.prev[0], abs=ATOL)
 
 
 def test_gold_proportion(fitted):
-    c, _, cal = fitted
+    c, _, cal, _ = fitted
     want, status = dense.gold_proportion(c.Zc, c.Zh, c.gold_h)
     res = he.gold_proportion(c.cur, cal)
     assert res.estimate == pytest.approx(want, abs=ATOL)
@@ -165,7 +192,7 @@ def test_gold_proportion(fitted):
 
 
 def test_hero1(fitted):
-    c, ref, cal = fitted
+    c, ref, cal, _ = fitted
     want, status = dense.hero1(c.Zc, ref.alpha, ref.beta)
     assert status == "interior"
     res = he.hero1(c.cur, cal)
@@ -175,7 +202,7 @@ def test_hero1(fitted):
 
 def test_hero1_same_parameters(fitted):
     """HERO-1 alone, with the package's own alpha, beta (isolates Stage B)."""
-    c, _, cal = fitted
+    c, _, cal, _ = fitted
     a = _by_name(cal, cal.alpha, c.lab_names)
     b = _by_name(cal, cal.beta, c.lab_names)
     want, _ = dense.hero1(c.Zc, a, b)
@@ -183,19 +210,19 @@ def test_hero1_same_parameters(fitted):
 
 
 def test_hero2(fitted):
-    c, ref, cal = fitted
+    c, ref, cal, _ = fitted
     want, status, gamma = dense.hero2(c.Zc, c.Xc, ref.alpha, ref.beta, c.Xh.mean(axis=0))
     res = he.hero2(c.cur, cal)
     assert res.estimate == pytest.approx(want, abs=ATOL)
     assert res.status == status
     if "gamma" in res.details:
         g = res.details["gamma"]
-        got = np.array([g[f"x{k}"] for k in range(len(gamma))]) if isinstance(g, dict) else np.ravel(g)
+        got = np.array([g[f"x{k}"] for k in range(len(gamma))]) if isinstance(g, Mapping) else np.ravel(g)
         np.testing.assert_allclose(got, gamma, rtol=0, atol=1e-5)
 
 
 def test_hero_joint(fitted):
-    c, ref, cal = fitted
+    c, ref, cal, _ = fitted
     G = len(c.round_names)
     joint = dense.hero_joint(c.Zh, c.gold_h, c.rounds_h, G, c.Zc, ref)
     assert joint.converged
@@ -218,7 +245,7 @@ def test_rogan_gladen_single_labeler(p_cur):
     y = (rng.random(200) < 0.4).astype(int)
     z = np.where(y == 1, rng.random(200) < 0.8, rng.random(200) < 0.25).astype(int)  # alpha .8, beta .75
     n = 40
-    cur_labels = [1] * int(round(p_cur * n)) + [0] * (n - int(round(p_cur * n)))
+    cur_labels = [1] * round(p_cur * n) + [0] * (n - round(p_cur * n))
     hist, cur = _one_labeler(z.tolist(), y.tolist(), cur_labels)
     cal = he.calibrate(hist, tol=1e-11)
     a, b = float(cal.alpha[0]), float(cal.beta[0])
