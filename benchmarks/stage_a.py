@@ -24,7 +24,9 @@ See benchmarks/README.md for what every column means.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
+import inspect
 import json
 import os
 import platform
@@ -36,6 +38,7 @@ import tempfile
 import textwrap
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +75,7 @@ def simulate(n_target: int, seed: int) -> dict[str, np.ndarray]:
     J = J_LABELERS
     alpha = 0.6 + 0.35 * rng.beta(3.0, 2.0, size=J)
     beta = 0.6 + 0.35 * rng.beta(3.0, 2.0, size=J)
-    n_items = int(round(n_target / ((MIN_K + MAX_K) / 2)))
+    n_items = round(n_target / ((MIN_K + MAX_K) / 2))
     k = rng.integers(MIN_K, MAX_K + 1, size=n_items)
     # MAX_K distinct labelers per item by rejection (P(all distinct) ~ 0.81), keep the first k
     labs = rng.integers(0, J, size=(n_items, MAX_K), dtype=np.int16)
@@ -96,7 +99,7 @@ def simulate(n_target: int, seed: int) -> dict[str, np.ndarray]:
     perm = rng.permutation(item.shape[0])
     item, labeler, label = item[perm], labeler[perm], label[perm]
     del perm
-    n_gold = int(round(GOLD_FRACTION * n_items))
+    n_gold = round(GOLD_FRACTION * n_items)
     gold_items = np.sort(rng.choice(n_items, size=n_gold, replace=False)).astype(np.int64)
     gold_values = y[gold_items].astype(np.int8)
     return {
@@ -127,15 +130,33 @@ def best_of(fn: Any, repeats: int) -> tuple[float, Any]:
     return float(best), out
 
 
-def maxrss_mib(who: int = resource.RUSAGE_SELF) -> float:
-    return resource.getrusage(who).ru_maxrss / 1024.0  # Linux: KiB
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process (VmHWM; ru_maxrss survives exec on Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def fmt_n(n: float) -> str:
-    for unit, div in (("e7", 1e7), ("e6", 1e6), ("e5", 1e5)):
-        if n >= div:
-            return f"{n / div:.2f}{unit}"
-    return str(int(n))
+    return f"{n:.2e}".replace("e+0", "e").replace("e+", "e")
+
+
+def _git_state() -> str:
+    """Commit of the checkout and whether src/ has uncommitted changes (what was actually timed)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "src"], cwd=HERE.parent, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + (" + uncommitted changes in src/" if dirty else "")
 
 
 def parse_sizes(s: str) -> list[int]:
@@ -155,7 +176,9 @@ def bench_heroeval(data: dict[str, np.ndarray], repeats: int, em_iters: int) -> 
     res: dict[str, Any] = {}
     t0 = time.perf_counter()
     ds = he.AnnotationSet.from_arrays(
-        data["item"], data["labeler"], data["label"],
+        data["item"],
+        data["labeler"],
+        data["label"],
         gold=(data["gold_items"], data["gold_values"]),
     )
     res["ingest_s"] = time.perf_counter() - t0
@@ -202,45 +225,58 @@ def bench_heroeval(data: dict[str, np.ndarray], repeats: int, em_iters: int) -> 
     res["em_iters_timed"] = em_iters
     res["ns_per_ann_iter_plain"] = t_plain / (n * em_iters) * 1e9
 
-    # --- where one plain iteration goes (ns per annotation) --------------
-    g, _ = _em.e_step(d, a0, b0, p0)
-    reps = max(3, em_iters)
-    n_items = d.n_items
-    vec = np.linspace(-1.0, 1.0, 2 * d.n_labelers)
-    parts = {
-        "e_step": lambda: _em.e_step(d, a0, b0, p0),
-        "m_step": lambda: _em.m_step(d, g),
-        "A @ v (E-step matvec)": lambda: d.A @ vec,
-        "A.T @ gamma (M-step matvec)": lambda: d.AT @ g,
-        "per-item elementwise (expit, log_expit, gathers)": lambda: _elementwise_items(d, g),
-        "bincount(group, gamma)": lambda: np.bincount(d.group, weights=g, minlength=d.n_groups),
-    }
-    br: dict[str, float] = {}
-    for name, fn in parts.items():
-        fn()
-        t, _ = best_of(lambda fn=fn: [fn() for _ in range(reps)], 3)
-        br[name] = t / reps / n * 1e9
-    res["breakdown_ns_per_ann"] = br
-    res["n_items_per_ann"] = n_items / n
-    res["maxrss_mib"] = maxrss_mib()
-    del d, ds, fit, g
-    gc.collect()
-    return res
-
-
-def _elementwise_items(d: Any, gamma: np.ndarray) -> None:
-    """The per-item array work of e_step other than the matvec (approximation)."""
+    # --- where the time goes (ns per annotation, best of 3) ---------------
+    # e_step / m_step as they are, then the primitive operations they are made
+    # of, on arrays of the sizes they use (A: items x 2J CSR of counts; per-item
+    # arrays have n_items = n / 4 entries, so a per-item op costs 1/4 of its
+    # per-item time per annotation).
     from scipy.special import expit, log_expit
 
-    p = np.full(d.n_groups, 0.3)
-    lp1 = np.log(p)[d.group]
-    lp0 = np.log1p(-p)[d.group]
-    eta = lp1 - lp0 + gamma
-    expit(eta)
-    (lp0 - log_expit(-eta)).sum()
-    (d.gold >= 0).any()
-    d.gold == 1  # noqa: B015
-    d.gold == 0  # noqa: B015
+    g, _ = _em.e_step(d, a0, b0, p0)
+    la1, la0 = _em.code_logprobs(a0, b0)
+    v = la1 - la0
+    eta = np.asarray(d.A @ v) + float(np.log(p0[0]) - np.log1p(-p0[0]))
+    gold_pos = np.flatnonzero(d.gold == 1)
+
+    def gold_fix() -> None:
+        gam = g.copy()
+        gam[gold_pos] = 1.0
+
+    parts: dict[str, Callable[[], object]] = {
+        "e_step (with log-likelihood)": lambda: _em.e_step(d, a0, b0, p0),
+    }
+    if "need_ll" in inspect.signature(_em.e_step).parameters:
+        parts["e_step(need_ll=False)"] = lambda: _em.e_step(d, a0, b0, p0, need_ll=False)
+    parts.update(
+        {
+            "m_step": lambda: _em.m_step(d, g),
+            "A @ v (items x 2J CSR mat-vec)": lambda: d.A @ v,
+            "AT @ gamma (2J x items CSR)": lambda: d.AT @ g,
+            "A.T @ gamma (CSC view of A)": lambda: d.A.T @ g,
+            "scipy expit(eta)": lambda: expit(eta),
+            "scipy log_expit(eta)": lambda: log_expit(eta),
+            "np.exp(eta)": lambda: np.exp(eta),
+            "np.log(gamma)": lambda: np.log(g + 0.5),
+            "np.log1p(gamma)": lambda: np.log1p(g),
+            "np.where(eta >= 0, a, b)": lambda: np.where(eta >= 0, eta, g),
+            "bincount(group, gamma)": lambda: np.bincount(d.group, weights=g, minlength=d.n_groups),
+            "gamma.copy(); gamma[gold_pos] = 1": gold_fix,
+        }
+    )
+    br: dict[str, float] = {}
+
+    def many(fn: Callable[[], object], reps: int) -> None:
+        for _ in range(reps):
+            fn()
+
+    for name, fn in parts.items():
+        reps = max(3, em_iters)
+        fn()
+        t, _ = best_of(functools.partial(many, fn, reps), 3)
+        br[name] = t / reps / n * 1e9
+    res["breakdown_ns_per_ann"] = br
+    res["maxrss_mib"] = peak_rss_mib()
+    return res
 
 
 # ---------------------------------------------------------------------------
@@ -248,8 +284,8 @@ def _elementwise_items(d: Any, gamma: np.ndarray) -> None:
 # ---------------------------------------------------------------------------
 
 CROWDKIT_SCRIPT = textwrap.dedent(
-    r'''
-    import inspect, json, resource, sys, time, warnings
+    r"""
+    import inspect, json, sys, time, warnings
     import numpy as np
     import pandas as pd
     import crowdkit
@@ -304,9 +340,10 @@ CROWDKIT_SCRIPT = textwrap.dedent(
         out.update(default_n_iter=d.n_iter, default_tol=d.tol, converge_s=t,
                    converge_iters=len(m.loss_history_))
         out["mae_alpha_conv"], out["mae_beta_conv"] = mae(m)
-    out["maxrss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    with open("/proc/self/status") as f:  # VmHWM: ru_maxrss would include the parent's peak (kept across exec)
+        out["maxrss_mib"] = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024.0
     print("CROWDKIT_JSON " + json.dumps(out))
-    '''
+    """
 )
 
 
@@ -335,20 +372,34 @@ def ensure_crowdkit(venv: Path) -> tuple[Path | None, str]:
     return py, "installed"
 
 
-def bench_crowdkit(py: Path, data: dict[str, np.ndarray], iters: int, repeats: int,
-                   converge: bool, tmp: Path) -> dict[str, Any]:
+def bench_crowdkit(
+    py: Path, data: dict[str, np.ndarray], iters: int, repeats: int, converge: bool, tmp: Path
+) -> dict[str, Any]:
     npz = tmp / "data.npz"
-    np.savez(npz, **{k: data[k] for k in ("item", "labeler", "label", "gold_items", "gold_values",
-                                            "alpha_true", "beta_true")})
+    np.savez(
+        npz,
+        item=data["item"],
+        labeler=data["labeler"],
+        label=data["label"],
+        gold_items=data["gold_items"],
+        gold_values=data["gold_values"],
+        alpha_true=data["alpha_true"],
+        beta_true=data["beta_true"],
+    )
     script = tmp / "crowdkit_stage_a.py"
     script.write_text(CROWDKIT_SCRIPT)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    r = subprocess.run([str(py), str(script), str(npz), str(iters), str(repeats), str(int(converge))],
-                       capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        [str(py), str(script), str(npz), str(iters), str(repeats), str(int(converge))],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     npz.unlink(missing_ok=True)
     for line in r.stdout.splitlines():
         if line.startswith("CROWDKIT_JSON "):
-            return json.loads(line[len("CROWDKIT_JSON "):])
+            out: dict[str, Any] = json.loads(line[len("CROWDKIT_JSON ") :])
+            return out
     raise RuntimeError(f"crowd-kit subprocess failed (rc {r.returncode}):\n{r.stderr[-3000:]}")
 
 
@@ -360,10 +411,19 @@ def bench_crowdkit(py: Path, data: dict[str, np.ndarray], iters: int, repeats: i
 def table(rows: list[list[str]], header: list[str]) -> str:
     w = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = "  ".join("-" * x for x in w)
-    out = ["  ".join(str(h).rjust(x) if i else str(h).ljust(x) for i, (h, x) in enumerate(zip(header, w))), line]
+    out = [
+        "  ".join(str(h).rjust(x) if i else str(h).ljust(x) for i, (h, x) in enumerate(zip(header, w, strict=True))),
+        line,
+    ]
     for r in rows:
-        out.append("  ".join(str(c).rjust(x) if i else str(c).ljust(x) for i, (c, x) in enumerate(zip(r, w))))
+        out.append(
+            "  ".join(str(c).rjust(x) if i else str(c).ljust(x) for i, (c, x) in enumerate(zip(r, w, strict=True)))
+        )
     return "\n".join(out)
+
+
+def _fmt_opt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
 
 
 def report(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -372,86 +432,151 @@ def report(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"heroeval {meta['heroeval_version']} | numpy {meta['numpy_version']} | scipy {meta['scipy_version']} | "
         f"python {meta['python_version']} | cores {meta['cpu_count']} | {meta['machine']}"
     )
+    lines.append(f"code: git {meta.get('git', 'unknown')}")
     if meta.get("crowdkit"):
         ck = meta["crowdkit"]
-        lines.append(f"crowd-kit {ck.get('crowdkit_version')} (pandas {ck.get('pandas_version')}, "
-                     f"numpy {ck.get('numpy_version')}) in {meta['crowdkit_venv']}")
+        lines.append(
+            f"crowd-kit {ck.get('crowdkit_version')} (pandas {ck.get('pandas_version')}, "
+            f"numpy {ck.get('numpy_version')}) in {meta['crowdkit_venv']}"
+        )
     lines.append("(no BLAS in the EM hot path: OPENBLAS_*/MKL_* thread settings are irrelevant)")
+    ck_peak = max((r["crowdkit"]["maxrss_mib"] for r in results if r.get("crowdkit")), default=None)
+    lines.append(
+        f"peak RSS: this process {meta.get('peak_rss_mib_main', float('nan')):.0f} MiB"
+        + (
+            f", crowd-kit subprocess {ck_peak:.0f} MiB (run before heroeval's ingest of the same size)"
+            if ck_peak
+            else ""
+        )
+    )
     lines.append("")
 
-    hdr = ["annotations", "items", "gold", "ingest s", "Stage A s", "n_iter", "ns/ann-it StageA",
-           "ns/ann-it EM", "ck ns/ann-it", "ck iters", "ratio EM", "ratio StageA"]
+    hdr = [
+        "annotations",
+        "items",
+        "gold",
+        "ingest s",
+        "Stage A s",
+        "n_iter",
+        "ns/ann-it StageA",
+        "ns/ann-it EM",
+        "ck ns/ann-it",
+        "ck iters",
+        "ratio EM",
+        "ratio StageA",
+    ]
     rows = []
     for r in results:
         h, c = r["heroeval"], r.get("crowdkit")
-        rows.append([
-            fmt_n(h["n_annotations"]), fmt_n(h["n_items"]), h["n_gold"],
-            f"{h['ingest_s']:.2f}", f"{h['calibrate_s']:.3f}", h["n_iter"],
-            f"{h['ns_per_ann_iter_calibrate']:.1f}", f"{h['ns_per_ann_iter_plain']:.1f}",
-            f"{c['ns_per_ann_iter']:.0f}" if c else "-",
-            c["iters_done"] if c else "-",
-            f"{r['ratio_plain']:.0f}x" if c else "-",
-            f"{r['ratio_calibrate']:.0f}x" if c else "-",
-        ])
+        rows.append(
+            [
+                fmt_n(h["n_annotations"]),
+                fmt_n(h["n_items"]),
+                h["n_gold"],
+                f"{h['ingest_s']:.2f}",
+                f"{h['calibrate_s']:.3f}",
+                h["n_iter"],
+                f"{h['ns_per_ann_iter_calibrate']:.1f}",
+                f"{h['ns_per_ann_iter_plain']:.1f}",
+                f"{c['ns_per_ann_iter']:.0f}" if c else "-",
+                c["iters_done"] if c else "-",
+                f"{r['ratio_plain']:.0f}x" if c else "-",
+                f"{r['ratio_calibrate']:.0f}x" if c else "-",
+            ]
+        )
     lines.append(table(rows, hdr))
     lines.append("")
-    lines.append("  Stage A s        = he.calibrate(ds), default settings (SQUAREM, tol 1e-8 on parameters),"
-                 " best of repeats")
+    lines.append(
+        "  Stage A s        = he.calibrate(ds), default settings (SQUAREM, tol 1e-8 on parameters), best of repeats"
+    )
     lines.append("  n_iter           = cal.convergence.n_iter (EM map evaluations)")
     lines.append("  ns/ann-it StageA = Stage A s / (annotations * n_iter), everything in calibrate included")
     lines.append("  ns/ann-it EM     = one plain EM iteration (_em.e_step + _em.m_step) / annotations")
-    lines.append("  ck ns/ann-it     = crowd-kit DawidSkene(n_iter=K, tol=-inf).fit(df, true_labels=gt):"
-                 " (fit time - n_iter=0 fit time) / (annotations * K)")
+    lines.append(
+        "  ck ns/ann-it     = crowd-kit DawidSkene(n_iter=K, tol=-inf).fit(df, true_labels=gt):"
+        " (fit time - n_iter=0 fit time) / (annotations * K)"
+    )
     lines.append("  ratio EM / StageA = ck ns/ann-it / heroeval ns/ann-it (EM resp. StageA column)")
     lines.append("")
 
-    hdr2 = ["annotations", "design s", "init s", "run_em s", "other s", "EM ns/ann-it", "e_step", "m_step",
-            "A@v", "AT@g", "items elem", "bincount", "RSS MiB", "ck RSS MiB"]
+    hdr2 = [
+        "annotations",
+        "design s",
+        "init s",
+        "run_em s",
+        "other s",
+        "run_em ns/ann-it",
+        "heroeval peak RSS MiB",
+        "crowd-kit peak RSS MiB",
+    ]
     rows2 = []
     for r in results:
         h, c = r["heroeval"], r.get("crowdkit")
-        b = h["breakdown_ns_per_ann"]
-        rows2.append([
-            fmt_n(h["n_annotations"]), f"{h['design_s']:.3f}", f"{h['init_s']:.3f}", f"{h['run_em_s']:.3f}",
-            f"{h['other_s']:.3f}", f"{h['ns_per_ann_iter_run_em']:.1f}",
-            f"{b['e_step']:.1f}", f"{b['m_step']:.1f}", f"{b['A @ v (E-step matvec)']:.1f}",
-            f"{b['A.T @ gamma (M-step matvec)']:.1f}",
-            f"{b['per-item elementwise (expit, log_expit, gathers)']:.1f}", f"{b['bincount(group, gamma)']:.1f}",
-            f"{h['maxrss_mib']:.0f}", f"{c['maxrss_mib']:.0f}" if c else "-",
-        ])
-    lines.append("Stage A breakdown (times in s; per-part columns in ns per annotation, one call each):")
+        rows2.append(
+            [
+                fmt_n(h["n_annotations"]),
+                f"{h['design_s']:.3f}",
+                f"{h['init_s']:.3f}",
+                f"{h['run_em_s']:.3f}",
+                f"{h['other_s']:.3f}",
+                f"{h['ns_per_ann_iter_run_em']:.1f}",
+                f"{h['maxrss_mib']:.0f}",
+                f"{c['maxrss_mib']:.0f}" if c else "-",
+            ]
+        )
+    lines.append("Stage A split (seconds, best of repeats each):")
     lines.append(table(rows2, hdr2))
-    lines.append("  EM ns/ann-it = run_em alone / (annotations * its n_iter); other = calibrate - design - init"
-                 " - run_em (gold counts, per-labeler item counts, result object)")
+    lines.append(
+        "  design = design_of(ds); init = initial_values(ds); run_em = _em.run_em alone;"
+        " other = Stage A - design - init - run_em"
+    )
+    lines.append("  (calibrate's bookkeeping after the fit: gold counts, per-labeler item counts, result object)")
+    lines.append("")
+
+    names = list(dict.fromkeys(k for r in results for k in r["heroeval"]["breakdown_ns_per_ann"]))
+    hdr3 = ["part (ns per annotation, one call)", *[fmt_n(r["heroeval"]["n_annotations"]) for r in results]]
+    rows3 = [[k, *[_fmt_opt(r["heroeval"]["breakdown_ns_per_ann"].get(k)) for r in results]] for k in names]
+    lines.append("Where one plain EM iteration goes: e_step / m_step as they are, then the primitive operations")
+    lines.append("they are built from, on arrays of the same sizes (ns per annotation; items = annotations / 4):")
+    lines.append(table(rows3, hdr3))
     lines.append("")
 
     for r in results:
         h, c = r["heroeval"], r.get("crowdkit")
-        lines.append(f"{fmt_n(h['n_annotations'])}: heroeval converged={h['converged']} n_iter={h['n_iter']} "
-                     f"MAE(sens)={h['mae_alpha']:.4f} MAE(spec)={h['mae_beta']:.4f}")
+        lines.append(
+            f"{fmt_n(h['n_annotations'])}: heroeval converged={h['converged']} n_iter={h['n_iter']} "
+            f"MAE(sens)={h['mae_alpha']:.4f} MAE(spec)={h['mae_beta']:.4f}"
+        )
         if c:
-            lines.append(f"     crowd-kit after K={c['iters_done']}: MAE(sens)={c['mae_alpha_k']:.4f} "
-                         f"MAE(spec)={c['mae_beta_k']:.4f}; init {c['init_s']:.2f}s, fit {c['fit_s']:.2f}s, "
-                         f"DataFrame build {c['dataframe_build_s']:.2f}s (not timed)")
+            lines.append(
+                f"     crowd-kit after K={c['iters_done']}: MAE(sens)={c['mae_alpha_k']:.4f} "
+                f"MAE(spec)={c['mae_beta_k']:.4f}; init {c['init_s']:.2f}s, fit {c['fit_s']:.2f}s, "
+                f"DataFrame build {c['dataframe_build_s']:.2f}s (not timed)"
+            )
             if "converge_s" in c:
                 lines.append(
                     f"     crowd-kit to its own convergence (n_iter={c['default_n_iter']}, tol={c['default_tol']} "
                     f"on ELBO/annotation): {c['converge_iters']} iters, {c['converge_s']:.2f}s, "
                     f"MAE(sens)={c['mae_alpha_conv']:.4f} MAE(spec)={c['mae_beta_conv']:.4f}; "
                     f"heroeval Stage A to tol 1e-8: {h['calibrate_s']:.3f}s -> "
-                    f"{c['converge_s'] / h['calibrate_s']:.0f}x faster end to end")
+                    f"{c['converge_s'] / h['calibrate_s']:.0f}x faster end to end"
+                )
     lines.append("")
     for r in results:
         h, c = r["heroeval"], r.get("crowdkit")
         ok_ns = h["ns_per_ann_iter_calibrate"] <= TARGET_NS
         ok_ns_em = h["ns_per_ann_iter_plain"] <= TARGET_NS
-        s = (f"target {fmt_n(h['n_annotations'])}: <= {TARGET_NS:.0f} ns/ann-iter: Stage A "
-             f"{'PASS' if ok_ns else 'FAIL'} ({h['ns_per_ann_iter_calibrate']:.1f}), plain EM "
-             f"{'PASS' if ok_ns_em else 'FAIL'} ({h['ns_per_ann_iter_plain']:.1f})")
+        s = (
+            f"target {fmt_n(h['n_annotations'])}: <= {TARGET_NS:.0f} ns/ann-iter: Stage A "
+            f"{'PASS' if ok_ns else 'FAIL'} ({h['ns_per_ann_iter_calibrate']:.1f}), plain EM "
+            f"{'PASS' if ok_ns_em else 'FAIL'} ({h['ns_per_ann_iter_plain']:.1f})"
+        )
         if c:
-            s += (f"; >= {TARGET_RATIO:.0f}x crowd-kit: EM {'PASS' if r['ratio_plain'] >= TARGET_RATIO else 'FAIL'} "
-                  f"({r['ratio_plain']:.0f}x), Stage A "
-                  f"{'PASS' if r['ratio_calibrate'] >= TARGET_RATIO else 'FAIL'} ({r['ratio_calibrate']:.0f}x)")
+            s += (
+                f"; >= {TARGET_RATIO:.0f}x crowd-kit: EM {'PASS' if r['ratio_plain'] >= TARGET_RATIO else 'FAIL'} "
+                f"({r['ratio_plain']:.0f}x), Stage A "
+                f"{'PASS' if r['ratio_calibrate'] >= TARGET_RATIO else 'FAIL'} ({r['ratio_calibrate']:.0f}x)"
+            )
         lines.append(s)
     return "\n".join(lines)
 
@@ -462,19 +587,31 @@ def report(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sizes", default="1e6,1e7", help="annotation counts, comma separated (default 1e6,1e7)")
     ap.add_argument("--seed", type=int, default=20240601)
     ap.add_argument("--repeats", type=int, default=3, help="heroeval timings: best of this many (default 3)")
     ap.add_argument("--em-iters", type=int, default=10, help="plain EM iterations timed per repeat (default 10)")
     ap.add_argument("--skip-crowdkit", action="store_true")
-    ap.add_argument("--crowdkit-iters", default=None,
-                    help="crowd-kit EM iterations K, one value or one per size (default 10 up to 2e6, else 5)")
-    ap.add_argument("--crowdkit-repeats", type=int, default=1, help="crowd-kit timings: best of (default 1)")
-    ap.add_argument("--crowdkit-converge-max", type=float, default=1e6,
-                    help="also run crowd-kit to its own default convergence for sizes up to this (default 1e6; "
-                         "0 disables)")
+    ap.add_argument(
+        "--crowdkit-iters",
+        default=None,
+        help="crowd-kit EM iterations K, one value or one per size (default 10 up to 2e6, else 5)",
+    )
+    ap.add_argument(
+        "--crowdkit-repeats",
+        type=int,
+        default=None,
+        help="crowd-kit timings: best of this many (default 3 up to 2e6 annotations, else 1)",
+    )
+    ap.add_argument(
+        "--crowdkit-converge-max",
+        type=float,
+        default=1e6,
+        help="also run crowd-kit to its own default convergence for sizes up to this (default 1e6; 0 disables)",
+    )
     ap.add_argument("--crowdkit-venv", type=Path, default=DEFAULT_VENV)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
@@ -500,13 +637,20 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_count": os.cpu_count(),
         "machine": f"{platform.system()} {platform.machine()} {platform.processor() or ''}".strip(),
         "seed": args.seed,
-        "J": J_LABELERS, "labelers_per_item": [MIN_K, MAX_K], "prevalence": PREVALENCE,
-        "gold_fraction": GOLD_FRACTION, "repeats": args.repeats, "em_iters": args.em_iters,
+        "J": J_LABELERS,
+        "labelers_per_item": [MIN_K, MAX_K],
+        "prevalence": PREVALENCE,
+        "gold_fraction": GOLD_FRACTION,
+        "repeats": args.repeats,
+        "em_iters": args.em_iters,
         "targets": {"ns_per_ann_iter_max": TARGET_NS, "ratio_min": TARGET_RATIO},
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "git": _git_state(),
     }
-    print(f"cores: {os.cpu_count()}  numpy {np.__version__}  scipy {scipy.__version__}  heroeval {he.__version__}",
-          flush=True)
+    print(
+        f"cores: {os.cpu_count()}  numpy {np.__version__}  scipy {scipy.__version__}  heroeval {he.__version__}",
+        flush=True,
+    )
 
     py = None
     if not args.skip_crowdkit:
@@ -518,34 +662,40 @@ def main(argv: list[str] | None = None) -> int:
 
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="heroeval-stage-a-") as tmpd:
-        for size, K in zip(sizes, ck_iters):
+        for size, K in zip(sizes, ck_iters, strict=True):
             t0 = time.perf_counter()
             data = simulate(size, args.seed)
             t_sim = time.perf_counter() - t0
             print(f"[{fmt_n(size)}] simulated {data['item'].shape[0]} annotations in {t_sim:.1f}s", flush=True)
-            h = bench_heroeval(data, args.repeats, args.em_iters)
-            print(f"[{fmt_n(size)}] heroeval: Stage A {h['calibrate_s']:.3f}s, n_iter {h['n_iter']}, "
-                  f"{h['ns_per_ann_iter_calibrate']:.1f} ns/ann-iter (plain EM {h['ns_per_ann_iter_plain']:.1f})",
-                  flush=True)
-            row: dict[str, Any] = {"size": size, "simulate_s": t_sim, "heroeval": h}
+            row: dict[str, Any] = {"size": size, "simulate_s": t_sim}
+            c = None
             if py is not None:
+                # crowd-kit first, while this process holds only the raw arrays (keeps the joint peak low)
                 converge = args.crowdkit_converge_max > 0 and size <= args.crowdkit_converge_max
-                print(f"[{fmt_n(size)}] crowd-kit: K={K}{' + default convergence' if converge else ''} ...",
-                      flush=True)
-                c = bench_crowdkit(py, data, K, args.crowdkit_repeats, converge, Path(tmpd))
-                meta["crowdkit"] = {k: c[k] for k in ("crowdkit_version", "pandas_version", "numpy_version",
-                                                      "fit_signature")}
+                print(f"[{fmt_n(size)}] crowd-kit: K={K}{' + default convergence' if converge else ''} ...", flush=True)
+                ck_rep = args.crowdkit_repeats or (3 if size <= 2_000_000 else 1)
+                c = bench_crowdkit(py, data, K, ck_rep, converge, Path(tmpd))
+                c["repeats"] = ck_rep
+                meta["crowdkit"] = {
+                    k: c[k] for k in ("crowdkit_version", "pandas_version", "numpy_version", "fit_signature")
+                }
+                print(f"[{fmt_n(size)}] crowd-kit: {c['ns_per_ann_iter']:.0f} ns/ann-iter", flush=True)
+            h = bench_heroeval(data, args.repeats, args.em_iters)
+            row["heroeval"] = h
+            print(
+                f"[{fmt_n(size)}] heroeval: Stage A {h['calibrate_s']:.3f}s, n_iter {h['n_iter']}, "
+                f"{h['ns_per_ann_iter_calibrate']:.1f} ns/ann-iter (plain EM {h['ns_per_ann_iter_plain']:.1f})",
+                flush=True,
+            )
+            if c is not None:
                 row["crowdkit"] = c
                 row["ratio_plain"] = c["ns_per_ann_iter"] / h["ns_per_ann_iter_plain"]
                 row["ratio_calibrate"] = c["ns_per_ann_iter"] / h["ns_per_ann_iter_calibrate"]
-                print(f"[{fmt_n(size)}] crowd-kit: {c['ns_per_ann_iter']:.0f} ns/ann-iter "
-                      f"({row['ratio_plain']:.0f}x heroeval EM)", flush=True)
             results.append(row)
             del data
             gc.collect()
 
-    meta["maxrss_mib_self"] = maxrss_mib()
-    meta["maxrss_mib_children"] = maxrss_mib(resource.RUSAGE_CHILDREN)
+    meta["peak_rss_mib_main"] = peak_rss_mib()
     text = report(results, meta)
     print()
     print(text)

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from scipy.special import expit, log_expit, logit
+from scipy.special import expit, logit
 
 EPS = 1e-9
 """Sensitivities and specificities are kept in [EPS, 1 - EPS] so logs stay finite."""
 
 _LOGIT_MAX = float(logit(1 - EPS))
+_CSC_ITEMS = 500_000
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -37,12 +38,15 @@ class Design:
     n_labelers: int
     n_groups: int
     A: sp.csr_matrix  # items x 2J counts
-    AT: sp.csr_matrix  # 2J x items counts
+    AT: sp.csr_matrix | sp.csc_matrix  # 2J x items counts
     code_counts: FloatArray  # (2J,)
     gold: npt.NDArray[np.int8]  # (items,), -1 = no gold
     group: npt.NDArray[np.int32]  # (items,)
     group_size: FloatArray  # (G,)
+    gold_pos: IntArray  # items with gold 1
+    gold_neg: IntArray  # items with gold 0
     weight: FloatArray | None = None  # optional per-item weights (1 = full)
+    pseudo_count: float = 0.0  # symmetric Beta(1 + c, 1 + c) prior on every alpha_j, beta_j (MAP-EM)
 
     @property
     def is_gold(self) -> npt.NDArray[np.bool_]:
@@ -64,7 +68,9 @@ def make_design(
     data = np.ones(code.shape[0], dtype=np.float64)
     A = sp.csr_matrix((data, code, item_ptr.astype(np.int64)), shape=(n_items, n_codes))
     A.sum_duplicates()  # repeated (item, labeler, label) rows become counts
-    AT = A.T.tocsr()
+    # M-step mat-vec: a CSR copy of A^T wins while gamma fits in cache; beyond that the CSC
+    # view A.T (no copy) reads gamma once (measured in benchmarks/stage_a.py)
+    AT = A.T if n_items > _CSC_ITEMS else A.T.tocsr()
     code_counts = np.bincount(code, minlength=n_codes).astype(np.float64)
     group32 = group.astype(np.int32)
     group_size = np.bincount(group32, minlength=n_groups).astype(np.float64)
@@ -76,6 +82,8 @@ def make_design(
         AT=AT,
         code_counts=code_counts,
         gold=gold.astype(np.int8),
+        gold_pos=np.flatnonzero(gold == 1),
+        gold_neg=np.flatnonzero(gold == 0),
         group=group32,
         group_size=group_size,
     )
@@ -102,54 +110,75 @@ def item_llr(design_A: sp.csr_matrix, alpha: FloatArray, beta: FloatArray) -> Fl
 
 
 def e_step(
-    d: Design, alpha: FloatArray, beta: FloatArray, prev: FloatArray
+    d: Design, alpha: FloatArray, beta: FloatArray, prev: FloatArray, need_ll: bool = True
 ) -> tuple[FloatArray, float]:
-    """Posterior P(Y_r = 1 | data) for every item and the observed log-likelihood."""
+    """Posterior P(Y_r = 1 | data) for every item and the observed log-likelihood.
+
+    The log-likelihood (NaN when ``need_ll`` is False) is
+    ``sum_r lambda_r(0) + sum_r [log(1 - mu_g) + softplus(eta_r)]`` for items
+    without gold, with ``eta_r = logit mu_g + L_r``; a gold item contributes
+    ``log mu_g + L_r`` (gold 1) or ``log(1 - mu_g)`` (gold 0) on top of its
+    ``lambda_r(0)``. ``sum_r lambda_r(0) = counts @ la0`` needs no item pass.
+    With ``d.pseudo_count > 0`` the log Beta prior is added, so the value is
+    the objective that MAP-EM increases.
+    """
     la1, la0 = code_logprobs(alpha, beta)
     L = np.asarray(d.A @ (la1 - la0))
     p = np.clip(prev, EPS, 1 - EPS)
-    lp1 = np.log(p)[d.group]
-    lp0 = np.log1p(-p)[d.group]
-    eta = lp1 - lp0 + L
+    log1m = np.log1p(-p)
+    lo = np.log(p) - log1m
+    eta = L + lo[0] if d.n_groups == 1 else L + lo[d.group]
     gamma = expit(eta)
-    # per-item log-likelihood minus lambda_r(0):
-    #   no gold: log(1-mu) + softplus(eta); gold 1: log mu + L; gold 0: log(1-mu)
-    ll_item = lp0 - log_expit(-eta)
-    g = d.gold
-    if (g >= 0).any():
-        pos = g == 1
-        neg = g == 0
-        gamma[pos] = 1.0
-        gamma[neg] = 0.0
-        ll_item[pos] = lp1[pos] + L[pos]
-        ll_item[neg] = lp0[neg]
+    if not need_ll:
+        gamma[d.gold_pos] = 1.0
+        gamma[d.gold_neg] = 0.0
+        return gamma, float("nan")
+    # softplus(eta) = max(eta, 0) - log(max(gamma, 1 - gamma)), exact; the log's argument is in [1/2, 1]
+    sp = np.maximum(eta, 0.0) - np.log(np.maximum(gamma, 1.0 - gamma))
+    gamma[d.gold_pos] = 1.0
+    gamma[d.gold_neg] = 0.0
+    prior = 0.0
+    if d.pseudo_count > 0:
+        a = np.clip(alpha, EPS, 1 - EPS)
+        b = np.clip(beta, EPS, 1 - EPS)
+        prior = d.pseudo_count * float(np.sum(np.log(a) + np.log1p(-a) + np.log(b) + np.log1p(-b)))
     w = d.weight
     if w is None:
-        ll = float(d.code_counts @ la0 + ll_item.sum())
-    else:
-        # weighted likelihood: each item's whole contribution scaled by w_r
-        lam0 = np.asarray(d.A @ la0)
-        ll = float(w @ (lam0 + ll_item))
-    return gamma, ll
+        gold_pos_term = float(L[d.gold_pos].sum() + (lo[d.group[d.gold_pos]]).sum())
+        ll = (
+            float(d.code_counts @ la0)
+            + float(d.group_size @ log1m)
+            + float(sp.sum() - sp[d.gold_pos].sum() - sp[d.gold_neg].sum())
+            + gold_pos_term
+        )
+        return gamma, prior + ll
+    # weighted likelihood: each item's whole contribution scaled by w_r
+    lp0 = log1m[d.group]
+    ll_item = lp0 + sp
+    ll_item[d.gold_pos] = lp0[d.gold_pos] + lo[d.group[d.gold_pos]] + L[d.gold_pos]
+    ll_item[d.gold_neg] = lp0[d.gold_neg]
+    lam0 = np.asarray(d.A @ la0)
+    return gamma, prior + float(w @ (lam0 + ll_item))
 
 
 def m_step(d: Design, gamma: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Closed-form maximisers given posteriors ``gamma``."""
+    """Closed-form maximisers given posteriors ``gamma`` (MAP with ``d.pseudo_count``)."""
     w = d.weight
     gw = gamma if w is None else gamma * w
     s1 = np.asarray(d.AT @ gw)  # sum of gamma per code
-    if w is None:
-        cnt = d.code_counts
-    else:
-        cnt = np.asarray(d.AT @ w)
+    cnt = d.code_counts if w is None else np.asarray(d.AT @ w)
     s0 = cnt - s1  # sum of (1 - gamma) per code
     pos_tot = s1[0::2] + s1[1::2]
     neg_tot = s0[0::2] + s0[1::2]
+    c = d.pseudo_count
     with np.errstate(invalid="ignore", divide="ignore"):
-        alpha = np.where(pos_tot > 0, s1[1::2] / pos_tot, 0.5)
-        beta = np.where(neg_tot > 0, s0[0::2] / neg_tot, 0.5)
+        alpha = np.where(pos_tot + c > 0, (s1[1::2] + c) / (pos_tot + 2 * c), 0.5)
+        beta = np.where(neg_tot + c > 0, (s0[0::2] + c) / (neg_tot + 2 * c), 0.5)
     if w is None:
-        prev = np.bincount(d.group, weights=gamma, minlength=d.n_groups) / np.maximum(d.group_size, 1)
+        if d.n_groups == 1:
+            prev = np.array([gamma.sum() / max(d.group_size[0], 1.0)])
+        else:
+            prev = np.bincount(d.group, weights=gamma, minlength=d.n_groups) / np.maximum(d.group_size, 1)
     else:
         prev = np.bincount(d.group, weights=gw, minlength=d.n_groups) / np.maximum(
             np.bincount(d.group, weights=w, minlength=d.n_groups), 1e-300
@@ -214,11 +243,11 @@ def run_em(
     n_eval = 0
     trace: list[float] = []
 
-    def F(th: FloatArray) -> tuple[FloatArray, float]:
+    def F(th: FloatArray, need_ll: bool = True) -> tuple[FloatArray, float]:
         nonlocal n_eval
         n_eval += 1
         a, b, p = _unpack(th, J)
-        gamma, ll = e_step(d, a, b, p)
+        gamma, ll = e_step(d, a, b, p, need_ll)
         a2, b2, p2 = m_step(d, gamma)
         if fixed is not None:
             a2 = np.where(fixed, a_fix, a2)
@@ -250,8 +279,9 @@ def run_em(
         step_max = 1.0
         mstep = 4.0
         while n_eval < max_iter:
-            th1, ll0 = F(th)
-            trace.append(ll0)
+            th1, ll0 = F(th, need_ll=criterion == "loglik")
+            if criterion == "loglik":
+                trace.append(ll0)
             max_change = change(th1, th)
             if criterion == "loglik":
                 done = np.isfinite(ll_prev) and abs(ll0 - ll_prev) <= tol * abs(ll_prev)
@@ -263,6 +293,8 @@ def run_em(
                 break
             ll_prev = ll0
             th2, ll1 = F(th1)
+            if criterion != "loglik":
+                trace.append(ll1)
             r = th1 - th
             v = th2 - 2 * th1 + th
             nr = float(np.sqrt(r @ r))

@@ -95,6 +95,14 @@ def calibration_table(cal: Calibration, max_rows: int = 30) -> Table:
         )
     if cal.n_labelers > max_rows:
         t.add_row(f"... {cal.n_labelers - max_rows} more", "", "", "", "")
+    bound = cal.labelers_at_bound
+    if bound:
+        shown = ", ".join(bound[:8]) + (" ..." if len(bound) > 8 else "")
+        t.caption = (
+            f"[yellow]{len(bound)} labeler(s) fitted as never erring on one side ({shown}): one contrary label "
+            "from them outweighs about 20 nats of other evidence; consider --pseudo-count 1[/yellow]"
+        )
+        t.caption_justify = "left"
     return t
 
 

@@ -6,13 +6,14 @@ import json
 import math
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+import scipy.sparse as sp
 
 from . import _em
 from ._version import __version__
@@ -140,6 +141,13 @@ class Calibration:
     @property
     def n_history_annotations(self) -> int:
         return int(self.n_annotations.sum())
+
+    @property
+    def labelers_at_bound(self) -> tuple[str, ...]:
+        """Labelers whose fitted sensitivity or specificity is within 1e-6 of 0 or 1."""
+        a, b = self.alpha, self.beta
+        hit = (np.minimum(a, 1 - a) < 1e-6) | (np.minimum(b, 1 - b) < 1e-6)
+        return tuple(lab for lab, h in zip(self.labeler_ids, hit, strict=True) if h)
 
     def index_of(self) -> dict[str, int]:
         return {lab: k for k, lab in enumerate(self.labeler_ids)}
@@ -360,10 +368,18 @@ def _from_dict(obj: Any, src: str) -> Calibration:
 
 def gold_counts(ds: AnnotationSet) -> tuple[IntArray, IntArray, IntArray, IntArray]:
     """Per-labeler (tp, fn, tn, fp) over the annotations of gold items."""
-    g = ds.gold[ds.annotation_item]
     J = ds.n_labelers
-    z = ds.label
-    lab = ds.labeler
+    gi = np.flatnonzero(ds.gold >= 0)
+    if gi.size == 0:
+        zero = np.zeros(J, dtype=np.int64)
+        return zero, zero.copy(), zero.copy(), zero.copy()
+    # only the gold items' annotations
+    starts, ends = ds.item_ptr[gi], ds.item_ptr[gi + 1]
+    lens = ends - starts
+    idx = np.repeat(starts - np.cumsum(np.r_[0, lens[:-1]]), lens) + np.arange(lens.sum())
+    g = np.repeat(ds.gold[gi], lens)
+    z = ds.label[idx]
+    lab = ds.labeler[idx]
 
     def cnt(mask: npt.NDArray[np.bool_]) -> IntArray:
         return np.bincount(lab[mask], minlength=J).astype(np.int64)
@@ -404,6 +420,15 @@ def initial_values(
     return alpha, beta, np.clip(prev, 0.01, 0.99)
 
 
+def _distinct_items_per_labeler(ds: AnnotationSet) -> IntArray:
+    """Number of distinct items each labeler labelled (repeated pairs count once)."""
+    m = sp.csr_matrix(
+        (np.ones(ds.n_annotations), ds.labeler.copy(), ds.item_ptr.copy()), shape=(ds.n_items, ds.n_labelers)
+    )
+    m.sum_duplicates()
+    return np.bincount(m.indices, minlength=ds.n_labelers).astype(np.int64)
+
+
 def _check_em_settings(tol: float, max_iter: int, criterion: str) -> None:
     if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
         raise HeroEvalError(f"tol must be a positive number, got {tol!r}")
@@ -426,6 +451,7 @@ def calibrate(
     max_iter: int = 10_000,
     criterion: Literal["parameters", "loglik"] = "parameters",
     accelerate: bool = True,
+    pseudo_count: float = 0.0,
 ) -> Calibration:
     """Stage A: learn each labeler's sensitivity and specificity from a history.
 
@@ -451,6 +477,15 @@ def calibrate(
     accelerate : bool, default True
         SQUAREM extrapolation (Varadhan and Roland, 2008) with a monotone
         safeguard.
+    pseudo_count : float, default 0
+        ``c > 0`` adds ``c`` pseudo-observations of each kind to every
+        labeler's M-step, ``alpha_j = (sum gamma z + c) / (sum gamma + 2c)``
+        (MAP-EM under a Beta(1 + c, 1 + c) prior). The default 0 is the
+        paper's maximum likelihood. Without it a labeler with few gold items
+        can be fitted as perfect (sensitivity or specificity 1); parameters
+        are kept in [1e-9, 1 - 1e-9], so a single contrary label by such a
+        labeler then counts about 20.7 nats. ``Calibration.labelers_at_bound``
+        lists them.
 
     Returns
     -------
@@ -471,12 +506,14 @@ def calibrate(
             f"history must be an AnnotationSet (from read_annotations), got {type(history).__name__}"
         )
     _check_em_settings(tol, max_iter, criterion)
+    if not (isinstance(pseudo_count, (int, float)) and math.isfinite(pseudo_count) and pseudo_count >= 0):
+        raise HeroEvalError(f"pseudo_count must be a non-negative number, got {pseudo_count!r}")
     if not history.has_gold:
         raise DataError(
             f"history {history.name!r} has no gold labels: Stage A needs gold anchors. "
             "Pass gold= to read_annotations, or use dawid_skene for a gold-free estimate."
         )
-    d = design_of(history)
+    d = replace(design_of(history), pseudo_count=float(pseudo_count))
     a0, b0, p0 = initial_values(history)
     fit = _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate)
     conv = ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate)
@@ -490,8 +527,7 @@ def calibrate(
     tp, fn, tn, fp = gold_counts(history)
     J = history.n_labelers
     n_ann = np.bincount(history.labeler, minlength=J).astype(np.int64)
-    pairs = np.unique(history.annotation_item * J + history.labeler)
-    n_items = np.bincount(pairs % J, minlength=J).astype(np.int64)
+    n_items = _distinct_items_per_labeler(history)
     isg = history.gold >= 0
     G = history.n_rounds
     cov_mean = cov_cov = None
@@ -519,6 +555,7 @@ def calibrate(
         n_covariate_items=0 if history.covariates is None else history.n_items,
         convergence=conv,
         settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
+                  "pseudo_count": float(pseudo_count),
                   "init": "gold subset, one pseudo-observation at the pooled gold rate"},
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         history=history,

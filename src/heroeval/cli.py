@@ -114,6 +114,7 @@ def calibrate_cmd(
     max_iter: Annotated[int, typer.Option(help="EM iteration limit.")] = 10_000,
     criterion: Annotated[Criterion, typer.Option(help="Stop on parameter change or on log-likelihood.")] = Criterion.parameters,
     accelerate: Annotated[bool, typer.Option(help="SQUAREM acceleration.")] = True,
+    pseudo_count: Annotated[float, typer.Option(help="Beta pseudo-counts per labeler in the M-step (0 = maximum likelihood).")] = 0.0,
     fmt: FmtOpt = Format.table,
 ) -> None:
     """Stage A: learn each labeler's sensitivity and specificity from the history."""
@@ -121,7 +122,8 @@ def calibrate_cmd(
     def go() -> tuple[AnnotationSet, Calibration]:
         h = _read(history, gold=gold, covariates=covariates, name="history", item_col=item_col,
                   labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates)
-        c = calibrate(h, tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate)
+        c = calibrate(h, tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate,
+                      pseudo_count=pseudo_count)
         c.save(output)
         return h, c
 

@@ -266,8 +266,8 @@ class AnnotationSet:
         """
         ann = pd.DataFrame(
             {
-                "item_id": _ids_to_str(pd.Series(np.asarray(item))),
-                "labeler_id": _ids_to_str(pd.Series(np.asarray(labeler))),
+                "item_id": np.asarray(item),
+                "labeler_id": np.asarray(labeler),
                 "label": np.asarray(label),
             }
         )
@@ -279,6 +279,7 @@ class AnnotationSet:
         if item_round is not None:
             ri, rv = _pair(item_round)
             round_df = pd.DataFrame({"item_id": _ids_to_str(pd.Series(ri)), "round": rv})
+            ann["item_id"] = _ids_to_str(ann["item_id"])
             ann = ann.merge(round_df, on="item_id", how="left", validate="many_to_one")
         cov_df = None
         if covariates is not None:
@@ -451,6 +452,31 @@ def _ids_to_str(s: pd.Series) -> pd.Series:
     return out
 
 
+def _id_codes(s: pd.Series) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.object_]]:
+    """Integer codes into the sorted string forms of an id column; -1 for missing or blank.
+
+    Factorises the raw values first and turns only the distinct values into
+    strings, so a column of 1e7 integer ids costs one hash pass.
+    """
+    codes, uniques = pd.factorize(s, use_na_sentinel=True)
+    ustr = _ids_to_str(pd.Series(uniques))
+    blank = ustr.isna().to_numpy() | (ustr.str.strip() == "").fillna(True).to_numpy()
+    ucodes, names = pd.factorize(ustr.where(~blank), sort=True, use_na_sentinel=True)
+    remap = np.asarray(ucodes, dtype=np.int64)
+    out = np.where(codes >= 0, remap[np.maximum(codes, 0)], -1)
+    return out.astype(np.int64), np.asarray(names, dtype=object)
+
+
+def _compact(
+    codes: npt.NDArray[np.int64], names: npt.NDArray[np.object_]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.object_]]:
+    """Renumber codes 0..k-1 over the names actually used, keeping their sorted order."""
+    used = np.zeros(len(names), dtype=bool)
+    used[codes] = True
+    new = np.cumsum(used) - 1
+    return new[codes].astype(np.int64), np.asarray(names, dtype=object)[used]
+
+
 def _parse_binary(s: pd.Series, t: _Table, col: str, what: str) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
     """Parse a binary column; returns values (int8) and a missing mask.
 
@@ -616,11 +642,11 @@ def _build(
 ) -> AnnotationSet:
     df = ann.df
     n_read = len(df)
-    items = _ids_to_str(df[ann.item_col])
-    labelers = _ids_to_str(df[labeler_col])
+    item_code, item_names = _id_codes(df[ann.item_col])
+    lab_code, lab_names = _id_codes(df[labeler_col])
     labels, label_missing = _parse_binary(df[label_col], ann, label_col, "label")
-    miss_item = items.isna().to_numpy() | (items.str.strip() == "").fillna(True).to_numpy()
-    miss_lab = labelers.isna().to_numpy() | (labelers.str.strip() == "").fillna(True).to_numpy()
+    miss_item = item_code < 0
+    miss_lab = lab_code < 0
     dropped: dict[str, int] = {}
     notes: dict[str, int] = {}
     bad = miss_item | miss_lab | label_missing
@@ -637,10 +663,10 @@ def _build(
             if mask.any():
                 dropped[reason] = int(mask.sum())
     keep = ~bad
-    rounds_raw = None
+    round_code = round_names = None
     if round_col is not None:
-        rounds_raw = _ids_to_str(df[round_col])
-        miss_r = rounds_raw.isna().to_numpy() & keep
+        round_code, round_names = _id_codes(df[round_col])
+        miss_r = (round_code < 0) & keep
         if miss_r.any():
             if missing == "error":
                 raise DataError(f"{ann.where(int(np.flatnonzero(miss_r)[0]))}: missing round")
@@ -648,42 +674,40 @@ def _build(
             keep &= ~miss_r
 
     row_idx = np.flatnonzero(keep)
-    it = items.to_numpy(dtype=object)[row_idx]
-    lb = labelers.to_numpy(dtype=object)[row_idx]
+    ic = item_code[row_idx]
+    lc = lab_code[row_idx]
     lv = labels[row_idx]
 
     # repeated (item, labeler) pairs
-    pair = pd.DataFrame({"i": it, "j": lb})
-    dup = pair.duplicated(keep="first").to_numpy()
+    dup = pd.Series(ic * max(len(lab_names), 1) + lc).duplicated(keep="first").to_numpy()
     if dup.any():
         n_dup = int(dup.sum())
         if duplicates == "error":
-            r = int(row_idx[np.flatnonzero(dup)[0]])
+            k = int(np.flatnonzero(dup)[0])
             raise DataError(
-                f"{ann.where(r)}: repeated (item, labeler) pair ({it[np.flatnonzero(dup)[0]]!r}, "
-                f"{lb[np.flatnonzero(dup)[0]]!r}); {n_dup} repeated row(s) in all "
+                f"{ann.where(int(row_idx[k]))}: repeated (item, labeler) pair ({item_names[ic[k]]!r}, "
+                f"{lab_names[lc[k]]!r}); {n_dup} repeated row(s) in all "
                 "(duplicates='error'; use 'keep' or 'first')"
             )
         if duplicates == "first":
             dropped["repeated (item, labeler) pair, later rows dropped"] = n_dup
             sel = ~dup
-            row_idx, it, lb, lv = row_idx[sel], it[sel], lb[sel], lv[sel]
+            row_idx, ic, lc, lv = row_idx[sel], ic[sel], lc[sel], lv[sel]
         else:
             notes["repeated (item, labeler) pair kept as separate labels"] = n_dup
 
-    item_codes, item_ids = pd.factorize(pd.Series(it, dtype=object), sort=True)
-    lab_codes, labeler_ids = pd.factorize(pd.Series(lb, dtype=object), sort=True)
-    n_items = len(item_ids)
+    # compact the codes to the ids actually used (names stay sorted)
+    item_codes, item_ids_arr = _compact(ic, item_names)
+    lab_codes, labeler_ids = _compact(lc, lab_names)
+    n_items = len(item_ids_arr)
     order = np.argsort(item_codes, kind="stable")
     counts = np.bincount(item_codes, minlength=n_items)
     ptr = np.zeros(n_items + 1, dtype=np.int64)
     np.cumsum(counts, out=ptr[1:])
-    item_ids_arr = np.asarray(item_ids, dtype=object)
 
     # rounds: one per item
-    if rounds_raw is not None:
-        rv = rounds_raw.to_numpy(dtype=object)[row_idx]
-        rcodes, rnames = pd.factorize(pd.Series(rv, dtype=object), sort=True)
+    if round_code is not None and round_names is not None:
+        rcodes, rnames = _compact(round_code[row_idx], round_names)
         first = np.full(n_items, -1, dtype=np.int64)
         first[item_codes[::-1]] = rcodes[::-1]
         conflict = rcodes != first[item_codes]
@@ -691,7 +715,7 @@ def _build(
             k = int(np.flatnonzero(conflict)[0])
             r = int(row_idx[k])
             raise DataError(
-                f"{ann.where(r)}: item {it[k]!r} is in round {rv[k]!r} here but in round "
+                f"{ann.where(r)}: item {item_ids_arr[item_codes[k]]!r} is in round {rnames[rcodes[k]]!r} here but in round "
                 f"{rnames[first[item_codes[k]]]!r} on an earlier row; an item must belong to one "
                 f"round (column {round_col!r}); pass round_col=False to ignore the column"
             )

@@ -383,8 +383,9 @@ def hero_joint(
     lbl = np.concatenate([hist.label, cur.label])
     gold = np.concatenate([hist.gold, np.full(cur.n_items, -1, dtype=np.int8)])
     grp = np.concatenate([hist.item_round, np.full(cur.n_items, G, dtype=np.int32)])
-    d = _em.make_design(ptr, lab, lbl, cal.n_labelers, gold, grp, G + 1)
     s = cal.settings
+    d = replace(_em.make_design(ptr, lab, lbl, cal.n_labelers, gold, grp, G + 1),
+                pseudo_count=float(s.get("pseudo_count", 0.0)))
     tol = float(s.get("tol", 1e-8))
     max_iter = int(s.get("max_iter", 10_000))
     criterion = str(s.get("criterion", "parameters"))

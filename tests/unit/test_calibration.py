@@ -189,3 +189,49 @@ def test_calibration_is_immutable(calibration: he.Calibration) -> None:
     with pytest.raises(AttributeError):
         calibration.alpha = np.zeros(3)  # type: ignore[misc]
     assert replace(calibration, history=None).history is None
+
+
+def test_pseudo_count_is_map_em() -> None:
+    s = simulate(3, N=200, gold_rate=1.0)
+    cal = he.calibrate(s.history, pseudo_count=2.0)
+    tp, fn, tn, fp = cal.gold_tp, cal.gold_fn, cal.gold_tn, cal.gold_fp
+    np.testing.assert_allclose(cal.alpha, (tp + 2) / (tp + fn + 4), atol=1e-12)
+    np.testing.assert_allclose(cal.beta, (tn + 2) / (tn + fp + 4), atol=1e-12)
+    assert cal.settings["pseudo_count"] == 2.0
+    with pytest.raises(HeroEvalError, match=r"pseudo_count must be a non-negative number, got -1"):
+        he.calibrate(s.history, pseudo_count=-1)
+
+
+def test_labelers_at_bound_are_listed() -> None:
+    # labeler 'p' is right on every gold item and every item agrees: fitted as perfect
+    items = np.repeat(np.arange(40), 2)
+    y = np.arange(40) % 2
+    z = np.repeat(y, 2)
+    z[1::2][:10] = 1 - z[1::2][:10]  # labeler 'q' errs on 10 items
+    ds = he.AnnotationSet.from_arrays(items, np.tile(["p", "q"], 40), z, gold=(np.arange(40), y))
+    assert he.calibrate(ds).labelers_at_bound == ("p",)
+    assert he.calibrate(ds, pseudo_count=1.0).labelers_at_bound == ()
+
+
+def test_csc_and_csr_m_step_agree(monkeypatch: pytest.MonkeyPatch, sim: Sim) -> None:
+    from heroeval import _em
+
+    base = he.calibrate(sim.history, tol=1e-11)
+    monkeypatch.setattr(_em, "_CSC_ITEMS", 0)  # force the CSC path used for large histories
+    csc = he.calibrate(sim.history, tol=1e-11)
+    np.testing.assert_allclose(csc.alpha, base.alpha, atol=1e-12)
+    np.testing.assert_allclose(csc.beta, base.beta, atol=1e-12)
+
+
+def test_gold_counts_match_a_plain_count(sim: Sim) -> None:
+    from heroeval.calibration import gold_counts
+
+    h = sim.history
+    g = h.gold[h.annotation_item]
+    tp, fn, tn, fp = gold_counts(h)
+    for j in range(h.n_labelers):
+        m = h.labeler == j
+        assert tp[j] == np.sum(m & (g == 1) & (h.label == 1))
+        assert fn[j] == np.sum(m & (g == 1) & (h.label == 0))
+        assert tn[j] == np.sum(m & (g == 0) & (h.label == 0))
+        assert fp[j] == np.sum(m & (g == 0) & (h.label == 1))
