@@ -278,8 +278,16 @@ def run_em(
     else:
         step_max = 1.0
         mstep = 4.0
+        # ll_ref is a lower bound on the log-likelihood at the current point: the value at the
+        # start, then at each accepted extrapolation (EM steps never lower it). Comparing the
+        # extrapolated point with it keeps the scheme monotone with one likelihood per cycle.
+        ll_ref = -np.inf
+        first = True
         while n_eval < max_iter:
-            th1, ll0 = F(th, need_ll=criterion == "loglik")
+            th1, ll0 = F(th, need_ll=first or criterion == "loglik")
+            if first:
+                ll_ref = ll0
+                first = False
             if criterion == "loglik":
                 trace.append(ll0)
             max_change = change(th1, th)
@@ -292,9 +300,7 @@ def run_em(
                 converged = True
                 break
             ll_prev = ll0
-            th2, ll1 = F(th1)
-            if criterion != "loglik":
-                trace.append(ll1)
+            th2, _ = F(th1, need_ll=False)
             r = th1 - th
             v = th2 - 2 * th1 + th
             nr = float(np.sqrt(r @ r))
@@ -305,12 +311,15 @@ def run_em(
             step = max(min(-nr / nv, -1.0), -step_max)
             th_p = np.clip(th - 2 * step * r + step * step * v, -_LOGIT_MAX, _LOGIT_MAX)
             th_new, ll_p = F(th_p)
-            if not np.isfinite(ll_p) or ll_p < ll1 - 1e-10 * max(1.0, abs(ll1)):
+            if criterion != "loglik":
+                trace.append(ll_p)
+            if not np.isfinite(ll_p) or ll_p < ll_ref - 1e-10 * max(1.0, abs(ll_ref)):
                 # extrapolation went downhill: keep the plain EM double step
                 th = th2
                 step_max = max(1.0, step_max / mstep)
             else:
                 th = th_new
+                ll_ref = ll_p
                 if step == -step_max:
                     step_max *= mstep
     a, b, p = _unpack(th, J)
