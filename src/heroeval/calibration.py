@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import math
+import uuid
 import os
 import warnings
 from dataclasses import dataclass, field, replace
@@ -15,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from . import _em
+from . import _em, _influence
 from ._version import __version__
 from .data import AnnotationSet
 from .errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError
@@ -90,6 +92,14 @@ class Calibration:
         Historical covariate covariance (for inference).
     n_covariate_items : int
     convergence : ConvergenceInfo
+    parameter_covariance : ndarray, shape (2J + G + p, 2J + G + p), or None
+        Covariance of the history-estimated parameters (alpha, beta, round
+        prevalences, covariate means, in that order): the Gram matrix
+        ``sum_r h_r h_r'`` of the history items' influence values
+        ``h_r = (H^-1 s_r, (x_r - m_X) / N)``, with ``H`` the observed
+        information and ``s_r`` item r's score. Parameters fitted on the
+        boundary (within 1e-6 of 0 or 1) get zero rows. Every standard error
+        that involves the history is a quadratic form in this matrix.
     history : AnnotationSet or None
         The history itself, when the calibration was fitted in this process
         (never saved to JSON). ``hero_joint`` needs it.
@@ -113,9 +123,11 @@ class Calibration:
     covariate_cov: FloatArray | None
     n_covariate_items: int
     convergence: ConvergenceInfo
+    parameter_covariance: FloatArray | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     heroeval_version: str = __version__
     created: str = ""
+    token: str = field(default_factory=lambda: uuid.uuid4().hex, repr=False, compare=False)
     history: AnnotationSet | None = field(default=None, repr=False, compare=False)
     history_fit: _em.EMFit | None = field(default=None, repr=False, compare=False)
 
@@ -148,6 +160,11 @@ class Calibration:
         a, b = self.alpha, self.beta
         hit = (np.minimum(a, 1 - a) < 1e-6) | (np.minimum(b, 1 - b) < 1e-6)
         return tuple(lab for lab, h in zip(self.labeler_ids, hit, strict=True) if h)
+
+    @property
+    def n_parameters(self) -> int:
+        """Length of the parameter vector (alpha, beta, prevalences, covariate means)."""
+        return 2 * self.n_labelers + len(self.round_ids) + len(self.covariate_names)
 
     def index_of(self) -> dict[str, int]:
         return {lab: k for k, lab in enumerate(self.labeler_ids)}
@@ -205,6 +222,15 @@ class Calibration:
                 for g, r in enumerate(self.round_ids)
             ],
             "covariates": cov,
+            "parameter_covariance": None
+            if self.parameter_covariance is None
+            else {
+                "dim": int(self.parameter_covariance.shape[0]),
+                "order": "sensitivity[J], specificity[J], round prevalence[G], covariate mean[p]",
+                "float64_le_base64": base64.b64encode(
+                    np.ascontiguousarray(self.parameter_covariance, dtype="<f8").tobytes()
+                ).decode("ascii"),
+            },
             "fit": self.convergence.to_dict(),
             "settings": dict(self.settings),
         }
@@ -313,6 +339,21 @@ def _from_dict(obj: Any, src: str) -> Calibration:
         if covm.shape != (p, p) or not np.isfinite(covm).all():
             raise fail("covariates.cov", f"expected a finite {p}x{p} matrix")
         ncov = num(cov.get("n_items"), "covariates.n_items", integer=True)
+    pc = obj.get("parameter_covariance")
+    pcov = None
+    if pc is not None:
+        dim = len(ids) * 2 + len(rid) + len(names)
+        if not isinstance(pc, dict) or not isinstance(pc.get("float64_le_base64"), str):
+            raise fail("parameter_covariance", "expected an object with float64_le_base64")
+        try:
+            raw = base64.b64decode(pc["float64_le_base64"], validate=True)
+        except ValueError as exc:
+            raise fail("parameter_covariance", f"not valid base64 ({exc})") from exc
+        if len(raw) != 8 * dim * dim:
+            raise fail("parameter_covariance", f"expected a {dim}x{dim} float64 matrix, got {len(raw)} bytes")
+        pcov = np.frombuffer(raw, dtype="<f8").reshape(dim, dim).astype(np.float64)
+        if not np.isfinite(pcov).all() or not np.allclose(pcov, pcov.T, rtol=1e-8, atol=1e-300):
+            raise fail("parameter_covariance", "not a finite symmetric matrix")
     fit = obj.get("fit")
     if not isinstance(fit, dict):
         raise fail("fit", "expected an object")
@@ -355,6 +396,7 @@ def _from_dict(obj: Any, src: str) -> Calibration:
         covariate_cov=covm,
         n_covariate_items=ncov,
         convergence=conv,
+        parameter_covariance=pcov,
         settings=settings,
         heroeval_version=str(obj.get("heroeval_version", "")),
         created=str(obj.get("created", "")),
@@ -420,6 +462,24 @@ def initial_values(
     return alpha, beta, np.clip(prev, 0.01, 0.99)
 
 
+def parameter_covariance(
+    d: _em.Design, fit: _em.EMFit, X: FloatArray | None, variance: str = "sandwich"
+) -> FloatArray:
+    """Covariance of (alpha, beta, prevalences[, covariate means]) from the history items' influence."""
+    si = _influence.scores_and_information(d, fit.alpha, fit.beta, fit.prev, fit.gamma)
+    Hinv = _influence.inverse_information(si)
+    Vtt = _influence.sandwich_gram(si, Hinv) if variance == "sandwich" else Hinv
+    if X is None:
+        return 0.5 * (Vtt + Vtt.T)
+    N = X.shape[0]
+    Xc = X - X.mean(axis=0)
+    Vtx = Hinv @ np.asarray(si.scores.T @ Xc) / N
+    Vxx = Xc.T @ Xc / N**2
+    V = np.block([[Vtt, Vtx], [Vtx.T, Vxx]])
+    out: FloatArray = 0.5 * (V + V.T)
+    return out
+
+
 def _distinct_items_per_labeler(ds: AnnotationSet) -> IntArray:
     """Number of distinct items each labeler labelled (repeated pairs count once)."""
     m = sp.csr_matrix(
@@ -452,6 +512,8 @@ def calibrate(
     criterion: Literal["parameters", "loglik"] = "parameters",
     accelerate: bool = True,
     pseudo_count: float = 0.0,
+    variance: Literal["sandwich", "model"] = "sandwich",
+    covariance: bool = True,
 ) -> Calibration:
     """Stage A: learn each labeler's sensitivity and specificity from a history.
 
@@ -486,6 +548,14 @@ def calibrate(
         are kept in [1e-9, 1 - 1e-9], so a single contrary label by such a
         labeler then counts about 20.7 nats. ``Calibration.labelers_at_bound``
         lists them.
+    variance : {"sandwich", "model"}
+        How the uncertainty of the fitted parameters is estimated:
+        ``"sandwich"`` (default) sums the history items' influence values
+        ``H^-1 s_r`` (robust to some misspecification); ``"model"`` uses the
+        inverse observed information ``H^-1``.
+    covariance : bool, default True
+        Compute ``parameter_covariance`` (needed for standard errors). It
+        costs a few passes over the annotations after the fit.
 
     Returns
     -------
@@ -508,6 +578,8 @@ def calibrate(
     _check_em_settings(tol, max_iter, criterion)
     if not (isinstance(pseudo_count, (int, float)) and math.isfinite(pseudo_count) and pseudo_count >= 0):
         raise HeroEvalError(f"pseudo_count must be a non-negative number, got {pseudo_count!r}")
+    if variance not in ("sandwich", "model"):
+        raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
     if not history.has_gold:
         raise DataError(
             f"history {history.name!r} has no gold labels: Stage A needs gold anchors. "
@@ -535,6 +607,7 @@ def calibrate(
         X = history.covariates
         cov_mean = X.mean(axis=0)
         cov_cov = np.atleast_2d(np.cov(X, rowvar=False, ddof=1)) if X.shape[0] > 1 else np.zeros((X.shape[1],) * 2)
+    pcov = parameter_covariance(d, fit, history.covariates, variance) if covariance else None
     return Calibration(
         labeler_ids=tuple(str(x) for x in history.labeler_ids),
         alpha=fit.alpha,
@@ -554,8 +627,9 @@ def calibrate(
         covariate_cov=cov_cov,
         n_covariate_items=0 if history.covariates is None else history.n_items,
         convergence=conv,
+        parameter_covariance=pcov,
         settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
-                  "pseudo_count": float(pseudo_count),
+                  "pseudo_count": float(pseudo_count), "variance": variance,
                   "init": "gold subset, one pseudo-observation at the pooled gold rate"},
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         history=history,

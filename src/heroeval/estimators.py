@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -10,7 +11,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from . import _em
+from . import _em, _influence
 from ._score import psi, solve_score
 from .calibration import (
     Calibration,
@@ -20,7 +21,7 @@ from .calibration import (
 )
 from .data import AnnotationSet
 from .errors import ConvergenceWarning, DataError, HeroEvalError, UnknownLabelerError
-from .results import METHODS, EstimateCollection, EstimateResult
+from .results import METHODS, EstimateCollection, EstimateResult, Influence
 
 __all__ = [
     "dawid_skene",
@@ -104,12 +105,52 @@ def _align(current: AnnotationSet, calibration: Calibration, exclude_new_labeler
     return _Aligned(data=data, to_calib=idx, notes=tuple(notes), details=details)
 
 
+def _codes(data: AnnotationSet, to_calib: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Per-annotation code ``2 * labeler + label`` in the calibration's labeler index."""
+    out: npt.NDArray[np.int64] = 2 * to_calib[data.labeler] + data.label.astype(np.int64)
+    return out
+
+
 def _llr(data: AnnotationSet, to_calib: npt.NDArray[np.int64], alpha: FloatArray, beta: FloatArray) -> FloatArray:
     """Per-item log-likelihood ratio L_i under fixed sensitivities/specificities."""
     la1, la0 = _em.code_logprobs(alpha, beta)
     diff = la1 - la0
-    vals = diff[2 * to_calib[data.labeler] + data.label]
+    vals = diff[_codes(data, to_calib)]
     return np.add.reduceat(vals, data.item_ptr[:-1]) if vals.size else np.zeros(0)
+
+
+def _stage_a_influence(
+    cal: Calibration,
+    data: AnnotationSet,
+    to_calib: npt.NDArray[np.int64],
+    alpha: FloatArray,
+    beta: FloatArray,
+    mu: float,
+    L: FloatArray,
+    psi_resid: FloatArray,
+    gamma_x: FloatArray | None = None,
+    space: str = "stage_a",
+) -> Influence:
+    """Influence of a score-equation estimate with history-fitted (alpha, beta).
+
+    ``mu_hat - mu ~= (1/I) [mean(psi_resid) + G (theta_hat - theta) (+ gamma'(m_hat - m))]``
+    with ``I = mean psi(mu_hat)^2`` and ``G`` the mean score gradient.
+    """
+    ps = psi(mu, L)
+    info = float(np.mean(ps**2))
+    G = _influence.score_gradient(data.item_ptr, _codes(data, to_calib), cal.n_labelers, alpha, beta, mu, L)
+    current = (psi_resid - psi_resid.mean()) / info
+    if space == "gold_counts":
+        n_pos = cal.gold_tp + cal.gold_fn
+        n_neg = cal.gold_tn + cal.gold_fp
+        var_a = (cal.gold_tp * (1 - alpha) ** 2 + cal.gold_fn * alpha**2) / (n_pos + 2.0) ** 2
+        var_b = (cal.gold_tn * (1 - beta) ** 2 + cal.gold_fp * beta**2) / (n_neg + 2.0) ** 2
+        return Influence(current, "gold_counts", G / info, np.concatenate([var_a, var_b]), hash(cal.token))
+    c = np.zeros(cal.n_parameters)
+    c[: 2 * cal.n_labelers] = G / info
+    if gamma_x is not None:
+        c[2 * cal.n_labelers + len(cal.round_ids) :] = gamma_x / info
+    return Influence(current, "stage_a", c, cal.parameter_covariance, None if cal.parameter_covariance is None else hash(cal.token))
 
 
 def _result(method: str, est: float, data: AnnotationSet, **kw: Any) -> EstimateResult:
@@ -167,7 +208,17 @@ def majority_vote(
         vote.mean(),
         data,
         details={"tie_rule": tie, "n_ties": int(ties.sum())},
+        notes=("its interval is for the majority-label rate, not the gold rate",),
+        influence=Influence(vote - vote.mean()),
     )
+
+
+def _fit_influence(d: _em.Design, fit: _em.EMFit, index: int) -> FloatArray:
+    """Per-item influence ``[H^-1 s_r]_index`` of one parameter of an EM fit (sums to the sandwich)."""
+    si = _influence.scores_and_information(d, fit.alpha, fit.beta, fit.prev, fit.gamma)
+    Hinv = _influence.inverse_information(si)
+    out: FloatArray = np.asarray(si.scores @ Hinv[:, index])
+    return out
 
 
 def dawid_skene(
@@ -211,7 +262,8 @@ def dawid_skene(
         warnings.warn(
             f"Dawid-Skene EM did not converge in {fit.n_iter} iterations", ConvergenceWarning, stacklevel=2
         )
-    return _result("dawid_skene", fit.prev[0], data, convergence=conv)
+    IF = _fit_influence(d, fit, 2 * data.n_labelers)
+    return _result("dawid_skene", fit.prev[0], data, convergence=conv, influence=Influence(IF * data.n_items))
 
 
 # ---------------------------------------------------------------------------
@@ -231,7 +283,13 @@ def _score_estimate(
     al = _align(current, calibration, exclude_new_labelers)
     L = _llr(al.data, al.to_calib, alpha, beta)
     mu, status = solve_score(L)
-    return _result(method, mu, al.data, status=status, details={**al.details, **(extra or {})}, notes=al.notes)
+    space = "gold_counts" if method == "gold_proportion" else "stage_a"
+    infl = _stage_a_influence(calibration, al.data, al.to_calib, alpha, beta, mu, L, psi(mu, L), space=space)
+    notes = al.notes
+    if space == "stage_a" and calibration.parameter_covariance is None:
+        notes = (*notes, "the calibration has no parameter covariance: no standard error")
+    return _result(method, mu, al.data, status=status, details={**al.details, **(extra or {})}, notes=notes,
+                   influence=infl)
 
 
 def gold_proportion(
@@ -347,7 +405,30 @@ def hero2(
         "ridge": ridge,
         "constant_columns": [c for c, ok in zip(cal.covariate_names, live, strict=True) if not ok],
     }
-    return _result("hero2", mu2, al.data, status=status, details=details, notes=al.notes)
+    ps2 = psi(mu2, L)
+    infl = _stage_a_influence(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu2, L, ps2 - Xc @ gamma, gamma_x=gamma)
+    infl1 = _stage_a_influence(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu1, L, ps)
+    details.update(_effective_n(infl1, infl))
+    notes = al.notes
+    if cal.parameter_covariance is None:
+        notes = (*notes, "the calibration has no parameter covariance: no standard error")
+    return _result("hero2", mu2, al.data, status=status, details=details, notes=notes, influence=infl)
+
+
+def _effective_n(hero1: Influence, hero2: Influence) -> dict[str, float]:
+    """How many current items HERO-1 would need to match HERO-2's variance.
+
+    HERO-1's variance is ``v_c / n + v_h`` (current part shrinks with n, the
+    history part does not); solving ``v_c / n' + v_h = Var(HERO-2)`` gives the
+    effective n. Infinite when HERO-2's variance is below HERO-1's history part.
+    """
+    n = hero1.n
+    v1c, v1h, v2 = hero1.variance_current(), hero1.variance_history(), hero2.variance()
+    ratio = v2 / (v1c + v1h) if (v1c + v1h) > 0 else math.nan
+    if not all(map(math.isfinite, (v1c, v1h, v2))):
+        return {"variance_ratio_vs_hero1": math.nan, "effective_n": math.nan, "items_saved": math.nan}
+    eff = v1c * n / (v2 - v1h) if v2 > v1h else math.inf
+    return {"variance_ratio_vs_hero1": ratio, "effective_n": eff, "items_saved": eff - n}
 
 
 def hero_joint(
@@ -399,7 +480,11 @@ def hero_joint(
     if not fit.converged:
         warnings.warn(f"joint EM did not converge in {fit.n_iter} iterations", ConvergenceWarning, stacklevel=2)
     details = {**al.details, "hero1_estimate": mu1}
-    return _result("hero_joint", fit.prev[G], cur, convergence=conv, details=details, notes=al.notes)
+    IF = _fit_influence(d, fit, 2 * cal.n_labelers + G)
+    N = hist.n_items
+    infl = Influence(IF[N:] * cur.n_items, "items", IF[:N], None, hash(cal.token))
+    return _result("hero_joint", fit.prev[G], cur, convergence=conv, details=details, notes=al.notes,
+                   influence=infl)
 
 
 # ---------------------------------------------------------------------------

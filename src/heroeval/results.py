@@ -9,11 +9,124 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+from scipy.special import expit, logit
+from scipy.stats import norm
+
 from .calibration import ConvergenceInfo
 from .data import IngestReport
 from .errors import HeroEvalError
 
-__all__ = ["METHODS", "METHOD_TITLES", "EstimateCollection", "EstimateResult"]
+__all__ = [
+    "METHODS",
+    "METHOD_TITLES",
+    "ConfidenceInterval",
+    "EstimateCollection",
+    "EstimateResult",
+    "Influence",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+DEFAULT_CI_METHOD = "wald"
+
+
+def _check_level(confidence_level: float) -> float:
+    if not (isinstance(confidence_level, (int, float)) and 0 < confidence_level < 1):
+        raise HeroEvalError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+    return float(confidence_level)
+
+
+@dataclass(frozen=True)
+class ConfidenceInterval:
+    """A confidence interval: ``low``, ``high``, its level and how it was made."""
+
+    low: float
+    high: float
+    confidence_level: float
+    method: str
+
+    def __iter__(self) -> Iterator[float]:
+        return iter((self.low, self.high))
+
+
+def rate_interval(est: float, se: float, confidence_level: float, method: str) -> ConfidenceInterval:
+    """Wald interval ``est +- z se``, or the logit-transformed one (``se`` mapped by the delta method).
+
+    The logit interval stays inside [0, 1]; at an estimate of exactly 0 or 1
+    it degenerates to that point, so the Wald interval (clipped) is used there.
+    """
+    level = _check_level(confidence_level)
+    if method not in ("wald", "logit"):
+        raise HeroEvalError(f"interval method must be 'wald' or 'logit', got {method!r}")
+    if not (math.isfinite(est) and math.isfinite(se)):
+        return ConfidenceInterval(math.nan, math.nan, level, method)
+    z = float(norm.ppf(0.5 + level / 2))
+    if method == "logit" and 0.0 < est < 1.0:
+        lo = float(logit(est))
+        s = se / (est * (1 - est))
+        return ConfidenceInterval(float(expit(lo - z * s)), float(expit(lo + z * s)), level, method)
+    return ConfidenceInterval(max(0.0, est - z * se), min(1.0, est + z * se), level, method)
+
+
+@dataclass(frozen=True, eq=False)
+class Influence:
+    """The linear representation behind every standard error.
+
+    ``estimate - truth ~= mean(current) + history term``, where ``current``
+    holds one influence value per current item and the history term is
+    represented in one of three spaces:
+
+    * ``"stage_a"``: ``history`` is a gradient ``c`` over the calibration's
+      parameters (sensitivities, specificities, round prevalences, covariate
+      means) and the history term's variance is ``c' V c`` with ``V`` the
+      calibration's ``parameter_covariance`` (kept in ``gram``);
+    * ``"gold_counts"``: ``c`` over the gold-only sensitivities and
+      specificities, ``gram`` their (independent) variances;
+    * ``"items"``: ``history`` holds one value per history item (the joint fit).
+
+    Differences of estimates that share a calibration subtract their history
+    representations before squaring (see :func:`heroeval.compare`).
+    """
+
+    current: FloatArray
+    space: str | None = None
+    history: FloatArray | None = None
+    gram: FloatArray | None = None
+    calibration_id: int | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.current.shape[0])
+
+    def variance_current(self) -> float:
+        n = self.n
+        return float(self.current @ self.current) / n**2 if n else math.nan
+
+    def history_covariance(self, other: Influence) -> float:
+        """Covariance of the two history terms (0 when either has none)."""
+        if self.space is None or other.space is None or self.history is None or other.history is None:
+            return 0.0
+        if self.space != other.space or self.calibration_id != other.calibration_id:
+            raise HeroEvalError(
+                "the two estimates do not share one calibration (or use different methods): "
+                "their history terms cannot be combined"
+            )
+        if self.space == "items":
+            if self.history.shape != other.history.shape:
+                raise HeroEvalError("history influence arrays differ in length")
+            return float(self.history @ other.history)
+        assert self.gram is not None
+        if self.space == "gold_counts":
+            return float(np.sum(self.history * other.history * self.gram))
+        return float(self.history @ self.gram @ other.history)
+
+    def variance_history(self) -> float:
+        return self.history_covariance(self)
+
+    def variance(self) -> float:
+        return self.variance_current() + self.variance_history()
 
 METHODS = ("majority_vote", "dawid_skene", "gold_proportion", "hero1", "hero2", "hero_joint")
 METHOD_TITLES = {
@@ -74,8 +187,8 @@ class EstimateResult:
     status: str = "ok"
     convergence: ConvergenceInfo | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
-    standard_error: float | None = None
     notes: tuple[str, ...] = ()
+    influence: Influence | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
@@ -84,18 +197,47 @@ class EstimateResult:
     def title(self) -> str:
         return METHOD_TITLES.get(self.method, self.method)
 
-    def confidence_interval(self, confidence_level: float = 0.95) -> tuple[float, float]:
-        """Not available yet: standard errors come with the inference layer."""
-        raise HeroEvalError(
-            f"no standard error for {self.method} yet: confidence intervals arrive with the "
-            "inference layer (issue 3); use the bootstrap of your own meanwhile"
-        )
+    @property
+    def variance_current(self) -> float:
+        """Variance from sampling the current round's items."""
+        return math.nan if self.influence is None else self.influence.variance_current()
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def variance_history(self) -> float:
+        """Variance from the history-estimated parameters (0 for current-only methods)."""
+        return math.nan if self.influence is None else self.influence.variance_history()
+
+    @property
+    def standard_error(self) -> float:
+        """Influence-function standard error; NaN on a boundary estimate (0 or 1)."""
+        if self.influence is None or self.status.startswith("boundary"):
+            return math.nan
+        return math.sqrt(max(self.influence.variance(), 0.0))
+
+    def confidence_interval(
+        self, confidence_level: float = 0.95, method: str = DEFAULT_CI_METHOD
+    ) -> ConfidenceInterval:
+        """Confidence interval for the rate.
+
+        ``method="wald"`` is ``estimate +- z * SE`` clipped to [0, 1];
+        ``"logit"`` builds it on the logit scale and maps back (it stays
+        inside (0, 1) and is asymmetric near the ends). For majority vote
+        the interval is for the majority-label rate, not the gold rate.
+        """
+        return rate_interval(self.estimate, self.standard_error, confidence_level, method)
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        ci = self.confidence_interval(confidence_level)
         return {
             "method": self.method,
             "estimate": self.estimate,
-            "standard_error": self.standard_error,
+            "standard_error": _jsonable(self.standard_error),
+            "ci_low": _jsonable(ci.low),
+            "ci_high": _jsonable(ci.high),
+            "confidence_level": confidence_level,
+            "ci_method": ci.method,
+            "variance_current": _jsonable(self.variance_current),
+            "variance_history": _jsonable(self.variance_history),
             "status": self.status,
             "n_items": self.n_items,
             "n_annotations": self.n_annotations,
@@ -137,21 +279,24 @@ class EstimateCollection(Mapping[str, EstimateResult]):
     def __len__(self) -> int:
         return len(self.results)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
         return {
-            "estimates": {m: r.to_dict() for m, r in self.results.items()},
+            "estimates": {m: r.to_dict(confidence_level) for m, r in self.results.items()},
             "skipped": dict(self.skipped),
             "ingest": None if self.ingest is None else self.ingest.to_dict(),
         }
 
-    def to_json(self, indent: int | None = 1) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
+    def to_json(self, indent: int | None = 1, confidence_level: float = 0.95) -> str:
+        return json.dumps(self.to_dict(confidence_level), indent=indent)
 
-    def summary(self) -> str:
-        rows = [("method", "estimate", "items", "labels", "labelers", "status")]
+    def summary(self, confidence_level: float = 0.95) -> str:
+        pct = f"{100 * confidence_level:g}% CI"
+        rows = [("method", "estimate", "SE", pct, "items", "labels", "labelers", "status")]
         for r in self.results.values():
+            ci = r.confidence_interval(confidence_level)
             rows.append(
-                (r.title, f"{r.estimate:.4f}", str(r.n_items), str(r.n_annotations), str(r.n_labelers), r.status)
+                (r.title, f"{r.estimate:.4f}", f"{r.standard_error:.4f}", f"[{ci.low:.4f}, {ci.high:.4f}]",
+                 str(r.n_items), str(r.n_annotations), str(r.n_labelers), r.status)
             )
         widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(zip(row, widths, strict=True)))

@@ -227,5 +227,9 @@ def test_result_objects(calibration: he.Calibration, sim: Sim) -> None:
         r.details["x"] = 1  # type: ignore[index]
     assert json.loads(json.dumps(r.to_dict()))["method"] == "hero1"
     assert "HERO-1" in r.summary()
-    with pytest.raises(HeroEvalError, match="no standard error for hero1 yet"):
-        r.confidence_interval()
+    ci = r.confidence_interval()
+    assert ci.low < r.estimate < ci.high and ci.confidence_level == 0.95
+    with pytest.raises(HeroEvalError, match=r"confidence_level must be in \(0, 1\), got 95"):
+        r.confidence_interval(95)
+    with pytest.raises(HeroEvalError, match="interval method must be 'wald' or 'logit', got 'exact'"):
+        r.confidence_interval(method="exact")
