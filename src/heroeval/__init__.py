@@ -30,13 +30,28 @@ from .estimators import (
     hero_joint,
     majority_vote,
 )
-from .results import METHODS, EstimateCollection, EstimateResult
+from .inference import (
+    BootstrapResult,
+    ClassifierMetrics,
+    Comparison,
+    ComparisonCollection,
+    MetricEstimate,
+    bootstrap,
+    classifier_metrics,
+    compare,
+)
+from .results import METHODS, ConfidenceInterval, EstimateCollection, EstimateResult, Influence
 
 __all__ = [
     "METHODS",
     "AnnotationSet",
+    "BootstrapResult",
     "Calibration",
     "CalibrationFileError",
+    "ClassifierMetrics",
+    "Comparison",
+    "ComparisonCollection",
+    "ConfidenceInterval",
     "ConvergenceInfo",
     "ConvergenceWarning",
     "DataError",
@@ -44,11 +59,16 @@ __all__ = [
     "EstimateResult",
     "HeroEvalError",
     "HeroEvalWarning",
+    "Influence",
     "IngestReport",
+    "MetricEstimate",
     "TableReport",
     "UnknownLabelerError",
     "__version__",
+    "bootstrap",
     "calibrate",
+    "classifier_metrics",
+    "compare",
     "dawid_skene",
     "estimate",
     "gold_proportion",

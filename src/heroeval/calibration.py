@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import math
-import uuid
 import os
+import uuid
 import warnings
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime

@@ -308,6 +308,35 @@ class AnnotationSet:
             name=name,
         )
 
+    def take_items(self, idx: npt.ArrayLike, name: str | None = None) -> AnnotationSet:
+        """A new set made of the items ``idx`` (repeats allowed: a bootstrap resample).
+
+        Repeated items become separate items (their ids repeat). Labeler codes
+        and ids are kept as they are, so a calibration's labelers still match.
+        """
+        ix = np.asarray(idx, dtype=np.int64)
+        if ix.size and (ix.min() < 0 or ix.max() >= self.n_items):
+            raise IndexError(f"item index out of range [0, {self.n_items})")
+        starts = self.item_ptr[ix]
+        lens = self.item_ptr[ix + 1] - starts
+        ptr = np.zeros(ix.size + 1, dtype=np.int64)
+        np.cumsum(lens, out=ptr[1:])
+        ann = np.repeat(starts - ptr[:-1], lens) + np.arange(ptr[-1])
+        return AnnotationSet(
+            item_ids=self.item_ids[ix],
+            labeler_ids=self.labeler_ids,
+            item_ptr=ptr,
+            labeler=self.labeler[ann],
+            label=self.label[ann],
+            gold=self.gold[ix],
+            item_round=self.item_round[ix],
+            round_ids=self.round_ids,
+            covariates=None if self.covariates is None else self.covariates[ix],
+            covariate_names=self.covariate_names,
+            report=self.report,
+            name=self.name if name is None else name,
+        )
+
     def select_labelers(self, keep: npt.NDArray[np.bool_]) -> tuple[AnnotationSet, int, int]:
         """Drop the annotations of labelers where ``keep`` is False.
 
@@ -477,6 +506,32 @@ def _compact(
     return new[codes].astype(np.int64), np.asarray(names, dtype=object)[used]
 
 
+def _apply_label_map(
+    t: _Table, df: pd.DataFrame, col: str, label_map: Mapping[Any, int | None], what: str
+) -> tuple[pd.DataFrame, npt.NDArray[np.bool_]]:
+    """Recode ``col`` by ``label_map`` (keys compared as stripped strings); None marks rows to drop."""
+    table = {str(k).strip(): v for k, v in label_map.items()}
+    for k, v in table.items():
+        if v not in (0, 1, None):
+            raise DataError(f"label_map: {k!r} maps to {v!r}; values must be 0, 1 or None")
+    raw = df[col]
+    miss = raw.isna().to_numpy()
+    keys = raw.astype("string").str.strip()
+    known = keys.isin(list(table)).fillna(False).to_numpy(dtype=bool)
+    unknown = ~miss & ~known
+    if unknown.any():
+        r = int(np.flatnonzero(unknown)[0])
+        raise DataError(
+            f"{t.where(r)}: {what} {raw.iloc[r]!r} in column {col!r} is not in label_map "
+            f"(keys {sorted(table)}); {int(unknown.sum())} such row(s) in all"
+        )
+    mapped = keys.map(table)
+    drop = (~miss & mapped.isna().to_numpy()).astype(bool)
+    out = df.copy()
+    out[col] = pd.to_numeric(mapped, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    return out, drop
+
+
 def _parse_binary(s: pd.Series, t: _Table, col: str, what: str) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
     """Parse a binary column; returns values (int8) and a missing mask.
 
@@ -533,6 +588,7 @@ def read_annotations(
     covariate_cols: Sequence[str] | None = None,
     duplicates: Literal["keep", "first", "error"] = "keep",
     missing: Literal["drop", "error"] = "drop",
+    label_map: Mapping[Any, int | None] | None = None,
     name: str | None = None,
 ) -> AnnotationSet:
     """Read, validate and int-code an annotation log.
@@ -564,6 +620,14 @@ def read_annotations(
         Policy for repeated (item, labeler) pairs; see the module docstring.
     missing : {"drop", "error"}
         Policy for annotation rows with a missing item, labeler or label.
+    label_map : mapping, optional
+        Recode raw labels (silver and gold alike) before validation, e.g. a
+        side-by-side preference ``{"A": 1, "B": 0, "tie": None}``: the rate is
+        then A's win rate. A value mapped to None is dropped and counted
+        (that is the tie rule: ties dropped means the win rate among
+        decisive judgments; map ties to 0 for "A strictly preferred" or to 1
+        for "A at least as good"). A raw value missing from the map is an
+        error naming the row.
     name : str, optional
         A name shown in reports (default: the file name).
 
@@ -623,6 +687,7 @@ def read_annotations(
         duplicates=duplicates,
         missing=missing,
         name=name,
+        label_map=label_map,
     )
 
 
@@ -639,9 +704,13 @@ def _build(
     duplicates: str,
     missing: str,
     name: str,
+    label_map: Mapping[Any, int | None] | None = None,
 ) -> AnnotationSet:
     df = ann.df
     n_read = len(df)
+    mapped_out = np.zeros(n_read, dtype=bool)
+    if label_map is not None:
+        df, mapped_out = _apply_label_map(ann, df, label_col, label_map, "label")
     item_code, item_names = _id_codes(df[ann.item_col])
     lab_code, lab_names = _id_codes(df[labeler_col])
     labels, label_missing = _parse_binary(df[label_col], ann, label_col, "label")
@@ -649,16 +718,18 @@ def _build(
     miss_lab = lab_code < 0
     dropped: dict[str, int] = {}
     notes: dict[str, int] = {}
-    bad = miss_item | miss_lab | label_missing
-    if bad.any():
-        if missing == "error":
-            r = int(np.flatnonzero(bad)[0])
+    label_missing = label_missing & ~mapped_out
+    bad = miss_item | miss_lab | label_missing | mapped_out
+    if (bad & ~mapped_out).any() or mapped_out.any():
+        if missing == "error" and (bad & ~mapped_out).any():
+            r = int(np.flatnonzero(bad & ~mapped_out)[0])
             what = "item" if miss_item[r] else ("labeler" if miss_lab[r] else "label")
             raise DataError(f"{ann.where(r)}: missing {what} (missing='error')")
         for reason, mask in (
             ("missing item id", miss_item),
             ("missing labeler id", ~miss_item & miss_lab),
             ("missing label", ~miss_item & ~miss_lab & label_missing),
+            ("label mapped to None by label_map (e.g. a tie)", ~miss_item & ~miss_lab & mapped_out),
         ):
             if mask.any():
                 dropped[reason] = int(mask.sum())
@@ -733,17 +804,23 @@ def _build(
     gold_arr = np.full(n_items, -1, dtype=np.int8)
     if gold is not None:
         gdf = gold.df
+        g_mapped = np.zeros(len(gdf), dtype=bool)
+        if label_map is not None:
+            gdf, g_mapped = _apply_label_map(gold, gdf, gold_col, label_map, "gold label")
         g_items = _ids_to_str(gdf[gold.item_col])
         g_vals, g_miss = _parse_binary(gdf[gold_col], gold, gold_col, "gold label")
+        g_miss = g_miss & ~g_mapped
         g_dropped: dict[str, int] = {}
+        if g_mapped.any():
+            g_dropped["gold mapped to None by label_map (e.g. a tie)"] = int(g_mapped.sum())
         g_notes: dict[str, int] = {}
-        gm_item = g_items.isna().to_numpy()
+        gm_item = g_items.isna().to_numpy() & ~g_mapped
         if gm_item.any():
             g_dropped["missing item id"] = int(gm_item.sum())
         gm = g_miss & ~gm_item
         if gm.any():
             g_dropped["missing gold label"] = int(gm.sum())
-        gkeep = np.flatnonzero(~gm_item & ~gm)
+        gkeep = np.flatnonzero(~gm_item & ~gm & ~g_mapped)
         gi = g_items.to_numpy(dtype=object)[gkeep]
         gv = g_vals[gkeep]
         code = pd.Index(item_ids_arr).get_indexer(pd.Index(gi))
