@@ -418,8 +418,8 @@ def classifier_metrics(
             raise HeroEvalError(f"{len(missing)} current item(s) have no classifier flag, e.g. {missing[:5]}")
         c = np.array([lookup[i] for i in ids], dtype=float)
     if not np.isin(c, (0.0, 1.0)).all():
-        bad = c[~np.isin(c, (0.0, 1.0))][0]
-        raise HeroEvalError(f"classifier flags must be 0 or 1, got {bad!r}")
+        bad = float(c[~np.isin(c, (0.0, 1.0))][0])
+        raise HeroEvalError(f"classifier flags must be 0 or 1, got {bad:g}")
     on = np.flatnonzero(c == 1)
     off = np.flatnonzero(c == 0)
     if on.size == 0 or off.size == 0:

@@ -117,7 +117,8 @@ class Influence:
             if self.history.shape != other.history.shape:
                 raise HeroEvalError("history influence arrays differ in length")
             return float(self.history @ other.history)
-        assert self.gram is not None
+        if self.gram is None or other.gram is None:
+            return math.nan  # the calibration carries no parameter covariance
         if self.space == "gold_counts":
             return float(np.sum(self.history * other.history * self.gram))
         return float(self.history @ self.gram @ other.history)

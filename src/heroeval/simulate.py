@@ -54,6 +54,7 @@ def paper_dgp(
     labels_per_item: int | None = None,
     alpha: np.ndarray | None = None,
     beta: np.ndarray | None = None,
+    current_labeler_weights: np.ndarray | None = None,
 ) -> PaperData:
     """Draw one replication of the paper's simulation design.
 
@@ -75,6 +76,10 @@ def paper_dgp(
     alpha, beta : arrays, optional
         Fixed labeler parameters instead of drawing them (by default they are
         redrawn at every call, i.e. every replication).
+    current_labeler_weights : array of length J, optional
+        Labeler-pool shift: with ``labels_per_item`` set, the current round's
+        labelers are drawn without replacement with these relative weights
+        (the history's uniformly).
 
     Examples
     --------
@@ -91,14 +96,27 @@ def paper_dgp(
     a = gen.beta(k * mu_alpha, k * (1 - mu_alpha), J) if alpha is None else np.asarray(alpha, dtype=float)
     b = gen.beta(k * mu_beta, k * (1 - mu_beta), J) if beta is None else np.asarray(beta, dtype=float)
 
-    def draw(m: int, prefix: str) -> tuple[AnnotationSet, np.ndarray, np.ndarray]:
+    if current_labeler_weights is not None:
+        w = np.asarray(current_labeler_weights, dtype=float)
+        if w.shape != (J,) or (w < 0).any() or np.count_nonzero(w) < (labels_per_item or J):
+            raise HeroEvalError(
+                f"current_labeler_weights must be {J} non-negative weights with at least labels_per_item positive"
+            )
+        if labels_per_item is None:
+            raise HeroEvalError("current_labeler_weights needs labels_per_item (a dense design has no pool to shift)")
+
+    def draw(m: int, prefix: str, weights: np.ndarray | None = None) -> tuple[AnnotationSet, np.ndarray, np.ndarray]:
         x = gen.standard_normal(m)
         y = (gen.random(m) < expit(b0 + b1 * x)).astype(np.int8)
         if labels_per_item is None:
             lab = np.tile(np.arange(J), m)
             item = np.repeat(np.arange(m), J)
         else:
-            lab = np.argsort(gen.random((m, J)), axis=1)[:, :labels_per_item].ravel()
+            keys = gen.random((m, J))
+            if weights is not None:  # Gumbel top-k: weighted sampling without replacement
+                with np.errstate(divide="ignore"):
+                    keys = -(np.log(weights) - np.log(-np.log(gen.random((m, J)))))
+            lab = np.argsort(keys, axis=1)[:, :labels_per_item].ravel()
             item = np.repeat(np.arange(m), labels_per_item)
         pz = np.where(y[item] == 1, a[lab], 1 - b[lab])
         z = (gen.random(item.size) < pz).astype(np.int8)
@@ -112,7 +130,7 @@ def paper_dgp(
             ids,
         )
 
-    cur, yc, _ = draw(n, "c")
+    cur, yc, _ = draw(n, "c", None if current_labeler_weights is None else np.asarray(current_labeler_weights, float))
     hist_nogold, yh, hid = draw(N, "h")
     g = gen.random(N) < rho
     if not g.any():
