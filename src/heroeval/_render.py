@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,28 +14,70 @@ from .data import IngestReport
 from .results import EstimateCollection, EstimateResult
 
 
-def estimates_table(res: EstimateCollection, truth: float | None = None, title: str = "Estimates") -> Table:
+def estimates_table(
+    res: EstimateCollection,
+    truth: float | None = None,
+    title: str = "Estimates",
+    confidence_level: float = 0.95,
+    ci_method: str = "wald",
+    bootstrap: Mapping[str, Any] | None = None,
+) -> Table:
     t = Table(title=title, title_justify="left")
     t.add_column("method")
     t.add_column("estimate", justify="right")
+    t.add_column("SE", justify="right")
+    t.add_column(f"{100 * confidence_level:g}% CI ({ci_method})", justify="center")
+    if bootstrap:
+        t.add_column("bootstrap SE / percentile CI", justify="center")
     if truth is not None:
         t.add_column("error", justify="right")
     t.add_column("items", justify="right")
     t.add_column("labels", justify="right")
-    t.add_column("labelers", justify="right")
     t.add_column("status / notes")
     for r in res.values():
-        row = [r.title, f"{r.estimate:.4f}"]
+        ci = r.confidence_interval(confidence_level, ci_method)
+        row = [r.title, f"{r.estimate:.4f}", _f(r.standard_error), f"[{_f(ci.low)}, {_f(ci.high)}]"]
+        if bootstrap:
+            b = bootstrap.get(r.method)
+            if b is None:
+                row.append("")
+            else:
+                bc = b.confidence_interval(confidence_level)
+                row.append(f"{_f(b.standard_error)} [{_f(bc.low)}, {_f(bc.high)}]")
         if truth is not None:
             row.append(f"{r.estimate - truth:+.4f}")
-        row += [str(r.n_items), str(r.n_annotations), str(r.n_labelers), _status(r)]
+        row += [str(r.n_items), str(r.n_annotations), _status(r)]
         t.add_row(*row)
+    extra = (1 if bootstrap else 0) + (1 if truth is not None else 0)
     for m, why in res.skipped.items():
-        row = [m, "-"] + (["-"] if truth is not None else []) + ["", "", "", f"[dim]not computed: {why}[/dim]"]
-        t.add_row(*row)
+        t.add_row(m, "-", "", "", *([""] * extra), "", "", f"[dim]not computed: {why}[/dim]")
     if truth is not None:
-        t.add_row("[bold]true gold rate[/bold]", f"[bold]{truth:.4f}[/bold]", "", "", "", "", "")
+        t.add_row("[bold]true gold rate[/bold]", f"[bold]{truth:.4f}[/bold]", *([""] * (5 + extra)))
     return t
+
+
+def comparison_table(cc: Any, confidence_level: float = 0.95) -> Table:
+    t = Table(title="Difference A - B (shared calibration)", title_justify="left")
+    for col, just in (("method", "left"), ("A", "right"), ("B", "right"), ("A - B", "right"), ("SE", "right"),
+                      (f"{100 * confidence_level:g}% CI", "center"), ("p-value", "right")):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for c in cc.values():
+        ci = c.confidence_interval(confidence_level)
+        p = c.p_value
+        ptxt = _f(p) if p == p else "-"
+        if p == p and p < 0.05:
+            ptxt = f"[bold]{ptxt}[/bold]"
+        t.add_row(c.a.title, f"{c.a.estimate:.4f}", f"{c.b.estimate:.4f}", f"{c.estimate:+.4f}",
+                  _f(c.standard_error), f"[{_f(ci.low, True)}, {_f(ci.high, True)}]", ptxt)
+    t.caption = "majority vote's interval is for the difference of majority-label rates, not of gold rates"
+    t.caption_justify = "left"
+    return t
+
+
+def _f(x: float, signed: bool = False) -> str:
+    if x != x:
+        return "-"
+    return f"{x:+.4f}" if signed else f"{x:.4f}"
 
 
 def _status(r: EstimateResult) -> str:
@@ -47,6 +90,11 @@ def _status(r: EstimateResult) -> str:
     if r.method == "hero2":
         g = r.details.get("gamma", {})
         parts.append("gamma " + ", ".join(f"{k}={v:.3g}" for k, v in g.items()))
+        eff = r.details.get("effective_n")
+        if eff is not None and eff == eff:
+            saved = r.details.get("items_saved", 0.0)
+            parts.append(f"worth {eff:.0f} items to HERO-1 ({saved:+.0f})" if eff != float("inf")
+                         else "below HERO-1's history variance")
     if r.method == "majority_vote":
         parts.append(f"ties={r.details.get('n_ties')} ({r.details.get('tie_rule')})")
     parts.extend(r.notes)

@@ -19,6 +19,8 @@ from .calibration import Calibration, calibrate, load_calibration
 from .data import AnnotationSet, read_annotations
 from .errors import HeroEvalError, HeroEvalWarning
 from .estimators import estimate
+from .inference import bootstrap as run_bootstrap
+from .inference import compare
 from .results import METHODS, EstimateCollection, EstimateResult
 
 app = typer.Typer(
@@ -46,6 +48,16 @@ class Criterion(str, Enum):
     loglik = "loglik"
 
 
+class CiMethod(str, Enum):
+    wald = "wald"
+    logit = "logit"
+
+
+class Variance(str, Enum):
+    sandwich = "sandwich"
+    model = "model"
+
+
 class Tie(str, Enum):
     half = "half"
     positive = "positive"
@@ -71,11 +83,12 @@ FmtOpt = Annotated[Format, typer.Option("--format", "-f", help="Output: a rich t
 
 def _read(path: Path, *, gold: Path | None = None, covariates: Path | None = None, name: str,
           item_col: str | None, labeler_col: str | None, label_col: str | None,
-          round_col: str | None, duplicates: Duplicates) -> AnnotationSet:
+          round_col: str | None, duplicates: Duplicates,
+          label_map: dict[str, int | None] | None = None) -> AnnotationSet:
     rc: Any = None if round_col is None else (False if round_col == "none" else round_col)
     return read_annotations(
         path, gold=gold, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
-        label_col=label_col, round_col=rc, duplicates=duplicates.value, name=name,
+        label_col=label_col, round_col=rc, duplicates=duplicates.value, name=name, label_map=label_map,
     )
 
 
@@ -115,15 +128,18 @@ def calibrate_cmd(
     criterion: Annotated[Criterion, typer.Option(help="Stop on parameter change or on log-likelihood.")] = Criterion.parameters,
     accelerate: Annotated[bool, typer.Option(help="SQUAREM acceleration.")] = True,
     pseudo_count: Annotated[float, typer.Option(help="Beta pseudo-counts per labeler in the M-step (0 = maximum likelihood).")] = 0.0,
+    variance: Annotated[Variance, typer.Option(help="Parameter covariance: sandwich (influence values) or model (inverse information).")] = Variance.sandwich,
+    label_map: MapOpt = None,
     fmt: FmtOpt = Format.table,
 ) -> None:
     """Stage A: learn each labeler's sensitivity and specificity from the history."""
 
     def go() -> tuple[AnnotationSet, Calibration]:
         h = _read(history, gold=gold, covariates=covariates, name="history", item_col=item_col,
-                  labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates)
+                  labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
+                  label_map=_label_map(label_map))
         c = calibrate(h, tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate,
-                      pseudo_count=pseudo_count)
+                      pseudo_count=pseudo_count, variance=variance.value)
         c.save(output)
         return h, c
 
@@ -138,26 +154,36 @@ def calibrate_cmd(
     con.print(f"calibration written to {output}")
 
 
-@app.command("estimate")
-def estimate_cmd(
-    current: Annotated[Path, typer.Argument(help="Current-round annotations (no gold needed).")],
-    calibration: Annotated[Path | None, typer.Option(help="Calibration JSON from 'hero calibrate'.")] = None,
-    history: Annotated[Path | None, typer.Option(help="History annotations (instead of --calibration).")] = None,
-    gold: Annotated[Path | None, typer.Option(help="History gold labels (with --history).")] = None,
-    covariates: Annotated[Path | None, typer.Option(help="Current-round covariates (HERO-2).")] = None,
-    history_covariates: Annotated[Path | None, typer.Option(help="History covariates (HERO-2, with --history).")] = None,
-    method: Annotated[str, typer.Option(help=f"One of {', '.join(METHODS)}, a comma list, or all.")] = "all",
-    ridge: Annotated[float, typer.Option(help="HERO-2 ridge penalty (standardised scale).")] = 0.0,
-    tie: Annotated[Tie, typer.Option(help="Majority-vote tie rule.")] = Tie.half,
-    exclude_new_labelers: Annotated[bool, typer.Option(help="Leave out labelers the calibration does not know (counted).")] = False,
-    item_col: ItemCol = None,
-    labeler_col: LabelerCol = None,
-    label_col: LabelCol = None,
-    round_col: Annotated[str | None, typer.Option(help="History round column (default 'round' if present; 'none' ignores it).")] = None,
-    duplicates: DupOpt = Duplicates.keep,
-    fmt: FmtOpt = Format.table,
-) -> None:
-    """Estimate the current round's gold rate with HERO and the baselines."""
+CalOpt = Annotated[Path | None, typer.Option(help="Calibration JSON from 'hero calibrate'.")]
+HistOpt = Annotated[Path | None, typer.Option(help="History annotations (instead of --calibration).")]
+GoldOpt = Annotated[Path | None, typer.Option(help="History gold labels (with --history).")]
+HistCovOpt = Annotated[Path | None, typer.Option(help="History covariates (HERO-2, with --history).")]
+MethodOpt = Annotated[str, typer.Option(help=f"One of {', '.join(METHODS)}, a comma list, or all.")]
+RidgeOpt = Annotated[float, typer.Option(help="HERO-2 ridge penalty (standardised scale).")]
+TieOpt = Annotated[Tie, typer.Option(help="Majority-vote tie rule.")]
+NewLabOpt = Annotated[bool, typer.Option(help="Leave out labelers the calibration does not know (counted).")]
+RoundOpt = Annotated[str | None, typer.Option(help="History round column (default 'round' if present; 'none' ignores it).")]
+LevelOpt = Annotated[float, typer.Option(help="Confidence level of the intervals.")]
+CiOpt = Annotated[CiMethod, typer.Option(help="Interval: wald, or logit-transformed.")]
+MapOpt = Annotated[str | None, typer.Option(help="Recode labels, e.g. 'A=1,B=0,tie=drop' for a side-by-side win rate.")]
+
+
+def _label_map(spec: str | None) -> dict[str, int | None] | None:
+    if spec is None:
+        return None
+    out: dict[str, int | None] = {}
+    for part in spec.split(","):
+        if "=" not in part:
+            raise HeroEvalError(f"--label-map: expected KEY=1, KEY=0 or KEY=drop, got {part!r}")
+        k, v = (x.strip() for x in part.split("=", 1))
+        if v not in ("0", "1", "drop"):
+            raise HeroEvalError(f"--label-map: {k!r} must map to 1, 0 or drop, got {v!r}")
+        out[k] = None if v == "drop" else int(v)
+    return out
+
+
+def _check_sources(calibration: Path | None, history: Path | None, gold: Path | None,
+                   history_covariates: Path | None) -> None:
     if (calibration is None) == (history is None):
         _err("give exactly one of --calibration or --history (with --gold)")
         raise typer.Exit(2)
@@ -168,27 +194,73 @@ def estimate_cmd(
         _err("--history-covariates goes with --history; a calibration file already holds the history's covariate mean")
         raise typer.Exit(2)
 
-    def go() -> tuple[AnnotationSet, AnnotationSet | None, EstimateCollection]:
-        cur = _read(current, covariates=covariates, name="current", item_col=item_col, labeler_col=labeler_col,
-                    label_col=label_col, round_col="none", duplicates=duplicates)
-        hist: AnnotationSet | None = None
+
+def _methods(method: str) -> Any:
+    return "all" if method == "all" else [m.strip() for m in method.split(",") if m.strip()]
+
+
+@app.command("estimate")
+def estimate_cmd(
+    current: Annotated[Path, typer.Argument(help="Current-round annotations (no gold needed).")],
+    calibration: CalOpt = None,
+    history: HistOpt = None,
+    gold: GoldOpt = None,
+    covariates: Annotated[Path | None, typer.Option(help="Current-round covariates (HERO-2).")] = None,
+    history_covariates: HistCovOpt = None,
+    method: MethodOpt = "all",
+    ridge: RidgeOpt = 0.0,
+    tie: TieOpt = Tie.half,
+    exclude_new_labelers: NewLabOpt = False,
+    confidence_level: LevelOpt = 0.95,
+    ci_method: CiOpt = CiMethod.wald,
+    bootstrap: Annotated[int, typer.Option(help="Also run a two-sample cluster bootstrap with this many resamples (needs --history).")] = 0,
+    seed: Annotated[int | None, typer.Option(help="Seed of the bootstrap.")] = None,
+    label_map: MapOpt = None,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    round_col: RoundOpt = None,
+    duplicates: DupOpt = Duplicates.keep,
+    fmt: FmtOpt = Format.table,
+) -> None:
+    """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals."""
+    _check_sources(calibration, history, gold, history_covariates)
+    if bootstrap and history is None:
+        _err("--bootstrap refits Stage A: it needs --history and --gold, not a calibration file")
+        raise typer.Exit(2)
+
+    def go() -> tuple[AnnotationSet, AnnotationSet | None, EstimateCollection, dict[str, Any]]:
+        lm = _label_map(label_map)
+        cur = read_annotations(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
+                               label_col=label_col, round_col=False, duplicates=duplicates.value,
+                               label_map=lm, name="current")
+        hist = None
         if calibration is not None:
             cal = load_calibration(calibration)
         else:
             assert history is not None
             hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
-                         labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates)
+                         labeler_col=labeler_col, label_col=label_col, round_col=round_col,
+                         duplicates=duplicates, label_map=lm)
             cal = calibrate(hist)
-        methods: Any = "all" if method == "all" else [m.strip() for m in method.split(",") if m.strip()]
-        res = estimate(cur, cal, method=methods, ridge=ridge, tie=tie.value,
-                       exclude_new_labelers=exclude_new_labelers)
+        kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": exclude_new_labelers}
+        res = estimate(cur, cal, method=_methods(method), **kw)
         if isinstance(res, EstimateResult):  # pragma: no cover - a list always gives a collection
             res = EstimateCollection({res.method: res}, ingest=cur.report)
-        return cur, hist, res
+        boot: dict[str, Any] = {}
+        if bootstrap:
+            boot = run_bootstrap(cur, cal, method=list(res), n_resamples=bootstrap, rng=seed,
+                                 progress=fmt is Format.table and sys.stderr.isatty(), **kw)
+        return cur, hist, res, boot
 
-    cur, hist, res = _run(go)
+    cur, hist, res, boot = _run(go)
     if fmt is Format.json:
-        out = res.to_dict()
+        out = res.to_dict(confidence_level)
+        for m, r in res.items():  # intervals by the requested method
+            ci = r.confidence_interval(confidence_level, ci_method.value)
+            out["estimates"][m].update(ci_low=_num(ci.low), ci_high=_num(ci.high), ci_method=ci.method)
+            if m in boot:
+                out["estimates"][m]["bootstrap"] = boot[m].to_dict(confidence_level)
         out["ingest"] = {"current": cur.report.to_dict(),
                          "history": None if hist is None else hist.report.to_dict()}
         print(json.dumps(out, indent=1))
@@ -197,7 +269,68 @@ def estimate_cmd(
     _render.print_all(con, _render.ingest_table(cur.report, "Ingest: current round"))
     if hist is not None:
         _render.print_all(con, _render.ingest_table(hist.report, "Ingest: history"))
-    _render.print_all(con, _render.estimates_table(res))
+    _render.print_all(con, _render.estimates_table(res, confidence_level=confidence_level,
+                                                   ci_method=ci_method.value, bootstrap=boot))
+
+
+@app.command("compare")
+def compare_cmd(
+    a_current: Annotated[Path, typer.Argument(help="Round A's annotations (e.g. model A's outputs).")],
+    b_current: Annotated[Path, typer.Argument(help="Round B's annotations (e.g. model B's outputs).")],
+    calibration: CalOpt = None,
+    history: HistOpt = None,
+    gold: GoldOpt = None,
+    a_covariates: Annotated[Path | None, typer.Option(help="Round A's covariates (HERO-2).")] = None,
+    b_covariates: Annotated[Path | None, typer.Option(help="Round B's covariates (HERO-2).")] = None,
+    history_covariates: HistCovOpt = None,
+    method: MethodOpt = "all",
+    ridge: RidgeOpt = 0.0,
+    tie: TieOpt = Tie.half,
+    exclude_new_labelers: NewLabOpt = False,
+    confidence_level: LevelOpt = 0.95,
+    label_map: MapOpt = None,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    round_col: RoundOpt = None,
+    duplicates: DupOpt = Duplicates.keep,
+    fmt: FmtOpt = Format.table,
+) -> None:
+    """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values."""
+    _check_sources(calibration, history, gold, history_covariates)
+
+    def go() -> tuple[Any, AnnotationSet, AnnotationSet]:
+        lm = _label_map(label_map)
+        rd: dict[str, Any] = {"item_col": item_col, "labeler_col": labeler_col, "label_col": label_col,
+                              "round_col": False, "duplicates": duplicates.value, "label_map": lm}
+        a = read_annotations(a_current, covariates=a_covariates, name="A", **rd)
+        b = read_annotations(b_current, covariates=b_covariates, name="B", **rd)
+        if calibration is not None:
+            cal = load_calibration(calibration)
+        else:
+            assert history is not None
+            hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
+                         labeler_col=labeler_col, label_col=label_col, round_col=round_col,
+                         duplicates=duplicates, label_map=lm)
+            cal = calibrate(hist)
+        wanted = _methods(method)
+        cc = compare(a, b, cal, method=wanted if wanted == "all" else list(wanted), ridge=ridge, tie=tie.value,
+                     exclude_new_labelers=exclude_new_labelers)
+        return cc, a, b
+
+    cc, a, b = _run(go)
+    if fmt is Format.json:
+        out = cc.to_dict(confidence_level)
+        out["ingest"] = {"a": a.report.to_dict(), "b": b.report.to_dict()}
+        print(json.dumps(out, indent=1))
+        return
+    con = _console()
+    _render.print_all(con, _render.ingest_table(a.report, "Ingest: round A"), _render.ingest_table(b.report, "Ingest: round B"),
+                      _render.comparison_table(cc, confidence_level))
+
+
+def _num(x: float) -> float | None:
+    return x if x == x and abs(x) != float("inf") else None
 
 
 @app.command("demo")

@@ -118,3 +118,66 @@ def test_demo_prints_six_estimates_and_the_truth() -> None:
 def test_version() -> None:
     r = runner.invoke(app, ["--version"])
     assert r.exit_code == 0 and he.__version__ in r.stdout
+
+
+def test_estimate_json_has_intervals(files: dict[str, Path]) -> None:
+    r = runner.invoke(app, ["estimate", str(files["current"]), "--history", str(files["history"]),
+                            "--gold", str(files["gold"]), "--confidence-level", "0.9", "--ci-method", "logit",
+                            "--method", "hero1,majority_vote", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    e = json.loads(r.stdout)["estimates"]["hero1"]
+    assert e["confidence_level"] == 0.9 and e["ci_method"] == "logit"
+    assert e["ci_low"] < e["estimate"] < e["ci_high"] and e["standard_error"] > 0
+    assert e["variance_history"] > 0
+
+
+def test_estimate_bootstrap(files: dict[str, Path]) -> None:
+    args = ["estimate", str(files["current"]), "--history", str(files["history"]), "--gold", str(files["gold"]),
+            "--method", "hero1", "--bootstrap", "30", "--seed", "3"]
+    r = runner.invoke(app, [*args, "-f", "json"])
+    assert r.exit_code == 0, r.output
+    b = json.loads(r.stdout)["estimates"]["hero1"]["bootstrap"]
+    assert b["n_resamples"] == 30 and b["standard_error"] > 0 and len(b["percentile"]) == 2
+    r2 = runner.invoke(app, [*args, "-f", "json"])
+    assert json.loads(r2.stdout)["estimates"]["hero1"]["bootstrap"] == b  # seeded
+    assert "bootstrap SE" in runner.invoke(app, args).stdout
+    r = runner.invoke(app, ["estimate", str(files["current"]), "--calibration", str(files["dir"] / "nope.json"),
+                            "--bootstrap", "10"])
+    assert r.exit_code == 2 and "--bootstrap refits Stage A" in r.stderr
+
+
+def test_compare_json_shape(files: dict[str, Path], tmp_path: Path) -> None:
+    from tests.conftest import simulate
+
+    s2 = simulate(2, cur_prev=0.5)
+    b = tmp_path / "b.csv"
+    ds = s2.current
+    pd.DataFrame({"item_id": ds.item_ids[ds.annotation_item], "labeler_id": ds.labeler_ids[ds.labeler],
+                  "label": ds.label}).to_csv(b, index=False)
+    r = runner.invoke(app, ["compare", str(files["current"]), str(b), "--history", str(files["history"]),
+                            "--gold", str(files["gold"]), "--method", "all", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert set(out["difference"]) == set(he.METHODS) - {"hero2"}
+    for v in out["difference"].values():
+        assert set(v) >= {"estimate", "standard_error", "ci_low", "ci_high", "p_value"}
+    d = out["difference"]["hero1"]
+    assert d["estimate"] == pytest.approx(out["a"]["estimates"]["hero1"]["estimate"]
+                                          - out["b"]["estimates"]["hero1"]["estimate"])
+    r = runner.invoke(app, ["compare", str(files["current"]), str(b), "--history", str(files["history"]),
+                            "--gold", str(files["gold"]), "--method", "hero1"])
+    assert r.exit_code == 0 and "Difference A - B" in r.stdout and "p-value" in r.stdout
+
+
+def test_label_map_option(tmp_path: Path) -> None:
+    p = tmp_path / "sxs.csv"
+    p.write_text("item_id,labeler_id,label\n1,a,A\n1,b,B\n2,a,tie\n")
+    g = tmp_path / "g.csv"
+    g.write_text("item_id,gold\n1,A\n")
+    r = runner.invoke(app, ["estimate", str(p), "--history", str(p), "--gold", str(g), "--label-map", "A=1,B=0,tie=drop",
+                            "--method", "majority_vote", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    t = json.loads(r.stdout)["ingest"]["current"]["tables"][0]
+    assert t["dropped"] == {"label mapped to None by label_map (e.g. a tie)": 1}
+    r = runner.invoke(app, ["estimate", str(p), "--history", str(p), "--gold", str(g), "--label-map", "A=yes"])
+    assert r.exit_code == 2 and "must map to 1, 0 or drop" in r.stderr
