@@ -19,7 +19,7 @@ def estimates_table(
     truth: float | None = None,
     title: str = "Estimates",
     confidence_level: float = 0.95,
-    ci_method: str = "wald",
+    ci_method: str = "logit",
     bootstrap: Mapping[str, Any] | None = None,
 ) -> Table:
     t = Table(title=title, title_justify="left")

@@ -212,7 +212,7 @@ def estimate_cmd(
     tie: TieOpt = Tie.half,
     exclude_new_labelers: NewLabOpt = False,
     confidence_level: LevelOpt = 0.95,
-    ci_method: CiOpt = CiMethod.wald,
+    ci_method: CiOpt = CiMethod.logit,
     bootstrap: Annotated[int, typer.Option(help="Also run a two-sample cluster bootstrap with this many resamples (needs --history).")] = 0,
     seed: Annotated[int | None, typer.Option(help="Seed of the bootstrap.")] = None,
     label_map: MapOpt = None,

@@ -29,7 +29,7 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 
-DEFAULT_CI_METHOD = "wald"
+DEFAULT_CI_METHOD = "logit"
 
 
 def _check_level(confidence_level: float) -> float:
