@@ -53,40 +53,92 @@ def _code_to_labeler(J: int) -> sp.csr_matrix:
 
 @dataclass(frozen=True)
 class ScoreInfo:
-    scores: sp.csr_matrix  # items x P
+    scores: sp.csr_matrix  # items x P (duplicate column entries within a row add up)
     info: FloatArray  # P x P observed information
     free: npt.NDArray[np.bool_]  # parameters not on the boundary
+    gram: FloatArray  # P x P sum_r s_r s_r'
+
+
+def _pair_grams(
+    ptr: npt.NDArray[np.int64],
+    col: npt.NDArray[np.int64],
+    xs: list[tuple[FloatArray, FloatArray]],
+    P: int,
+    chunk: int = 4_000_000,
+) -> list[FloatArray]:
+    """For each (x, w): sum_r w_r (sum_{a in r} x_a e_{col_a})(same)' as a dense P x P matrix.
+
+    Rows r are CSR segments ``ptr[r]:ptr[r+1]`` of few entries each. Items are
+    grouped by segment length k; each group's k x k outer products are
+    accumulated with one bincount per matrix over a shared pair index, in
+    chunks of about ``chunk`` pairs.
+    """
+    outs = [np.zeros(P * P) for _ in xs]
+    lens = np.diff(ptr)
+    idx_t = np.int32 if P * P < 2**31 else np.int64
+    for k in np.unique(lens):
+        if k == 0:
+            continue
+        rows = np.flatnonzero(lens == k)
+        step = max(1, chunk // int(k * k))
+        for s in range(0, rows.size, step):
+            r = rows[s : s + step]
+            ix = ptr[r][:, None] + np.arange(k)
+            c = col[ix].astype(idx_t)
+            flat = (c[:, :, None] * P + c[:, None, :]).ravel()
+            for out, (x, w) in zip(outs, xs, strict=True):
+                xv = x[ix]
+                prod = (xv[:, :, None] * xv[:, None, :]) * w[r][:, None, None]
+                out += np.bincount(flat, weights=prod.ravel(), minlength=P * P)
+    return [o.reshape(P, P) for o in outs]
 
 
 def scores_and_information(
     d: _em.Design, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gamma: FloatArray
 ) -> ScoreInfo:
-    """Per-item observed-data scores and the total observed information at a fit."""
+    """Per-item observed-data scores, their Gram matrix and the total observed information at a fit."""
     J, G, N = d.n_labelers, d.n_groups, d.n_items
+    P = 2 * J + G
     ua, ub, ia, ib = _code_weights(alpha, beta)
-    M = _code_to_labeler(J)
-    Aua = (d.A @ sp.diags(ua) @ M).tocsr()  # items x J: sum (z - a)/(a(1-a))
-    Aub = (d.A @ sp.diags(ub) @ M).tocsr()
     p = np.clip(prev, _em.EPS, 1 - _em.EPS)
     pg = p[d.group]
-    E = sp.csr_matrix((np.ones(N), (np.arange(N), d.group)), shape=(N, G))
-    w = d.weight
     g = gamma
-    S = sp.hstack(
-        [
-            sp.diags(g) @ Aua,
-            sp.diags(1 - g) @ Aub,
-            sp.diags((g - pg) / (pg * (1 - pg))) @ E,
-        ],
-        format="csr",
-    )
+    w = np.ones(N) if d.weight is None else d.weight
+    # one "extended" row per item: its (item, code) entries for alpha, the same for beta, one for mu
+    A = d.A
+    k = np.diff(A.indptr)
+    code = A.indices.astype(np.int64)
+    cnt = A.data
+    ext_len = 2 * k + 1
+    ptr = np.zeros(N + 1, dtype=np.int64)
+    np.cumsum(ext_len, out=ptr[1:])
+    item_of = np.repeat(np.arange(N), k)
+    pos = np.arange(code.size) - A.indptr[item_of]
+    a_at = ptr[item_of] + pos
+    b_at = a_at + k[item_of]
+    m_at = ptr[1:] - 1
+    col = np.empty(ptr[-1], dtype=np.int64)
+    u = np.empty(ptr[-1])  # complete-data score difference d_r (Y=1 minus Y=0)
+    s_scale = np.empty(ptr[-1])  # posterior weight turning d_r's pieces into the score s_r
+    col[a_at] = code // 2
+    col[b_at] = J + code // 2
+    col[m_at] = 2 * J + d.group
+    u[a_at] = cnt * ua[code]
+    u[b_at] = -cnt * ub[code]
+    u[m_at] = 1 / (pg * (1 - pg))
+    s_scale[a_at] = g[item_of]
+    s_scale[b_at] = -(1 - g[item_of])
+    s_scale[m_at] = 0.0
+    sv = u * s_scale
+    sv[m_at] = (g - pg) / (pg * (1 - pg))
+    StS, missing = _pair_grams(ptr, col, [(sv, w * w), (u, g * (1 - g) * w)], P)
     # conditional expected complete-data information (diagonal)
-    gw = g if w is None else g * w
-    onew = (1 - g) if w is None else (1 - g) * w
-    ga = np.asarray(d.AT @ gw)  # per code sum of gamma
+    gw = g * w
+    onew = (1 - g) * w
+    ga = np.asarray(d.AT @ gw)
     gb = np.asarray(d.AT @ onew)
-    Da = M.T @ (ga * ia)
-    Db = M.T @ (gb * ib)
+    Da = (ga * ia)[0::2] + (ga * ia)[1::2]
+    Db = (gb * ib)[0::2] + (gb * ib)[1::2]
     Dm = np.bincount(d.group, weights=gw / pg**2 + onew / (1 - pg) ** 2, minlength=G)
     c = d.pseudo_count
     if c > 0:  # log Beta(1 + c, 1 + c) prior curvature
@@ -94,15 +146,12 @@ def scores_and_information(
         b = np.clip(beta, _em.EPS, 1 - _em.EPS)
         Da = Da + c * (1 / a**2 + 1 / (1 - a) ** 2)
         Db = Db + c * (1 / b**2 + 1 / (1 - b) ** 2)
-    Dr = sp.hstack([Aua, -Aub, sp.diags(1 / (pg * (1 - pg))) @ E], format="csr")
-    vw = g * (1 - g) if w is None else g * (1 - g) * w
-    missing = np.asarray((Dr.T @ sp.diags(vw) @ Dr).todense())
     H = np.diag(np.concatenate([Da, Db, Dm])) - missing
-    if w is not None:
-        S = sp.diags(w) @ S
+    # per-item scores as a sparse matrix (for influence values of single parameters)
+    S = sp.csr_matrix((sv * w[np.repeat(np.arange(N), ext_len)], col, ptr), shape=(N, P))
     theta = np.concatenate([alpha, beta, prev])
     free = np.minimum(theta, 1 - theta) > BOUND_TOL
-    return ScoreInfo(S.tocsr(), H, free)
+    return ScoreInfo(S, H, free, StS)
 
 
 def inverse_information(si: ScoreInfo) -> FloatArray:
@@ -118,8 +167,7 @@ def inverse_information(si: ScoreInfo) -> FloatArray:
 
 def sandwich_gram(si: ScoreInfo, Hinv: FloatArray) -> FloatArray:
     """sum_r IF(r) IF(r)' with IF(r) = H^-1 s_r: the sandwich covariance of theta-hat."""
-    StS = np.asarray((si.scores.T @ si.scores).todense())
-    out: FloatArray = Hinv @ StS @ Hinv
+    out: FloatArray = Hinv @ si.gram @ Hinv
     return out
 
 
