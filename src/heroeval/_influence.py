@@ -75,7 +75,6 @@ def _pair_grams(
     """
     outs = [np.zeros(P * P) for _ in xs]
     lens = np.diff(ptr)
-    idx_t = np.int32 if P * P < 2**31 else np.int64
     for k in np.unique(lens):
         if k == 0:
             continue
@@ -84,7 +83,7 @@ def _pair_grams(
         for s in range(0, rows.size, step):
             r = rows[s : s + step]
             ix = ptr[r][:, None] + np.arange(k)
-            c = col[ix].astype(idx_t)
+            c = col[ix]
             flat = (c[:, :, None] * P + c[:, None, :]).ravel()
             for out, (x, w) in zip(outs, xs, strict=True):
                 xv = x[ix]
