@@ -27,6 +27,9 @@ from . import _em
 
 FloatArray = npt.NDArray[np.float64]
 
+_DENSE_MAX = 4_000_000
+"""Up to this many items x parameters, Gram matrices are formed densely with BLAS."""
+
 BOUND_TOL = 1e-6
 """Parameters this close to 0 or 1 sit on the boundary: they get no influence."""
 
@@ -56,7 +59,7 @@ class ScoreInfo:
     scores: sp.csr_matrix  # items x P (duplicate column entries within a row add up)
     info: FloatArray  # P x P observed information
     free: npt.NDArray[np.bool_]  # parameters not on the boundary
-    gram: FloatArray  # P x P sum_r s_r s_r'
+    gram: FloatArray  # P x P sum_r s_r s_r' (NaN when not asked for)
 
 
 def _pair_grams(
@@ -93,7 +96,7 @@ def _pair_grams(
 
 
 def scores_and_information(
-    d: _em.Design, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gamma: FloatArray
+    d: _em.Design, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gamma: FloatArray, gram: bool = True
 ) -> ScoreInfo:
     """Per-item observed-data scores, their Gram matrix and the total observed information at a fit."""
     J, G, N = d.n_labelers, d.n_groups, d.n_items
@@ -130,7 +133,21 @@ def scores_and_information(
     s_scale[m_at] = 0.0
     sv = u * s_scale
     sv[m_at] = (g - pg) / (pg * (1 - pg))
-    StS, missing = _pair_grams(ptr, col, [(sv, w * w), (u, g * (1 - g) * w)], P)
+    item_ext = np.repeat(np.arange(N), ext_len)
+    if N * P <= _DENSE_MAX:
+        # small problems: dense items x P matrices and BLAS
+        flat = item_ext * P + col
+        Ud = np.bincount(flat, weights=u, minlength=N * P).reshape(N, P)
+        missing = Ud.T @ (Ud * (g * (1 - g) * w)[:, None])
+        if gram:
+            Sd = np.bincount(flat, weights=sv, minlength=N * P).reshape(N, P)
+            StS = Sd.T @ (Sd * (w * w)[:, None])
+    elif gram:
+        StS, missing = _pair_grams(ptr, col, [(sv, w * w), (u, g * (1 - g) * w)], P)
+    else:
+        (missing,) = _pair_grams(ptr, col, [(u, g * (1 - g) * w)], P)
+    if not gram:
+        StS = np.full((P, P), np.nan)
     # conditional expected complete-data information (diagonal)
     gw = g * w
     onew = (1 - g) * w
@@ -147,7 +164,7 @@ def scores_and_information(
         Db = Db + c * (1 / b**2 + 1 / (1 - b) ** 2)
     H = np.diag(np.concatenate([Da, Db, Dm])) - missing
     # per-item scores as a sparse matrix (for influence values of single parameters)
-    S = sp.csr_matrix((sv * w[np.repeat(np.arange(N), ext_len)], col, ptr), shape=(N, P))
+    S = sp.csr_matrix((sv * w[item_ext], col, ptr), shape=(N, P))
     theta = np.concatenate([alpha, beta, prev])
     free = np.minimum(theta, 1 - theta) > BOUND_TOL
     return ScoreInfo(S, H, free, StS)

@@ -466,7 +466,7 @@ def parameter_covariance(
     d: _em.Design, fit: _em.EMFit, X: FloatArray | None, variance: str = "sandwich"
 ) -> FloatArray:
     """Covariance of (alpha, beta, prevalences[, covariate means]) from the history items' influence."""
-    si = _influence.scores_and_information(d, fit.alpha, fit.beta, fit.prev, fit.gamma)
+    si = _influence.scores_and_information(d, fit.alpha, fit.beta, fit.prev, fit.gamma, gram=variance == "sandwich")
     Hinv = _influence.inverse_information(si)
     Vtt = _influence.sandwich_gram(si, Hinv) if variance == "sandwich" else Hinv
     if X is None:

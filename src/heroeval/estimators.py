@@ -215,7 +215,7 @@ def majority_vote(
 
 def _fit_influence(d: _em.Design, fit: _em.EMFit, index: int) -> FloatArray:
     """Per-item influence ``[H^-1 s_r]_index`` of one parameter of an EM fit (sums to the sandwich)."""
-    si = _influence.scores_and_information(d, fit.alpha, fit.beta, fit.prev, fit.gamma)
+    si = _influence.scores_and_information(d, fit.alpha, fit.beta, fit.prev, fit.gamma, gram=False)
     Hinv = _influence.inverse_information(si)
     out: FloatArray = np.asarray(si.scores @ Hinv[:, index])
     return out

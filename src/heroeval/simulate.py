@@ -6,6 +6,7 @@ with a documented default.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,11 @@ class PaperData:
     beta: np.ndarray
     mu0: float  # population target E[sigmoid(b0 + b1 X)]
     current_rate: float  # realised gold rate of the current items
+
+
+@functools.lru_cache(maxsize=64)
+def _target(b0: float, b1: float) -> float:
+    return paper_target(b0, b1)
 
 
 def paper_target(b0: float = -0.2, b1: float = 3.0) -> float:
@@ -105,7 +111,9 @@ def paper_dgp(
         if labels_per_item is None:
             raise HeroEvalError("current_labeler_weights needs labels_per_item (a dense design has no pool to shift)")
 
-    def draw(m: int, prefix: str, weights: np.ndarray | None = None) -> tuple[AnnotationSet, np.ndarray, np.ndarray]:
+    def draw(
+        m: int, prefix: str, weights: np.ndarray | None = None, rho_: float | None = None
+    ) -> tuple[AnnotationSet, np.ndarray]:
         x = gen.standard_normal(m)
         y = (gen.random(m) < expit(b0 + b1 * x)).astype(np.int8)
         if labels_per_item is None:
@@ -120,29 +128,18 @@ def paper_dgp(
             item = np.repeat(np.arange(m), labels_per_item)
         pz = np.where(y[item] == 1, a[lab], 1 - b[lab])
         z = (gen.random(item.size) < pz).astype(np.int8)
-        ids = np.char.add(prefix, np.arange(m).astype(str))
-        return (
-            AnnotationSet.from_arrays(
-                ids[item], np.char.add("L", lab.astype(str)), z,
-                covariates=(ids, x), covariate_names=["x"], name=prefix,
-            ),
-            y,
-            ids,
+        gold = None
+        if rho_ is not None:
+            g = gen.random(m) < rho_
+            if not g.any():
+                g[gen.integers(m)] = True
+            gold = (np.flatnonzero(g), y[g])
+        ds = AnnotationSet.from_arrays(
+            item, lab, z, gold=gold, covariates=(np.arange(m), x), covariate_names=["x"],
+            name="history" if rho_ is not None else "current",
         )
+        return ds, y
 
-    cur, yc, _ = draw(n, "c", None if current_labeler_weights is None else np.asarray(current_labeler_weights, float))
-    hist_nogold, yh, hid = draw(N, "h")
-    g = gen.random(N) < rho
-    if not g.any():
-        g[gen.integers(N)] = True
-    # attach gold (rebuild with the gold table; arrays are already coded)
-    hist = AnnotationSet.from_arrays(
-        hist_nogold.item_ids[hist_nogold.annotation_item],
-        hist_nogold.labeler_ids[hist_nogold.labeler],
-        hist_nogold.label,
-        gold=(hid[g], yh[g]),
-        covariates=(hist_nogold.item_ids, np.asarray(hist_nogold.covariates)[:, 0]),
-        covariate_names=["x"],
-        name="history",
-    )
-    return PaperData(hist, cur, a, b, paper_target(b0, b1), float(yc.mean()))
+    cur, yc = draw(n, "c", None if current_labeler_weights is None else np.asarray(current_labeler_weights, float))
+    hist, _ = draw(N, "h", None, rho)
+    return PaperData(hist, cur, a, b, _target(b0, b1), float(yc.mean()))
