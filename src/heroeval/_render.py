@@ -168,3 +168,43 @@ def rounds_table(cal: Calibration) -> Table:
 def print_all(console: Console, *renderables: Any) -> None:
     for r in renderables:
         console.print(r)
+
+
+def _cell(v: Any, fmt: str) -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return "-" if f != f else format(f, fmt)
+
+
+def _lpi(v: Any) -> str:
+    import pandas as pd
+
+    return "all" if v is None or pd.isna(v) else str(int(v))
+
+
+def simulation_table(summ: Any, title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    for c in ("rho", "k", "labels", "method", "|bias|", "SD", "RMSE", "coverage", "CI width"):
+        t.add_column(c, justify="left" if c == "method" else "right")
+    prev = None
+    for r in summ.itertuples():
+        key = (r.rho, r.k, r.labels_per_item, r.pool_shift)
+        if prev is not None and key != prev:
+            t.add_section()
+        prev = key
+        lpi = _lpi(r.labels_per_item)
+        t.add_row(_cell(r.rho, "g"), _cell(r.k, "g"), lpi, r.method, _cell(r.abs_bias, ".3f"), _cell(r.sd, ".3f"),
+                  _cell(r.rmse, ".3f"), _cell(r.coverage, ".3f"), _cell(r.ci_width, ".3f"))
+    return t
+
+
+def summary_markdown(summ: Any, secs: float, reps: int) -> str:
+    lines = [f"{reps} replications per setting, {secs:.1f} s.", "",
+             "| rho | k | labels/item | method | abs bias | SD | RMSE | coverage | CI width |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in summ.itertuples():
+        lpi = _lpi(r.labels_per_item)
+        lines.append(f"| {_cell(r.rho, 'g')} | {_cell(r.k, 'g')} | {lpi} | {r.method} | {_cell(r.abs_bias, '.3f')} | "
+                     f"{_cell(r.sd, '.3f')} | {_cell(r.rmse, '.3f')} | {_cell(r.coverage, '.3f')} | {_cell(r.ci_width, '.3f')} |")
+    return "\n".join(lines) + "\n"
