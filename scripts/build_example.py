@@ -5,18 +5,18 @@ Judges", arXiv:2406.12624; files from UMass-Meta-LLM-Eval/llm_eval). Nine LLM
 judges and two lexical judges say whether an exam-taker LLM answered a
 TriviaQA question correctly; gold is the authors' human judgment.
 
-History  = eight exam-taker models (one round each), gold revealed on a
-           seeded 10 % of their items.
-Current  = the ninth exam taker (llama2-7b-chat), no gold; its true gold
-           rate is kept in truth.json for the demo to print beside the
-           estimates.
-Covariates (question-level, identical distribution in every round because
-all exam takers answer the same 400 questions):
+The 400 questions are split at random into two halves, so that history and
+current items are independent draws of questions (HERO-2's variance formula
+needs the current covariates to be independent of the history's):
+History  = eight exam-taker models (one round each) on the first half of
+           the questions, gold revealed on a seeded 10 % of their items.
+Current  = the ninth exam taker (llama2-7b-chat) on the other half, no gold;
+           its true gold rate is kept in truth.json for the demo to print
+           beside the estimates.
+Covariates (question text only, so their distribution is shared):
   q_log_chars   log length of the question
   q_log_aliases log number of accepted reference answers
-  q_hist_rate   share of positive silver labels the question received in
-                the history (a difficulty score computed from history
-                labels only, no gold)
+  q_digits      1 if the question contains a digit
 
 Run: python scripts/build_example.py [--data ../shared/data/triviaqa_llm_judges]
 """
@@ -48,30 +48,34 @@ def main() -> None:
     items = pd.read_csv(src / "items.csv", dtype={"item_id": str})
     items["q_log_chars"] = np.log(items["question"].str.len())
     items["q_log_aliases"] = np.log(items["reference_answers"].str.count(r" \| ") + 1)
-    is_cur = items["exam_taker"] == CURRENT
+    items["q_digits"] = items["question"].str.contains(r"[0-9]").astype(int)
+    rng = np.random.default_rng(SEED)
+    questions = np.sort(items["question_id"].unique())
+    cur_q = set(rng.permutation(questions)[: questions.size // 2].tolist())
+    in_cur_q = items["question_id"].isin(cur_q)
+    is_cur = (items["exam_taker"] == CURRENT) & in_cur_q
+    is_hist = (items["exam_taker"] != CURRENT) & ~in_cur_q
+    items = items[is_cur | is_hist].reset_index(drop=True)
+    is_cur = (items["exam_taker"] == CURRENT).to_numpy()
     hist_items = items.loc[~is_cur, ["item_id", "exam_taker", "question_id"]]
     cur_items = items.loc[is_cur, ["item_id", "question_id"]]
 
-    lab = labels.merge(items[["item_id", "exam_taker", "question_id"]], on="item_id", how="left")
+    lab = labels.merge(items[["item_id", "exam_taker", "question_id"]], on="item_id", how="inner")
     hist_lab = lab[lab["exam_taker"] != CURRENT]
-    q_rate = hist_lab.groupby("question_id")["label"].mean().rename("q_hist_rate")
-    items = items.merge(q_rate, on="question_id", how="left")
-    items["q_hist_rate"] = items["q_hist_rate"].fillna(q_rate.mean())
-    cov_cols = ["q_log_chars", "q_log_aliases", "q_hist_rate"]
+    cov_cols = ["q_log_chars", "q_log_aliases", "q_digits"]
 
     hist = hist_lab.rename(columns={"exam_taker": "round"})[["item_id", "labeler_id", "label", "round"]]
     hist.to_csv(out / "history.csv.gz", index=False)
     cur = lab[lab["exam_taker"] == CURRENT][["item_id", "labeler_id", "label"]]
     cur.to_csv(out / "current.csv.gz", index=False)
 
-    rng = np.random.default_rng(SEED)
     hg = gold[gold["item_id"].isin(hist_items["item_id"])].reset_index(drop=True)
     hg = hg[rng.random(len(hg)) < GOLD_RATE]
     hg.to_csv(out / "history_gold.csv", index=False)
 
-    items[~is_cur.to_numpy()][["item_id", *cov_cols]].round(6).to_csv(
+    items[~is_cur][["item_id", *cov_cols]].round(6).to_csv(
         out / "history_covariates.csv.gz", index=False)
-    items[is_cur.to_numpy()][["item_id", *cov_cols]].round(6).to_csv(
+    items[is_cur][["item_id", *cov_cols]].round(6).to_csv(
         out / "current_covariates.csv.gz", index=False)
     cg = gold[gold["item_id"].isin(cur_items["item_id"])]
     truth = {
@@ -80,6 +84,7 @@ def main() -> None:
         "n_current_items": len(cg),
         "history_rounds": sorted(hist["round"].unique().tolist()),
         "history_gold_items": len(hg),
+        "questions": "history and current on disjoint random halves of the 400 questions",
         "gold_rate": GOLD_RATE,
         "seed": SEED,
     }

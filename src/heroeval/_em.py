@@ -65,6 +65,8 @@ def make_design(
     n_items = int(item_ptr.shape[0] - 1)
     code = 2 * labeler.astype(np.int64) + label.astype(np.int64)
     n_codes = 2 * n_labelers
+    if code.size and (code.min() < 0 or code.max() >= n_codes):
+        raise ValueError(f"labeler codes out of range [0, {n_labelers})")  # scipy would not check
     data = np.ones(code.shape[0], dtype=np.float64)
     A = sp.csr_matrix((data, code, item_ptr.astype(np.int64)), shape=(n_items, n_codes))
     A.sum_duplicates()  # repeated (item, labeler, label) rows become counts

@@ -148,7 +148,8 @@ def calibration_table(cal: Calibration, max_rows: int = 30) -> Table:
         shown = ", ".join(bound[:8]) + (" ..." if len(bound) > 8 else "")
         t.caption = (
             f"[yellow]{len(bound)} labeler(s) fitted as never erring on one side ({shown}): one contrary label "
-            "from them outweighs about 20 nats of other evidence; consider --pseudo-count 1[/yellow]"
+            "from them outweighs about 20 nats of other evidence. More gold on them is the remedy; "
+            "--pseudo-count shrinks towards 1/2 and can bias the rate (docs/methods.md)[/yellow]"
         )
         t.caption_justify = "left"
     return t

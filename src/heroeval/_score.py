@@ -29,12 +29,16 @@ def psi(mu: float, L: FloatArray) -> FloatArray:
 def solve_score(L: FloatArray, offset: float = 0.0) -> tuple[float, str]:
     """Root in [0, 1] of mean(psi(mu, L)) - offset, which is strictly decreasing.
 
-    Returns the root and a status: ``"interior"``, ``"boundary_0"`` when the
+    Returns the root and a status: ``"unidentified"`` (estimate NaN) when no
+    item's labels carry information (every L_i = 0), ``"interior"``, ``"boundary_0"`` when the
     mean score is already <= offset at mu = 0 (estimate 0), ``"boundary_1"``
     when it is >= offset at mu = 1 (estimate 1).
     """
     if L.size == 0:
         raise ValueError("no items")
+    if not np.any(np.abs(L) > 1e-12):
+        # every item's labels are equally likely under Y=1 and Y=0: the data say nothing about mu
+        return float("nan"), "unidentified"
 
     def f(mu: float) -> float:
         return float(np.mean(psi(mu, L))) - offset

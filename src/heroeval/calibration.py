@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 import os
@@ -354,6 +355,9 @@ def _from_dict(obj: Any, src: str) -> Calibration:
         pcov = np.frombuffer(raw, dtype="<f8").reshape(dim, dim).astype(np.float64)
         if not np.isfinite(pcov).all() or not np.allclose(pcov, pcov.T, rtol=1e-8, atol=1e-300):
             raise fail("parameter_covariance", "not a finite symmetric matrix")
+        ev = np.linalg.eigvalsh(pcov) if dim else np.zeros(0)
+        if ev.size and ev.min() < -1e-8 * max(1e-300, float(np.abs(ev).max())):
+            raise fail("parameter_covariance", f"not positive semi-definite (smallest eigenvalue {ev.min():.3g})")
     fit = obj.get("fit")
     if not isinstance(fit, dict):
         raise fail("fit", "expected an object")
@@ -398,6 +402,7 @@ def _from_dict(obj: Any, src: str) -> Calibration:
         convergence=conv,
         parameter_covariance=pcov,
         settings=settings,
+        token=hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest(),
         heroeval_version=str(obj.get("heroeval_version", "")),
         created=str(obj.get("created", "")),
     )

@@ -184,7 +184,14 @@ def _label_map(spec: str | None) -> dict[str, int | None] | None:
 
 
 def _check_sources(calibration: Path | None, history: Path | None, gold: Path | None,
-                   history_covariates: Path | None) -> None:
+                   history_covariates: Path | None, round_col: str | None = None,
+                   confidence_level: float = 0.95) -> None:
+    if not 0 < confidence_level < 1:
+        _err(f"--confidence-level must be in (0, 1), got {confidence_level:g}")
+        raise typer.Exit(2)
+    if calibration is not None and round_col is not None:
+        _err("--round-col goes with --history; a calibration file already holds the history's rounds")
+        raise typer.Exit(2)
     if (calibration is None) == (history is None):
         _err("give exactly one of --calibration or --history (with --gold)")
         raise typer.Exit(2)
@@ -215,7 +222,7 @@ def estimate_cmd(
     confidence_level: LevelOpt = 0.95,
     ci_method: CiOpt = CiMethod.logit,
     bootstrap: Annotated[int, typer.Option(help="Also run a two-sample cluster bootstrap with this many resamples (needs --history).")] = 0,
-    seed: Annotated[int | None, typer.Option(help="Seed of the bootstrap.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of the bootstrap and of --tie random.")] = None,
     label_map: MapOpt = None,
     item_col: ItemCol = None,
     labeler_col: LabelerCol = None,
@@ -225,7 +232,7 @@ def estimate_cmd(
     fmt: FmtOpt = Format.table,
 ) -> None:
     """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals."""
-    _check_sources(calibration, history, gold, history_covariates)
+    _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
     if bootstrap and history is None:
         _err("--bootstrap refits Stage A: it needs --history and --gold, not a calibration file")
         raise typer.Exit(2)
@@ -245,7 +252,7 @@ def estimate_cmd(
                          duplicates=duplicates, label_map=lm)
             cal = calibrate(hist)
         kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": exclude_new_labelers}
-        res = estimate(cur, cal, method=_methods(method), **kw)
+        res = estimate(cur, cal, method=_methods(method), rng=seed, **kw)
         if isinstance(res, EstimateResult):  # pragma: no cover - a list always gives a collection
             res = EstimateCollection({res.method: res}, ingest=cur.report)
         boot: dict[str, Any] = {}
@@ -298,7 +305,7 @@ def compare_cmd(
     fmt: FmtOpt = Format.table,
 ) -> None:
     """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values."""
-    _check_sources(calibration, history, gold, history_covariates)
+    _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
 
     def go() -> tuple[Any, AnnotationSet, AnnotationSet]:
         lm = _label_map(label_map)

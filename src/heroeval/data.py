@@ -53,6 +53,9 @@ LABEL_COLUMNS = ("label",)
 GOLD_COLUMNS = ("gold", "true_label", "label")
 ROUND_COLUMNS = ("round",)
 
+_NA_TOKENS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+              "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
+
 _TRUE = frozenset({"1", "true", "t", "yes", "1.0"})
 _FALSE = frozenset({"0", "false", "f", "no", "0.0"})
 
@@ -412,7 +415,10 @@ def _load(obj: TableLike, role: str, string_cols: Sequence[str] = ()) -> tuple[p
                 sep = "\t" if ext == ".tsv" else ","
                 header = pd.read_csv(path, sep=sep, nrows=0)
                 dtype = {c: "string" for c in header.columns if c in string_cols}
-                df = pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=True, na_values=[""])
+                # ids are strings: only an empty field is missing ("NA", "null", "None" are real ids);
+                # other columns keep pandas' usual missing-value tokens
+                na = {c: ([""] if c in string_cols else list(_NA_TOKENS)) for c in header.columns}
+                df = pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=False, na_values=na)
                 return df, str(path), True
             if ext in {".parquet", ".pq"}:
                 return pd.read_parquet(path), str(path), False
@@ -612,7 +618,8 @@ def read_annotations(
         By default a column named ``round`` is used if present; ``False``
         ignores it. An item whose rows name different rounds is an error.
     gold_col, gold_item_col : str, optional
-        Column names in ``gold``.
+        Column names in ``gold``; the item column defaults to ``item_col``
+        when the gold table has it.
     covariate_item_col, covariate_cols : optional
         Item column and the covariate columns to use (default: every column
         other than the item column).
@@ -662,17 +669,17 @@ def read_annotations(
 
     gold_t = None
     if gold is not None:
-        gcols = [c for c in (gold_item_col, *ITEM_COLUMNS) if c]
+        gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
         gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols)
-        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, gold_item_col, ITEM_COLUMNS, "item", gsrc), ghdr)
+        g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
+        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "item", gsrc), ghdr)
         gold_col = _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
     cov_t = None
     if covariates is not None:
-        ccols = [c for c in (covariate_item_col, *ITEM_COLUMNS) if c]
+        ccols = [c for c in (covariate_item_col, item_col, *ITEM_COLUMNS) if c]
         cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols)
-        cov_t = _Table(
-            "covariates", csrc, cdf, _resolve(cdf, covariate_item_col, ITEM_COLUMNS, "item", csrc), chdr
-        )
+        c_item = covariate_item_col if covariate_item_col is not None else (item_col if item_col in cdf.columns else None)
+        cov_t = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "item", csrc), chdr)
     if name is None:
         name = _stem(src) if not src.startswith("<") else "annotations"
     return _build(

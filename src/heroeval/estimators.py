@@ -263,7 +263,8 @@ def dawid_skene(
             f"Dawid-Skene EM did not converge in {fit.n_iter} iterations", ConvergenceWarning, stacklevel=2
         )
     IF = _fit_influence(d, fit, 2 * data.n_labelers)
-    return _result("dawid_skene", fit.prev[0], data, convergence=conv, influence=Influence(IF * data.n_items))
+    return _result("dawid_skene", fit.prev[0], data, convergence=conv, influence=Influence(IF * data.n_items),
+                   status=_em_status(fit.prev[0]))
 
 
 # ---------------------------------------------------------------------------
@@ -283,6 +284,9 @@ def _score_estimate(
     al = _align(current, calibration, exclude_new_labelers)
     L = _llr(al.data, al.to_calib, alpha, beta)
     mu, status = solve_score(L)
+    if status == "unidentified":
+        return _result(method, mu, al.data, status=status, details={**al.details, **(extra or {})},
+                       notes=(*al.notes, "no current label carries information about the rate"))
     space = "gold_counts" if method == "gold_proportion" else "stage_a"
     infl = _stage_a_influence(calibration, al.data, al.to_calib, alpha, beta, mu, L, psi(mu, L), space=space)
     notes = al.notes
@@ -376,7 +380,10 @@ def hero2(
         )
     al = _align(data, cal, exclude_new_labelers)
     L = _llr(al.data, al.to_calib, cal.alpha, cal.beta)
-    mu1, _ = solve_score(L)
+    mu1, st1 = solve_score(L)
+    if st1 == "unidentified":
+        return _result("hero2", mu1, al.data, status=st1, details=dict(al.details),
+                       notes=(*al.notes, "no current label carries information about the rate"))
     X = al.data.covariates
     assert X is not None
     ps = psi(mu1, L)
@@ -386,7 +393,8 @@ def hero2(
     Sxx = Xc.T @ Xc / n
     Sxp = Xc.T @ ps / n
     var = np.diag(Sxx).copy()
-    live = var > 1e-12 * max(1.0, float(np.max(np.abs(X))) ** 2)
+    scale = np.maximum(np.mean(X**2, axis=0), np.finfo(float).tiny)
+    live = var > 1e-12 * scale  # per column: a column constant up to rounding gets gamma = 0
     gamma = np.zeros(X.shape[1])
     if live.any():
         S = Sxx[np.ix_(live, live)] + ridge * np.diag(var[live])
@@ -484,7 +492,16 @@ def hero_joint(
     N = hist.n_items
     infl = Influence(IF[N:] * cur.n_items, "items", IF[:N], None, hash(cal.token))
     return _result("hero_joint", fit.prev[G], cur, convergence=conv, details=details, notes=al.notes,
-                   influence=infl)
+                   influence=infl, status=_em_status(fit.prev[G]))
+
+
+def _em_status(p: float) -> str:
+    """An EM prevalence at its numerical bound is a boundary estimate (0 or 1): no Wald-type SE."""
+    if p < _influence.BOUND_TOL:
+        return "boundary_0"
+    if p > 1 - _influence.BOUND_TOL:
+        return "boundary_1"
+    return "interior"
 
 
 # ---------------------------------------------------------------------------
@@ -501,6 +518,7 @@ def estimate(
     ridge: float = 0.0,
     tie: TieRule = "half",
     exclude_new_labelers: bool = False,
+    rng: np.random.Generator | int | None = None,
 ) -> EstimateResult | EstimateCollection:
     """Estimate the current round's gold rate by one method, several, or ``"all"``.
 
@@ -535,6 +553,12 @@ def estimate(
         calibration = calibrate(history)
     cal = _check_calibration(calibration)
     if history is not None and cal.history is None:
+        if tuple(str(x) for x in history.labeler_ids) != cal.labeler_ids or history.round_ids != cal.round_ids:
+            raise HeroEvalError(
+                "the history does not match the calibration: its labelers or rounds differ "
+                f"({history.n_labelers} labelers, rounds {list(history.round_ids)[:5]} against "
+                f"{cal.n_labelers} labelers, rounds {list(cal.round_ids)[:5]}); calibrate from this history instead"
+            )
         cal = replace(cal, history=history)
     single = isinstance(method, str) and method != "all"
     if isinstance(method, str):
@@ -554,7 +578,7 @@ def estimate(
             skipped[m] = "needs the history itself, not only a calibration file"
             continue
         if m == "majority_vote":
-            results[m] = majority_vote(data, tie=tie)
+            results[m] = majority_vote(data, tie=tie, rng=rng)
         elif m == "dawid_skene":
             results[m] = dawid_skene(data)
         elif m == "gold_proportion":

@@ -119,9 +119,11 @@ class ComparisonCollection(Mapping[str, Comparison]):
     comparisons: Mapping[str, Comparison]
     a: EstimateCollection
     b: EstimateCollection
+    skipped: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "comparisons", MappingProxyType(dict(self.comparisons)))
+        object.__setattr__(self, "skipped", MappingProxyType(dict(self.skipped)))
 
     def __getitem__(self, key: str) -> Comparison:
         return self.comparisons[key]
@@ -135,6 +137,7 @@ class ComparisonCollection(Mapping[str, Comparison]):
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
         return {
             "difference": {m: c.to_dict(confidence_level) for m, c in self.comparisons.items()},
+            "skipped": dict(self.skipped),
             "a": self.a.to_dict(confidence_level),
             "b": self.b.to_dict(confidence_level),
         }
@@ -190,7 +193,9 @@ def compare(
     comps = {m: _compare_results(ra[m], rb[m]) for m in ra if m in rb}
     if single:
         return comps[str(method)]
-    return ComparisonCollection(comps, ra, rb)
+    skipped = {m: why for m, why in {**rb.skipped, **ra.skipped}.items()}
+    skipped.update({m: "computed for only one of the rounds" for m in set(ra) ^ set(rb)})
+    return ComparisonCollection(comps, ra, rb, skipped)
 
 
 # ---------------------------------------------------------------------------

@@ -168,7 +168,9 @@ class EstimateResult:
     status : str
         ``"interior"`` for a root inside (0, 1); ``"boundary_0"`` or
         ``"boundary_1"`` when the score equation has no interior root and the
-        estimate sits on the boundary; ``"ok"`` for methods without a root.
+        estimate sits on the boundary (for EM methods: a prevalence within 1e-6
+        of 0 or 1); ``"unidentified"`` (estimate NaN) when no current label
+        carries information; ``"ok"`` for methods without a root.
     convergence : ConvergenceInfo or None
         For methods that run an EM (dawid_skene, hero_joint).
     details : mapping
@@ -211,7 +213,7 @@ class EstimateResult:
     @property
     def standard_error(self) -> float:
         """Influence-function standard error; NaN on a boundary estimate (0 or 1)."""
-        if self.influence is None or self.status.startswith("boundary"):
+        if self.influence is None or self.status.startswith("boundary") or self.status == "unidentified":
             return math.nan
         return math.sqrt(max(self.influence.variance(), 0.0))
 
