@@ -61,6 +61,7 @@ def make_design(
     gold: npt.NDArray[np.int8],
     group: npt.NDArray[np.integer],
     n_groups: int,
+    repeated: bool = True,
 ) -> Design:
     n_items = int(item_ptr.shape[0] - 1)
     code = 2 * labeler.astype(np.int64) + label.astype(np.int64)
@@ -69,7 +70,8 @@ def make_design(
         raise ValueError(f"labeler codes out of range [0, {n_labelers})")  # scipy would not check
     data = np.ones(code.shape[0], dtype=np.float64)
     A = sp.csr_matrix((data, code, item_ptr.astype(np.int64)), shape=(n_items, n_codes))
-    A.sum_duplicates()  # repeated (item, labeler, label) rows become counts
+    if repeated:
+        A.sum_duplicates()  # repeated (item, labeler, label) rows become counts
     # M-step mat-vec: a CSR copy of A^T wins while gamma fits in cache; beyond that the CSC
     # view A.T (no copy) reads gamma once (measured in benchmarks/stage_a.py)
     AT = A.T if n_items > _CSC_ITEMS else A.T.tocsr()

@@ -487,6 +487,8 @@ def parameter_covariance(
 
 def _distinct_items_per_labeler(ds: AnnotationSet) -> IntArray:
     """Number of distinct items each labeler labelled (repeated pairs count once)."""
+    if not ds.repeated_pairs:
+        return np.bincount(ds.labeler, minlength=ds.n_labelers).astype(np.int64)
     m = sp.csr_matrix(
         (np.ones(ds.n_annotations), ds.labeler.copy(), ds.item_ptr.copy()), shape=(ds.n_items, ds.n_labelers)
     )
@@ -505,7 +507,8 @@ def _check_em_settings(tol: float, max_iter: int, criterion: str) -> None:
 
 def design_of(ds: AnnotationSet) -> _em.Design:
     return _em.make_design(
-        ds.item_ptr, ds.labeler, ds.label, ds.n_labelers, ds.gold, ds.item_round, ds.n_rounds
+        ds.item_ptr, ds.labeler, ds.label, ds.n_labelers, ds.gold, ds.item_round, ds.n_rounds,
+        repeated=ds.repeated_pairs,
     )
 
 

@@ -163,6 +163,9 @@ class AnnotationSet:
     covariates : ndarray of float64, shape (n_items, p), or None
     covariate_names : tuple of str
     report : IngestReport
+    repeated_pairs : bool
+        Whether some (item, labeler) pair carries several labels (kept by
+        ``duplicates="keep"``); kernels skip de-duplication when it is False.
     """
 
     item_ids: npt.NDArray[np.object_]
@@ -177,6 +180,7 @@ class AnnotationSet:
     covariate_names: tuple[str, ...]
     report: IngestReport
     name: str = "annotations"
+    repeated_pairs: bool = True  # some (item, labeler) pair has several labels (False only when known)
 
     def __post_init__(self) -> None:
         for arr in (
@@ -338,6 +342,7 @@ class AnnotationSet:
             covariate_names=self.covariate_names,
             report=self.report,
             name=self.name if name is None else name,
+            repeated_pairs=self.repeated_pairs,
         )
 
     def select_labelers(self, keep: npt.NDArray[np.bool_]) -> tuple[AnnotationSet, int, int]:
@@ -370,6 +375,7 @@ class AnnotationSet:
             covariate_names=self.covariate_names,
             report=self.report,
             name=self.name,
+            repeated_pairs=self.repeated_pairs,
         )
         return new, int((~keep_ann).sum()), int((~keep_item).sum())
 
@@ -921,4 +927,5 @@ def _build(
         covariate_names=cov_names,
         report=IngestReport(tuple(reports)),
         name=name,
+        repeated_pairs=bool(dup.any()) and duplicates == "keep",
     )

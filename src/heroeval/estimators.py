@@ -253,6 +253,7 @@ def dawid_skene(
         np.full(data.n_items, -1, dtype=np.int8),
         np.zeros(data.n_items, dtype=np.int32),
         1,
+        repeated=data.repeated_pairs,
     )
     soft = np.add.reduceat(data.label.astype(np.float64), data.item_ptr[:-1]) / np.diff(data.item_ptr)
     a0, b0, p0 = _em.m_step(d, soft)
@@ -473,7 +474,8 @@ def hero_joint(
     gold = np.concatenate([hist.gold, np.full(cur.n_items, -1, dtype=np.int8)])
     grp = np.concatenate([hist.item_round, np.full(cur.n_items, G, dtype=np.int32)])
     s = cal.settings
-    d = replace(_em.make_design(ptr, lab, lbl, cal.n_labelers, gold, grp, G + 1),
+    d = replace(_em.make_design(ptr, lab, lbl, cal.n_labelers, gold, grp, G + 1,
+                                repeated=hist.repeated_pairs or cur.repeated_pairs),
                 pseudo_count=float(s.get("pseudo_count", 0.0)))
     tol = float(s.get("tol", 1e-8))
     max_iter = int(s.get("max_iter", 10_000))

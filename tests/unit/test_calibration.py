@@ -235,3 +235,18 @@ def test_gold_counts_match_a_plain_count(sim: Sim) -> None:
         assert fn[j] == np.sum(m & (g == 1) & (h.label == 0))
         assert tn[j] == np.sum(m & (g == 0) & (h.label == 0))
         assert fp[j] == np.sum(m & (g == 0) & (h.label == 1))
+
+
+def test_repeated_pairs_flag(sim: Sim) -> None:
+    import pandas as pd
+
+    df = pd.DataFrame({"item_id": ["x", "x", "y"], "labeler_id": ["a", "a", "a"], "label": [1, 1, 0]})
+    assert he.read_annotations(df).repeated_pairs
+    assert not he.read_annotations(df, duplicates="first").repeated_pairs
+    assert not sim.history.repeated_pairs
+    # skipping de-duplication when there is nothing to merge changes nothing
+    forced = replace(sim.history, repeated_pairs=True)
+    a, b = he.calibrate(sim.history, tol=1e-11), he.calibrate(forced, tol=1e-11)
+    np.testing.assert_array_equal(a.alpha, b.alpha)
+    np.testing.assert_array_equal(a.n_items, b.n_items)
+    np.testing.assert_allclose(a.parameter_covariance, b.parameter_covariance, rtol=1e-12, atol=1e-15)
