@@ -247,6 +247,6 @@ def test_repeated_pairs_flag(sim: Sim) -> None:
     # skipping de-duplication when there is nothing to merge changes nothing
     forced = replace(sim.history, repeated_pairs=True)
     a, b = he.calibrate(sim.history, tol=1e-11), he.calibrate(forced, tol=1e-11)
-    np.testing.assert_array_equal(a.alpha, b.alpha)
+    np.testing.assert_allclose(a.alpha, b.alpha, atol=1e-10)  # summation order differs, nothing else
     np.testing.assert_array_equal(a.n_items, b.n_items)
     np.testing.assert_allclose(a.parameter_covariance, b.parameter_covariance, rtol=1e-12, atol=1e-15)
