@@ -428,6 +428,47 @@ def simulate_cmd(
               + (f"; written to {out}" if out is not None else ""))
 
 
+@app.command("benchmark")
+def benchmark_cmd(
+    dataset_dir: Annotated[Path, typer.Argument(help="A folder with labels.csv, gold.csv and optionally items.csv (text).")],
+    resamples: Annotated[int, typer.Option(help="Random history/current splits per setting.")] = 20,
+    rho: Annotated[str, typer.Option(help="Shares of history items with gold revealed, comma-separated.")] = "0.05,0.10",
+    n: Annotated[int, typer.Option(help="Current items per split (at most 40% of the gold items).")] = 200,
+    shift: Annotated[str, typer.Option(help="none and/or half (the current round keeps half of the labelers), comma-separated.")] = "none,half",
+    binary_suffix: Annotated[str, typer.Option(help="Read labels<suffix>.csv and gold<suffix>.csv, e.g. _binary.")] = "",
+    seed: Annotated[int, typer.Option(help="Seed of the splits.")] = 2026,
+    workers: Annotated[int | None, typer.Option(help="Processes (default: all cores).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Folder for resamples.csv.gz, summary.csv and a figure.")] = None,
+    fmt: FmtOpt = Format.table,
+) -> None:
+    """Every method on a real annotation set with gold labels, by resampling (|bias|, SD, RMSE, coverage)."""
+    from .benchmark import load_folder, run_benchmark, summarize_benchmark
+
+    def go() -> tuple[Any, Any, float]:
+        rhos = _floats(rho, "rho") or []
+        shifts = [x.strip() for x in shift.split(",") if x.strip()]
+        data = load_folder(dataset_dir, binary_suffix=binary_suffix)
+        t0 = time.perf_counter()
+        df = run_benchmark(data, resamples=resamples, rhos=rhos, n=n, shifts=shifts, seed=seed, workers=workers)
+        return df, summarize_benchmark(df), time.perf_counter() - t0
+
+    df, summ, secs = _run(go)
+    if out is not None:
+        from .plots import plot_benchmark
+
+        out.mkdir(parents=True, exist_ok=True)
+        df.to_csv(out / "resamples.csv.gz", index=False)
+        summ.to_csv(out / "summary.csv", index=False)
+        plot_benchmark(summ, out, f"{summ['dataset'].iloc[0]}: {resamples} resamples")
+    if fmt is Format.json:
+        print(json.dumps({"seconds": secs, "summary": json.loads(summ.to_json(orient="records"))}, indent=1))
+        return
+    con = _console()
+    con.print(_render.benchmark_table(summ, f"{summ['dataset'].iloc[0]}: {resamples} resamples per setting; "
+                                            "target = the current items' gold rate"))
+    con.print(f"done in {secs:.1f} s" + (f"; written to {out}" if out is not None else ""))
+
+
 @app.command("demo")
 def demo_cmd(fmt: FmtOpt = Format.table) -> None:
     """Run every method on the bundled real example (LLM judges grading TriviaQA answers)."""

@@ -8,7 +8,7 @@ import pandas as pd
 
 from .results import METHOD_TITLES
 
-__all__ = ["plot_sweep"]
+__all__ = ["plot_benchmark", "plot_sweep"]
 
 _STYLE = {
     "majority_vote": ("#7f7f7f", "o"),
@@ -63,4 +63,37 @@ def plot_sweep(summary: pd.DataFrame, x: str, out: Path, title: str, *, logx: bo
             fig.savefig(path, dpi=120)
             paths.append(path)
         plt.close(fig)
+    return paths
+
+
+def plot_benchmark(summary: pd.DataFrame, out: Path, title: str) -> list[Path]:
+    """Grouped bars of RMSE per method for each (rho, shift) setting of one data set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    settings = list(dict.fromkeys(zip(summary["rho"], summary["shift"], strict=True)))
+    methods = [m for m in _STYLE if m in set(summary["method"])]
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(settings) + 2), 4), constrained_layout=True)
+    width = 0.8 / max(1, len(methods))
+    for j, m in enumerate(methods):
+        vals = []
+        for rho, shift in settings:
+            row = summary[(summary["rho"] == rho) & (summary["shift"] == shift) & (summary["method"] == m)]
+            vals.append(float(row["rmse"].iloc[0]) if len(row) else np.nan)
+        ax.bar(np.arange(len(settings)) + j * width, vals, width, color=_STYLE[m][0], label=METHOD_TITLES[m])
+    ax.set_xticks(np.arange(len(settings)) + 0.4 - width / 2)
+    ax.set_xticklabels([f"rho={r:g}\nshift={sh}" for r, sh in settings])
+    ax.set_ylabel("RMSE against the current round's gold rate")
+    ax.set_title(title)
+    ax.legend(fontsize=8, ncol=2)
+    ax.grid(axis="y", alpha=0.3)
+    paths = []
+    for ext in ("png", "svg"):
+        path = out / f"benchmark_rmse.{ext}"
+        fig.savefig(path, dpi=120)
+        paths.append(path)
+    plt.close(fig)
     return paths

@@ -1,0 +1,67 @@
+"""hero benchmark on a user's folder in the labels.csv / gold.csv / items.csv layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from heroeval.benchmark import load_folder, run_benchmark, summarize_benchmark
+from heroeval.cli import app
+from heroeval.errors import DataError
+from tests.conftest import simulate
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    s = simulate(12, J=6, N=400, n=10, gold_rate=1.0)
+    h = s.history
+    d = tmp_path_factory.mktemp("userdata")
+    pd.DataFrame({"item_id": h.item_ids[h.annotation_item], "labeler_id": h.labeler_ids[h.labeler],
+                  "label": h.label}).to_csv(d / "labels.csv", index=False)
+    pd.DataFrame({"item_id": h.item_ids, "gold": h.gold}).to_csv(d / "gold.csv", index=False)
+    words = np.array(["good", "bad", "fine", "poor", "great", "awful", "ok", "meh"])
+    rng = np.random.default_rng(0)
+    text = [" ".join(rng.choice(words, 5)) for _ in range(h.n_items)]
+    pd.DataFrame({"item_id": h.item_ids, "text": text}).to_csv(d / "items.csv", index=False)
+    return d
+
+
+def test_protocol(folder: Path) -> None:
+    data = load_folder(folder, text_components=3)
+    assert data.covariates is not None and data.covariates.shape[1] == 4
+    df = run_benchmark(data, resamples=2, rhos=[0.1], n=60, shifts=["none", "half"], workers=1)
+    s = summarize_benchmark(df)
+    assert set(s["shift"]) == {"none", "half"} and len(s) == 12
+    row = df[(df["method"] == "hero1") & (df["shift"] == "none")].iloc[0]
+    assert row.n_current == 60 and abs(row.rho_effective - 0.1) < 0.01
+    assert np.isfinite(s["rmse"]).all()
+
+
+def test_cli_benchmark_on_a_new_folder(folder: Path, tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["benchmark", str(folder), "--resamples", "2", "--rho", "0.1", "--n", "50",
+                                 "--shift", "none", "--workers", "1", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert "HERO" in r.stdout or "hero1" in r.stdout
+    assert (tmp_path / "o" / "summary.csv").exists() and (tmp_path / "o" / "benchmark_rmse.png").exists()
+    r = CliRunner().invoke(app, ["benchmark", str(folder), "--resamples", "2", "--rho", "0.1", "--n", "50",
+                                 "--shift", "none", "--workers", "1", "-f", "json"])
+    assert r.exit_code == 0 and len(json.loads(r.stdout)["summary"]) == 6
+
+
+def test_malformed_folders(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="does not exist or is not a folder"):
+        load_folder(tmp_path / "nope")
+    (tmp_path / "labels.csv").write_text("item_id,labeler_id,label\n1,a,1\n")
+    with pytest.raises(DataError, match="has no gold.csv"):
+        load_folder(tmp_path)
+    (tmp_path / "gold.csv").write_text("item_id,gold\n1,1\n")
+    with pytest.raises(DataError, match="only 1 gold items have silver labels; the benchmark needs at least 20"):
+        load_folder(tmp_path)
+    (tmp_path / "labels.csv").write_text("item,who,label\n1,a,1\n")
+    r = CliRunner().invoke(app, ["benchmark", str(tmp_path)])
+    assert r.exit_code == 2 and "cannot find the labeler column" in r.stderr
