@@ -57,7 +57,7 @@ def test_malformed_folders(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not exist or is not a folder"):
         load_folder(tmp_path / "nope")
     (tmp_path / "labels.csv").write_text("item_id,labeler_id,label\n1,a,1\n")
-    with pytest.raises(DataError, match="has no gold.csv"):
+    with pytest.raises(DataError, match=r"has no gold\.csv"):
         load_folder(tmp_path)
     (tmp_path / "gold.csv").write_text("item_id,gold\n1,1\n")
     with pytest.raises(DataError, match="only 1 gold items have silver labels; the benchmark needs at least 20"):
