@@ -31,7 +31,6 @@ import math
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._parallel import run_chunks
 from .calibration import calibrate
 from .data import read_annotations
 from .errors import ConvergenceWarning, DataError, HeroEvalError
@@ -178,27 +178,10 @@ def run_benchmark(
     for rho in rhos:
         if not 0 < rho < 1:
             raise HeroEvalError(f"rho must be in (0, 1), got {rho!r}")
-    workers = workers or os.cpu_count() or 1
-    per = max(1, resamples // (2 * workers))
+    per = max(1, resamples // (2 * (workers or os.cpu_count() or 1)))
     jobs = [(data, list(range(i, min(i + per, resamples))), rho, n, s, seed)
             for rho in rhos for s in shifts for i in range(0, resamples, per)]
-    total = len(rhos) * len(shifts) * resamples
-    rows: list[dict[str, Any]] = []
-    done = 0
-    if workers == 1:
-        for j in jobs:
-            rows.extend(_task(j))
-            done += len(j[1])
-            if progress:
-                progress(done, total)
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as ex:
-            futs = {ex.submit(_task, j): len(j[1]) for j in jobs}
-            for f in as_completed(futs):
-                rows.extend(f.result())
-                done += futs[f]
-                if progress:
-                    progress(done, total)
+    rows = run_chunks(_task, jobs, [len(j[1]) for j in jobs], workers, progress)
     return pd.DataFrame(rows).sort_values(["rho", "shift", "resample", "method"], kind="stable").reset_index(drop=True)
 
 

@@ -16,13 +16,13 @@ import math
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ._parallel import run_chunks
 from .calibration import calibrate
 from .errors import ConvergenceWarning, HeroEvalError
 from .estimators import estimate, majority_vote
@@ -155,26 +155,9 @@ def run(
     """
     if not (isinstance(reps, int) and reps >= 2):
         raise HeroEvalError(f"reps must be an integer >= 2, got {reps!r}")
-    workers = workers or os.cpu_count() or 1
-    per = max(1, min(25, reps // (2 * workers) or 1))
+    per = max(1, min(25, reps // (2 * (workers or os.cpu_count() or 1)) or 1))
     jobs = [(cfg, seed, list(range(s, min(s + per, reps)))) for cfg in configs for s in range(0, reps, per)]
-    total = len(configs) * reps
-    rows: list[dict[str, Any]] = []
-    done = 0
-    if workers == 1:
-        for j in jobs:
-            rows.extend(_chunk(j))
-            done += len(j[2])
-            if progress:
-                progress(done, total)
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as ex:
-            futs = {ex.submit(_chunk, j): len(j[2]) for j in jobs}
-            for f in as_completed(futs):
-                rows.extend(f.result())
-                done += futs[f]
-                if progress:
-                    progress(done, total)
+    rows = run_chunks(_chunk, jobs, [len(j[2]) for j in jobs], workers, progress)
     df = pd.DataFrame(rows)
     return df.sort_values(["experiment", "rho", "k", "labels_per_item", "pool_shift", "rep", "method"],
                           kind="stable", na_position="first").reset_index(drop=True)

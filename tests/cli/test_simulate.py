@@ -63,3 +63,10 @@ def test_cli_simulate_writes_tables_and_figures(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "--pool-shift needs --labels-per-item" in r.stderr
     r = runner.invoke(app, ["simulate", "--rho", "abc"])
     assert r.exit_code == 2 and "expected comma-separated numbers" in r.stderr
+
+
+def test_two_workers_give_the_same_rows() -> None:
+    cfg = montecarlo.experiment_configs("custom", rhos=[0.2], base=montecarlo.SimConfig(n=60, N=120, J=5))
+    one = montecarlo.run(cfg, reps=4, seed=9, workers=1)
+    two = montecarlo.run(cfg, reps=4, seed=9, workers=2)
+    np.testing.assert_allclose(one["estimate"].to_numpy(), two["estimate"].to_numpy(), rtol=0, atol=0)
