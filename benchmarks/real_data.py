@@ -32,7 +32,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--out", default="docs/benchmark")
     ap.add_argument("--only", default="", help="comma-separated data set names")
+    ap.add_argument("--rounds", action="store_true",
+                    help="instead: real rounds as history vs current (triviaqa answering models, mre_treat batches)")
     a = ap.parse_args()
+    if a.rounds:
+        rounds(a)
+        return
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     frames = []
@@ -49,6 +54,33 @@ def main() -> None:
     summ = summarize_benchmark(df)
     summ.to_csv(out / "summary.csv", index=False)
     print(f"total {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+
+
+def mre_batch_groups(folder: Path) -> pd.Series:
+    """mre_treat: each item's first batch, in four consecutive blocks of batches (time order)."""
+    full = pd.read_csv(folder / "labels_full.csv", dtype={"item_id": str})
+    first = full.groupby("item_id")["batch"].min()
+    return pd.cut(first, bins=[0, 10, 15, 22, 46], labels=["b01-10", "b11-15", "b16-22", "b23-46"]).astype(str)
+
+
+def rounds(a: argparse.Namespace) -> None:
+    """Leave one real round out: triviaqa's 9 answering models, mre_treat's 4 blocks of batches."""
+    from dataclasses import replace
+
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    frames = []
+    t0 = time.perf_counter()
+    tq = load_folder(Path(a.data) / "triviaqa_llm_judges", group_col="exam_taker")
+    frames.append(run_benchmark(tq, resamples=3 * 9, n=400, shifts=["none"], split="groups"))
+    print(f"triviaqa rounds: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    mre = load_folder(Path(a.data) / "mre_treat")
+    mre = replace(mre, groups=mre_batch_groups(Path(a.data) / "mre_treat"))
+    frames.append(run_benchmark(mre, resamples=3 * 4, n=a.n, shifts=["none"], split="groups"))
+    print(f"mre_treat rounds: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    df = pd.concat(frames, ignore_index=True)
+    df.to_csv(out / "rounds_resamples.csv.gz", index=False)
+    summarize_benchmark(df).to_csv(out / "rounds_summary.csv", index=False)
 
 
 if __name__ == "__main__":

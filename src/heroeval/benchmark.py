@@ -54,13 +54,18 @@ class BenchmarkData:
     labels: pd.DataFrame  # item_id, labeler_id, label (binary)
     gold: pd.DataFrame  # item_id, gold (only items with labels)
     covariates: pd.DataFrame | None  # item_id + numeric columns (TF-IDF components)
+    groups: pd.Series | None = None  # item_id -> group (round, batch, answering model) for split="groups"
 
 
-def load_folder(path: str | os.PathLike[str], *, text_components: int = 10, binary_suffix: str = "") -> BenchmarkData:
+def load_folder(
+    path: str | os.PathLike[str], *, text_components: int = 10, binary_suffix: str = "", group_col: str | None = None
+) -> BenchmarkData:
     """Read and check a benchmark folder (labels.csv, gold.csv, optional items.csv).
 
     ``binary_suffix="_binary"`` reads ``labels_binary.csv`` and ``gold_binary.csv``
-    (adultcontent2's binary view). Labels and gold must be binary; a folder
+    (adultcontent2's binary view). ``group_col`` names a column of
+    ``items.csv`` that groups items into real rounds (``split="groups"``).
+    Labels and gold must be binary; a folder
     without the files, with other columns, or with fewer than 20 gold items
     that have labels is an error naming what is wrong.
     """
@@ -82,11 +87,21 @@ def load_folder(path: str | os.PathLike[str], *, text_components: int = 10, bina
     cov = None
     items_f = p / "items.csv"
     if items_f.exists() and text_components > 0:
-        cov = _text_covariates(items_f, ann.item_ids.astype(str), text_components)
-    return BenchmarkData(p.name + binary_suffix, labels, gold, cov)
+        cov = _text_covariates(items_f, ann.item_ids.astype(str), text_components, exclude=(group_col,))
+    groups = None
+    if group_col is not None:
+        if not items_f.exists():
+            raise DataError(f"benchmark folder {str(p)!r}: group_col={group_col!r} needs items.csv")
+        items = pd.read_csv(items_f, dtype=str, keep_default_na=False)
+        if group_col not in items.columns:
+            raise DataError(f"{str(items_f)!r}: no column {group_col!r}; columns are {list(items.columns)}")
+        groups = items.drop_duplicates("item_id").set_index("item_id")[group_col]
+    return BenchmarkData(p.name + binary_suffix, labels, gold, cov, groups)
 
 
-def _text_covariates(items_f: Path, item_ids: np.ndarray, k: int) -> pd.DataFrame | None:
+def _text_covariates(
+    items_f: Path, item_ids: np.ndarray, k: int, exclude: Sequence[str | None] = ()
+) -> pd.DataFrame | None:
     try:
         from sklearn.decomposition import TruncatedSVD
         from sklearn.feature_extraction.text import TfidfVectorizer
@@ -95,7 +110,8 @@ def _text_covariates(items_f: Path, item_ids: np.ndarray, k: int) -> pd.DataFram
     items = pd.read_csv(items_f, dtype=str, keep_default_na=False)
     if "item_id" not in items.columns:
         raise DataError(f"{str(items_f)!r}: no item_id column")
-    text_cols = [c for c in items.columns if c != "item_id" and not c.endswith("_id") and not c.startswith("raw")]
+    text_cols = [c for c in items.columns
+                 if c != "item_id" and c not in exclude and not c.endswith("_id") and not c.startswith("raw")]
     if not text_cols:
         return None
     text = items[text_cols].astype(str).agg(" ".join, axis=1)
@@ -111,18 +127,31 @@ def _text_covariates(items_f: Path, item_ids: np.ndarray, k: int) -> pd.DataFram
     return out
 
 
-def _one_resample(data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int) -> list[dict[str, Any]]:
+def _one_resample(
+    data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random"
+) -> list[dict[str, Any]]:
     warnings.simplefilter("ignore", ConvergenceWarning)
     rng = np.random.default_rng([seed, r, int(rho * 1000)])
     gold_items = data.gold["item_id"].to_numpy()
-    n_cur = min(n, int(0.4 * gold_items.size))
-    cur_items = set(rng.choice(gold_items, n_cur, replace=False).tolist())
     lab = data.labels
-    is_cur = lab["item_id"].isin(cur_items).to_numpy()
-    hist_lab, cur_lab = lab[~is_cur], lab[is_cur]
+    group = ""
+    if split == "groups":
+        assert data.groups is not None
+        names = np.sort(data.groups.unique())
+        group = str(names[r % names.size])
+        in_group = data.groups.reindex(lab["item_id"]).to_numpy() == group
+        g_gold = data.gold[data.groups.reindex(data.gold["item_id"]).to_numpy() == group]["item_id"].to_numpy()
+        cur_items = set(rng.choice(g_gold, min(n, g_gold.size), replace=False).tolist())
+        is_cur = lab["item_id"].isin(cur_items).to_numpy()
+        hist_lab, cur_lab = lab[~in_group], lab[is_cur]
+    else:
+        n_cur = min(n, int(0.4 * gold_items.size))
+        cur_items = set(rng.choice(gold_items, n_cur, replace=False).tolist())
+        is_cur = lab["item_id"].isin(cur_items).to_numpy()
+        hist_lab, cur_lab = lab[~is_cur], lab[is_cur]
     hist_item_ids = hist_lab["item_id"].unique()
     want = round(rho * hist_item_ids.size)
-    hist_gold_pool = data.gold[~data.gold["item_id"].isin(cur_items)]
+    hist_gold_pool = data.gold[data.gold["item_id"].isin(set(hist_item_ids))]
     reveal = hist_gold_pool.sample(n=min(max(want, 1), len(hist_gold_pool)), random_state=int(rng.integers(2**31)))
     if shift == "half":
         labelers = np.sort(lab["labeler_id"].unique())
@@ -142,7 +171,8 @@ def _one_resample(data: BenchmarkData, r: int, rho: float, n: int, shift: str, s
     rows = []
     for m, x in res.items():
         ci = x.confidence_interval(0.95)
-        rows.append({"dataset": data.name, "rho": rho, "shift": shift, "resample": r, "method": m,
+        rows.append({"dataset": data.name, "split": split, "group": group, "rho": rho, "shift": shift,
+                     "resample": r, "method": m,
                      "estimate": x.estimate, "se": x.standard_error, "ci_low": ci.low, "ci_high": ci.high,
                      "truth": truth, "n_current": cur.n_items, "n_history": hist.n_items,
                      "rho_effective": hist.n_gold / hist.n_items, "status": x.status,
@@ -150,11 +180,11 @@ def _one_resample(data: BenchmarkData, r: int, rho: float, n: int, shift: str, s
     return rows
 
 
-def _task(args: tuple[BenchmarkData, Sequence[int], float, int, str, int]) -> list[dict[str, Any]]:
-    data, rs, rho, n, shift, seed = args
+def _task(args: tuple[BenchmarkData, Sequence[int], float, int, str, int, str]) -> list[dict[str, Any]]:
+    data, rs, rho, n, shift, seed, split = args
     out: list[dict[str, Any]] = []
     for r in rs:
-        out.extend(_one_resample(data, r, rho, n, shift, seed))
+        out.extend(_one_resample(data, r, rho, n, shift, seed, split))
     return out
 
 
@@ -168,8 +198,20 @@ def run_benchmark(
     seed: int = 2026,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    split: str = "random",
 ) -> pd.DataFrame:
-    """Every method on ``resamples`` random splits per (rho, shift); one row per resample and method."""
+    """Every method on ``resamples`` splits per (rho, shift); one row per resample and method.
+
+    ``split="random"``: random history/current splits. ``split="groups"``: the
+    data's real rounds (``BenchmarkData.groups``), leave one group out: resample
+    r takes group r mod G as the current round (up to ``n`` of its gold items)
+    and every other group as history, so the current round differs from the
+    history as a real next round would (prevalence, labeler pool, content).
+    """
+    if split not in ("random", "groups"):
+        raise HeroEvalError(f"split must be 'random' or 'groups', got {split!r}")
+    if split == "groups" and data.groups is None:
+        raise HeroEvalError(f"{data.name}: split='groups' needs item groups (load_folder(group_col=...))")
     if not (isinstance(resamples, int) and resamples >= 2):
         raise HeroEvalError(f"resamples must be an integer >= 2, got {resamples!r}")
     for s in shifts:
@@ -179,7 +221,7 @@ def run_benchmark(
         if not 0 < rho < 1:
             raise HeroEvalError(f"rho must be in (0, 1), got {rho!r}")
     per = max(1, resamples // (2 * (workers or os.cpu_count() or 1)))
-    jobs = [(data, list(range(i, min(i + per, resamples))), rho, n, s, seed)
+    jobs = [(data, list(range(i, min(i + per, resamples))), rho, n, s, seed, split)
             for rho in rhos for s in shifts for i in range(0, resamples, per)]
     rows = run_chunks(_task, jobs, [len(j[1]) for j in jobs], workers, progress)
     return pd.DataFrame(rows).sort_values(["rho", "shift", "resample", "method"], kind="stable").reset_index(drop=True)
@@ -190,7 +232,9 @@ def summarize_benchmark(df: pd.DataFrame) -> pd.DataFrame:
     d = df.copy()
     d["err"] = d["estimate"] - d["truth"]
     d["cover"] = (d["ci_low"] <= d["truth"]) & (d["truth"] <= d["ci_high"])
-    keys = ["dataset", "rho", "shift", "method"]
+    if "split" not in d.columns:
+        d["split"] = "random"
+    keys = ["dataset", "split", "rho", "shift", "method"]
     out = d.groupby(keys, sort=False).agg(
         resamples=("err", "size"), bias=("err", "mean"), sd=("err", "std"),
         rmse=("err", lambda e: float(np.sqrt(np.nanmean(np.square(e))))), coverage=("cover", "mean"),
@@ -200,4 +244,4 @@ def summarize_benchmark(df: pd.DataFrame) -> pd.DataFrame:
     out.loc[out["method"] == "majority_vote", "coverage"] = math.nan
     order = {m: i for i, m in enumerate(METHODS)}
     out["_o"] = out["method"].map(order)
-    return out.sort_values(["dataset", "rho", "shift", "_o"], kind="stable").drop(columns="_o").reset_index(drop=True)
+    return out.sort_values(["dataset", "split", "rho", "shift", "_o"], kind="stable").drop(columns="_o").reset_index(drop=True)

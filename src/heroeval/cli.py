@@ -436,6 +436,8 @@ def benchmark_cmd(
     n: Annotated[int, typer.Option(help="Current items per split (at most 40% of the gold items).")] = 200,
     shift: Annotated[str, typer.Option(help="none and/or half (the current round keeps half of the labelers), comma-separated.")] = "none,half",
     binary_suffix: Annotated[str, typer.Option(help="Read labels<suffix>.csv and gold<suffix>.csv, e.g. _binary.")] = "",
+    split: Annotated[str, typer.Option(help="random splits, or groups: leave one real round out (needs --group-col).")] = "random",
+    group_col: Annotated[str | None, typer.Option(help="Column of items.csv that groups items into real rounds.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the splits.")] = 2026,
     workers: Annotated[int | None, typer.Option(help="Processes (default: all cores).")] = None,
     out: Annotated[Path | None, typer.Option(help="Folder for resamples.csv.gz, summary.csv and a figure.")] = None,
@@ -447,9 +449,10 @@ def benchmark_cmd(
     def go() -> tuple[Any, Any, float]:
         rhos = _floats(rho, "rho") or []
         shifts = [x.strip() for x in shift.split(",") if x.strip()]
-        data = load_folder(dataset_dir, binary_suffix=binary_suffix)
+        data = load_folder(dataset_dir, binary_suffix=binary_suffix, group_col=group_col)
         t0 = time.perf_counter()
-        df = run_benchmark(data, resamples=resamples, rhos=rhos, n=n, shifts=shifts, seed=seed, workers=workers)
+        df = run_benchmark(data, resamples=resamples, rhos=rhos, n=n, shifts=shifts, seed=seed, workers=workers,
+                           split=split)
         return df, summarize_benchmark(df), time.perf_counter() - t0
 
     df, summ, secs = _run(go)

@@ -65,3 +65,24 @@ def test_malformed_folders(tmp_path: Path) -> None:
     (tmp_path / "labels.csv").write_text("item,who,label\n1,a,1\n")
     r = CliRunner().invoke(app, ["benchmark", str(tmp_path)])
     assert r.exit_code == 2 and "cannot find the labeler column" in r.stderr
+
+
+def test_leave_one_group_out(folder: Path, tmp_path: Path) -> None:
+    items = pd.read_csv(folder / "items.csv")
+    items["round"] = np.where(np.arange(len(items)) % 2 == 0, "r1", "r2")
+    d = tmp_path / "grouped"
+    d.mkdir()
+    for f in ("labels.csv", "gold.csv"):
+        (d / f).write_text((folder / f).read_text())
+    items.to_csv(d / "items.csv", index=False)
+    data = load_folder(d, text_components=3, group_col="round")
+    df = run_benchmark(data, resamples=2, rhos=[0.1], n=50, shifts=["none"], workers=1, split="groups")
+    assert set(df["group"]) == {"r1", "r2"} and set(df["split"]) == {"groups"}
+    with pytest.raises(DataError, match="no column 'batch'"):
+        load_folder(d, group_col="batch")
+    r = CliRunner().invoke(app, ["benchmark", str(d), "--split", "groups", "--resamples", "2", "--rho", "0.1",
+                                 "--shift", "none", "--n", "40", "--workers", "1"])
+    assert r.exit_code == 2 and "needs item groups" in r.stderr
+    r = CliRunner().invoke(app, ["benchmark", str(d), "--split", "groups", "--group-col", "round", "--resamples", "2",
+                                 "--rho", "0.1", "--shift", "none", "--n", "40", "--workers", "1"])
+    assert r.exit_code == 0, r.output
