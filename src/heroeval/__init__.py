@@ -16,6 +16,7 @@ from .data import AnnotationSet, IngestReport, TableReport, read_annotations
 from .errors import (
     CalibrationFileError,
     ConvergenceWarning,
+    CovariateShiftWarning,
     DataError,
     HeroEvalError,
     HeroEvalWarning,
@@ -54,6 +55,7 @@ __all__ = [
     "ConfidenceInterval",
     "ConvergenceInfo",
     "ConvergenceWarning",
+    "CovariateShiftWarning",
     "DataError",
     "EstimateCollection",
     "EstimateResult",

@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "CalibrationFileError",
     "ConvergenceWarning",
+    "CovariateShiftWarning",
     "DataError",
     "HeroEvalError",
     "HeroEvalWarning",
@@ -42,3 +43,11 @@ class HeroEvalWarning(UserWarning):
 
 class ConvergenceWarning(HeroEvalWarning):
     """An EM fit stopped at its iteration limit before meeting its tolerance."""
+
+
+class CovariateShiftWarning(HeroEvalWarning):
+    """HERO-2's covariates differ between the current round and the history beyond chance.
+
+    HERO-2 assumes the covariates' distribution is shared; when it is not, the
+    control variate turns the difference into bias.
+    """

@@ -20,7 +20,7 @@ from .calibration import (
     calibrate,
 )
 from .data import AnnotationSet
-from .errors import ConvergenceWarning, DataError, HeroEvalError, UnknownLabelerError
+from .errors import ConvergenceWarning, CovariateShiftWarning, DataError, HeroEvalError, UnknownLabelerError
 from .results import METHODS, EstimateCollection, EstimateResult, Influence
 
 __all__ = [
@@ -414,6 +414,17 @@ def hero2(
         "ridge": ridge,
         "constant_columns": [c for c, ok in zip(cal.covariate_names, live, strict=True) if not ok],
     }
+    details.update(_covariate_shift(X, cal, live))
+    if details["covariate_shift_p"] < SHIFT_ALPHA:
+        z = np.asarray(details["covariate_shift_z"], dtype=float)
+        worst = [cal.covariate_names[k] for k in np.argsort(-np.abs(np.nan_to_num(z)))[:3]]
+        warnings.warn(
+            f"hero2: the current round's covariate means differ from the history's (p = "
+            f"{details['covariate_shift_p']:.2g}; largest shifts in {worst}); HERO-2 assumes a shared covariate "
+            "distribution and is biased otherwise: prefer hero1 here",
+            CovariateShiftWarning,
+            stacklevel=2,
+        )
     ps2 = psi(mu2, L)
     infl = _stage_a_influence(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu2, L, ps2 - Xc @ gamma, gamma_x=gamma)
     infl1 = _stage_a_influence(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu1, L, ps)
@@ -422,6 +433,40 @@ def hero2(
     if cal.parameter_covariance is None:
         notes = (*notes, "the calibration has no parameter covariance: no standard error")
     return _result("hero2", mu2, al.data, status=status, details=details, notes=notes, influence=infl)
+
+
+SHIFT_ALPHA = 1e-3
+"""HERO-2 warns (CovariateShiftWarning) when the covariate-shift test's p-value is below this."""
+
+
+def _covariate_shift(X: FloatArray, cal: Calibration, live: npt.NDArray[np.bool_]) -> dict[str, Any]:
+    """Wald test of equal covariate means: current mean vs the history's.
+
+    ``d = Xbar - m_X`` has covariance ``S_cur / n + S_hist / N`` (independent
+    samples); ``d' V^+ d`` is chi-squared with rank(V) degrees of freedom.
+    Per-column z statistics are reported too.
+    """
+    from scipy.stats import chi2
+
+    assert cal.covariate_mean is not None and cal.covariate_cov is not None
+    n = X.shape[0]
+    N = max(cal.n_covariate_items, 1)
+    d = X.mean(axis=0) - cal.covariate_mean
+    Sc = np.atleast_2d(np.cov(X, rowvar=False, ddof=1)) if n > 1 else np.zeros((X.shape[1],) * 2)
+    V = Sc / n + np.asarray(cal.covariate_cov) / N
+    idx = np.flatnonzero(live)
+    z = np.full(d.size, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z[idx] = d[idx] / np.sqrt(np.diag(V)[idx])
+    if idx.size == 0:
+        return {"covariate_shift_stat": 0.0, "covariate_shift_df": 0, "covariate_shift_p": 1.0,
+                "covariate_shift_z": z.tolist()}
+    Vl = V[np.ix_(idx, idx)]
+    stat = float(d[idx] @ np.linalg.pinv(Vl, hermitian=True) @ d[idx])
+    df = int(np.linalg.matrix_rank(Vl, hermitian=True))
+    p = float(chi2.sf(stat, df)) if df > 0 else 1.0
+    return {"covariate_shift_stat": stat, "covariate_shift_df": df, "covariate_shift_p": p,
+            "covariate_shift_z": z.tolist()}
 
 
 def _effective_n(hero1: Influence, hero2: Influence) -> dict[str, float]:

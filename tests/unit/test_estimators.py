@@ -234,3 +234,21 @@ def test_result_objects(calibration: he.Calibration, sim: Sim) -> None:
         r.confidence_interval(95)
     with pytest.raises(HeroEvalError, match="interval method must be 'wald' or 'logit', got 'exact'"):
         r.confidence_interval(method="exact")
+
+
+def test_hero2_covariate_shift_check(calibration: he.Calibration, sim: Sim) -> None:
+    r = he.hero2(sim.current, calibration)
+    assert 0.0 <= r.details["covariate_shift_p"] <= 1.0 and r.details["covariate_shift_df"] == 1
+    # shift the current covariate by 1 SD: the test must fire and warn, naming the column
+    cur = sim.current
+    shifted = he.AnnotationSet.from_arrays(cur.item_ids[cur.annotation_item], cur.labeler_ids[cur.labeler], cur.label,
+                                           covariates=(cur.item_ids, np.asarray(cur.covariates)[:, 0] + 1.0),
+                                           covariate_names=["x"])
+    with pytest.warns(he.CovariateShiftWarning, match=r"largest shifts in \['x'\]"):
+        r2 = he.hero2(shifted, calibration)
+    assert r2.details["covariate_shift_p"] < 1e-6
+    z = r2.details["covariate_shift_z"][0]
+    xs = np.asarray(shifted.covariates)[:, 0]
+    m = float(np.asarray(calibration.covariate_mean)[0])
+    v = xs.var(ddof=1) / xs.size + float(np.asarray(calibration.covariate_cov)[0, 0]) / calibration.n_covariate_items
+    assert z == pytest.approx((xs.mean() - m) / np.sqrt(v), rel=1e-10)
