@@ -51,6 +51,12 @@ def _jsonable_dict(d: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _interval_fields(estimate: float, se: float, ci: ConfidenceInterval) -> dict[str, Any]:
+    """The JSON fields every estimate with an interval shares."""
+    return {"estimate": estimate, "standard_error": se, "ci_low": ci.low, "ci_high": ci.high,
+            "confidence_level": ci.confidence_level}
+
+
 def _wald(est: float, se: float, level: float, lo: float = -1.0, hi: float = 1.0) -> ConfidenceInterval:
     level = _check_level(level)
     if not (math.isfinite(est) and math.isfinite(se)):
@@ -97,14 +103,9 @@ class Comparison:
         return _wald(self.estimate, self.standard_error, confidence_level)
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
-        ci = self.confidence_interval(confidence_level)
         return _jsonable_dict(
             {
-                "estimate": self.estimate,
-                "standard_error": self.standard_error,
-                "ci_low": ci.low,
-                "ci_high": ci.high,
-                "confidence_level": confidence_level,
+                **_interval_fields(self.estimate, self.standard_error, self.confidence_interval(confidence_level)),
                 "p_value": self.p_value,
                 "variance_current": self.variance_current,
                 "variance_history": self.variance_history,
@@ -345,15 +346,7 @@ class MetricEstimate:
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
         ci = self.confidence_interval(confidence_level)
-        return _jsonable_dict(
-            {
-                "estimate": self.estimate,
-                "standard_error": self.standard_error,
-                "ci_low": ci.low,
-                "ci_high": ci.high,
-                "confidence_level": confidence_level,
-            }
-        )
+        return _jsonable_dict(_interval_fields(self.estimate, self.standard_error, ci))
 
 
 @dataclass(frozen=True)
