@@ -30,6 +30,7 @@ from .estimators import (
     hero2,
     hero_joint,
     majority_vote,
+    rogan_gladen,
 )
 from .inference import (
     BootstrapResult,
@@ -80,4 +81,5 @@ __all__ = [
     "load_calibration",
     "majority_vote",
     "read_annotations",
+    "rogan_gladen",
 ]

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .calibration import Calibration
@@ -34,6 +35,20 @@ def estimates_table(
     t.add_column("items", justify="right")
     t.add_column("labels", justify="right")
     t.add_column("status / notes")
+    rec = getattr(res, "recommended", None)
+    if rec is not None:  # the recommended estimate first, then every method
+        r = rec.result
+        ci = r.confidence_interval(confidence_level, ci_method)
+        wtxt = "" if rec.history_weight is None else f", w={rec.history_weight:g}"
+        row = [f"[bold]recommended ({r.title}{wtxt})[/bold]", f"[bold]{r.estimate:.4f}[/bold]", _f(r.standard_error),
+               f"[bold][{_f(ci.low)}, {_f(ci.high)}][/bold]"]
+        row += [""] * ((1 if bootstrap else 0) + (1 if truth is not None else 0))
+        if truth is not None:
+            row[-1] = f"{r.estimate - truth:+.4f}"
+        row += [str(r.n_items), str(r.n_annotations), "auto: see why below"]
+        t.add_row(*row, end_section=True)
+        t.caption = f"why: {escape(rec.reason)}"
+        t.caption_justify = "left"
     for r in res.values():
         ci = r.confidence_interval(confidence_level, ci_method)
         row = [r.title, f"{r.estimate:.4f}", _f(r.standard_error), f"[{_f(ci.low)}, {_f(ci.high)}]"]
@@ -226,3 +241,50 @@ def benchmark_table(summ: Any, title: str) -> Table:
     t.caption = "majority vote's interval is not for the gold rate (no coverage); score R2 = HERO-2's covariate fit"
     t.caption_justify = "left"
     return t
+
+
+def checks_tables(cal: Calibration) -> list[Table]:
+    """The model checks kept in a calibration (``calibrate(checks=True)``), as tables."""
+    chk = cal.checks
+    if chk is None:
+        return []
+    out = []
+    dep = chk.dependence
+    t = Table(title="Model check: labelers' errors independent given gold?", title_justify="left")
+    for col in ("test", "z", "p-value", "pairs", "pairs significant (BH 5%)", "gold items"):
+        t.add_column(col, justify="left" if col == "test" else "right")
+    pv = _f(dep.p_value)
+    if dep.p_value == dep.p_value and dep.p_value < 0.05:
+        pv = f"[bold red]{pv}[/bold red]"
+    t.add_row("excess agreement (one-sided)", _f(dep.z), pv, str(dep.n_pairs), str(dep.n_pairs_significant),
+              str(dep.n_items))
+    out.append(t)
+    if chk.log_score:
+        t = Table(title=f"Model check: {chk.folds}-fold cross-validation on {chk.n_gold} gold items",
+                  title_justify="left")
+        t.add_column("history weight w", justify="right")
+        t.add_column("log score (higher is better)", justify="right")
+        t.add_column("HERO-1 mock-round error", justify="right")
+        for w, (m, se) in chk.log_score.items():
+            row = chk.mock_row("hero1", w)
+            mark = " *" if w == chk.chosen_weight else ""
+            err = "" if row is None else f"{row['bias']:+.4f} ± {row['bias_se']:.4f}"
+            t.add_row(f"{w:g}{mark}", f"{m:.4f} ± {se:.4f}", err)
+        t.caption = "* chosen by log score; mock round = held-out gold items, rate estimated from their labels"
+        t.caption_justify = "left"
+        out.append(t)
+        t = Table(title="Model check: mock-round error of the other methods", title_justify="left")
+        for col in ("method", "mock estimate", "gold rate", "error", "vs rogan_gladen"):
+            t.add_column(col, justify="left" if col == "method" else "right")
+        for row in chk.mock:
+            if row["method"] == "hero1":
+                continue
+            vs = row.get("vs_robust", float("nan"))
+            t.add_row(escape(str(row["method"])), _f(row["estimate"]), _f(row["truth"]),
+                      f"{row['bias']:+.4f} ± {row['bias_se']:.4f}",
+                      "" if vs != vs else f"{vs:+.4f} ± {row.get('vs_robust_se', float('nan')):.4f}")
+        out.append(t)
+    for note in chk.notes:
+        t = Table(title=f"Model check note: {escape(note)}", title_justify="left")
+        out.append(t)
+    return out

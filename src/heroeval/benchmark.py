@@ -128,7 +128,7 @@ def _text_covariates(
 
 
 def _one_resample(
-    data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random"
+    data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random", auto: bool = True
 ) -> list[dict[str, Any]]:
     warnings.simplefilter("ignore", ConvergenceWarning)
     rng = np.random.default_rng([seed, r, int(rho * 1000)])
@@ -165,26 +165,35 @@ def _one_resample(
     hist = read_annotations(hist_lab, gold=reveal, covariates=hcov, round_col=False, name="history")
     cur = read_annotations(cur_lab, covariates=ccov, round_col=False, name="current")
     truth = float(data.gold.set_index("item_id").loc[cur.item_ids.astype(str), "gold"].mean())
-    cal = calibrate(hist)
-    res = estimate(cur, cal, method="all", ridge=1.0, exclude_new_labelers=True)
+    cal = calibrate(hist, checks=auto)
+    res = estimate(cur, cal, method="all", ridge=1.0, exclude_new_labelers=True, recommend=auto)
     assert isinstance(res, EstimateCollection)
     rows = []
-    for m, x in res.items():
+    items = list(res.items())
+    if res.recommended is not None:
+        items.append(("auto", res.recommended.result))
+    for m, x in items:
         ci = x.confidence_interval(0.95)
         rows.append({"dataset": data.name, "split": split, "group": group, "rho": rho, "shift": shift,
                      "resample": r, "method": m,
                      "estimate": x.estimate, "se": x.standard_error, "ci_low": ci.low, "ci_high": ci.high,
                      "truth": truth, "n_current": cur.n_items, "n_history": hist.n_items,
                      "rho_effective": hist.n_gold / hist.n_items, "status": x.status,
-                     "score_r2": x.details.get("score_r2", math.nan)})
+                     "score_r2": x.details.get("score_r2", math.nan),
+                     "picked": "" if m != "auto" else _picked(res.recommended),
+                     "dependence_p": math.nan if cal.checks is None else cal.checks.dependence.p_value})
     return rows
 
 
-def _task(args: tuple[BenchmarkData, Sequence[int], float, int, str, int, str]) -> list[dict[str, Any]]:
-    data, rs, rho, n, shift, seed, split = args
+def _picked(rec: Any) -> str:
+    return rec.method if rec.history_weight is None else f"{rec.method}@{rec.history_weight:g}"
+
+
+def _task(args: tuple[BenchmarkData, Sequence[int], float, int, str, int, str, bool]) -> list[dict[str, Any]]:
+    data, rs, rho, n, shift, seed, split, auto = args
     out: list[dict[str, Any]] = []
     for r in rs:
-        out.extend(_one_resample(data, r, rho, n, shift, seed, split))
+        out.extend(_one_resample(data, r, rho, n, shift, seed, split, auto))
     return out
 
 
@@ -199,8 +208,13 @@ def run_benchmark(
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     split: str = "random",
+    auto: bool = True,
 ) -> pd.DataFrame:
     """Every method on ``resamples`` splits per (rho, shift); one row per resample and method.
+
+    With ``auto`` (default) Stage A also runs the model checks and the
+    recommended estimate is scored as method ``"auto"`` (column ``picked``
+    says which method it chose).
 
     ``split="random"``: random history/current splits. ``split="groups"``: the
     data's real rounds (``BenchmarkData.groups``), leave one group out: resample
@@ -221,7 +235,7 @@ def run_benchmark(
         if not 0 < rho < 1:
             raise HeroEvalError(f"rho must be in (0, 1), got {rho!r}")
     per = max(1, resamples // (2 * (workers or os.cpu_count() or 1)))
-    jobs = [(data, list(range(i, min(i + per, resamples))), rho, n, s, seed, split)
+    jobs = [(data, list(range(i, min(i + per, resamples))), rho, n, s, seed, split, auto)
             for rho in rhos for s in shifts for i in range(0, resamples, per)]
     rows = run_chunks(_task, jobs, [len(j[1]) for j in jobs], workers, progress)
     return pd.DataFrame(rows).sort_values(["rho", "shift", "resample", "method"], kind="stable").reset_index(drop=True)
@@ -242,6 +256,6 @@ def summarize_benchmark(df: pd.DataFrame) -> pd.DataFrame:
     ).reset_index()
     out["abs_bias"] = out["bias"].abs()
     out.loc[out["method"] == "majority_vote", "coverage"] = math.nan
-    order = {m: i for i, m in enumerate(METHODS)}
+    order = {m: i for i, m in enumerate((*METHODS, "auto"))}
     out["_o"] = out["method"].map(order)
     return out.sort_values(["dataset", "split", "rho", "shift", "_o"], kind="stable").drop(columns="_o").reset_index(drop=True)

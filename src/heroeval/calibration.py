@@ -101,6 +101,9 @@ class Calibration:
         information and ``s_r`` item r's score. Parameters fitted on the
         boundary (within 1e-6 of 0 or 1) get zero rows. Every standard error
         that involves the history is a quadratic form in this matrix.
+    checks : heroeval.checks.ModelChecks or None
+        Model checks on the history's gold items (``calibrate(checks=True)``
+        or ``history_weight="cv"``); saved with the calibration.
     history : AnnotationSet or None
         The history itself, when the calibration was fitted in this process
         (never saved to JSON). ``hero_joint`` needs it.
@@ -131,6 +134,7 @@ class Calibration:
     token: str = field(default_factory=lambda: uuid.uuid4().hex, repr=False, compare=False)
     history: AnnotationSet | None = field(default=None, repr=False, compare=False)
     history_fit: _em.EMFit | None = field(default=None, repr=False, compare=False)
+    checks: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for a in (self.alpha, self.beta, self.n_annotations, self.n_items, self.gold_tp,
@@ -234,6 +238,7 @@ class Calibration:
             },
             "fit": self.convergence.to_dict(),
             "settings": dict(self.settings),
+            "checks": None if self.checks is None else self.checks.to_dict(),
         }
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -377,6 +382,16 @@ def _from_dict(obj: Any, src: str) -> Calibration:
     settings = obj.get("settings", {})
     if not isinstance(settings, dict):
         raise fail("settings", "expected an object")
+    checks = None
+    if obj.get("checks") is not None:
+        from .checks import ModelChecks
+
+        if not isinstance(obj["checks"], dict):
+            raise fail("checks", "expected an object or null")
+        try:
+            checks = ModelChecks.from_dict(obj["checks"])
+        except HeroEvalError as exc:
+            raise fail("checks", str(exc)) from exc
 
     def ia(key: str) -> IntArray:
         return np.asarray(cols[key], dtype=np.int64)
@@ -405,6 +420,7 @@ def _from_dict(obj: Any, src: str) -> Calibration:
         token=hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest(),
         heroeval_version=str(obj.get("heroeval_version", "")),
         created=str(obj.get("created", "")),
+        checks=checks,
     )
 
 
@@ -522,6 +538,10 @@ def calibrate(
     pseudo_count: float = 0.0,
     variance: Literal["sandwich", "model"] = "sandwich",
     covariance: bool = True,
+    history_weight: float | Literal["cv"] = 1.0,
+    checks: bool = False,
+    check_folds: int = 5,
+    seed: int = 0,
 ) -> Calibration:
     """Stage A: learn each labeler's sensitivity and specificity from a history.
 
@@ -564,6 +584,31 @@ def calibrate(
     covariance : bool, default True
         Compute ``parameter_covariance`` (needed for standard errors). It
         costs a few passes over the annotations after the fit.
+    history_weight : float in [0, 1] or "cv", default 1
+        Weight ``w`` of the gold-free history items' log-likelihood. ``w = 1``
+        is the paper's Stage A; ``w = 0`` calibrates on the gold items alone
+        (the gold-free items are ignored); values between
+        trade the history's volume against the two-coin model's misfit (the
+        model assumes labelers err independently given the gold label, which
+        real crowds and LLM judges violate). ``"cv"`` picks ``w`` from
+        :data:`heroeval.checks.WEIGHT_GRID` by the cross-validated log score
+        of held-out gold items (see :func:`heroeval.checks.run_checks`); the
+        choice, the scores and the other model checks are kept in
+        ``Calibration.checks``. Standard errors treat the chosen ``w`` as
+        fixed (the weighted likelihood is an estimating equation for any
+        fixed ``w``; docs/robustness.md has the argument and the coverage
+        measured with ``w`` chosen this way).
+    checks : bool, default False
+        Run the model checks on the history's gold items
+        (:func:`heroeval.checks.run_checks`: cross-validated log score and
+        calibration curve, mock current rounds made of held-out gold items,
+        the conditional-dependence test) and keep them in
+        ``Calibration.checks``. ``method="auto"`` uses them. Always on with
+        ``history_weight="cv"``.
+    check_folds : int, default 5
+        Folds of the gold items for the checks.
+    seed : int, default 0
+        Seed of the fold assignment.
 
     Returns
     -------
@@ -593,7 +638,19 @@ def calibrate(
             f"history {history.name!r} has no gold labels: Stage A needs gold anchors. "
             "Pass gold= to read_annotations, or use dawid_skene for a gold-free estimate."
         )
-    d = replace(design_of(history), pseudo_count=float(pseudo_count))
+    model_checks = None
+    if history_weight == "cv" or checks:
+        from .checks import run_checks
+
+        model_checks = run_checks(
+            history, folds=check_folds, seed=seed,
+            em_settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
+                         "pseudo_count": float(pseudo_count)},
+        )
+        if history_weight == "cv":
+            history_weight = model_checks.chosen_weight
+    w = _check_weight(history_weight)
+    d = weighted_design(history, w, float(pseudo_count))
     a0, b0, p0 = initial_values(history)
     fit = _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate)
     conv = ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate)
@@ -637,9 +694,23 @@ def calibrate(
         convergence=conv,
         parameter_covariance=pcov,
         settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
-                  "pseudo_count": float(pseudo_count), "variance": variance,
+                  "pseudo_count": float(pseudo_count), "variance": variance, "history_weight": w,
                   "init": "gold subset, one pseudo-observation at the pooled gold rate"},
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         history=history,
         history_fit=fit,
+        checks=model_checks,
     )
+
+
+def _check_weight(w: Any) -> float:
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or not (0.0 <= float(w) <= 1.0):
+        raise HeroEvalError(f"history_weight must be a number in [0, 1] or 'cv', got {w!r}")
+    return float(w)
+
+
+def weighted_design(history: AnnotationSet, w: float, pseudo_count: float = 0.0) -> _em.Design:
+    """Stage A's design with gold-free items weighted by ``w`` (gold items keep weight 1)."""
+    d = design_of(history)
+    weight = None if w == 1.0 else np.where(history.gold >= 0, 1.0, w)
+    return replace(d, pseudo_count=pseudo_count, weight=weight)

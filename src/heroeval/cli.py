@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 import warnings
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -130,17 +131,20 @@ def calibrate_cmd(
     accelerate: Annotated[bool, typer.Option(help="SQUAREM acceleration.")] = True,
     pseudo_count: Annotated[float, typer.Option(help="Beta pseudo-counts per labeler in the M-step (0 = maximum likelihood).")] = 0.0,
     variance: Annotated[Variance, typer.Option(help="Parameter covariance: sandwich (influence values) or model (inverse information).")] = Variance.sandwich,
+    history_weight: Annotated[str, typer.Option(help="Weight of gold-free history items in Stage A: a number in [0, 1] (1 = the paper) or 'cv' (chosen by cross-validated log score on the gold).")] = "1",
+    checks: Annotated[bool, typer.Option(help="Model checks on the gold items (cross-validation, mock rounds, dependence test); saved in the calibration and used by --method auto.")] = True,
     label_map: MapOpt = None,
     fmt: FmtOpt = Format.table,
 ) -> None:
     """Stage A: learn each labeler's sensitivity and specificity from the history."""
+    hw = _history_weight(history_weight)
 
     def go() -> tuple[AnnotationSet, Calibration]:
         h = _read(history, gold=gold, covariates=covariates, name="history", item_col=item_col,
                   labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
                   label_map=_label_map(label_map))
         c = calibrate(h, tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate,
-                      pseudo_count=pseudo_count, variance=variance.value)
+                      pseudo_count=pseudo_count, variance=variance.value, history_weight=hw, checks=checks)
         c.save(output)
         return h, c
 
@@ -151,7 +155,7 @@ def calibrate_cmd(
         return
     con = _console()
     _render.print_all(con, _render.ingest_table(h.report, "Ingest: history"), _render.calibration_table(c),
-                      _render.rounds_table(c))
+                      _render.rounds_table(c), *_render.checks_tables(c))
     con.print(f"calibration written to {output}")
 
 
@@ -203,6 +207,22 @@ def _check_sources(calibration: Path | None, history: Path | None, gold: Path | 
         raise typer.Exit(2)
 
 
+def _history_weight(spec: str) -> float | Literal["cv"]:
+    if spec.strip().lower() == "cv":
+        return "cv"
+    try:
+        w = float(spec)
+    except ValueError:
+        w = math.nan
+    if not 0 <= w <= 1:
+        _err(f"--history-weight must be a number in [0, 1] or 'cv', got {spec!r}")
+        raise typer.Exit(2)
+    return w
+
+
+HistWeightOpt = Annotated[str, typer.Option(help="With --history: weight of gold-free history items in Stage A, a number in [0, 1] or 'cv'.")]
+
+
 def _methods(method: str) -> Any:
     return "all" if method == "all" else [m.strip() for m in method.split(",") if m.strip()]
 
@@ -219,6 +239,7 @@ def estimate_cmd(
     ridge: RidgeOpt = 0.0,
     tie: TieOpt = Tie.half,
     exclude_new_labelers: NewLabOpt = False,
+    history_weight: HistWeightOpt = "1",
     confidence_level: LevelOpt = 0.95,
     ci_method: CiOpt = CiMethod.logit,
     bootstrap: Annotated[int, typer.Option(help="Also run a two-sample cluster bootstrap with this many resamples (needs --history).")] = 0,
@@ -231,8 +252,13 @@ def estimate_cmd(
     duplicates: DupOpt = Duplicates.keep,
     fmt: FmtOpt = Format.table,
 ) -> None:
-    """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals."""
+    """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals.
+
+    The recommended estimate (method auto) comes first: the method the model
+    checks on the history's gold expect to err least for this round.
+    """
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
+    hw = _history_weight(history_weight)
     if bootstrap and history is None:
         _err("--bootstrap refits Stage A: it needs --history and --gold, not a calibration file")
         raise typer.Exit(2)
@@ -250,14 +276,16 @@ def estimate_cmd(
             hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
                          labeler_col=labeler_col, label_col=label_col, round_col=round_col,
                          duplicates=duplicates, label_map=lm)
-            cal = calibrate(hist)
+            cal = calibrate(hist, history_weight=hw, checks=True)
         kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": exclude_new_labelers}
-        res = estimate(cur, cal, method=_methods(method), rng=seed, **kw)
+        ms = _methods(method)
+        ms = ms if ms == "all" else [m for m in ms if m != "auto"]
+        res = estimate(cur, cal, method=ms, rng=seed, recommend=True, **kw)
         if isinstance(res, EstimateResult):  # pragma: no cover - a list always gives a collection
             res = EstimateCollection({res.method: res}, ingest=cur.report)
         boot: dict[str, Any] = {}
         if bootstrap:
-            boot = run_bootstrap(cur, cal, method=list(res), n_resamples=bootstrap, rng=seed,
+            boot = run_bootstrap(cur, cal, method=list(res), n_resamples=bootstrap, rng=seed,  # auto is not bootstrapped
                                  progress=fmt is Format.table and sys.stderr.isatty(), **kw)
         return cur, hist, res, boot
 

@@ -47,13 +47,13 @@ def run_demo() -> DemoResult:
     >>> from heroeval.demo import run_demo
     >>> d = run_demo()
     >>> sorted(d.estimates)
-    ['dawid_skene', 'gold_proportion', 'hero1', 'hero2', 'hero_joint', 'majority_vote']
+    ['dawid_skene', 'gold_proportion', 'hero1', 'hero2', 'hero_joint', 'majority_vote', 'rogan_gladen']
     """
     p = example_paths()
     hist = read_annotations(p["history"], gold=p["gold"], covariates=p["history_covariates"], name="history")
     cur = read_annotations(p["current"], covariates=p["current_covariates"], name="current")
-    cal = calibrate(hist)
-    res = estimate(cur, cal, method="all")
+    cal = calibrate(hist, checks=True)
+    res = estimate(cur, cal, method="all", recommend=True)
     assert isinstance(res, EstimateCollection)
     truth = json.loads(p["truth"].read_text())
     return DemoResult(hist, cur, cal, res, truth)

@@ -31,6 +31,7 @@ __all__ = [
     "hero2",
     "hero_joint",
     "majority_vote",
+    "rogan_gladen",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -435,6 +436,217 @@ def hero2(
     return _result("hero2", mu2, al.data, status=status, details=details, notes=notes, influence=infl)
 
 
+def rogan_gladen(
+    current: AnnotationSet,
+    calibration: Calibration,
+    *,
+    weights: Literal["diagonal", "correlated"] = "diagonal",
+    min_youden: float = 0.05,
+    exclude_new_labelers: bool = False,
+) -> EstimateResult:
+    """Dependence-robust moment estimator: per-labeler Rogan–Gladen, pooled.
+
+    Each labeler j of the current round with ``n_j`` labels and positive share
+    ``p_j`` gives ``mu_j = (p_j + beta_j - 1) / (alpha_j + beta_j - 1)``, with
+    its sensitivity and specificity from the history's gold items alone
+    (the plain proportions ``tp / (tp + fn)`` and ``tn / (tn + fp)``: Laplace
+    smoothing would bias every ``mu_j`` towards 1/2). ``E[p_j] = mu alpha_j +
+    (1 - mu)(1 - beta_j)`` holds whatever the dependence between labelers, so
+    each ``mu_j`` is unbiased for the rate when the labeler's error rates
+    transport from history; no likelihood over label patterns is assumed.
+    The estimate is ``sum_j w_j mu_j`` with ``sum_j w_j = 1``:
+
+    * ``weights="diagonal"`` (default): ``w_j`` proportional to the inverse of
+      ``mu_j``'s model variance ``[pbar_j (1 - pbar_j) / n_j + mu^2 var(alpha_j)
+      + (1 - mu)^2 var(beta_j)] / (alpha_j + beta_j - 1)^2`` at a pooled
+      preliminary rate (``pbar_j`` the implied positive share), so labelers
+      with few labels or little gold count little;
+    * ``weights="correlated"``: the minimum-variance non-negative weights for
+      the covariance of the ``mu_j`` built from the per-item influence values
+      (current items and history gold items), whose correlations capture
+      labelers that err together; correlations are shrunk half-way to zero.
+
+    Labelers whose Youden index ``alpha_j + beta_j - 1`` is at most
+    ``min_youden`` (uninformative or adversarial on the gold) are left out and
+    named in ``details``. The standard error comes from per-item influence
+    values: current items carry every label on them (so labelers that err
+    together on an item are not treated as independent), and, when the
+    calibration holds its history, the history's gold items likewise;
+    from a calibration file the gold counts' binomial variances are used.
+    The weights are treated as fixed (to first order they do not matter
+    when every ``mu_j`` targets the same rate).
+
+    Examples
+    --------
+    >>> import heroeval as he
+    >>> hist = he.AnnotationSet.from_arrays(
+    ...     [1, 2, 3, 4], ["a"] * 4, [1, 1, 0, 0], gold=([1, 2, 3, 4], [1, 0, 0, 0]))
+    >>> cal = he.calibrate(hist)       # a on the gold: sensitivity 1/1, specificity 2/3
+    >>> cur = he.AnnotationSet.from_arrays([5, 6, 7, 8, 9], ["a"] * 5, [1, 1, 1, 0, 0])
+    >>> round(he.rogan_gladen(cur, cal).estimate, 6)   # (3/5 + 2/3 - 1) / (1 + 2/3 - 1)
+    0.4
+    """
+    data = _check_current(current)
+    cal = _check_calibration(calibration)
+    if weights not in ("diagonal", "correlated"):
+        raise HeroEvalError(f"weights must be 'diagonal' or 'correlated', got {weights!r}")
+    if not (isinstance(min_youden, (int, float)) and 0 <= min_youden < 1):
+        raise HeroEvalError(f"min_youden must be in [0, 1), got {min_youden!r}")
+    al = _align(data, cal, exclude_new_labelers)
+    cur = al.data
+    J = cal.n_labelers
+    npos = (cal.gold_tp + cal.gold_fn).astype(float)
+    nneg = (cal.gold_tn + cal.gold_fp).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a = np.where(npos > 0, cal.gold_tp / np.maximum(npos, 1.0), 0.5)
+        b = np.where(nneg > 0, cal.gold_tn / np.maximum(nneg, 1.0), 0.5)
+    youden = a + b - 1
+    lab = al.to_calib[cur.labeler]
+    z = cur.label.astype(np.float64)
+    n_j = np.bincount(lab, minlength=J).astype(np.float64)
+    s_j = np.bincount(lab, weights=z, minlength=J)
+    use = (n_j > 0) & (youden > min_youden) & (npos > 0) & (nneg > 0)
+    present = n_j > 0
+    dropped = [cal.labeler_ids[k] for k in np.flatnonzero(present & ~use)]
+    details: dict[str, Any] = {**al.details, "weights": weights, "labelers_used": int(use.sum()),
+                               "labelers_left_out": dropped, "min_youden": min_youden}
+    if not use.any():
+        return _result("rogan_gladen", math.nan, cur, status="unidentified", details=details,
+                       notes=(*al.notes, "no current labeler has gold-based sensitivity + specificity above "
+                              f"1 + {min_youden}: the rate is not identified"))
+    u = np.flatnonzero(use)
+    p = s_j[u] / n_j[u]
+    Y = youden[u]
+    mu_j = (p + b[u] - 1) / Y
+    # binomial variances at Laplace-smoothed rates, so a labeler perfect on few gold items is not certain
+    la = (cal.gold_tp[u] + 1.0) / (npos[u] + 2.0)
+    lb = (cal.gold_tn[u] + 1.0) / (nneg[u] + 2.0)
+    var_a = la * (1 - la) / npos[u]
+    var_b = lb * (1 - lb) / nneg[u]
+
+    def model_var(m0: float) -> FloatArray:
+        pbar = np.clip(m0 * a[u] + (1 - m0) * (1 - b[u]), 1e-3, 1 - 1e-3)
+        out: FloatArray = (pbar * (1 - pbar) / n_j[u] + m0**2 * var_a + (1 - m0) ** 2 * var_b) / Y**2
+        return out
+
+    w = n_j[u] * Y**2
+    m0 = float(np.clip(w @ mu_j / w.sum(), 0.02, 0.98))
+    for _ in range(2):  # the model variance depends on the rate only mildly: two refinements
+        w = 1.0 / model_var(m0)
+        m0 = float(np.clip(w @ mu_j / w.sum(), 0.02, 0.98))
+    # per-item influence values of each mu_j: current items, and gold items of the history
+    pos_in_u = np.full(J, -1, dtype=np.int64)
+    pos_in_u[u] = np.arange(u.size)
+    k_of = pos_in_u[lab]
+    ok = k_of >= 0
+    item_of = cur.annotation_item
+    cur_vals = (z[ok] - p[k_of[ok]]) / (n_j[u][k_of[ok]] * Y[k_of[ok]])
+    hist = cal.history
+    ca = -mu_j / Y  # d mu_j / d alpha_j
+    cb = (1 - mu_j) / Y  # d mu_j / d beta_j
+    if weights == "correlated" and u.size > 1:
+        M = np.zeros((cur.n_items, u.size))
+        np.add.at(M, (item_of[ok], k_of[ok]), cur_vals)
+        S = M.T @ M
+        if hist is not None:
+            Hm = _gold_item_influence(hist, u, a, b, npos, nneg, ca, cb, per_labeler=True)
+            S = S + Hm.T @ Hm
+        else:
+            S = S + np.diag(ca**2 * var_a + cb**2 * var_b)
+        w = _min_variance_weights(S, model_var(m0))
+    w = w / w.sum()
+    mu = float(w @ mu_j)
+    current_if = np.asarray(np.bincount(item_of[ok], weights=w[k_of[ok]] * cur_vals, minlength=cur.n_items),
+                            dtype=np.float64) * float(cur.n_items)
+    status = "interior"
+    if mu <= 0.0 or mu >= 1.0:
+        status = "boundary_0" if mu <= 0.0 else "boundary_1"
+        mu = min(max(mu, 0.0), 1.0)
+    details["weight_by_labeler"] = {cal.labeler_ids[k]: float(x) for k, x in zip(u, w, strict=True)}
+    details["labeler_estimates"] = {cal.labeler_ids[k]: float(x) for k, x in zip(u, mu_j, strict=True)}
+    if hist is not None:
+        h = _gold_item_influence(hist, u, a, b, npos, nneg, w * ca, w * cb, per_labeler=False)
+        infl = Influence(current_if, "items", h[:, 0], None, hash(cal.token))
+    else:
+        c = np.zeros(2 * J)
+        c[u] = w * ca
+        c[J + u] = w * cb
+        tp, fn, tn, fp = cal.gold_tp, cal.gold_fn, cal.gold_tn, cal.gold_fp
+        va = (tp * (1 - a) ** 2 + fn * a**2) / np.maximum(npos, 1.0) ** 2
+        vb = (tn * (1 - b) ** 2 + fp * b**2) / np.maximum(nneg, 1.0) ** 2
+        infl = Influence(current_if, "gold_counts", c, np.concatenate([va, vb]), hash(cal.token))
+    return _result("rogan_gladen", mu, cur, status=status, details=details, notes=al.notes, influence=infl)
+
+
+def _gold_item_influence(
+    hist: AnnotationSet,
+    u: npt.NDArray[np.int64],
+    a: FloatArray,
+    b: FloatArray,
+    npos: FloatArray,
+    nneg: FloatArray,
+    ca: FloatArray,
+    cb: FloatArray,
+    per_labeler: bool,
+) -> FloatArray:
+    """Influence of each history item on ``ca_j alpha_j + cb_j beta_j`` (gold-only proportions) for labelers ``u``.
+
+    Item g with gold 1 moves ``alpha_j`` by ``sum (z - alpha_j) / n_pos_j`` over j's labels on g;
+    gold 0 moves ``beta_j`` likewise. Returns (history items x len(u)) when ``per_labeler``,
+    else (history items x 1) summed over labelers.
+    """
+    J = a.size
+    coef_a = np.zeros(J)
+    coef_b = np.zeros(J)
+    coef_a[u] = ca
+    coef_b[u] = cb
+    item_of = hist.annotation_item
+    g = hist.gold[item_of]
+    lab = hist.labeler.astype(np.int64)
+    z = hist.label.astype(np.float64)
+    val = np.where(g == 1, (z - a[lab]) / np.maximum(npos[lab], 1.0), ((1 - z) - b[lab]) / np.maximum(nneg[lab], 1.0))
+    coef = np.where(g == 1, coef_a[lab], np.where(g == 0, coef_b[lab], 0.0))
+    if per_labeler:
+        pos_in_u = np.full(J, -1, dtype=np.int64)
+        pos_in_u[u] = np.arange(u.size)
+        k = pos_in_u[lab]
+        ok = (k >= 0) & (g >= 0)
+        out = np.zeros((hist.n_items, u.size))
+        np.add.at(out, (item_of[ok], k[ok]), (coef * val)[ok])
+        return out
+    ok = g >= 0
+    res = np.bincount(item_of[ok], weights=(coef * val)[ok], minlength=hist.n_items).astype(np.float64)
+    return res[:, None]
+
+
+def _min_variance_weights(S: FloatArray, model_var: FloatArray, shrink: float = 0.5) -> FloatArray:
+    """Non-negative weights summing to 1 minimising ``w' C w``.
+
+    ``C`` has the model variances on its diagonal and the influence-value
+    correlations of ``S``, shrunk by ``shrink`` towards zero, off it.
+    """
+    from scipy.optimize import minimize
+
+    d = np.sqrt(np.maximum(np.diag(S), 1e-300))
+    R = S / np.outer(d, d)
+    R = (1 - shrink) * R + shrink * np.eye(R.shape[0])
+    sd = np.sqrt(model_var)
+    C = R * np.outer(sd, sd)
+    k = C.shape[0]
+    w0 = (1 / model_var) / np.sum(1 / model_var)
+    if k > 300:  # the quadratic programme gets slow; the diagonal weights are the fallback
+        return w0
+    scale = float(w0 @ C @ w0)
+    res = minimize(
+        lambda x: float(x @ C @ x) / scale, w0, jac=lambda x: 2 * (C @ x) / scale, method="SLSQP",
+        bounds=[(0.0, 1.0)] * k, constraints=[{"type": "eq", "fun": lambda x: float(x.sum()) - 1.0}],
+        options={"maxiter": 200, "ftol": 1e-12},
+    )
+    w = np.clip(res.x, 0.0, None) if res.success else w0
+    out: FloatArray = w / w.sum()
+    return out
+
+
 SHIFT_ALPHA = 1e-3
 """HERO-2 warns (CovariateShiftWarning) when the covariate-shift test's p-value is below this."""
 
@@ -522,6 +734,14 @@ def hero_joint(
     d = replace(_em.make_design(ptr, lab, lbl, cal.n_labelers, gold, grp, G + 1,
                                 repeated=hist.repeated_pairs or cur.repeated_pairs),
                 pseudo_count=float(s.get("pseudo_count", 0.0)))
+    hw = float(s.get("history_weight", 1.0))
+    if hw <= 0.0:
+        raise HeroEvalError(
+            "hero_joint needs the gold-free items in the likelihood: the calibration has history_weight 0 "
+            "(gold-only); use hero1 with it"
+        )
+    if hw != 1.0:  # gold-free items, the history's and the current round's, enter with the calibration's weight
+        d = replace(d, weight=np.where(gold >= 0, 1.0, hw))
     tol = float(s.get("tol", 1e-8))
     max_iter = int(s.get("max_iter", 10_000))
     criterion = str(s.get("criterion", "parameters"))
@@ -566,6 +786,7 @@ def estimate(
     tie: TieRule = "half",
     exclude_new_labelers: bool = False,
     rng: np.random.Generator | int | None = None,
+    recommend: bool = False,
 ) -> EstimateResult | EstimateCollection:
     """Estimate the current round's gold rate by one method, several, or ``"all"``.
 
@@ -581,7 +802,14 @@ def estimate(
         allow (``hero2`` needs covariates on both sides, ``hero_joint`` needs
         the history itself). A single name returns an :class:`EstimateResult`,
         otherwise an :class:`EstimateCollection` that lists skipped methods
-        and why.
+        and why. ``"auto"`` returns the result of the method
+        :func:`heroeval.checks.recommend` picks from the model checks on the
+        history's gold (its ``details["auto"]`` says why); it needs
+        ``calibration.checks`` or the history.
+    recommend : bool, default False
+        With several methods: also run the ``"auto"`` choice and attach it
+        as ``EstimateCollection.recommended`` (skipped, with the reason,
+        when neither model checks nor the history are available).
 
     Examples
     --------
@@ -591,7 +819,7 @@ def estimate(
     >>> cur = he.AnnotationSet.from_arrays([7, 7, 8, 8], ["a", "b"] * 2, [1, 1, 0, 0])
     >>> res = he.estimate(cur, history=hist, method="all")
     >>> sorted(res)
-    ['dawid_skene', 'gold_proportion', 'hero1', 'hero_joint', 'majority_vote']
+    ['dawid_skene', 'gold_proportion', 'hero1', 'hero_joint', 'majority_vote', 'rogan_gladen']
     """
     data = _check_current(current)
     if calibration is None:
@@ -607,14 +835,24 @@ def estimate(
                 f"{cal.n_labelers} labelers, rounds {list(cal.round_ids)[:5]}); calibrate from this history instead"
             )
         cal = replace(cal, history=history)
+    if method == "auto":
+        from .checks import recommend as _recommend
+
+        rec = _recommend(data, cal, exclude_new_labelers=exclude_new_labelers)
+        auto = {"method": rec.method, "history_weight": rec.history_weight, "reason": rec.reason,
+                "candidates": rec.table}
+        return replace(rec.result, details={**rec.result.details, "auto": auto})
     single = isinstance(method, str) and method != "all"
     if isinstance(method, str):
         wanted = list(METHODS) if method == "all" else [method]
     else:
         wanted = list(method)
+        if "auto" in wanted:  # in a list, "auto" asks for the recommended estimate beside the others
+            wanted = [m for m in wanted if m != "auto"]
+            recommend = True
     for m in wanted:
         if m not in METHODS:
-            raise HeroEvalError(f"unknown method {m!r}; choose from {list(METHODS)} or 'all'")
+            raise HeroEvalError(f"unknown method {m!r}; choose from {list(METHODS)}, 'auto' or 'all'")
     results: dict[str, EstimateResult] = {}
     skipped: dict[str, str] = {}
     for m in wanted:
@@ -634,8 +872,18 @@ def estimate(
             results[m] = hero1(data, cal, exclude_new_labelers=exclude_new_labelers)
         elif m == "hero2":
             results[m] = hero2(data, cal, ridge=ridge, exclude_new_labelers=exclude_new_labelers)
+        elif m == "rogan_gladen":
+            results[m] = rogan_gladen(data, cal, exclude_new_labelers=exclude_new_labelers)
         else:
             results[m] = hero_joint(data, cal, exclude_new_labelers=exclude_new_labelers)
     if single:
         return results[wanted[0]]
-    return EstimateCollection(results, ingest=data.report, skipped=skipped)
+    recommended = None
+    if recommend:
+        if cal.checks is None and cal.history is None:
+            skipped["auto"] = "needs model checks (calibrate with checks=True) or the history"
+        else:
+            from .checks import recommend as _recommend
+
+            recommended = _recommend(data, cal, exclude_new_labelers=exclude_new_labelers)
+    return EstimateCollection(results, ingest=data.report, skipped=skipped, recommended=recommended)

@@ -129,11 +129,12 @@ class Influence:
     def variance(self) -> float:
         return self.variance_current() + self.variance_history()
 
-METHODS = ("majority_vote", "dawid_skene", "gold_proportion", "hero1", "hero2", "hero_joint")
+METHODS = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1", "hero2", "hero_joint")
 METHOD_TITLES = {
     "majority_vote": "Majority vote",
     "dawid_skene": "Dawid-Skene (current only)",
     "gold_proportion": "Gold-proportion calibration",
+    "rogan_gladen": "Rogan-Gladen (per labeler, pooled)",
     "hero1": "HERO-1",
     "hero2": "HERO-2",
     "hero_joint": "HERO joint",
@@ -262,6 +263,7 @@ class EstimateCollection(Mapping[str, EstimateResult]):
     results: Mapping[str, EstimateResult]
     ingest: IngestReport | None = None
     skipped: Mapping[str, str] = field(default_factory=dict)
+    recommended: Any = None  # heroeval.checks.Recommendation when method="auto" was asked for
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "results", MappingProxyType(dict(self.results)))
@@ -284,6 +286,7 @@ class EstimateCollection(Mapping[str, EstimateResult]):
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
         return {
+            "recommended": None if self.recommended is None else self.recommended.to_dict(confidence_level),
             "estimates": {m: r.to_dict(confidence_level) for m, r in self.results.items()},
             "skipped": dict(self.skipped),
             "ingest": None if self.ingest is None else self.ingest.to_dict(),
@@ -305,6 +308,11 @@ class EstimateCollection(Mapping[str, EstimateResult]):
         lines = ["  ".join(c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(zip(row, widths, strict=True)))
                  for row in rows]
         lines.insert(1, "-" * len(lines[0]))
+        if self.recommended is not None:
+            rec = self.recommended
+            ci = rec.result.confidence_interval(confidence_level)
+            lines[:0] = [f"Recommended: {METHOD_TITLES.get(rec.method, rec.method)} {rec.result.estimate:.4f} "
+                         f"[{ci.low:.4f}, {ci.high:.4f}]", f"  why: {rec.reason}", ""]
         for m, why in self.skipped.items():
             lines.append(f"{METHOD_TITLES.get(m, m)}: not computed ({why})")
         return "\n".join(lines)

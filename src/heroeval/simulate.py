@@ -16,7 +16,7 @@ from scipy.special import expit
 from .data import AnnotationSet
 from .errors import HeroEvalError
 
-__all__ = ["PaperData", "paper_dgp", "paper_target"]
+__all__ = ["PaperData", "dependent_dgp", "paper_dgp", "paper_target"]
 
 
 @dataclass(frozen=True)
@@ -143,3 +143,96 @@ def paper_dgp(
     cur, yc = draw(n, "c", None if current_labeler_weights is None else np.asarray(current_labeler_weights, float))
     hist, _ = draw(N, "h", None, rho)
     return PaperData(hist, cur, a, b, _target(b0, b1), float(yc.mean()))
+
+
+def dependent_dgp(
+    rng: np.random.Generator | int | None = None,
+    *,
+    n: int = 300,
+    N: int = 800,
+    J: int = 10,
+    rho: float = 0.10,
+    k: float = 12.0,
+    mu_alpha: float = 0.90,
+    mu_beta: float = 0.80,
+    b0: float = -0.2,
+    b1: float = 3.0,
+    labels_per_item: int | None = None,
+    hard_share: float = 0.2,
+    hard_fooled: float = 0.7,
+    decoy: int | None = 1,
+    alpha: np.ndarray | None = None,
+    beta: np.ndarray | None = None,
+) -> PaperData:
+    """The paper's design with errors that labelers share: hard items.
+
+    Defaults differ from :func:`paper_dgp` in the labelers' quality (mean
+    sensitivity 0.9, specificity 0.8, so that the gold-only rates stay
+    informative once hard items are mixed in).
+
+    A share ``hard_share`` of items (history and current alike) is *hard*:
+    on a hard item every labeler, independently with probability
+    ``hard_fooled``, gives the label ``decoy`` (default 1: a plausible wrong
+    answer that judges accept; ``None``: the wrong label ``1 - Y``), and
+    otherwise labels as in :func:`paper_dgp`. Labels are then dependent
+    given the gold label (on a hard item most labelers say the same wrong
+    thing together), as with crowds fooled by the same items or LLM judges
+    trained on the same data. Each labeler's marginal sensitivity and
+    specificity stay well defined (with ``h q = hard_share * hard_fooled``:
+    for ``decoy=1``, ``alpha_j' = alpha_j + h q (1 - alpha_j)`` and
+    ``beta_j' = (1 - h q) beta_j``); the returned ``alpha`` and ``beta``
+    are these marginal rates, the ones a gold-only estimate
+    targets. The two-coin likelihood is wrong here, so Stage A and HERO-1
+    are biased; moment estimators that use only each labeler's marginal
+    rates (:func:`heroeval.rogan_gladen`) are not.
+
+    Examples
+    --------
+    >>> from heroeval.simulate import dependent_dgp
+    >>> d = dependent_dgp(0)
+    >>> d.history.n_items, d.current.n_items
+    (800, 300)
+    """
+    if decoy not in (None, 0, 1):
+        raise HeroEvalError(f"decoy must be 0, 1 or None, got {decoy!r}")
+    if not 0 <= hard_share <= 1 or not 0 <= hard_fooled <= 1:
+        raise HeroEvalError(f"hard_share and hard_fooled must be in [0, 1], got {hard_share!r}, {hard_fooled!r}")
+    if not 0 < rho <= 1:
+        raise HeroEvalError(f"rho must be in (0, 1], got {rho!r}")
+    if labels_per_item is not None and not 1 <= labels_per_item <= J:
+        raise HeroEvalError(f"labels_per_item must be in [1, J={J}], got {labels_per_item!r}")
+    gen = np.random.default_rng(rng)
+    a = gen.beta(k * mu_alpha, k * (1 - mu_alpha), J) if alpha is None else np.asarray(alpha, dtype=float)
+    b = gen.beta(k * mu_beta, k * (1 - mu_beta), J) if beta is None else np.asarray(beta, dtype=float)
+    hq = hard_share * hard_fooled
+
+    def draw(m: int, rho_: float | None) -> tuple[AnnotationSet, np.ndarray]:
+        x = gen.standard_normal(m)
+        y = (gen.random(m) < expit(b0 + b1 * x)).astype(np.int8)
+        hard = gen.random(m) < hard_share
+        if labels_per_item is None:
+            lab = np.tile(np.arange(J), m)
+            item = np.repeat(np.arange(m), J)
+        else:
+            lab = np.argsort(gen.random((m, J)), axis=1)[:, :labels_per_item].ravel()
+            item = np.repeat(np.arange(m), labels_per_item)
+        pz = np.where(y[item] == 1, a[lab], 1 - b[lab])
+        z = (gen.random(item.size) < pz).astype(np.int8)
+        fooled = hard[item] & (gen.random(item.size) < hard_fooled)
+        z = np.where(fooled, 1 - y[item] if decoy is None else decoy, z).astype(np.int8)
+        gold = None
+        if rho_ is not None:
+            g = gen.random(m) < rho_
+            if not g.any():
+                g[gen.integers(m)] = True
+            gold = (np.flatnonzero(g), y[g])
+        ds = AnnotationSet.from_arrays(item, lab, z, gold=gold, covariates=(np.arange(m), x), covariate_names=["x"],
+                                       name="history" if rho_ is not None else "current")
+        return ds, y
+
+    cur, yc = draw(n, None)
+    hist, _ = draw(N, rho)
+    # marginal P(z = 1 | Y = 1) and P(z = 0 | Y = 0)
+    a_marg = (1 - hq) * a + (hq if decoy == 1 else 0.0)
+    b_marg = (1 - hq) * b + (hq if decoy == 0 else 0.0)
+    return PaperData(hist, cur, a_marg, b_marg, _target(b0, b1), float(yc.mean()))

@@ -36,7 +36,7 @@ def test_protocol(folder: Path) -> None:
     assert data.covariates is not None and data.covariates.shape[1] == 4
     df = run_benchmark(data, resamples=2, rhos=[0.1], n=60, shifts=["none", "half"], workers=1)
     s = summarize_benchmark(df)
-    assert set(s["shift"]) == {"none", "half"} and len(s) == 12
+    assert set(s["shift"]) == {"none", "half"} and len(s) == 16  # 7 methods + auto, 2 shifts
     row = df[(df["method"] == "hero1") & (df["shift"] == "none")].iloc[0]
     assert row.n_current == 60 and abs(row.rho_effective - 0.1) < 0.01
     assert np.isfinite(s["rmse"]).all()
@@ -50,7 +50,7 @@ def test_cli_benchmark_on_a_new_folder(folder: Path, tmp_path: Path) -> None:
     assert (tmp_path / "o" / "summary.csv").exists() and (tmp_path / "o" / "benchmark_rmse.png").exists()
     r = CliRunner().invoke(app, ["benchmark", str(folder), "--resamples", "2", "--rho", "0.1", "--n", "50",
                                  "--shift", "none", "--workers", "1", "-f", "json"])
-    assert r.exit_code == 0 and len(json.loads(r.stdout)["summary"]) == 6
+    assert r.exit_code == 0 and len(json.loads(r.stdout)["summary"]) == 8  # 7 methods + auto
 
 
 def test_malformed_folders(tmp_path: Path) -> None:
