@@ -82,6 +82,9 @@ MIN_GOLD_PER_FOLD = 4
 ROBUST_REFERENCE = "rogan_gladen"
 """The estimator every candidate is compared with, paired on the mock rounds (it assumes no independence)."""
 
+SE_MARGIN = 0.9
+"""When the paper's HERO-1 passes the bias checks, another candidate replaces it only with a standard error below this share of HERO-1's."""
+
 BIAS_TEST_ALPHA = 0.05
 """A candidate whose mean mock-round error differs from 0 at this level (t-test over folds) is not chosen."""
 
@@ -645,11 +648,17 @@ def recommend(
 
     eligible = [r for r in scored if not r["bias_flagged"]]
     n_flag = len(scored) - len(eligible)
+    default = next((r for r in eligible if (r["method"], r["history_weight"]) == first), None)
     if eligible:
         best = min(eligible, key=rank)
-        rule = (f"the smallest standard error here ({best['standard_error']:.3g}) among the {len(eligible)} "
-                f"candidates whose mock-round bias is not significant ({n_flag} flagged at level "
-                f"{BIAS_TEST_ALPHA:g})")
+        if default is not None and best is not default and best["standard_error"] > SE_MARGIN * default["standard_error"]:
+            best = default  # not biased on the gold, and no other candidate is clearly more precise
+            rule = (f"the paper's HERO-1 is not biased on the mock rounds and no unflagged candidate's standard "
+                    f"error is below {SE_MARGIN:g} of its {default['standard_error']:.3g}")
+        else:
+            rule = (f"the smallest standard error here ({best['standard_error']:.3g}) among the {len(eligible)} "
+                    f"candidates whose mock-round bias is not significant ({n_flag} flagged at level "
+                    f"{BIAS_TEST_ALPHA:g})")
     else:
         best = min(scored, key=lambda r: r["predicted_rmse"])
         rule = (f"every candidate is biased on the mock rounds; smallest predicted RMSE "
