@@ -107,7 +107,7 @@ def _rg_plain(current: he.AnnotationSet, cal: he.Calibration, min_youden: float 
         rows.append((j, obs, a, b, npos, nneg, p, (p + b - 1) / (a + b - 1)))
 
     def mvar(m0: float, row: tuple) -> float:  # type: ignore[type-arg]
-        j, obs, a, b, npos, nneg, p, mu = row
+        j, obs, a, b, npos, nneg, _p, _mu = row
         pb = min(max(m0 * a + (1 - m0) * (1 - b), 1e-3), 1 - 1e-3)
         la = (cal.gold_tp[j] + 1) / (npos + 2)
         lb = (cal.gold_tn[j] + 1) / (nneg + 2)
@@ -115,17 +115,17 @@ def _rg_plain(current: he.AnnotationSet, cal: he.Calibration, min_youden: float 
             a + b - 1) ** 2
 
     w0 = [len(r[1]) * (r[2] + r[3] - 1) ** 2 for r in rows]
-    m0 = min(max(sum(w * r[7] for w, r in zip(w0, rows)) / sum(w0), 0.02), 0.98)
+    m0 = min(max(sum(w * r[7] for w, r in zip(w0, rows, strict=False)) / sum(w0), 0.02), 0.98)
     for _ in range(2):
         ws = [1 / mvar(m0, r) for r in rows]
-        m0 = min(max(sum(w * r[7] for w, r in zip(ws, rows)) / sum(ws), 0.02), 0.98)
+        m0 = min(max(sum(w * r[7] for w, r in zip(ws, rows, strict=False)) / sum(ws), 0.02), 0.98)
     tot = sum(ws)
     ws = [w / tot for w in ws]
-    est = sum(w * r[7] for w, r in zip(ws, rows))
+    est = sum(w * r[7] for w, r in zip(ws, rows, strict=False))
     n = current.n_items
     item_if = np.zeros(n)
     var_hist = 0.0
-    for w, (j, obs, a, b, npos, nneg, p, mu) in zip(ws, rows):
+    for w, (j, obs, a, b, npos, nneg, p, mu) in zip(ws, rows, strict=False):
         Y = a + b - 1
         for r, z in obs:
             item_if[r] += w * (z - p) / (len(obs) * Y)
@@ -202,7 +202,7 @@ def test_dependence_pair_statistic_by_hand() -> None:
     z2 = [1, 1, 0, 0, 1, 1]
     items = [i for i in range(6) for _ in (0, 1)]
     labs = ["a", "b"] * 6
-    lab = [v for pair in zip(z1, z2) for v in pair]
+    lab = [v for pair in zip(z1, z2, strict=False) for v in pair]
     ds = he.AnnotationSet.from_arrays(items, labs, lab, gold=(range(6), [1] * 6))
     t = checks.dependence_test(ds)
     ts = []
@@ -306,5 +306,5 @@ def test_auto_moves_away_from_a_biased_hero1() -> None:
     assert res.recommended.method != "hero1" or res.recommended.history_weight != 1.0
     assert abs(res.recommended.result.estimate - d.current_rate) < abs(res["hero1"].estimate - d.current_rate)
     js = res.to_dict()
-    assert list(js)[0] == "recommended"
+    assert next(iter(js)) == "recommended"
     assert {"method", "estimate", "ci_low", "ci_high", "reason"} <= set(js["recommended"])
