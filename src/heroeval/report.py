@@ -31,10 +31,10 @@ import io
 import json
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -45,8 +45,10 @@ from .errors import HeroEvalError, HeroEvalWarning
 from .estimators import estimate as run_estimate
 from .results import METHOD_TITLES, EstimateCollection, EstimateResult, _jsonable, rate_interval
 
-__all__ = ["build_comparison_report", "build_report", "comparison_report_data", "render_html", "report_data",
-           "write_report"]
+__all__ = ["build_comparison_report", "build_report", "collect_warnings", "comparison_report_data", "render_html",
+           "report_data", "write_report"]
+
+T = TypeVar("T")
 
 # display order: the HERO family first, then the baselines (majority vote right after HERO-1)
 _ORDER = ("hero1", "majority_vote", "hero2", "hero_joint", "gold_proportion", "dawid_skene")
@@ -249,15 +251,25 @@ def _warn_text(w: warnings.WarningMessage) -> str:
     return f"{w.category.__name__}: {w.message}"
 
 
-def _estimate_recording(current: AnnotationSet, calibration: Calibration, history: AnnotationSet | None,
-                        kwargs: Mapping[str, Any]) -> tuple[EstimateCollection, list[str]]:
+def collect_warnings(fn: Callable[[], T]) -> tuple[T, list[str]]:
+    """Run ``fn()``, returning its value and the text of the heroeval warnings it raised.
+
+    The warnings are passed on as well (re-issued), so a caller's own
+    handling still sees them.
+    """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", HeroEvalWarning)
-        res = run_estimate(current, calibration, method="all", history=history, **kwargs)
-    for w in caught:  # pass them on to the caller as well
+        out = fn()
+    for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return out, [_warn_text(w) for w in caught if issubclass(w.category, HeroEvalWarning)]
+
+
+def _estimate_recording(current: AnnotationSet, calibration: Calibration, history: AnnotationSet | None,
+                        kwargs: Mapping[str, Any]) -> tuple[EstimateCollection, list[str]]:
+    res, warns = collect_warnings(lambda: run_estimate(current, calibration, method="all", history=history, **kwargs))
     assert isinstance(res, EstimateCollection)
-    return res, [_warn_text(w) for w in caught if issubclass(w.category, HeroEvalWarning)]
+    return res, warns
 
 
 def report_data(
