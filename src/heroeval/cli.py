@@ -142,8 +142,9 @@ def calibrate_cmd(
         h = _read(history, gold=gold, covariates=covariates, name="history", item_col=item_col,
                   labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
                   label_map=_label_map(label_map))
-        c = calibrate(h, tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate,
-                      pseudo_count=pseudo_count, variance=variance.value)
+        with _busy("Stage A: EM on the history"):
+            c = calibrate(h, tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate,
+                          pseudo_count=pseudo_count, variance=variance.value)
         c.save(output)
         return h, c
 
