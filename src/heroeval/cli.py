@@ -243,18 +243,19 @@ def estimate_cmd(
 
     def go() -> tuple[AnnotationSet, AnnotationSet | None, EstimateCollection, dict[str, Any]]:
         lm = _label_map(label_map)
-        cur = read_annotations(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
-                               label_col=label_col, round_col=False, duplicates=duplicates.value,
-                               label_map=lm, name="current")
-        hist = None
-        if calibration is not None:
-            cal = load_calibration(calibration)
-        else:
-            assert history is not None
-            hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
-                         labeler_col=labeler_col, label_col=label_col, round_col=round_col,
-                         duplicates=duplicates, label_map=lm)
-            cal = calibrate(hist)
+        with _busy("reading and calibrating"):
+            cur = read_annotations(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
+                                   label_col=label_col, round_col=False, duplicates=duplicates.value,
+                                   label_map=lm, name="current")
+            hist = None
+            if calibration is not None:
+                cal = load_calibration(calibration)
+            else:
+                assert history is not None
+                hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
+                             labeler_col=labeler_col, label_col=label_col, round_col=round_col,
+                             duplicates=duplicates, label_map=lm)
+                cal = calibrate(hist)
         kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": exclude_new_labelers}
         res = estimate(cur, cal, method=_methods(method), rng=seed, **kw)
         if isinstance(res, EstimateResult):  # pragma: no cover - a list always gives a collection
@@ -318,17 +319,18 @@ def compare_cmd(
         lm = _label_map(label_map)
         rd: dict[str, Any] = {"item_col": item_col, "labeler_col": labeler_col, "label_col": label_col,
                               "round_col": False, "duplicates": duplicates.value, "label_map": lm}
-        a = read_annotations(a_current, covariates=a_covariates, name="A", **rd)
-        b = read_annotations(b_current, covariates=b_covariates, name="B", **rd)
-        hist = None
-        if calibration is not None:
-            cal = load_calibration(calibration)
-        else:
-            assert history is not None
-            hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
-                         labeler_col=labeler_col, label_col=label_col, round_col=round_col,
-                         duplicates=duplicates, label_map=lm)
-            cal = calibrate(hist)
+        with _busy("reading and calibrating"):
+            a = read_annotations(a_current, covariates=a_covariates, name="A", **rd)
+            b = read_annotations(b_current, covariates=b_covariates, name="B", **rd)
+            hist = None
+            if calibration is not None:
+                cal = load_calibration(calibration)
+            else:
+                assert history is not None
+                hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
+                             labeler_col=labeler_col, label_col=label_col, round_col=round_col,
+                             duplicates=duplicates, label_map=lm)
+                cal = calibrate(hist)
         wanted = _methods(method)
         cc, warns = collect_warnings(lambda: compare(
             a, b, cal, method=wanted if wanted == "all" else list(wanted), ridge=ridge, tie=tie.value,

@@ -113,3 +113,24 @@ def test_warnings_coloured_only_on_a_colour_terminal(files: dict[str, Path], tmp
     colour = runner.invoke(app, args, env={"FORCE_COLOR": "1", "NO_COLOR": None, "TERM": "xterm-256color"})
     assert colour.exit_code == 0, colour.output
     assert ANSI.search(colour.stderr) and "CovariateShiftWarning" in colour.stderr
+
+
+def test_progress_and_spinner_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import sys
+
+    from heroeval import cli
+
+    with cli._progress("x") as tick:  # pytest's captured stderr is not a terminal
+        assert tick is None
+    with cli._progress("x", enabled=False) as tick:
+        assert tick is None
+    fake = io.StringIO()
+    monkeypatch.setattr(fake, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys, "stderr", fake)
+    with cli._progress("benchmark") as tick:
+        assert tick is not None
+        tick(1, 4)
+        tick(4, 4)
+    with cli._busy("Stage A"):
+        pass
