@@ -45,8 +45,8 @@ from .errors import HeroEvalError, HeroEvalWarning
 from .estimators import estimate as run_estimate
 from .results import METHOD_TITLES, EstimateCollection, EstimateResult, _jsonable, rate_interval
 
-__all__ = ["build_comparison_report", "build_report", "collect_warnings", "comparison_report_data", "render_html",
-           "report_data", "write_report"]
+__all__ = ["build_comparison_report", "build_report", "collect_warnings", "comparison_report_data",
+           "error_correlation", "render_html", "report_data", "write_report"]
 
 T = TypeVar("T")
 
@@ -222,6 +222,87 @@ def _diagnostics(res: EstimateCollection) -> list[dict[str, Any]]:
     return res_out
 
 
+def error_correlation(history: AnnotationSet, *, n_shuffles: int = 50, max_items: int = 5000,
+                      seed: int = 0) -> dict[str, Any]:
+    """How alike the labelers' mistakes are on the history's gold items (HERO assumes independent errors).
+
+    Within each gold class, each labeler's error indicator per gold item
+    (its mean over repeated labels) is correlated with every other labeler's
+    over the items both labelled (pairs with fewer than 10 common items are
+    left out); the statistic is the mean of those pairwise correlations.
+    Under conditional independence it is near 0; the reference is the same
+    statistic after shuffling each labeler's errors across the items it
+    labelled (``n_shuffles`` times, fixed ``seed``), which makes them
+    independent while keeping each labeler's error rate.
+
+    Returns, per class (``"gold_1"``, ``"gold_0"``): the number of items, the
+    mean correlation, the shuffles' mean and 95th percentile, and ``ok``
+    (the observed mean does not exceed that percentile).
+    """
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    item = history.annotation_item
+    gold = np.asarray(history.gold)[item]
+    out: dict[str, Any] = {}
+    for y in (1, 0):
+        keep = gold == y
+        if not keep.any():
+            continue
+        df = pd.DataFrame({"item": item[keep], "lab": np.asarray(history.labeler)[keep],
+                           "err": (np.asarray(history.label)[keep] != y).astype(float)})
+        wide = df.pivot_table(index="item", columns="lab", values="err", aggfunc="mean")
+        if len(wide) > max_items:
+            wide = wide.iloc[np.sort(rng.choice(len(wide), max_items, replace=False))]
+
+        def mean_corr(w: pd.DataFrame) -> float:
+            c = w.corr(min_periods=10).to_numpy()
+            off = c[~np.eye(len(c), dtype=bool)]
+            off = off[np.isfinite(off)]
+            return float(off.mean()) if off.size else math.nan
+
+        def shuffled(w: pd.DataFrame) -> pd.DataFrame:
+            arr = w.to_numpy().copy()
+            for j in range(arr.shape[1]):
+                seen = np.flatnonzero(~np.isnan(arr[:, j]))
+                arr[seen, j] = arr[rng.permutation(seen), j]
+            return pd.DataFrame(arr, index=w.index, columns=w.columns)
+
+        obs = mean_corr(wide)
+        null = np.array([mean_corr(shuffled(wide)) for _ in range(n_shuffles)])
+        null = null[np.isfinite(null)]
+        q95 = float(np.quantile(null, 0.95)) if null.size else math.nan
+        out[f"gold_{y}"] = {"n_items": len(wide), "mean_correlation": obs,
+                            "shuffled_mean": float(null.mean()) if null.size else math.nan,
+                            "shuffled_q95": q95, "ok": bool(not math.isfinite(obs) or not math.isfinite(q95)
+                                                            or obs <= q95)}
+    res: dict[str, Any] = _jsonable(out)
+    return res
+
+
+def _dependence_checks(history: AnnotationSet | None, res: EstimateCollection) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if history is not None and history.has_gold:
+        for key, v in error_correlation(history).items():
+            y = key[-1]
+            if v["mean_correlation"] is None or v["shuffled_q95"] is None:
+                out.append({"name": f"Labelers' errors alike on gold-{y} history items", "value": None, "format": "r",
+                            "ok": None, "reading": "no pair of labelers shares 10 gold items of this class: no check"})
+                continue
+            out.append({"name": f"Labelers' errors alike on gold-{y} history items (mean pairwise correlation)",
+                        "value": v["mean_correlation"], "format": "r", "ok": v["ok"],
+                        "reading": f"HERO assumes independent errors given the truth: near 0 (shuffled: "
+                                   f"{v['shuffled_mean']:+.3f}, 95% below {v['shuffled_q95']:.3f}; "
+                                   f"{v['n_items']} items). Above, the intervals are too narrow"})
+    h1, hj = res.results.get("hero1"), res.results.get("hero_joint")
+    if h1 is not None and hj is not None and math.isfinite(h1.standard_error):
+        gap = hj.estimate - h1.estimate
+        out.append({"name": "HERO joint − HERO-1", "value": gap, "format": "d4", "ok": abs(gap) <= h1.standard_error,
+                    "reading": "the joint fit refits the labelers' rates with the current round; a gap larger than "
+                               f"HERO-1's SE ({h1.standard_error:.4f}) suggests they changed since the history"})
+    return out
+
+
 def _ingest(rep: IngestReport | None) -> Any:
     return None if rep is None else rep.to_dict()
 
@@ -324,7 +405,8 @@ def report_data(
         primary=block["order"][0] if block["order"] else None,
         rounds={"current": {"name": current.name, "n_items": current.n_items, "n_labels": current.n_annotations,
                             "n_labelers": current.n_labelers, **block,
-                            "diagnostics": _diagnostics(estimates)}},
+                            "diagnostics": _diagnostics(estimates)
+                            + _dependence_checks(history or calibration.history, estimates)}},
         pool=_pool(calibration, [("current", current)]),
         ingest={"current": _ingest(current.report), "history": _ingest(None if history is None else history.report)},
     )
@@ -451,7 +533,7 @@ def _labeler_map(labelers: Sequence[Mapping[str, Any]], fig_id: str) -> str:
     spec = np.array([_f(r["specificity"]) for r in shown])
     vol = np.array([float(r["n_history_labels"]) for r in shown])
     gold = np.array([float(r["gold_overlap"]) for r in shown])
-    size = 30 + 400 * np.sqrt(vol / max(vol.max(initial=1.0), 1.0))
+    size = 20 + (400 if len(shown) <= 15 else 160) * np.sqrt(vol / max(vol.max(initial=1.0), 1.0))
     for r, x, y in zip(shown, spec, sens, strict=True):
         slo, shi = (_f(v) for v in r["specificity_ci"])
         tlo, thi = (_f(v) for v in r["sensitivity_ci"])
@@ -718,9 +800,10 @@ def _diagnostics_html(d: Mapping[str, Any]) -> str:
         parts.append(f"<h3>Checks on {_e(block['name'])}</h3>")
         rows = []
         for x in block["diagnostics"]:
-            fmt = {"p": ".3g", "r": ".3f", "n": ".0f", "it": "d"}.get(x["format"])
+            fmt = {"p": ".3g", "r": ".3f", "n": ".0f", "it": "d", "d4": "+.4f"}.get(x["format"])
             val = _e(x["value"]) if fmt is None else _num(x["value"], fmt)
-            mark = '<span class="ok">ok</span>' if x["ok"] else '<span class="bad">check</span>'
+            mark = ('<span class="muted">n/a</span>' if x["ok"] is None
+                    else '<span class="ok">ok</span>' if x["ok"] else '<span class="bad">check</span>')
             rows.append(f'<tr data-round="{_e(key)}"><td class="name">{_e(x["name"])}</td>'
                         f'<td class="num">{val}</td><td>{mark}</td><td class="name">{_e(x["reading"])}</td></tr>')
         parts.append(_table([("check", False), ("value", True), ("", False), ("what it means", False)], rows))
@@ -764,6 +847,12 @@ def _diff_table(d: Mapping[str, Any]) -> str:
     return _table(head, rows, "difference")
 
 
+def _truncated(n: int, which: str) -> str:
+    if n <= _MAX_PLOTTED_LABELERS:
+        return ""
+    return f" The figure draws the {_MAX_PLOTTED_LABELERS} of {n} labelers {which}; the table lists more."
+
+
 def render_html(d: Mapping[str, Any]) -> str:
     """The HTML page of a report dict (from :func:`report_data` or :func:`comparison_report_data`)."""
     level = float(d["confidence_level"])
@@ -798,7 +887,8 @@ def render_html(d: Mapping[str, Any]) -> str:
                      "estimated them from the history, with "
                      f"{100 * level:g}% intervals (logit). Far from the dashed line is informative; the colour counts "
                      "the gold items the labeler labelled (the anchor of its estimate); the area its history labels. "
-                     "Numbers are the rows below.</figcaption></figure>" + _labeler_table(d)))
+                     "Numbers are the rows below." + _truncated(len(d["labelers"]), "with the most history labels")
+                     + "</figcaption></figure>" + _labeler_table(d)))
     pfig = _pool_plot(d["pool"], "fig-pool")
     tv = ", ".join(f"{_e(k)}: {_num(v, '.3f')}" for k, v in d["pool"]["total_variation"].items())
     new = {k: v for k, v in d["pool"]["new_labelers"].items() if v}
@@ -808,7 +898,8 @@ def render_html(d: Mapping[str, Any]) -> str:
                      f"<figure>{pfig}<figcaption>Each labeler's share of the labels in the history and in the "
                      "current round(s). HERO allows the pool to shift (it corrects each labeler separately); "
                      "majority vote and the current-only Dawid-Skene do not."
-                     f"</figcaption></figure><p>Total variation distance from the history's shares: {tv}.</p>"
+                     + _truncated(len(d["pool"]["labelers"]), "with the largest shares")
+                     + f"</figcaption></figure><p>Total variation distance from the history's shares: {tv}.</p>"
                      + new_txt + _pool_table(d)))
     sections.append(("diagnostics", "Assumptions and diagnostics", _diagnostics_html(d)
                      + "<p class='muted'>HERO assumes labelers err independently given the truth and keep their "

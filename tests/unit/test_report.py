@@ -218,8 +218,13 @@ def test_pool_shift_by_hand() -> None:
     assert got == {"a": (3 / 5, 1 / 4, True), "b": (2 / 5, 1 / 4, True), "c": (0.0, 2 / 4, False)}
     assert pool["total_variation"]["current"] == pytest.approx(0.5 * (0.35 + 0.15 + 0.5))
     assert pool["new_labelers"] == {"current": ["c"]}
-    page = render_html(report_data(cur, cal, res))
+    d = report_data(cur, cal, res, history=hist)
+    page = render_html(d)
     assert "the history does not know: c." in page
+    # three gold items are too few for the error-correlation check: shown as not applicable
+    checks = [x for x in d["rounds"]["current"]["diagnostics"] if x["name"].startswith("Labelers' errors")]
+    assert checks and all(x["ok"] is None and x["value"] is None for x in checks)
+    assert '<span class="muted">n/a</span>' in page
 
 
 def test_comparison_report_matches_compare(sim: Sim, calibration: he.Calibration) -> None:
@@ -285,3 +290,57 @@ def test_nan_shown_as_dash_and_bad_settings(sim: Sim, calibration: he.Calibratio
         write_report(tmp_path / "missing" / "r.html", page)
     p = write_report(tmp_path / "r.html", page)
     assert p.read_text(encoding="utf-8") == page
+
+
+# ------------------------------------------------- dependence diagnostics
+
+
+def test_error_correlation_by_hand() -> None:
+    from heroeval.report import error_correlation
+
+    # 12 gold-1 items; a and b wrong on the same items 0-3, c wrong on 4-6, d on 0 and 7
+    items = [f"i{k:02d}" for k in range(12)]
+    wrong = {"a": {0, 1, 2, 3}, "b": {0, 1, 2, 3}, "c": {4, 5, 6}, "d": {0, 7}}
+    rows = [(i, lab, 0 if k in wrong[lab] else 1) for k, i in enumerate(items) for lab in wrong]
+    ds = he.AnnotationSet.from_arrays([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+                                      gold=(items, [1] * 12))
+    got = error_correlation(ds, n_shuffles=20)
+    assert set(got) == {"gold_1"}
+    E = np.array([[k in wrong[lab] for lab in "abcd"] for k in range(12)], dtype=float)
+    C = np.corrcoef(E, rowvar=False)
+    expect = C[~np.eye(4, dtype=bool)].mean()
+    assert got["gold_1"]["mean_correlation"] == pytest.approx(expect, abs=1e-12)
+    assert got["gold_1"]["n_items"] == 12
+
+
+def test_error_correlation_near_zero_when_independent_and_flags_copies(sim: Sim) -> None:
+    from heroeval.report import error_correlation
+
+    # the conftest simulation draws labels independently given the truth
+    indep = error_correlation(sim.history)
+    for v in indep.values():
+        assert abs(v["mean_correlation"]) < 0.1
+    # make two labelers copy a third: their errors coincide
+    h = sim.history
+    labs = h.labeler_ids[h.labeler].astype(object)
+    items = h.item_ids[h.annotation_item]
+    first = {}
+    for i, z in zip(items, h.label, strict=True):
+        first.setdefault(i, z)
+    copied = [first[i] if lab in ("L01", "L02") else z for i, lab, z in zip(items, labs, h.label, strict=True)]
+    g = h.gold >= 0
+    dep = he.AnnotationSet.from_arrays(items, labs, copied, gold=(h.item_ids[g], h.gold[g]))
+    got = error_correlation(dep)
+    assert all(not v["ok"] for v in got.values())
+    assert all(v["mean_correlation"] > indep[k]["mean_correlation"] + 0.05 for k, v in got.items())
+
+
+def test_report_shows_dependence_and_joint_gap(sim: Sim, calibration: he.Calibration) -> None:
+    res = he.estimate(sim.current, calibration, method="all", history=sim.history)
+    assert isinstance(res, he.EstimateCollection)
+    d = report_data(sim.current, calibration, res, history=sim.history)
+    diag = {x["name"]: x for x in d["rounds"]["current"]["diagnostics"]}
+    gap = diag["HERO joint − HERO-1"]
+    assert gap["value"] == pytest.approx(res["hero_joint"].estimate - res["hero1"].estimate, abs=1e-15)
+    assert any(k.startswith("Labelers' errors alike on gold-1") for k in diag)
+    assert f'{gap["value"]:+.4f}' in render_html(d)
