@@ -293,7 +293,7 @@ def _dependence_checks(history: AnnotationSet | None, res: EstimateCollection) -
                         "value": v["mean_correlation"], "format": "r", "ok": v["ok"],
                         "reading": f"HERO assumes independent errors given the truth: near 0 (shuffled: "
                                    f"{v['shuffled_mean']:+.3f}, 95% below {v['shuffled_q95']:.3f}; "
-                                   f"{v['n_items']} items). Above, the intervals are too narrow"})
+                                   f"{v['n_items']} items). Well above it, the intervals are likely too narrow"})
     h1, hj = res.results.get("hero1"), res.results.get("hero_joint")
     if h1 is not None and hj is not None and math.isfinite(h1.standard_error):
         gap = hj.estimate - h1.estimate
