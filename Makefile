@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint typecheck bench clean
+.PHONY: demo test test-fast test-browser lint typecheck bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -17,9 +17,9 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.installed
 
-## make demo: create .venv, install heroeval, run the bundled example
+## make demo: create .venv, install heroeval, run the bundled example and write its HTML report
 demo: $(VENV)/.installed
-	$(BIN)/hero demo
+	$(BIN)/hero demo --report demo-report.html
 
 ## make test: create .venv, install with test extras, lint, type-check, run the whole suite
 test: $(VENV)/.installed-test
@@ -30,6 +30,10 @@ test: $(VENV)/.installed-test
 ## make test-fast: the suite without the slow Monte-Carlo checks
 test-fast: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -m "not slow"
+
+## make test-browser: the headless-Chromium test of the HTML report (needs Debian's chromium: apt-get install -y chromium)
+test-browser: $(VENV)/.installed-test
+	$(BIN)/python -m pytest tests/browser -v
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests benchmarks scripts
@@ -43,4 +47,4 @@ bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/stage_a.py
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache tests/browser/artifacts demo-report.html

@@ -7,6 +7,8 @@ import math
 import sys
 import time
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
@@ -23,6 +25,7 @@ from .errors import HeroEvalError, HeroEvalWarning
 from .estimators import estimate
 from .inference import bootstrap as run_bootstrap
 from .inference import compare
+from .report import build_comparison_report, build_report, collect_warnings, write_report
 from .results import METHODS, EstimateCollection, EstimateResult
 
 app = typer.Typer(
@@ -143,8 +146,9 @@ def calibrate_cmd(
         h = _read(history, gold=gold, covariates=covariates, name="history", item_col=item_col,
                   labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
                   label_map=_label_map(label_map))
-        c = calibrate(h, tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate,
-                      pseudo_count=pseudo_count, variance=variance.value, history_weight=hw, checks=checks)
+        with _busy("Stage A: EM on the history" + (" and model checks" if checks or hw == "cv" else "")):
+            c = calibrate(h, tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate,
+                          pseudo_count=pseudo_count, variance=variance.value, history_weight=hw, checks=checks)
         c.save(output)
         return h, c
 
@@ -265,18 +269,19 @@ def estimate_cmd(
 
     def go() -> tuple[AnnotationSet, AnnotationSet | None, EstimateCollection, dict[str, Any]]:
         lm = _label_map(label_map)
-        cur = read_annotations(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
-                               label_col=label_col, round_col=False, duplicates=duplicates.value,
-                               label_map=lm, name="current")
-        hist = None
-        if calibration is not None:
-            cal = load_calibration(calibration)
-        else:
-            assert history is not None
-            hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
-                         labeler_col=labeler_col, label_col=label_col, round_col=round_col,
-                         duplicates=duplicates, label_map=lm)
-            cal = calibrate(hist, history_weight=hw, checks=True)
+        with _busy("reading and calibrating"):
+            cur = read_annotations(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
+                                   label_col=label_col, round_col=False, duplicates=duplicates.value,
+                                   label_map=lm, name="current")
+            hist = None
+            if calibration is not None:
+                cal = load_calibration(calibration)
+            else:
+                assert history is not None
+                hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
+                             labeler_col=labeler_col, label_col=label_col, round_col=round_col,
+                             duplicates=duplicates, label_map=lm)
+                cal = calibrate(hist, history_weight=hw, checks=True)
         kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": exclude_new_labelers}
         ms = _methods(method)
         ms = ms if ms == "all" else [m for m in ms if m != "auto"]
@@ -331,27 +336,39 @@ def compare_cmd(
     round_col: RoundOpt = None,
     duplicates: DupOpt = Duplicates.keep,
     fmt: FmtOpt = Format.table,
+    report: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report of both rounds and the difference.")] = None,
 ) -> None:
     """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values."""
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
+    if report is not None and method != "all" and len(_methods(method)) < 2:
+        method = "all"  # the report shows every method; one method alone gives no collection
 
     def go() -> tuple[Any, AnnotationSet, AnnotationSet]:
         lm = _label_map(label_map)
         rd: dict[str, Any] = {"item_col": item_col, "labeler_col": labeler_col, "label_col": label_col,
                               "round_col": False, "duplicates": duplicates.value, "label_map": lm}
-        a = read_annotations(a_current, covariates=a_covariates, name="A", **rd)
-        b = read_annotations(b_current, covariates=b_covariates, name="B", **rd)
-        if calibration is not None:
-            cal = load_calibration(calibration)
-        else:
-            assert history is not None
-            hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
-                         labeler_col=labeler_col, label_col=label_col, round_col=round_col,
-                         duplicates=duplicates, label_map=lm)
-            cal = calibrate(hist)
+        with _busy("reading and calibrating"):
+            a = read_annotations(a_current, covariates=a_covariates, name="A", **rd)
+            b = read_annotations(b_current, covariates=b_covariates, name="B", **rd)
+            hist = None
+            if calibration is not None:
+                cal = load_calibration(calibration)
+            else:
+                assert history is not None
+                hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
+                             labeler_col=labeler_col, label_col=label_col, round_col=round_col,
+                             duplicates=duplicates, label_map=lm)
+                cal = calibrate(hist)
         wanted = _methods(method)
-        cc = compare(a, b, cal, method=wanted if wanted == "all" else list(wanted), ridge=ridge, tie=tie.value,
-                     exclude_new_labelers=exclude_new_labelers)
+        cc, warns = collect_warnings(lambda: compare(
+            a, b, cal, method=wanted if wanted == "all" else list(wanted), ridge=ridge, tie=tie.value,
+            exclude_new_labelers=exclude_new_labelers))
+        if report is not None:
+            src = {"A": a_current, "B": b_current, "calibration": calibration, "history": history, "gold": gold}
+            page = build_comparison_report(
+                cc, a, b, cal, history=None if calibration is not None else hist, warnings=warns,
+                confidence_level=confidence_level, sources={k: str(v) for k, v in src.items() if v is not None})
+            write_report(report, page)
         return cc, a, b
 
     cc, a, b = _run(go)
@@ -363,6 +380,8 @@ def compare_cmd(
     con = _console()
     _render.print_all(con, _render.ingest_table(a.report, "Ingest: round A"), _render.ingest_table(b.report, "Ingest: round B"),
                       _render.comparison_table(cc, confidence_level))
+    if report is not None:
+        con.print(f"report written to {report}")
 
 
 def _num(x: float) -> float | None:
@@ -479,8 +498,9 @@ def benchmark_cmd(
         shifts = [x.strip() for x in shift.split(",") if x.strip()]
         data = load_folder(dataset_dir, binary_suffix=binary_suffix, group_col=group_col)
         t0 = time.perf_counter()
-        df = run_benchmark(data, resamples=resamples, rhos=rhos, n=n, shifts=shifts, seed=seed, workers=workers,
-                           split=split)
+        with _progress("benchmark", fmt is Format.table) as tick:
+            df = run_benchmark(data, resamples=resamples, rhos=rhos, n=n, shifts=shifts, seed=seed, workers=workers,
+                               split=split, progress=tick)
         return df, summarize_benchmark(df), time.perf_counter() - t0
 
     df, summ, secs = _run(go)
@@ -501,7 +521,10 @@ def benchmark_cmd(
 
 
 @app.command("demo")
-def demo_cmd(fmt: FmtOpt = Format.table) -> None:
+def demo_cmd(
+    fmt: FmtOpt = Format.table,
+    report: Annotated[Path | None, typer.Option(help="Also write the demo's self-contained HTML report here.")] = None,
+) -> None:
     """Run every method on the bundled real example (LLM judges grading TriviaQA answers)."""
     from .demo import example_paths, run_demo
 
@@ -509,6 +532,12 @@ def demo_cmd(fmt: FmtOpt = Format.table) -> None:
     d = _run(run_demo)
     secs = time.perf_counter() - t0
     truth = float(d.truth["true_rate"])
+    if report is not None:
+        p = example_paths()
+        page = build_report(d.current, d.calibration, d.estimates, history=d.history, truth=truth,
+                            title=f"heroeval demo: accuracy of {d.truth['current_round']} on TriviaQA",
+                            sources={k: str(p[k]) for k in ("current", "history", "gold")})
+        _run(lambda: write_report(report, page))
     if fmt is Format.json:
         out = d.estimates.to_dict()
         out["truth"] = d.truth
@@ -533,6 +562,89 @@ def demo_cmd(fmt: FmtOpt = Format.table) -> None:
                                 title=f"Accuracy of {d.truth['current_round']}: estimates vs the true gold rate"),
     )
     con.print(f"demo finished in {secs:.2f} s")
+    if report is not None:
+        con.print(f"HTML report written to {report}")
+
+
+@contextmanager
+def _progress(what: str, enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
+    """A transient rich progress bar on stderr fed by ``tick(done, total)``; None when stderr is not a terminal."""
+    if not (enabled and sys.stderr.isatty()):
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as prog:
+        task = prog.add_task(what, total=None)
+        yield lambda done, total: prog.update(task, completed=done, total=total)
+
+
+@contextmanager
+def _busy(what: str) -> Iterator[None]:
+    """A transient spinner on stderr while a long step (reading, Stage A's EM) runs; nothing when piped."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    with Console(stderr=True).status(what):
+        yield
+
+
+@app.command("report")
+def report_cmd(
+    current: Annotated[Path, typer.Argument(help="Current-round annotations (no gold needed).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the HTML report.")],
+    calibration: CalOpt = None,
+    history: HistOpt = None,
+    gold: GoldOpt = None,
+    covariates: Annotated[Path | None, typer.Option(help="Current-round covariates (HERO-2).")] = None,
+    history_covariates: HistCovOpt = None,
+    title: Annotated[str | None, typer.Option(help="Title of the page.")] = None,
+    ridge: RidgeOpt = 0.0,
+    tie: TieOpt = Tie.half,
+    exclude_new_labelers: NewLabOpt = False,
+    confidence_level: LevelOpt = 0.95,
+    ci_method: CiOpt = CiMethod.logit,
+    seed: Annotated[int | None, typer.Option(help="Seed of --tie random.")] = None,
+    label_map: MapOpt = None,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    round_col: RoundOpt = None,
+    duplicates: DupOpt = Duplicates.keep,
+) -> None:
+    """Write one self-contained HTML report: every estimate, the labelers, the pool shift and the checks."""
+    _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
+
+    def go() -> EstimateCollection:
+        lm = _label_map(label_map)
+        with _busy("reading and calibrating"):
+            cur = read_annotations(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
+                                   label_col=label_col, round_col=False, duplicates=duplicates.value,
+                                   label_map=lm, name="current")
+            hist = None
+            if calibration is not None:
+                cal = load_calibration(calibration)
+            else:
+                assert history is not None
+                hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
+                             labeler_col=labeler_col, label_col=label_col, round_col=round_col,
+                             duplicates=duplicates, label_map=lm)
+                cal = calibrate(hist, checks=True)
+        kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": exclude_new_labelers}
+        res, warns = collect_warnings(lambda: estimate(cur, cal, method="all", history=hist, rng=seed,
+                                                       recommend=True, **kw))
+        assert isinstance(res, EstimateCollection)
+        src = {"current": current, "calibration": calibration, "history": history, "gold": gold}
+        page = build_report(cur, cal, res, history=hist, title=title, warnings=warns,
+                            confidence_level=confidence_level, ci_method=ci_method.value,
+                            sources={k: str(v) for k, v in src.items() if v is not None})
+        write_report(output, page)
+        return res
+
+    res = _run(go)
+    con = _console()
+    _render.print_all(con, _render.estimates_table(res, confidence_level=confidence_level, ci_method=ci_method.value))
+    con.print(f"report written to {output}")
 
 
 @app.callback(invoke_without_command=True)
