@@ -59,6 +59,18 @@ class Variance(str, Enum):
     model = "model"
 
 
+class NewLabelers(str, Enum):
+    error = "error"
+    exclude = "exclude"
+    estimate = "estimate"
+
+
+class OnShift(str, Enum):
+    warn = "warn"
+    fallback = "fallback"
+    ignore = "ignore"
+
+
 class Tie(str, Enum):
     half = "half"
     positive = "positive"
@@ -219,6 +231,8 @@ def estimate_cmd(
     ridge: RidgeOpt = 0.0,
     tie: TieOpt = Tie.half,
     exclude_new_labelers: NewLabOpt = False,
+    new_labelers: Annotated[NewLabelers | None, typer.Option(help="Labelers unknown to the calibration: error, exclude, or estimate them from the current round (HERO-1, anchored by the calibrated ones).")] = None,
+    on_shift: Annotated[OnShift, typer.Option(help="HERO-2 on covariate shift: warn, fallback (return HERO-1) or ignore.")] = OnShift.warn,
     confidence_level: LevelOpt = 0.95,
     ci_method: CiOpt = CiMethod.logit,
     bootstrap: Annotated[int, typer.Option(help="Also run a two-sample cluster bootstrap with this many resamples (needs --history).")] = 0,
@@ -252,7 +266,8 @@ def estimate_cmd(
                          duplicates=duplicates, label_map=lm)
             cal = calibrate(hist)
         kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": exclude_new_labelers}
-        res = estimate(cur, cal, method=_methods(method), rng=seed, **kw)
+        res = estimate(cur, cal, method=_methods(method), rng=seed, on_shift=on_shift.value,
+                       new_labelers=None if new_labelers is None else new_labelers.value, **kw)
         if isinstance(res, EstimateResult):  # pragma: no cover - a list always gives a collection
             res = EstimateCollection({res.method: res}, ingest=cur.report)
         boot: dict[str, Any] = {}
@@ -505,6 +520,109 @@ def demo_cmd(fmt: FmtOpt = Format.table) -> None:
                                 title=f"Accuracy of {d.truth['current_round']}: estimates vs the true gold rate"),
     )
     con.print(f"demo finished in {secs:.2f} s")
+
+
+@app.command("drift")
+def drift_cmd(
+    current: Annotated[Path, typer.Argument(help="Current-round annotations.")],
+    calibration: CalOpt = None,
+    history: HistOpt = None,
+    gold: GoldOpt = None,
+    significance: Annotated[float, typer.Option(help="Level of the per-labeler (adjusted) and overall tests.")] = 0.05,
+    adjust: Annotated[str, typer.Option(help="Multiple-testing adjustment: holm or bh.")] = "holm",
+    reestimate: Annotated[str, typer.Option(help="Also re-estimate HERO-1 without trusting flagged labelers: none, drop or estimate.")] = "drop",
+    label_map: MapOpt = None,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    round_col: RoundOpt = None,
+    duplicates: DupOpt = Duplicates.keep,
+    fmt: FmtOpt = Format.table,
+) -> None:
+    """Labeler drift check: does each labeler's current positive rate match its calibration?"""
+    from .drift import check_drift, reestimate_without
+    from .estimators import hero1
+
+    _check_sources(calibration, history, gold, None, round_col)
+    if reestimate not in ("none", "drop", "estimate"):
+        _err(f"--reestimate must be none, drop or estimate, got {reestimate!r}")
+        raise typer.Exit(2)
+
+    def go() -> tuple[Any, Any, Any]:
+        lm = _label_map(label_map)
+        cur = read_annotations(current, item_col=item_col, labeler_col=labeler_col, label_col=label_col,
+                               round_col=False, duplicates=duplicates.value, label_map=lm, name="current")
+        if calibration is not None:
+            cal = load_calibration(calibration)
+        else:
+            assert history is not None
+            cal = calibrate(_read(history, gold=gold, name="history", item_col=item_col, labeler_col=labeler_col,
+                                  label_col=label_col, round_col=round_col, duplicates=duplicates, label_map=lm))
+        chk = check_drift(cur, cal, significance=significance, adjust=adjust)  # type: ignore[arg-type]
+        before = after = None
+        if reestimate != "none" and chk.flagged:
+            before = hero1(cur, cal, new_labelers="exclude")
+            after = reestimate_without(cur, cal, chk, how=reestimate)  # type: ignore[arg-type]
+        return chk, before, after
+
+    chk, before, after = _run(go)
+    if fmt is Format.json:
+        out = chk.to_dict()
+        if after is not None:
+            out["hero1_all_labelers"] = before.to_dict()
+            out["hero1_reestimated"] = after.to_dict()
+        print(json.dumps(out, indent=1))
+        return
+    con = _console()
+    con.print(chk.summary(), soft_wrap=True)
+    if after is not None:
+        for title, r in (("HERO-1, all labelers", before), (f"HERO-1, flagged labelers {reestimate}", after)):
+            ci = r.confidence_interval()
+            con.print(f"{title}: {r.estimate:.4f} (SE {r.standard_error:.4f}, 95% CI [{ci.low:.4f}, {ci.high:.4f}])")
+
+
+@app.command("plan")
+def plan_cmd(
+    calibration: Annotated[Path, typer.Option(help="Calibration JSON from 'hero calibrate'.")],
+    mu: Annotated[float, typer.Option(help="Guessed gold rate of the round (round A for --difference).")],
+    half_width: Annotated[float | None, typer.Option(help="Target half-width of the confidence interval.")] = None,
+    difference: Annotated[float | None, typer.Option(help="Difference between two rounds to detect (B - A).")] = None,
+    n_items: Annotated[int | None, typer.Option(help="Report the half-width at this many items instead.")] = None,
+    power: Annotated[float, typer.Option(help="Power for --difference.")] = 0.8,
+    confidence_level: LevelOpt = 0.95,
+    labels_per_item: Annotated[str | None, typer.Option(help="Labels per item, comma-separated (default: every labeler of the pool).")] = None,
+    pool: Annotated[str | None, typer.Option(help="Labelers who will label, e.g. 'a,b,c' or with shares 'a=2,b=1'.")] = None,
+    score_r2: Annotated[float, typer.Option(help="HERO-2: share of score variance the covariates explain (from an earlier round).")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Seed of the Monte Carlo expectation (when not enumerated exactly).")] = 0,
+    fmt: FmtOpt = Format.table,
+) -> None:
+    """Plan a round: items (per labels-per-item) for a CI half-width or to detect a difference."""
+    from .planning import plan
+
+    def go() -> Any:
+        cal = load_calibration(calibration)
+        lp = _floats(labels_per_item, "labels-per-item")
+        ks: Any = None if lp is None else [int(v) for v in lp]
+        pl: Any = None
+        if pool is not None:
+            parts = [x.strip() for x in pool.split(",") if x.strip()]
+            if all("=" in x for x in parts):
+                try:
+                    pl = {k.strip(): float(v) for k, v in (x.split("=", 1) for x in parts)}
+                except ValueError:
+                    raise HeroEvalError(f"--pool: shares must be numbers, got {pool!r}") from None
+            elif any("=" in x for x in parts):
+                raise HeroEvalError(f"--pool: give shares for every labeler or for none, got {pool!r}")
+            else:
+                pl = parts
+        return plan(cal, mu=mu, half_width=half_width, difference=difference, n_items=n_items, power=power,
+                    confidence_level=confidence_level, labels_per_item=ks, pool=pl, score_r2=score_r2, rng=seed)
+
+    p = _run(go)
+    if fmt is Format.json:
+        print(json.dumps(p.to_dict(), indent=1))
+        return
+    _console().print(p.summary(), soft_wrap=True)
 
 
 @app.callback(invoke_without_command=True)
