@@ -269,7 +269,8 @@ def check_drift(
                      "anti-conservative)")
     cov = 0.5 * (cov + cov.T)
     # scale: the sampling variance of p_j alone, to tell a real zero from rounding
-    scale = np.maximum(m * p_obs * (1 - p_obs) / m**2, 1e-300)
+    pc = np.clip(p_obs, 0.5 / m, 1 - 0.5 / m)
+    scale = pc * (1 - pc) / m
     var = np.diag(cov).copy()
     live = var > _RANK_TOL * scale
     se = np.where(live, np.sqrt(np.maximum(var, 0)), np.nan)

@@ -615,7 +615,7 @@ def hero_joint(
     max_iter = int(s.get("max_iter", 10_000))
     criterion = str(s.get("criterion", "parameters"))
     accelerate = bool(s.get("accelerate", True))
-    prev0 = np.concatenate([cal.round_prevalence, [min(max(mu1, 0.01), 0.99)]])
+    prev0 = np.concatenate([cal.round_prevalence, [min(max(mu1, 0.01), 0.99) if math.isfinite(mu1) else 0.5]])
     fit = _em.run_em(
         d, np.asarray(cal.alpha), np.asarray(cal.beta), prev0,
         tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
