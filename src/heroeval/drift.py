@@ -175,6 +175,7 @@ def check_drift(
     significance: float = 0.05,
     adjust: Literal["holm", "bh"] = "holm",
     warn: bool = True,
+    sequential: bool = True,
 ) -> DriftCheck:
     """Test whether each labeler's current behaviour matches its calibration.
 
@@ -193,6 +194,17 @@ def check_drift(
     warn : bool, default True
         Emit a :class:`~heroeval.errors.TransportabilityWarning` naming the
         flagged labelers when drift is detected.
+    sequential : bool, default True
+        With Holm: a step-down procedure that refits after each flag. The most
+        significant labeler is flagged if its p-value is below
+        ``significance / m`` (m testable labelers); it is then dropped, HERO-1
+        and the tests are refitted on the others, and the next most
+        significant is compared with ``significance / (m - 1)``, and so on. A
+        strongly drifted labeler biases the rate every other labeler is
+        compared with; refitting keeps it from dragging innocent labelers
+        along. Under no drift the first step is Holm's, so the family-wise
+        error is still at most ``significance``. ``False``: single-step
+        adjusted p-values from one fit with every labeler.
 
     Examples
     --------
@@ -204,8 +216,6 @@ def check_drift(
     >>> chk.flagged
     ('L04',)
     """
-    from .estimators import hero1  # local: estimators may import this module's helpers
-
     if not (isinstance(significance, (int, float)) and 0 < significance < 1):
         raise HeroEvalError(f"significance must be in (0, 1), got {significance!r}")
     if adjust not in ("holm", "bh"):
@@ -226,6 +236,97 @@ def check_drift(
     notes: list[str] = []
     if excluded:
         notes.append(f"{len(excluded)} labeler(s) unknown to the calibration not tested: {list(excluded[:5])}")
+    first = _drift_stats(data, cal)
+    notes.extend(first.notes)
+    ids, mu = first.ids, first.mu
+    J = len(ids)
+    observed, expected, se, z, p = (x.copy() for x in (first.observed, first.expected, first.se, first.z, first.p))
+    m = first.m
+    if sequential and adjust == "holm" and math.isfinite(mu):
+        # Holm step-down with re-estimation: flag the most significant labeler at level significance/(m - s),
+        # drop it, refit HERO-1 and the tests on the rest, repeat. A drifted labeler then no longer biases the
+        # rate the others are compared with.
+        n_test = int(np.isfinite(first.p).sum())
+        flagged_l: list[str] = []
+        p_adj = np.full(J, np.nan)
+        cur_stats, cur_data, running = first, data, 0.0
+        while True:
+            pv = cur_stats.p
+            if not np.isfinite(pv).any():
+                break
+            k = int(np.nanargmin(pv))
+            lab = cur_stats.ids[k]
+            step = len(flagged_l)
+            running = max(running, min(1.0, (n_test - step) * float(pv[k])))
+            j = ids.index(lab)
+            p_adj[j] = running
+            observed[j], expected[j], se[j], z[j], p[j] = (cur_stats.observed[k], cur_stats.expected[k],
+                                                           cur_stats.se[k], cur_stats.z[k], pv[k])
+            if running >= significance:
+                # not flagged: the remaining labelers keep this step's statistics
+                for kk, other in enumerate(cur_stats.ids):
+                    jj = ids.index(other)
+                    observed[jj], expected[jj], se[jj], z[jj], p[jj] = (
+                        cur_stats.observed[kk], cur_stats.expected[kk], cur_stats.se[kk], cur_stats.z[kk],
+                        cur_stats.p[kk])
+                    if kk != k and math.isfinite(cur_stats.p[kk]):
+                        p_adj[jj] = max(running, min(1.0, (n_test - step) * float(cur_stats.p[kk])))
+                break
+            flagged_l.append(lab)
+            keep = np.array([str(x) != lab for x in cur_data.labeler_ids], dtype=bool)
+            nxt, _, _ = cur_data.select_labelers(keep)
+            if nxt.n_items == 0 or nxt.n_labelers < 2:
+                break
+            cur_data = nxt
+            cur_stats = _drift_stats(cur_data, cal)
+            if not math.isfinite(cur_stats.mu):
+                break
+        flagged = tuple(flagged_l)
+        if flagged:
+            notes.append(f"sequential Holm: after dropping {list(flagged)} the rate is {cur_stats.mu:.4f} "
+                         f"(with all labelers {mu:.4f})")
+    else:
+        p_adj = _adjust(p, adjust)
+        flagged = tuple(ids[k] for k in np.flatnonzero(np.nan_to_num(p_adj, nan=1.0) < significance))
+    stat, df, p_all, cov = first.stat, first.df, first.p_all, first.cov
+    out = DriftCheck(ids, m, observed, expected, se, z, p, p_adj, flagged, stat, df, p_all, mu,
+                     adjust, float(significance), excluded, tuple(notes), cov)
+    if warn and out.drift_detected:
+        who = (f"labeler(s) {list(flagged)} behave differently from their calibration" if flagged
+               else "no single labeler is identified, but the labelers jointly disagree with the calibration")
+        warnings.warn(
+            f"labeler drift in {current.name!r}: {who} (overall p = {p_all:.2g}); HERO assumes sensitivities and "
+            "specificities transport from the history. Re-estimate without them: "
+            "heroeval.drift.reestimate_without(current, calibration, check.flagged)",
+            TransportabilityWarning,
+            stacklevel=2,
+        )
+    return out
+
+
+@dataclass
+class _Stats:
+    ids: tuple[str, ...]
+    m: npt.NDArray[np.int64]
+    observed: FloatArray
+    expected: FloatArray
+    se: FloatArray
+    z: FloatArray
+    p: FloatArray
+    stat: float
+    df: int
+    p_all: float
+    mu: float
+    cov: FloatArray
+    notes: list[str]
+
+
+def _drift_stats(data: AnnotationSet, cal: Calibration) -> _Stats:
+    """Residuals, their covariance, per-labeler z tests and the overall test for the labelers of ``data``."""
+    from .estimators import hero1
+
+    notes: list[str] = []
+    index = cal.index_of()
     res: EstimateResult = hero1(data, cal)
     mu = res.estimate
     ids = tuple(str(x) for x in data.labeler_ids)
@@ -240,8 +341,8 @@ def check_drift(
     nan = np.full(J, np.nan)
     if not math.isfinite(mu):
         notes.append("no current label carries information about the rate: nothing to test")
-        return DriftCheck(ids, m.astype(np.int64), p_obs, nan, nan, nan, nan, nan.copy(), (), math.nan, 0,
-                          math.nan, mu, adjust, float(significance), excluded, tuple(notes))
+        return _Stats(ids, m.astype(np.int64), p_obs, nan, nan, nan, nan.copy(), math.nan, 0, math.nan, mu,
+                      np.zeros((J, J)), notes)
     expected = mu * a + (1 - mu) * (1 - b)
     r = p_obs - expected
     n = data.n_items
@@ -277,8 +378,6 @@ def check_drift(
     with np.errstate(invalid="ignore", divide="ignore"):
         z = np.where(live, r / se, np.nan)
     p = np.where(live, 2 * norm.sf(np.abs(z)), np.nan)
-    p_adj = _adjust(p, adjust)
-    flagged = tuple(ids[k] for k in np.flatnonzero(np.nan_to_num(p_adj, nan=1.0) < significance))
     if not live.all():
         notes.append(
             f"{int((~live).sum())} labeler(s) cannot be tested (their residual has no variance: a single labeler "
@@ -297,19 +396,7 @@ def check_drift(
             proj = U[:, keep].T @ (r[idx] * D)
             stat = float(np.sum(proj**2 / w[keep]))
             p_all = float(chi2.sf(stat, df))
-    out = DriftCheck(ids, m.astype(np.int64), p_obs, expected, se, z, p, p_adj, flagged, stat, df, p_all, mu,
-                     adjust, float(significance), excluded, tuple(notes), cov)
-    if warn and out.drift_detected:
-        who = (f"labeler(s) {list(flagged)} behave differently from their calibration" if flagged
-               else "no single labeler is identified, but the labelers jointly disagree with the calibration")
-        warnings.warn(
-            f"labeler drift in {current.name!r}: {who} (overall p = {p_all:.2g}); HERO assumes sensitivities and "
-            "specificities transport from the history. Re-estimate without them: "
-            "heroeval.drift.reestimate_without(current, calibration, check.flagged)",
-            TransportabilityWarning,
-            stacklevel=2,
-        )
-    return out
+    return _Stats(ids, m.astype(np.int64), p_obs, expected, se, z, p, stat, df, p_all, mu, cov, notes)
 
 
 def reestimate_without(
