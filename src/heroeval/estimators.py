@@ -92,7 +92,8 @@ def _align(current: AnnotationSet, calibration: Calibration, exclude_new_labeler
             raise UnknownLabelerError(
                 f"{len(names)} labeler(s) of the current round {current.name!r} are not in the "
                 f"calibration ({n_ann} annotations): {shown}. Their reliability is unknown; pass "
-                "exclude_new_labelers=True (CLI: --exclude-new-labelers) to leave their labels out.",
+                "exclude_new_labelers=True (CLI: --exclude-new-labelers) to leave their labels out, or (HERO-1) "
+                "new_labelers='estimate' (CLI: --new-labelers estimate) to estimate it from the current round.",
                 names,
             )
         data, n_removed, n_items_removed = current.select_labelers(~unknown)

@@ -176,7 +176,7 @@ def hero1_anchored(
         "new_labeler_rule": "estimate",
         "anchored_by": [ids[j] for j in np.flatnonzero(known)],
     }
-    notes = (
+    notes: tuple[str, ...] = (
         f"{len(new_ids)} labeler(s) not taken from the calibration ({', '.join(new_ids[:5])}"
         f"{' ...' if len(new_ids) > 5 else ''}): sensitivity and specificity estimated from the current round, "
         "anchored by the calibrated labelers; their uncertainty is in the interval",
