@@ -329,13 +329,15 @@ def _drift_stats(data: AnnotationSet, cal: Calibration) -> _Stats:
     index = cal.index_of()
     res: EstimateResult = hero1(data, cal)
     mu = res.estimate
-    ids = tuple(str(x) for x in data.labeler_ids)
+    C, S = _per_labeler_sums(data)
+    m = np.asarray(C.sum(axis=0)).ravel()
+    present = np.flatnonzero(m > 0)  # a labeler id may be listed without annotations (e.g. after take_items)
+    C, S, m = C[:, present], S[:, present], m[present]
+    ids = tuple(str(data.labeler_ids[k]) for k in present)
     J = len(ids)
     to_cal = np.array([index[x] for x in ids], dtype=np.int64)
     a = np.asarray(cal.alpha)[to_cal]
     b = np.asarray(cal.beta)[to_cal]
-    C, S = _per_labeler_sums(data)
-    m = np.asarray(C.sum(axis=0)).ravel()
     pos = np.asarray(S.sum(axis=0)).ravel()
     p_obs = pos / m
     nan = np.full(J, np.nan)

@@ -164,3 +164,14 @@ def test_identical_rows_warn(sim: Sim, calibration: he.Calibration) -> None:
     assert covariate_overlap(sim.history, cal2)["covariate_overlap_share"] == 1.0
     assert covariate_overlap(sim.current, cal2)["covariate_overlap_share"] == 0.0
     assert covariate_overlap(sim.current, replace(calibration))["covariate_overlap_share"] == 0.0
+
+
+def test_labeler_listed_without_annotations() -> None:
+    cur, cal = _rep(2, 0.0)
+    first = np.flatnonzero(cur.labeler != 0)
+    items = np.unique(cur.annotation_item[first])
+    only = [i for i in items if 0 not in cur.labeler[cur.item_ptr[i]:cur.item_ptr[i + 1]]]
+    sub = cur.take_items(np.asarray(only))  # L00 still in labeler_ids, with no annotation
+    assert "L00" in list(sub.labeler_ids) and not np.any(sub.labeler == 0)
+    chk = check_drift(sub, cal, warn=False)
+    assert "L00" not in chk.labeler_ids and np.all(np.isfinite(chk.observed))
