@@ -233,6 +233,7 @@ def estimate_cmd(
     exclude_new_labelers: NewLabOpt = False,
     new_labelers: Annotated[NewLabelers | None, typer.Option(help="Labelers unknown to the calibration: error, exclude, or estimate them from the current round (HERO-1, anchored by the calibrated ones).")] = None,
     on_shift: Annotated[OnShift, typer.Option(help="HERO-2 on covariate shift: warn, fallback (return HERO-1) or ignore.")] = OnShift.warn,
+    drift_check: Annotated[bool, typer.Option("--check-drift/--no-check-drift", help="With hero1: test whether each labeler's current positive rate matches its calibration (warns; JSON key 'drift').")] = True,
     confidence_level: LevelOpt = 0.95,
     ci_method: CiOpt = CiMethod.logit,
     bootstrap: Annotated[int, typer.Option(help="Also run a two-sample cluster bootstrap with this many resamples (needs --history).")] = 0,
@@ -274,11 +275,20 @@ def estimate_cmd(
         if bootstrap:
             boot = run_bootstrap(cur, cal, method=list(res), n_resamples=bootstrap, rng=seed,
                                  progress=fmt is Format.table and sys.stderr.isatty(), **kw)
+        if drift_check and "hero1" in res:
+            from .drift import check_drift
+
+            try:
+                drift_out["drift"] = check_drift(cur, cal).to_dict()
+            except HeroEvalError as exc:  # e.g. no calibrated labeler: nothing to test
+                drift_out["drift"] = {"error": str(exc)}
         return cur, hist, res, boot
 
+    drift_out: dict[str, Any] = {}
     cur, hist, res, boot = _run(go)
     if fmt is Format.json:
         out = res.to_dict(confidence_level)
+        out.update(drift_out)
         for m, r in res.items():  # intervals by the requested method
             ci = r.confidence_interval(confidence_level, ci_method.value)
             out["estimates"][m].update(ci_low=_num(ci.low), ci_high=_num(ci.high), ci_method=ci.method)

@@ -85,3 +85,13 @@ def test_plan_command(files: dict[str, Path]) -> None:
     r = runner.invoke(app, ["plan", "--calibration", str(files["cal"]), "--mu", "0.3", "--half-width", "0.05",
                             "--pool", "L00=2,L01"])
     assert r.exit_code == 2 and "--pool" in r.stderr
+
+
+def test_estimate_checks_drift_by_default(files: dict[str, Path]) -> None:
+    base = ["estimate", str(files["drift"]), "--calibration", str(files["cal"]), "--method", "hero1", "-f", "json"]
+    r = runner.invoke(app, base)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["drift"]["flagged"] == ["L04"]
+    assert "TransportabilityWarning" in r.stderr
+    r = runner.invoke(app, [*base, "--no-check-drift"])
+    assert r.exit_code == 0 and "drift" not in json.loads(r.stdout) and "Transportability" not in r.stderr
