@@ -13,6 +13,7 @@ control variate on covariates whose mean the history knows (HERO-2).
 from ._version import __version__
 from .calibration import Calibration, ConvergenceInfo, calibrate, load_calibration
 from .data import AnnotationSet, IngestReport, TableReport, read_annotations
+from .drift import DriftCheck, check_drift, reestimate_without
 from .errors import (
     CalibrationFileError,
     ConvergenceWarning,
@@ -20,6 +21,8 @@ from .errors import (
     DataError,
     HeroEvalError,
     HeroEvalWarning,
+    SharedCovariatesWarning,
+    TransportabilityWarning,
     UnknownLabelerError,
 )
 from .estimators import (
@@ -42,6 +45,8 @@ from .inference import (
     classifier_metrics,
     compare,
 )
+from .newlabelers import hero1_anchored
+from .planning import Plan, plan
 from .results import METHODS, ConfidenceInterval, EstimateCollection, EstimateResult, Influence
 
 __all__ = [
@@ -58,6 +63,7 @@ __all__ = [
     "ConvergenceWarning",
     "CovariateShiftWarning",
     "DataError",
+    "DriftCheck",
     "EstimateCollection",
     "EstimateResult",
     "HeroEvalError",
@@ -65,21 +71,28 @@ __all__ = [
     "Influence",
     "IngestReport",
     "MetricEstimate",
+    "Plan",
+    "SharedCovariatesWarning",
     "TableReport",
+    "TransportabilityWarning",
     "UnknownLabelerError",
     "__version__",
     "bootstrap",
     "calibrate",
+    "check_drift",
     "classifier_metrics",
     "compare",
     "dawid_skene",
     "estimate",
     "gold_proportion",
     "hero1",
+    "hero1_anchored",
     "hero2",
     "hero_joint",
     "load_calibration",
     "majority_vote",
+    "plan",
     "read_annotations",
     "rogan_gladen",
+    "reestimate_without",
 ]

@@ -63,6 +63,18 @@ class Variance(str, Enum):
     model = "model"
 
 
+class NewLabelers(str, Enum):
+    error = "error"
+    exclude = "exclude"
+    estimate = "estimate"
+
+
+class OnShift(str, Enum):
+    warn = "warn"
+    fallback = "fallback"
+    ignore = "ignore"
+
+
 class Tie(str, Enum):
     half = "half"
     positive = "positive"
@@ -244,6 +256,9 @@ def estimate_cmd(
     tie: TieOpt = Tie.half,
     exclude_new_labelers: NewLabOpt = False,
     history_weight: HistWeightOpt = "1",
+    new_labelers: Annotated[NewLabelers | None, typer.Option(help="Labelers unknown to the calibration: error, exclude, or estimate them from the current round (HERO-1, anchored by the calibrated ones).")] = None,
+    on_shift: Annotated[OnShift, typer.Option(help="HERO-2 on covariate shift: warn, fallback (return HERO-1) or ignore.")] = OnShift.warn,
+    drift_check: Annotated[bool, typer.Option("--check-drift/--no-check-drift", help="With hero1: test whether each labeler's current positive rate matches its calibration (warns; JSON key 'drift').")] = True,
     confidence_level: LevelOpt = 0.95,
     ci_method: CiOpt = CiMethod.logit,
     bootstrap: Annotated[int, typer.Option(help="Also run a two-sample cluster bootstrap with this many resamples (needs --history).")] = 0,
@@ -285,18 +300,28 @@ def estimate_cmd(
         kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": exclude_new_labelers}
         ms = _methods(method)
         ms = ms if ms == "all" else [m for m in ms if m != "auto"]
-        res = estimate(cur, cal, method=ms, rng=seed, recommend=True, **kw)
+        res = estimate(cur, cal, method=ms, rng=seed, recommend=True, on_shift=on_shift.value,
+                       new_labelers=None if new_labelers is None else new_labelers.value, **kw)
         if isinstance(res, EstimateResult):  # pragma: no cover - a list always gives a collection
             res = EstimateCollection({res.method: res}, ingest=cur.report)
         boot: dict[str, Any] = {}
         if bootstrap:
             boot = run_bootstrap(cur, cal, method=list(res), n_resamples=bootstrap, rng=seed,  # auto is not bootstrapped
                                  progress=fmt is Format.table and sys.stderr.isatty(), **kw)
+        if drift_check and "hero1" in res:
+            from .drift import check_drift
+
+            try:
+                drift_out["drift"] = check_drift(cur, cal).to_dict()
+            except HeroEvalError as exc:  # e.g. no calibrated labeler: nothing to test
+                drift_out["drift"] = {"error": str(exc)}
         return cur, hist, res, boot
 
+    drift_out: dict[str, Any] = {}
     cur, hist, res, boot = _run(go)
     if fmt is Format.json:
         out = res.to_dict(confidence_level)
+        out.update(drift_out)
         for m, r in res.items():  # intervals by the requested method
             ci = r.confidence_interval(confidence_level, ci_method.value)
             out["estimates"][m].update(ci_low=_num(ci.low), ci_high=_num(ci.high), ci_method=ci.method)
@@ -645,6 +670,109 @@ def report_cmd(
     con = _console()
     _render.print_all(con, _render.estimates_table(res, confidence_level=confidence_level, ci_method=ci_method.value))
     con.print(f"report written to {output}")
+
+
+@app.command("drift")
+def drift_cmd(
+    current: Annotated[Path, typer.Argument(help="Current-round annotations.")],
+    calibration: CalOpt = None,
+    history: HistOpt = None,
+    gold: GoldOpt = None,
+    significance: Annotated[float, typer.Option(help="Level of the per-labeler (adjusted) and overall tests.")] = 0.05,
+    adjust: Annotated[str, typer.Option(help="Multiple-testing adjustment: holm or bh.")] = "holm",
+    reestimate: Annotated[str, typer.Option(help="Also re-estimate HERO-1 without trusting flagged labelers: none, drop or estimate.")] = "drop",
+    label_map: MapOpt = None,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    round_col: RoundOpt = None,
+    duplicates: DupOpt = Duplicates.keep,
+    fmt: FmtOpt = Format.table,
+) -> None:
+    """Labeler drift check: does each labeler's current positive rate match its calibration?"""
+    from .drift import check_drift, reestimate_without
+    from .estimators import hero1
+
+    _check_sources(calibration, history, gold, None, round_col)
+    if reestimate not in ("none", "drop", "estimate"):
+        _err(f"--reestimate must be none, drop or estimate, got {reestimate!r}")
+        raise typer.Exit(2)
+
+    def go() -> tuple[Any, Any, Any]:
+        lm = _label_map(label_map)
+        cur = read_annotations(current, item_col=item_col, labeler_col=labeler_col, label_col=label_col,
+                               round_col=False, duplicates=duplicates.value, label_map=lm, name="current")
+        if calibration is not None:
+            cal = load_calibration(calibration)
+        else:
+            assert history is not None
+            cal = calibrate(_read(history, gold=gold, name="history", item_col=item_col, labeler_col=labeler_col,
+                                  label_col=label_col, round_col=round_col, duplicates=duplicates, label_map=lm))
+        chk = check_drift(cur, cal, significance=significance, adjust=adjust)  # type: ignore[arg-type]
+        before = after = None
+        if reestimate != "none" and chk.flagged:
+            before = hero1(cur, cal, new_labelers="exclude")
+            after = reestimate_without(cur, cal, chk, how=reestimate)  # type: ignore[arg-type]
+        return chk, before, after
+
+    chk, before, after = _run(go)
+    if fmt is Format.json:
+        out = chk.to_dict()
+        if after is not None:
+            out["hero1_all_labelers"] = before.to_dict()
+            out["hero1_reestimated"] = after.to_dict()
+        print(json.dumps(out, indent=1))
+        return
+    con = _console()
+    con.print(chk.summary(), soft_wrap=True)
+    if after is not None:
+        for title, r in (("HERO-1, all labelers", before), (f"HERO-1, flagged labelers {reestimate}", after)):
+            ci = r.confidence_interval()
+            con.print(f"{title}: {r.estimate:.4f} (SE {r.standard_error:.4f}, 95% CI [{ci.low:.4f}, {ci.high:.4f}])")
+
+
+@app.command("plan")
+def plan_cmd(
+    calibration: Annotated[Path, typer.Option(help="Calibration JSON from 'hero calibrate'.")],
+    mu: Annotated[float, typer.Option(help="Guessed gold rate of the round (round A for --difference).")],
+    half_width: Annotated[float | None, typer.Option(help="Target half-width of the confidence interval.")] = None,
+    difference: Annotated[float | None, typer.Option(help="Difference between two rounds to detect (B - A).")] = None,
+    n_items: Annotated[int | None, typer.Option(help="Report the half-width at this many items instead.")] = None,
+    power: Annotated[float, typer.Option(help="Power for --difference.")] = 0.8,
+    confidence_level: LevelOpt = 0.95,
+    labels_per_item: Annotated[str | None, typer.Option(help="Labels per item, comma-separated (default: every labeler of the pool).")] = None,
+    pool: Annotated[str | None, typer.Option(help="Labelers who will label, e.g. 'a,b,c' or with shares 'a=2,b=1'.")] = None,
+    score_r2: Annotated[float, typer.Option(help="HERO-2: share of score variance the covariates explain (from an earlier round).")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Seed of the Monte Carlo expectation (when not enumerated exactly).")] = 0,
+    fmt: FmtOpt = Format.table,
+) -> None:
+    """Plan a round: items (per labels-per-item) for a CI half-width or to detect a difference."""
+    from .planning import plan
+
+    def go() -> Any:
+        cal = load_calibration(calibration)
+        lp = _floats(labels_per_item, "labels-per-item")
+        ks: Any = None if lp is None else [int(v) for v in lp]
+        pl: Any = None
+        if pool is not None:
+            parts = [x.strip() for x in pool.split(",") if x.strip()]
+            if all("=" in x for x in parts):
+                try:
+                    pl = {k.strip(): float(v) for k, v in (x.split("=", 1) for x in parts)}
+                except ValueError:
+                    raise HeroEvalError(f"--pool: shares must be numbers, got {pool!r}") from None
+            elif any("=" in x for x in parts):
+                raise HeroEvalError(f"--pool: give shares for every labeler or for none, got {pool!r}")
+            else:
+                pl = parts
+        return plan(cal, mu=mu, half_width=half_width, difference=difference, n_items=n_items, power=power,
+                    confidence_level=confidence_level, labels_per_item=ks, pool=pl, score_r2=score_r2, rng=seed)
+
+    p = _run(go)
+    if fmt is Format.json:
+        print(json.dumps(p.to_dict(), indent=1))
+        return
+    _console().print(p.summary(), soft_wrap=True)
 
 
 @app.callback(invoke_without_command=True)

@@ -487,7 +487,9 @@ def _ids_to_str(s: pd.Series) -> pd.Series:
     if pd.api.types.is_float_dtype(s.dtype):
         vals = s.to_numpy(dtype=np.float64, na_value=np.nan)
         finite = vals[~np.isnan(vals)]
-        if finite.size and np.all(finite == np.round(finite)):
+        if finite.size and np.all(np.isfinite(finite)) and np.all(np.abs(finite) < 2.0**53) and np.all(
+            finite == np.round(finite)
+        ):
             s = s.astype("Int64")
     out = s.astype("string")
     return out
@@ -504,6 +506,8 @@ def _id_codes(s: pd.Series) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.objec
     blank = ustr.isna().to_numpy() | (ustr.str.strip() == "").fillna(True).to_numpy()
     ucodes, names = pd.factorize(ustr.where(~blank), sort=True, use_na_sentinel=True)
     remap = np.asarray(ucodes, dtype=np.int64)
+    if remap.size == 0:  # every value missing
+        return np.full(len(codes), -1, dtype=np.int64), np.asarray(names, dtype=object)
     out = np.where(codes >= 0, remap[np.maximum(codes, 0)], -1)
     return out.astype(np.int64), np.asarray(names, dtype=object)
 
@@ -704,7 +708,59 @@ def read_annotations(
     )
 
 
+_CELL_TYPES = (str, int, float, bool, np.generic, type(None), type(pd.NA), type(pd.NaT))
+
+
+def _check_cells(t: _Table, cols: Sequence[str]) -> None:
+    """Object columns may hold only scalars (str, numbers, bools, missing): else a DataError naming the row."""
+    for c in cols:
+        if c not in t.df.columns:
+            continue
+        col = t.df[c]
+        if isinstance(col, pd.DataFrame):
+            raise DataError(f"{t.source}: column name {c!r} appears more than once in the {t.table} table")
+        if col.dtype != object:
+            continue
+        bad = np.flatnonzero([not isinstance(v, _CELL_TYPES) for v in col.to_numpy()])
+        if bad.size:
+            r = int(bad[0])
+            raise DataError(
+                f"{t.where(r)}: column {c!r} holds a {type(col.iloc[r]).__name__} value ({col.iloc[r]!r:.40}); "
+                f"only strings, numbers, booleans or missing values are accepted ({bad.size} such cell(s))"
+            )
+
+
 def _build(
+    ann: _Table,
+    *,
+    labeler_col: str,
+    label_col: str,
+    round_col: str | None,
+    gold: _Table | None,
+    gold_col: str,
+    covariates: _Table | None,
+    covariate_cols: Sequence[str] | None,
+    duplicates: str,
+    missing: str,
+    name: str,
+    label_map: Mapping[Any, int | None] | None = None,
+) -> AnnotationSet:
+    _check_cells(ann, [ann.item_col, labeler_col, label_col, *([round_col] if round_col else [])])
+    if gold is not None:
+        _check_cells(gold, [gold.item_col, gold_col])
+    if covariates is not None:
+        _check_cells(covariates, [covariates.item_col])
+    try:
+        return _build_checked(ann, labeler_col=labeler_col, label_col=label_col, round_col=round_col, gold=gold,
+                              gold_col=gold_col, covariates=covariates, covariate_cols=covariate_cols,
+                              duplicates=duplicates, missing=missing, name=name, label_map=label_map)
+    except DataError:
+        raise
+    except (TypeError, ValueError, OverflowError, UnicodeError) as exc:  # last resort: never a raw traceback
+        raise DataError(f"{ann.source}: could not ingest the {ann.table} table ({type(exc).__name__}: {exc})") from exc
+
+
+def _build_checked(
     ann: _Table,
     *,
     labeler_col: str,

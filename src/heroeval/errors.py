@@ -13,6 +13,8 @@ __all__ = [
     "DataError",
     "HeroEvalError",
     "HeroEvalWarning",
+    "SharedCovariatesWarning",
+    "TransportabilityWarning",
     "UnknownLabelerError",
 ]
 
@@ -50,4 +52,21 @@ class CovariateShiftWarning(HeroEvalWarning):
 
     HERO-2 assumes the covariates' distribution is shared; when it is not, the
     control variate turns the difference into bias.
+    """
+
+
+class TransportabilityWarning(HeroEvalWarning):
+    """Some labelers' current-round behaviour does not match their calibration (labeler drift).
+
+    HERO assumes each labeler's sensitivity and specificity transport from the
+    history to the current round; :func:`heroeval.drift.check_drift` tests it
+    and names the labelers whose observed positive rate disagrees.
+    """
+
+
+class SharedCovariatesWarning(HeroEvalWarning):
+    """The current round's covariate rows repeat the history's item for item.
+
+    HERO-2's standard error treats the current and history covariate means as
+    independent samples; identical rows make them the same sample.
     """

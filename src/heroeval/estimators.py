@@ -20,7 +20,14 @@ from .calibration import (
     calibrate,
 )
 from .data import AnnotationSet
-from .errors import ConvergenceWarning, CovariateShiftWarning, DataError, HeroEvalError, UnknownLabelerError
+from .errors import (
+    ConvergenceWarning,
+    CovariateShiftWarning,
+    DataError,
+    HeroEvalError,
+    SharedCovariatesWarning,
+    UnknownLabelerError,
+)
 from .results import METHODS, EstimateCollection, EstimateResult, Influence
 
 __all__ = [
@@ -36,6 +43,7 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 TieRule = Literal["half", "positive", "negative", "random"]
+ShiftRule = Literal["warn", "fallback", "ignore"]
 
 
 def _check_current(current: Any) -> AnnotationSet:
@@ -85,7 +93,8 @@ def _align(current: AnnotationSet, calibration: Calibration, exclude_new_labeler
             raise UnknownLabelerError(
                 f"{len(names)} labeler(s) of the current round {current.name!r} are not in the "
                 f"calibration ({n_ann} annotations): {shown}. Their reliability is unknown; pass "
-                "exclude_new_labelers=True (CLI: --exclude-new-labelers) to leave their labels out.",
+                "exclude_new_labelers=True (CLI: --exclude-new-labelers) to leave their labels out, or (HERO-1) "
+                "new_labelers='estimate' (CLI: --new-labelers estimate) to estimate it from the current round.",
                 names,
             )
         data, n_removed, n_items_removed = current.select_labelers(~unknown)
@@ -315,7 +324,11 @@ def gold_proportion(
 
 
 def hero1(
-    current: AnnotationSet, calibration: Calibration, *, exclude_new_labelers: bool = False
+    current: AnnotationSet,
+    calibration: Calibration,
+    *,
+    exclude_new_labelers: bool = False,
+    new_labelers: NewLabelerRule | None = None,
 ) -> EstimateResult:
     """HERO-1: the current round's rate with Stage A's labeler parameters fixed.
 
@@ -334,10 +347,40 @@ def hero1(
     >>> cur = he.AnnotationSet.from_arrays([5, 6, 7], ["a"] * 3, [1, 1, 0])
     >>> round(he.hero1(cur, cal).estimate, 6)   # (2/3 + 2/3 - 1) / (1 + 2/3 - 1)
     0.5
+
+    Labelers unknown to the calibration: ``new_labelers="error"`` (the
+    default) raises :class:`~heroeval.errors.UnknownLabelerError`,
+    ``"exclude"`` (same as ``exclude_new_labelers=True``) leaves their labels
+    out, ``"estimate"`` estimates their sensitivity and specificity from the
+    current round anchored by the calibrated labelers, with the added
+    uncertainty in the interval (:func:`heroeval.newlabelers.hero1_anchored`).
     """
     data = _check_current(current)
     cal = _check_calibration(calibration)
-    return _score_estimate("hero1", data, cal, cal.alpha, cal.beta, exclude_new_labelers)
+    rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
+    if rule == "estimate" and _has_unknown(data, cal):
+        from .newlabelers import hero1_anchored
+
+        return hero1_anchored(data, cal)
+    return _score_estimate("hero1", data, cal, cal.alpha, cal.beta, rule == "exclude")
+
+
+NewLabelerRule = Literal["error", "exclude", "estimate"]
+
+
+def _new_labeler_rule(new_labelers: str | None, exclude_new_labelers: bool) -> str:
+    if new_labelers is None:
+        return "exclude" if exclude_new_labelers else "error"
+    if new_labelers not in ("error", "exclude", "estimate"):
+        raise HeroEvalError(f"new_labelers must be 'error', 'exclude' or 'estimate', got {new_labelers!r}")
+    if exclude_new_labelers and new_labelers != "exclude":
+        raise HeroEvalError(f"exclude_new_labelers=True contradicts new_labelers={new_labelers!r}")
+    return new_labelers
+
+
+def _has_unknown(data: AnnotationSet, cal: Calibration) -> bool:
+    index = cal.index_of()
+    return any(str(x) not in index for x in data.labeler_ids)
 
 
 def hero2(
@@ -346,6 +389,8 @@ def hero2(
     *,
     ridge: float = 0.0,
     exclude_new_labelers: bool = False,
+    on_shift: ShiftRule = "warn",
+    shift_significance: float | None = None,
 ) -> EstimateResult:
     """HERO-2: HERO-1 with a score-level control variate.
 
@@ -361,11 +406,33 @@ def hero2(
         Ridge penalty on the standardised scale: ``gamma = (S_XX + ridge *
         diag(S_XX))^-1 S_Xpsi``, useful with many columns (TF-IDF). Columns
         that are constant in the current round get ``gamma = 0``.
+    on_shift : {"warn", "fallback", "ignore"}, default "warn"
+        What to do when the covariates' means differ between the current
+        round and the history (HERO-2's shared-distribution assumption fails).
+        The shift is *detected* when the overall Wald test's p-value or the
+        smallest Holm-adjusted per-column p-value is below
+        ``shift_significance``. ``"warn"`` emits a
+        :class:`~heroeval.errors.CovariateShiftWarning` and returns HERO-2;
+        ``"fallback"`` warns and returns the HERO-1 estimate and interval
+        instead (``details["fallback"] = "hero1"`` with the reason);
+        ``"ignore"`` only records the tests in ``details``.
+    shift_significance : float, optional
+        Threshold of the rule (default ``SHIFT_ALPHA`` = 0.001).
+
+    When the current covariate rows repeat the history's item for item (the
+    same items, the same values), a
+    :class:`~heroeval.errors.SharedCovariatesWarning` says the standard error,
+    which treats the two means as independent, is not valid.
     """
     data = _check_current(current)
     cal = _check_calibration(calibration)
     if not (np.isfinite(ridge) and ridge >= 0):
         raise HeroEvalError(f"ridge must be a non-negative number, got {ridge!r}")
+    if on_shift not in ("warn", "fallback", "ignore"):
+        raise HeroEvalError(f"on_shift must be 'warn', 'fallback' or 'ignore', got {on_shift!r}")
+    shift_level = SHIFT_ALPHA if shift_significance is None else shift_significance
+    if not (isinstance(shift_level, (int, float)) and 0 < shift_level < 1):
+        raise HeroEvalError(f"shift_significance must be in (0, 1), got {shift_significance!r}")
     if data.covariates is None:
         raise HeroEvalError(
             f"hero2 needs covariates for the current round {data.name!r} (read_annotations(..., covariates=...))"
@@ -416,16 +483,39 @@ def hero2(
         "constant_columns": [c for c, ok in zip(cal.covariate_names, live, strict=True) if not ok],
     }
     details.update(_covariate_shift(X, cal, live))
-    if details["covariate_shift_p"] < SHIFT_ALPHA:
+    from .drift import covariate_overlap, shift_columns
+
+    details.update(shift_columns(details["covariate_shift_z"], cal.covariate_names))
+    details.update(covariate_overlap(al.data, cal))
+    shifted = min(details["covariate_shift_p"], details["covariate_shift_min_p_holm"]) < shift_level
+    details["covariate_shift_detected"] = bool(shifted)
+    details["on_shift"] = on_shift
+    if details["covariate_overlap_share"] >= 0.5:
+        warnings.warn(
+            f"hero2: {details['covariate_overlap_share']:.0%} of the current round's covariate rows repeat the "
+            "history's item for item; HERO-2's standard error treats the two covariate means as independent "
+            "samples and is not valid for shared rows",
+            SharedCovariatesWarning,
+            stacklevel=2,
+        )
+    if shifted and on_shift != "ignore":
         z = np.asarray(details["covariate_shift_z"], dtype=float)
         worst = [cal.covariate_names[k] for k in np.argsort(-np.abs(np.nan_to_num(z)))[:3]]
         warnings.warn(
             f"hero2: the current round's covariate means differ from the history's (p = "
             f"{details['covariate_shift_p']:.2g}; largest shifts in {worst}); HERO-2 assumes a shared covariate "
-            "distribution and is biased otherwise: prefer hero1 here",
+            "distribution and is biased otherwise: "
+            + ("falling back to hero1 (on_shift='fallback')" if on_shift == "fallback" else "prefer hero1 here"),
             CovariateShiftWarning,
             stacklevel=2,
         )
+    if shifted and on_shift == "fallback":
+        infl1 = _stage_a_influence(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu1, L, ps)
+        reason = (f"covariate shift detected (overall p = {details['covariate_shift_p']:.3g}, smallest Holm-adjusted "
+                  f"per-column p = {details['covariate_shift_min_p_holm']:.3g} < {shift_level:g})")
+        details.update(fallback="hero1", fallback_reason=reason, hero2_estimate=mu2)
+        return _result("hero2", mu1, al.data, status=st1, details=details, influence=infl1,
+                       notes=(*al.notes, f"HERO-1 estimate returned instead of HERO-2: {reason}"))
     ps2 = psi(mu2, L)
     infl = _stage_a_influence(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu2, L, ps2 - Xc @ gamma, gamma_x=gamma)
     infl1 = _stage_a_influence(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu1, L, ps)
@@ -746,7 +836,7 @@ def hero_joint(
     max_iter = int(s.get("max_iter", 10_000))
     criterion = str(s.get("criterion", "parameters"))
     accelerate = bool(s.get("accelerate", True))
-    prev0 = np.concatenate([cal.round_prevalence, [min(max(mu1, 0.01), 0.99)]])
+    prev0 = np.concatenate([cal.round_prevalence, [min(max(mu1, 0.01), 0.99) if math.isfinite(mu1) else 0.5]])
     fit = _em.run_em(
         d, np.asarray(cal.alpha), np.asarray(cal.beta), prev0,
         tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
@@ -787,6 +877,8 @@ def estimate(
     exclude_new_labelers: bool = False,
     rng: np.random.Generator | int | None = None,
     recommend: bool = False,
+    new_labelers: NewLabelerRule | None = None,
+    on_shift: ShiftRule = "warn",
 ) -> EstimateResult | EstimateCollection:
     """Estimate the current round's gold rate by one method, several, or ``"all"``.
 
@@ -810,6 +902,12 @@ def estimate(
         With several methods: also run the ``"auto"`` choice and attach it
         as ``EstimateCollection.recommended`` (skipped, with the reason,
         when neither model checks nor the history are available).
+    new_labelers : {"error", "exclude", "estimate"}, optional
+        Labelers unknown to the calibration (see :func:`hero1`); ``"estimate"``
+        applies to HERO-1 only: with several methods the other calibrated
+        methods are skipped (listed with the reason) when new labelers are present.
+    on_shift : {"warn", "fallback", "ignore"}
+        HERO-2's rule on covariate shift (see :func:`hero2`).
 
     Examples
     --------
@@ -855,7 +953,15 @@ def estimate(
             raise HeroEvalError(f"unknown method {m!r}; choose from {list(METHODS)}, 'auto' or 'all'")
     results: dict[str, EstimateResult] = {}
     skipped: dict[str, str] = {}
+    rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
+    anchored = rule == "estimate" and _has_unknown(data, cal)
+    excl = rule == "exclude"
     for m in wanted:
+        if anchored and m in ("gold_proportion", "rogan_gladen", "hero2", "hero_joint"):
+            if single:
+                raise HeroEvalError(f"new_labelers='estimate' is implemented for hero1 only, not {m}")
+            skipped[m] = "new_labelers='estimate' is implemented for hero1 only"
+            continue
         if m == "hero2" and not single and (data.covariates is None or cal.covariate_mean is None):
             skipped[m] = "needs covariates for the current round and the history"
             continue
@@ -867,15 +973,15 @@ def estimate(
         elif m == "dawid_skene":
             results[m] = dawid_skene(data)
         elif m == "gold_proportion":
-            results[m] = gold_proportion(data, cal, exclude_new_labelers=exclude_new_labelers)
+            results[m] = gold_proportion(data, cal, exclude_new_labelers=excl)
         elif m == "hero1":
-            results[m] = hero1(data, cal, exclude_new_labelers=exclude_new_labelers)
+            results[m] = hero1(data, cal, new_labelers=rule)  # type: ignore[arg-type]
         elif m == "hero2":
-            results[m] = hero2(data, cal, ridge=ridge, exclude_new_labelers=exclude_new_labelers)
+            results[m] = hero2(data, cal, ridge=ridge, exclude_new_labelers=excl, on_shift=on_shift)
         elif m == "rogan_gladen":
-            results[m] = rogan_gladen(data, cal, exclude_new_labelers=exclude_new_labelers)
+            results[m] = rogan_gladen(data, cal, exclude_new_labelers=excl)
         else:
-            results[m] = hero_joint(data, cal, exclude_new_labelers=exclude_new_labelers)
+            results[m] = hero_joint(data, cal, exclude_new_labelers=excl)
     if single:
         return results[wanted[0]]
     recommended = None
@@ -885,5 +991,5 @@ def estimate(
         else:
             from .checks import recommend as _recommend
 
-            recommended = _recommend(data, cal, exclude_new_labelers=exclude_new_labelers)
+            recommended = _recommend(data, cal, exclude_new_labelers=excl or anchored)
     return EstimateCollection(results, ingest=data.report, skipped=skipped, recommended=recommended)

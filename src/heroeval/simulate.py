@@ -16,7 +16,7 @@ from scipy.special import expit
 from .data import AnnotationSet
 from .errors import HeroEvalError
 
-__all__ = ["PaperData", "dependent_dgp", "paper_dgp", "paper_target"]
+__all__ = ["PaperData", "ShiftData", "dependent_dgp", "paper_dgp", "paper_target", "shift_dgp"]
 
 
 @dataclass(frozen=True)
@@ -236,3 +236,90 @@ def dependent_dgp(
     a_marg = (1 - hq) * a + (hq if decoy == 1 else 0.0)
     b_marg = (1 - hq) * b + (hq if decoy == 0 else 0.0)
     return PaperData(hist, cur, a_marg, b_marg, _target(b0, b1), float(yc.mean()))
+@dataclass(frozen=True)
+class ShiftData:
+    """One replication of :func:`shift_dgp`: history, current round and the true parameters."""
+
+    history: AnnotationSet
+    current: AnnotationSet
+    alpha: np.ndarray  # history sensitivities, one per labeler
+    beta: np.ndarray  # history specificities
+    current_alpha: np.ndarray  # current-round sensitivities
+    current_beta: np.ndarray  # current-round specificities
+    current_rate: float  # realised gold rate of the current items
+    labeler_ids: tuple[str, ...]
+
+
+def shift_dgp(
+    rng: np.random.Generator | int | None,
+    *,
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    current_alpha: np.ndarray | None = None,
+    current_beta: np.ndarray | None = None,
+    history_pool: np.ndarray | None = None,
+    current_pool: np.ndarray | None = None,
+    n: int = 300,
+    N: int = 800,
+    rho: float = 0.10,
+    labels_per_item: int | None = None,
+    history_rate: float = 0.4,
+    current_rate: float = 0.3,
+) -> ShiftData:
+    """History and current round whose labelers may change between them (drift, new labelers).
+
+    Labeler j labels an item with Y=1 as 1 with probability ``alpha[j]`` in
+    the history and ``current_alpha[j]`` in the current round (specificities
+    likewise); by default the current parameters equal the history's. The
+    history's items are labelled by labelers in ``history_pool`` (default
+    all), the current round's by ``current_pool`` (default all): a labeler
+    only in ``current_pool`` is new in the current round. Each item gets
+    ``labels_per_item`` distinct labelers drawn uniformly from its pool
+    (``None``: every labeler of the pool). Items are i.i.d. with gold rates
+    ``history_rate`` and ``current_rate``; a share ``rho`` of history items
+    has gold. Labeler ids are ``"L00"``, ``"L01"``, ...
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from heroeval.simulate import shift_dgp
+    >>> d = shift_dgp(0, alpha=np.full(4, 0.8), beta=np.full(4, 0.7), current_beta=np.array([0.7, 0.7, 0.7, 0.4]))
+    >>> d.current.n_items, d.history.n_labelers
+    (300, 4)
+    """
+    a = np.asarray(alpha, dtype=float)
+    b = np.asarray(beta, dtype=float)
+    J = a.size
+    ca = a if current_alpha is None else np.asarray(current_alpha, dtype=float)
+    cb = b if current_beta is None else np.asarray(current_beta, dtype=float)
+    if b.shape != (J,) or ca.shape != (J,) or cb.shape != (J,):
+        raise HeroEvalError(f"alpha, beta, current_alpha and current_beta must all have length {J}")
+    hp = np.arange(J) if history_pool is None else np.asarray(history_pool, dtype=np.int64)
+    cp = np.arange(J) if current_pool is None else np.asarray(current_pool, dtype=np.int64)
+    if labels_per_item is not None and not 1 <= labels_per_item <= min(hp.size, cp.size):
+        raise HeroEvalError(f"labels_per_item must be in [1, {min(hp.size, cp.size)}], got {labels_per_item!r}")
+    if not 0 < rho <= 1:
+        raise HeroEvalError(f"rho must be in (0, 1], got {rho!r}")
+    gen = np.random.default_rng(rng)
+    names = np.array([f"L{j:02d}" for j in range(J)])
+
+    def draw(m: int, pool: np.ndarray, aa: np.ndarray, bb: np.ndarray, rate: float, prefix: str,
+             gold_share: float | None) -> tuple[AnnotationSet, np.ndarray]:
+        y = (gen.random(m) < rate).astype(np.int8)
+        k = pool.size if labels_per_item is None else labels_per_item
+        lab = pool[np.argsort(gen.random((m, pool.size)), axis=1)[:, :k]].ravel()
+        item = np.repeat(np.arange(m), k)
+        pz = np.where(y[item] == 1, aa[lab], 1 - bb[lab])
+        z = (gen.random(item.size) < pz).astype(np.int8)
+        ids = np.char.add(prefix, np.arange(m).astype(str))
+        gold = None
+        if gold_share is not None:
+            g = gen.random(m) < gold_share
+            if not g.any():
+                g[gen.integers(m)] = True
+            gold = (ids[g], y[g])
+        return AnnotationSet.from_arrays(ids[item], names[lab], z, gold=gold, name=prefix), y
+
+    hist, _ = draw(N, hp, a, b, history_rate, "h", rho)
+    cur, yc = draw(n, cp, ca, cb, current_rate, "c", None)
+    return ShiftData(hist, cur, a, b, ca, cb, float(yc.mean()), tuple(str(x) for x in names))
