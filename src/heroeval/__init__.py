@@ -93,6 +93,6 @@ __all__ = [
     "majority_vote",
     "plan",
     "read_annotations",
-    "rogan_gladen",
     "reestimate_without",
+    "rogan_gladen",
 ]

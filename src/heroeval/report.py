@@ -19,8 +19,8 @@ Examples
 >>> page = build_report(d.current, d.calibration, d.estimates, history=d.history)
 >>> page.startswith("<!DOCTYPE html>") and 'id="hero-data"' in page
 True
->>> report_data(d.current, d.calibration, d.estimates)["primary"]
-'hero1'
+>>> report_data(d.current, d.calibration, d.estimates)["primary"]   # method="auto" comes first
+'recommended'
 """
 
 from __future__ import annotations

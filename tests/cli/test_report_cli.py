@@ -37,8 +37,13 @@ def test_report_from_history_matches_estimate_json(files: dict[str, Path], tmp_p
     assert not ANSI.search(r.output)
     d = _data(out)
     e = runner.invoke(app, ["estimate", str(files["current"]), *src, "--format", "json"])
-    est = json.loads(e.stdout)["estimates"]
-    shown = d["rounds"]["current"]["estimates"]
+    full = json.loads(e.stdout)
+    est = full["estimates"]
+    shown = dict(d["rounds"]["current"]["estimates"])
+    rec = shown.pop("recommended")  # the report shows the recommended estimate first, as the JSON does
+    assert full["recommended"] is not None
+    for f in ("estimate", "ci_low", "ci_high"):
+        assert rec[f] == pytest.approx(full["recommended"][f], rel=1e-12, abs=1e-15), f
     assert set(shown) == set(est)
     for m in est:
         for f in ("estimate", "standard_error", "ci_low", "ci_high"):
@@ -92,7 +97,7 @@ def test_demo_report_and_plain_when_piped(tmp_path: Path) -> None:
     assert not ANSI.search(r.output) and not ANSI.search(r.stderr)
     d = _data(out)
     truth = json.loads(example_paths()["truth"].read_text())["true_rate"]
-    assert d["truth"] == truth and d["primary"] == "hero1"
+    assert d["truth"] == truth and d["primary"] == "recommended"
     # tables keep numbers right-aligned: every estimate in the estimates table ends at the same column
     lines = [ln for ln in r.stdout.splitlines() if re.match(r"^[│|] (HERO|Majority|Dawid|Gold)", ln)]
     ends = {ln.index(f"{float(m.group(0)):.4f}") + 6 for ln in lines if (m := re.search(r"\b0\.\d{4}\b", ln))}

@@ -172,15 +172,15 @@ def test_primary_is_hero1_without_a_recommendation(sim: Sim, calibration: he.Cal
 
 
 def test_recommended_estimate_shown_first_when_offered(sim: Sim, calibration: he.Calibration) -> None:
-    res = he.estimate(sim.current, calibration, method="all")
-    assert isinstance(res, he.EstimateCollection)
-    rec = replace(res["hero2"], method="auto", details={**res["hero2"].details, "chosen": "hero2"})
-    with_rec = he.EstimateCollection({**res.results, "recommended": rec}, ingest=res.ingest)
-    d = report_data(sim.current, calibration, with_rec)
+    res = he.estimate(sim.current, calibration, method="all", recommend=True, history=sim.history)
+    assert isinstance(res, he.EstimateCollection) and res.recommended is not None
+    d = report_data(sim.current, calibration, res)
     assert d["primary"] == "recommended"
     assert d["rounds"]["current"]["order"][0] == "recommended"
-    assert d["rounds"]["current"]["estimates"]["recommended"]["label"] == "Recommended (HERO-2)"
-    assert d["rounds"]["current"]["estimates"]["recommended"]["estimate"] == res["hero2"].estimate
+    chosen = res.recommended.result
+    assert d["rounds"]["current"]["estimates"]["recommended"]["label"] == f"Recommended ({chosen.title})"
+    assert d["rounds"]["current"]["estimates"]["recommended"]["estimate"] == chosen.estimate
+    assert d["rounds"]["current"]["recommendation"]["reason"] == res.recommended.reason
     page = render_html(d)
     assert page.index('data-method="recommended"') < page.index('data-method="hero1"')
 
