@@ -181,3 +181,36 @@ def test_label_map_option(tmp_path: Path) -> None:
     assert t["dropped"] == {"label mapped to None by label_map (e.g. a tie)": 1}
     r = runner.invoke(app, ["estimate", str(p), "--history", str(p), "--gold", str(g), "--label-map", "A=yes"])
     assert r.exit_code == 2 and "must map to 1, 0 or drop" in r.stderr
+
+
+def test_estimate_json_recommended_first(files: dict[str, Path]) -> None:
+    """Issue #5: the JSON of hero estimate has a top-level "recommended" with method, estimate, interval, reason."""
+    r = runner.invoke(app, ["estimate", str(files["current"]), "--history", str(files["history"]),
+                            "--gold", str(files["gold"]), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert list(out)[0] == "recommended"
+    rec = out["recommended"]
+    assert {"method", "estimate", "ci_low", "ci_high", "reason"} <= set(rec)
+    assert rec["method"] in out["estimates"] and rec["reason"]
+    # the recommended method's numbers are that method's own when it ran at the calibration's weight
+    if rec["history_weight"] in (None, 1.0):
+        assert rec["estimate"] == pytest.approx(out["estimates"][rec["method"]]["estimate"], rel=1e-12)
+    assert rec["ci_low"] <= rec["estimate"] <= rec["ci_high"]
+
+
+def test_calibrate_prints_and_saves_model_checks(files: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "cal.json"
+    r = runner.invoke(app, ["calibrate", str(files["history"]), "--gold", str(files["gold"]), "-o", str(out),
+                            "--history-weight", "cv"])
+    assert r.exit_code == 0, r.output
+    assert "independent given gold" in r.stdout and "cross-validation" in r.stdout
+    saved = json.loads(out.read_text())
+    assert saved["checks"]["chosen_weight"] == saved["settings"]["history_weight"]
+    r = runner.invoke(app, ["estimate", str(files["current"]), "--calibration", str(out), "--method", "auto",
+                            "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["recommended"]["reason"]
+    r = runner.invoke(app, ["calibrate", str(files["history"]), "--gold", str(files["gold"]), "-o", str(out),
+                            "--history-weight", "2"])
+    assert r.exit_code == 2 and "--history-weight" in r.output
