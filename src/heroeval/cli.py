@@ -109,6 +109,26 @@ def _read(path: Path, *, gold: Path | None = None, covariates: Path | None = Non
     )
 
 
+def _current_and_calibration(
+    current: Path, covariates: Path | None, calibration: Path | None, history: Path | None, gold: Path | None,
+    history_covariates: Path | None, label_map: dict[str, int | None] | None, history_weight: float | Literal["cv"],
+    *, item_col: str | None, labeler_col: str | None, label_col: str | None, round_col: str | None,
+    duplicates: Duplicates,
+) -> tuple[AnnotationSet, AnnotationSet | None, Calibration]:
+    """Read the current round, and load the calibration file or calibrate the history (with model checks)."""
+    with _busy("reading and calibrating"):
+        cur = read_annotations(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
+                               label_col=label_col, round_col=False, duplicates=duplicates.value,
+                               label_map=label_map, name="current")
+        if calibration is not None:
+            return cur, None, load_calibration(calibration)
+        assert history is not None
+        hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
+                     labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
+                     label_map=label_map)
+        return cur, hist, calibrate(hist, history_weight=history_weight, checks=True)
+
+
 def _run(fn: Any) -> Any:
     """Run ``fn`` turning heroeval errors into a clean message and exit code 2."""
     caught: list[warnings.WarningMessage] = []
@@ -284,19 +304,9 @@ def estimate_cmd(
 
     def go() -> tuple[AnnotationSet, AnnotationSet | None, EstimateCollection, dict[str, Any]]:
         lm = _label_map(label_map)
-        with _busy("reading and calibrating"):
-            cur = read_annotations(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
-                                   label_col=label_col, round_col=False, duplicates=duplicates.value,
-                                   label_map=lm, name="current")
-            hist = None
-            if calibration is not None:
-                cal = load_calibration(calibration)
-            else:
-                assert history is not None
-                hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
-                             labeler_col=labeler_col, label_col=label_col, round_col=round_col,
-                             duplicates=duplicates, label_map=lm)
-                cal = calibrate(hist, history_weight=hw, checks=True)
+        cur, hist, cal = _current_and_calibration(
+            current, covariates, calibration, history, gold, history_covariates, lm, hw, item_col=item_col,
+            labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates)
         kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": exclude_new_labelers}
         ms = _methods(method)
         ms = ms if ms == "all" else [m for m in ms if m != "auto"]
@@ -642,19 +652,9 @@ def report_cmd(
 
     def go() -> EstimateCollection:
         lm = _label_map(label_map)
-        with _busy("reading and calibrating"):
-            cur = read_annotations(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
-                                   label_col=label_col, round_col=False, duplicates=duplicates.value,
-                                   label_map=lm, name="current")
-            hist = None
-            if calibration is not None:
-                cal = load_calibration(calibration)
-            else:
-                assert history is not None
-                hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
-                             labeler_col=labeler_col, label_col=label_col, round_col=round_col,
-                             duplicates=duplicates, label_map=lm)
-                cal = calibrate(hist, checks=True)
+        cur, hist, cal = _current_and_calibration(
+            current, covariates, calibration, history, gold, history_covariates, lm, 1.0, item_col=item_col,
+            labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates)
         kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": exclude_new_labelers}
         res, warns = collect_warnings(lambda: estimate(cur, cal, method="all", history=hist, rng=seed,
                                                        recommend=True, **kw))
