@@ -28,10 +28,11 @@ here is computed on them:
   has mean 0 and variance 1 and the products of different pairs are
   uncorrelated (even on one item), so ``Z`` is approximately standard normal.
 
-:func:`recommend` (``method="auto"``) turns the mock-round errors into a
-choice for the current round: each candidate's predicted mean squared error
-is its squared mock-round bias, less that bias's sampling variance (floored
-at 0), plus the candidate's variance on the current round; the smallest wins.
+:func:`recommend` (``method="auto"``) keeps the paper's HERO-1 unless its
+mock-round error, or its paired difference from the Rogan–Gladen estimate on
+the same items, is significant (at 1 %, or 5 % once the dependence test has
+rejected independence at 1 %); then it takes, among the candidates that pass,
+the one with the smallest standard error on the current round.
 """
 
 from __future__ import annotations
@@ -69,24 +70,40 @@ FloatArray = npt.NDArray[np.float64]
 WEIGHT_GRID: tuple[float, ...] = (0.0, 0.1, 0.3, 1.0)
 """History weights tried by ``calibrate(history_weight="cv")`` and the checks."""
 
-CANDIDATES: tuple[str, ...] = ("majority_vote", "gold_proportion", "rogan_gladen", "hero1", "hero_joint")
-"""Methods ``method="auto"`` chooses among (``hero1`` and ``hero_joint`` at w = 1 and at the CV-chosen w).
+CANDIDATES: tuple[str, ...] = ("gold_proportion", "rogan_gladen", "hero1")
+"""Methods ``method="auto"`` chooses among (``hero1`` at w = 1 and at the w the log score chose).
+
+HERO joint is not a candidate: it rests on HERO-1's likelihood, so the mock
+rounds flag both or neither, and the rule keeps the paper's HERO-1 whenever
+it is not flagged (choosing by standard error among candidates that pass
+cost 9 % RMSE in the paper's sparse design: those standard errors are too
+noisy to rank on).
 
 Current-round Dawid–Skene is not a candidate: with few labels per item its
 standard error is too small (coverage 0.78 in the paper's sparse design,
-docs/robustness.md), and the rule below trusts the candidates' standard errors.
+docs/robustness.md), and the rule below trusts the candidates' standard
+errors. Majority vote is not one either: it corrects nothing, so its bias
+moves with the rate and the labeler mix, and its bias on the gold's mock
+rounds does not carry over to a round with another rate (in the paper's
+design it was picked with a mock bias of +0.03 and erred by +0.11).
 """
+
+MOCK_METHODS: tuple[str, ...] = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1")
+"""Methods whose error on the mock rounds the checks report."""
 
 MIN_GOLD_PER_FOLD = 4
 
 ROBUST_REFERENCE = "rogan_gladen"
 """The estimator every candidate is compared with, paired on the mock rounds (it assumes no independence)."""
 
-SE_MARGIN = 0.9
-"""When the paper's HERO-1 passes the bias checks, another candidate replaces it only with a standard error below this share of HERO-1's."""
+BIAS_TEST_ALPHA = 0.01
+"""A candidate whose mock-round error (or its difference from the robust reference) is significant at this level is not chosen."""
 
-BIAS_TEST_ALPHA = 0.05
-"""A candidate whose mean mock-round error differs from 0 at this level (t-test over folds) is not chosen."""
+BIAS_TEST_ALPHA_DEPENDENT = 0.05
+"""The level instead when the dependence test has rejected independence (p below ``DEPENDENCE_ALPHA``):
+the model is then known to be wrong, and weaker evidence of a bias suffices."""
+
+DEPENDENCE_ALPHA = 0.01
 
 
 # ---------------------------------------------------------------------------
@@ -329,7 +346,7 @@ def run_checks(
     weight_grid: Sequence[float] = WEIGHT_GRID,
     seed: int = 0,
     em_settings: Mapping[str, Any] | None = None,
-    candidates: Sequence[str] = CANDIDATES,
+    candidates: Sequence[str] = MOCK_METHODS,
 ) -> ModelChecks:
     """Cross-validated model checks on the history's gold items (see the module docstring).
 
@@ -348,7 +365,8 @@ def run_checks(
         ``tol``, ``max_iter``, ``criterion``, ``accelerate``, ``pseudo_count``
         for the refits (defaults of :func:`heroeval.calibrate`).
     candidates : sequence of str
-        Methods to run on the mock rounds.
+        Methods to run on the mock rounds (``hero_joint`` is judged by
+        HERO-1's mock round).
 
     Examples
     --------
@@ -543,18 +561,24 @@ def recommend(
     exclude_new_labelers: bool = False,
     candidates: Sequence[str] = CANDIDATES,
 ) -> Recommendation:
-    """Pick the estimator with the smallest predicted error for this round (``method="auto"``).
+    """The estimate to report for this round (``method="auto"``), and why.
 
     Uses ``calibration.checks`` (computed from ``calibration.history`` when
-    absent). For each candidate, the predicted mean squared error is
-    ``max(b^2 - se_b^2, 0) + se^2``: ``b`` the mean error on the mock rounds
-    of held-out gold items, ``se_b`` its standard error across folds, ``se``
-    the candidate's standard error on the current round. ``hero1`` and
-    ``hero_joint`` are tried at the history weight the checks chose by log
-    score and at w = 1 (the paper); a weight other than the calibration's
-    needs the history to refit. The interval of the chosen method is
-    reported as it is: the choice uses only the history's gold, not the
-    current labels' agreement with any estimate (docs/robustness.md).
+    absent). Each candidate (:data:`CANDIDATES`; ``hero1`` at w = 1 and at the
+    weight the log score chose, which needs the history to refit when it is
+    not the calibration's own) is **flagged** when its error on the mock
+    rounds of held-out gold items, or its paired difference there from the
+    Rogan–Gladen estimate, is significant: at level :data:`BIAS_TEST_ALPHA`,
+    or :data:`BIAS_TEST_ALPHA_DEPENDENT` once the dependence test has rejected
+    independence at :data:`DEPENDENCE_ALPHA`. The standard errors of both
+    tests add the history part of the candidates' variance on this round.
+    The paper's HERO-1 is kept unless flagged; otherwise the unflagged
+    candidate with the smallest standard error on this round wins (if all are
+    flagged: the smallest predicted RMSE ``sqrt(max(b^2 - se_b^2, 0) +
+    se^2)``). The interval of the chosen method is reported as it is: the
+    choice uses the history's gold and the candidates' standard errors, not
+    the current labels' agreement with any estimate (docs/robustness.md
+    measures the coverage that results).
     """
     from dataclasses import replace
 
@@ -580,7 +604,7 @@ def recommend(
     rows: list[dict[str, Any]] = []
     results: dict[tuple[str, float | None], EstimateResult] = {}
     for m in candidates:
-        ws: list[float | None] = list(weights) if m in ("hero1", "hero_joint") else [None]
+        ws: list[float | None] = list(weights) if m == "hero1" else [own_w] if m == "hero_joint" else [None]
         for w in ws:
             if m == "hero_joint" and (hist is None or w == 0.0):
                 continue
@@ -628,7 +652,9 @@ def recommend(
         assert not isinstance(r, Mapping)
         why = "; ".join(checks.notes) or "no candidate could be scored on mock rounds"
         return Recommendation("hero1", own_w, r, f"hero1 by default: {why}", rows)
-    crit = float(norm.ppf(1 - BIAS_TEST_ALPHA / 2))
+    dependent = math.isfinite(dep.p_value) and dep.p_value < DEPENDENCE_ALPHA
+    level = BIAS_TEST_ALPHA_DEPENDENT if dependent else BIAS_TEST_ALPHA
+    crit = float(norm.ppf(1 - level / 2))
     vh_ref = next((row["variance_history"] for row in scored if row["method"] == ROBUST_REFERENCE), 0.0)
     for row in scored:
         sb = row["mock_bias_se"]
@@ -649,16 +675,14 @@ def recommend(
     eligible = [r for r in scored if not r["bias_flagged"]]
     n_flag = len(scored) - len(eligible)
     default = next((r for r in eligible if (r["method"], r["history_weight"]) == first), None)
-    if eligible:
+    if default is not None:
+        best = default
+        rule = f"the paper's HERO-1 shows no significant bias on the mock rounds (level {level:g})"
+    elif eligible:
         best = min(eligible, key=rank)
-        if default is not None and best is not default and best["standard_error"] > SE_MARGIN * default["standard_error"]:
-            best = default  # not biased on the gold, and no other candidate is clearly more precise
-            rule = (f"the paper's HERO-1 is not biased on the mock rounds and no unflagged candidate's standard "
-                    f"error is below {SE_MARGIN:g} of its {default['standard_error']:.3g}")
-        else:
-            rule = (f"the smallest standard error here ({best['standard_error']:.3g}) among the {len(eligible)} "
-                    f"candidates whose mock-round bias is not significant ({n_flag} flagged at level "
-                    f"{BIAS_TEST_ALPHA:g})")
+        rule = (f"the smallest standard error here ({best['standard_error']:.3g}) among the {len(eligible)} "
+                f"candidates whose mock-round bias is not significant ({n_flag} flagged at level "
+                f"{level:g})")
     else:
         best = min(scored, key=lambda r: r["predicted_rmse"])
         rule = (f"every candidate is biased on the mock rounds; smallest predicted RMSE "
