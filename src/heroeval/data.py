@@ -25,7 +25,7 @@ Row policies (all documented in ``docs/data.md``):
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -544,6 +544,10 @@ def _apply_label_map(
     return out, drop
 
 
+LabelParser = Callable[[pd.Series, "_Table", str, str], tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]]
+"""``(column, table, column name, what) -> (int8 codes, missing mask)``; ``_build`` takes one (multi-class hook)."""
+
+
 def _parse_binary(s: pd.Series, t: _Table, col: str, what: str) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
     """Parse a binary column; returns values (int8) and a missing mask.
 
@@ -718,7 +722,9 @@ def _build(
     missing: str,
     name: str,
     label_map: Mapping[Any, int | None] | None = None,
+    label_parser: LabelParser | None = None,
 ) -> AnnotationSet:
+    parse = _parse_binary if label_parser is None else label_parser
     df = ann.df
     n_read = len(df)
     mapped_out = np.zeros(n_read, dtype=bool)
@@ -726,7 +732,7 @@ def _build(
         df, mapped_out = _apply_label_map(ann, df, label_col, label_map, "label")
     item_code, item_names = _id_codes(df[ann.item_col])
     lab_code, lab_names = _id_codes(df[labeler_col])
-    labels, label_missing = _parse_binary(df[label_col], ann, label_col, "label")
+    labels, label_missing = parse(df[label_col], ann, label_col, "label")
     miss_item = item_code < 0
     miss_lab = lab_code < 0
     dropped: dict[str, int] = {}
@@ -821,7 +827,7 @@ def _build(
         if label_map is not None:
             gdf, g_mapped = _apply_label_map(gold, gdf, gold_col, label_map, "gold label")
         g_items = _ids_to_str(gdf[gold.item_col])
-        g_vals, g_miss = _parse_binary(gdf[gold_col], gold, gold_col, "gold label")
+        g_vals, g_miss = parse(gdf[gold_col], gold, gold_col, "gold label")
         g_miss = g_miss & ~g_mapped
         g_dropped: dict[str, int] = {}
         if g_mapped.any():
