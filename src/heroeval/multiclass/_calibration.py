@@ -249,7 +249,8 @@ def initial_values(ds: AnnotationSet, K: int, structure: str) -> tuple[FloatArra
     default = np.full((K, K), 0.3 / (K - 1))
     np.fill_diagonal(default, 0.7)
     pooled = np.where(rows > 0, tot / np.where(rows > 0, rows, 1.0), default)
-    pi0 = (n + INIT_PSEUDO * pooled[None]) / (n.sum(axis=2, keepdims=True) + INIT_PSEUDO)
+    pi0 = np.clip((n + INIT_PSEUDO * pooled[None]) / (n.sum(axis=2, keepdims=True) + INIT_PSEUDO), _model.EPS,
+                  1 - _model.EPS)
     theta0: FloatArray | None = None
     if structure != "full":
         pi0, theta0 = _model.m_step_labelers(structure, n + INIT_PSEUDO * pooled[None], None, 0.0)

@@ -359,25 +359,105 @@ def log_prior(structure: str, pi: FloatArray, pseudo: float) -> float:
     return 0.0
 
 
+def _to_state(structure: str, x: FloatArray, J: int, K: int, G: int) -> tuple[FloatArray, FloatArray | None, FloatArray]:
+    """Map the unconstrained vector (log rows / logit accuracy / sharpness, log prevalences) to probabilities."""
+    nl = J * K * K if structure == "full" else J
+    xl, xp = x[:nl], x[nl:].reshape(G, K)
+    theta: FloatArray | None = None
+    if structure == "full":
+        lp = xl.reshape(J, K, K)
+        lp = lp - lp.max(axis=2, keepdims=True)
+        e = np.exp(lp)
+        pi = np.clip(e / e.sum(axis=2, keepdims=True), EPS, 1 - EPS)
+    elif structure == "symmetric":
+        theta = np.clip(1.0 / (1.0 + np.exp(-xl)), EPS, 1 - EPS)
+        pi = conf_from_theta("symmetric", theta, K)
+    else:
+        theta = np.clip(xl, T_MIN, T_MAX)
+        pi = conf_from_theta("ordinal", theta, K)
+    xp = xp - xp.max(axis=1, keepdims=True)
+    ep = np.exp(xp)
+    prev = np.clip(ep / ep.sum(axis=1, keepdims=True), EPS, 1 - EPS)
+    return pi, theta, prev
+
+
+def _to_vec(structure: str, pi: FloatArray, theta: FloatArray | None, prev: FloatArray) -> FloatArray:
+    if structure == "full":
+        xl = np.log(pi).ravel()
+    elif structure == "symmetric":
+        assert theta is not None
+        xl = np.log(theta) - np.log1p(-theta)
+    else:
+        assert theta is not None
+        xl = theta.copy()
+    return np.concatenate([xl, np.log(prev).ravel()])
+
+
 def run_em(d: Design, structure: str, pi0: FloatArray, theta0: FloatArray | None, prev0: FloatArray, *,
-           tol: float, max_iter: int, pseudo: float = 0.0, fixed_prev: bool = False) -> Fit:
-    """Plain EM; stops when no probability (confusion entry or prevalence) moves by more than ``tol``."""
-    pi, theta, prev = pi0, theta0, prev0
+           tol: float, max_iter: int, pseudo: float = 0.0, accelerate: bool = True) -> Fit:
+    """EM, SQUAREM-accelerated by default (Varadhan and Roland, 2008) with a monotone safeguard.
+
+    The extrapolation works on an unconstrained vector (log confusion rows,
+    logit accuracy or sharpness, log prevalences; mapped back by softmax).
+    Stops when one plain EM step moves no probability (confusion entry or
+    prevalence) by more than ``tol``; ``n_iter`` counts EM map evaluations.
+    """
+    J, K, G = d.J, d.K, d.G
+    n_eval = 0
+    th_hint: list[FloatArray | None] = [theta0]
+
+    def F(x: FloatArray) -> tuple[FloatArray, float, FloatArray]:
+        nonlocal n_eval
+        n_eval += 1
+        pi, theta, prev = _to_state(structure, x, J, K, G)
+        w, ll = e_step(d, pi, prev)
+        pi2, theta2 = m_step_labelers(structure, soft_counts(d, w), theta if theta is not None else th_hint[0], pseudo)
+        prev2 = m_step_prev(d, w)
+        probs = np.concatenate([pi.ravel(), prev.ravel()])
+        return _to_vec(structure, pi2, theta2, prev2), ll + log_prior(structure, pi, pseudo), probs
+
+    def probs_of(x: FloatArray) -> FloatArray:
+        pi, _, prev = _to_state(structure, x, J, K, G)
+        return np.concatenate([pi.ravel(), prev.ravel()])
+
+    x = _to_vec(structure, np.clip(pi0, EPS, 1 - EPS), theta0, np.clip(prev0, EPS, 1 - EPS))
     converged = False
     change = np.inf
-    it = 0
-    while it < max_iter:
-        it += 1
-        w, _ = e_step(d, pi, prev)
-        pi2, theta2 = m_step_labelers(structure, soft_counts(d, w), theta, pseudo)
-        prev2 = prev if fixed_prev else m_step_prev(d, w)
-        change = max(float(np.max(np.abs(pi2 - pi))) if pi.size else 0.0, float(np.max(np.abs(prev2 - prev))))
-        pi, theta, prev = pi2, theta2, prev2
+    step_max, mstep = 1.0, 4.0
+    ll_ref = -np.inf
+    first = True
+    while n_eval < max_iter:
+        x1, ll0, p0 = F(x)
+        if first:
+            ll_ref, first = ll0, False
+        change = float(np.max(np.abs(probs_of(x1) - p0)))
         if change <= tol:
+            x = x1
             converged = True
             break
+        if not accelerate:
+            x = x1
+            continue
+        x2, _, _ = F(x1)
+        r = x1 - x
+        v = x2 - 2 * x1 + x
+        nr, nv = float(np.sqrt(r @ r)), float(np.sqrt(v @ v))
+        if nv == 0.0 or not np.isfinite(nv):
+            x = x2
+            continue
+        step = max(min(-nr / nv, -1.0), -step_max)
+        xp = x - 2 * step * r + step * step * v
+        x_new, ll_p, _ = F(xp)
+        if not np.isfinite(ll_p) or ll_p < ll_ref - 1e-10 * max(1.0, abs(ll_ref)):
+            x = x2
+            step_max = max(1.0, step_max / mstep)
+        else:
+            x, ll_ref = x_new, ll_p
+            if step == -step_max:
+                step_max *= mstep
+    pi, theta, prev = _to_state(structure, x, J, K, G)
     w, ll = e_step(d, pi, prev)
-    return Fit(pi, theta, prev, w, ll + log_prior(structure, pi, pseudo), it, converged, change)
+    return Fit(pi, theta, prev, w, ll + log_prior(structure, pi, pseudo), n_eval, converged, change)
 
 
 # ---------------------------------------------------------------------------
@@ -444,39 +524,53 @@ class Information:
         return out
 
     def dense_free(self) -> FloatArray:
-        """H restricted to the free parameters, formed densely."""
+        """H restricted to the free parameters, formed densely from sparse per-class score pieces.
+
+        ``H = blockdiag(M) - sum_c U_c' diag(w_c) U_c + S' S`` where row r of
+        ``U_c`` is ``u_rc`` (the complete-data score at class c).
+        """
+        d, q, K = self.d, self.q, self.d.K
         f = np.flatnonzero(self.free)
-        H = np.zeros((f.size, f.size))
-        chunk = max(1, int(4e6 // max(1, self.d.n_ann * self.d.K * max(self.q, 1))))
-        for s in range(0, f.size, chunk):
-            cols = f[s:s + chunk]
-            E = np.zeros((self.P, cols.size))
-            E[cols, np.arange(cols.size)] = 1.0
-            H[:, s:s + cols.size] = self.matvec(E)[f]
+        newcol = np.full(self.P, -1, dtype=np.int64)
+        newcol[f] = np.arange(f.size)
+        Pf = f.size
+        rows_l = np.repeat(d.item_of, q)
+        cols_l = newcol[(d.lab[:, None] * q + np.arange(q)[None]).ravel()]
+        rows_p = np.repeat(np.arange(d.N), K - 1)
+        cols_p = newcol[(d.J * q + d.group[:, None] * (K - 1) + np.arange(K - 1)[None]).ravel()]
+        rows = np.concatenate([rows_l, rows_p])
+        cols = np.concatenate([cols_l, cols_p])
+        keep = cols >= 0
+        H = np.zeros((Pf, Pf))
+        w = self.fit.w
+        for c in range(K):
+            vals = np.concatenate([self.Da[:, c, :].ravel(), self.Dp[d.group, c, :].ravel()])
+            U = sp.csr_matrix((vals[keep], (rows[keep], cols[keep])), shape=(d.N, Pf))
+            H -= (U.T @ sp.diags(w[:, c]) @ U).toarray()
+        Sf = self.S[:, f]
+        H += (Sf.T @ Sf).toarray()
+        Mb = sp.block_diag([*self.M, *self.Mp], format="csr")
+        H += Mb[f][:, f].toarray()
         out: FloatArray = 0.5 * (H + H.T)
         return out
 
     def hinv(self) -> FloatArray | None:
-        """Dense H^+ (zero rows for non-free parameters) when small enough, else None."""
+        """Dense H^+ on the free parameters (Pf x Pf) when there are at most DENSE_MAX of them, else None."""
         if self._Hinv is None and int(self.free.sum()) <= DENSE_MAX:
-            f = self.free
-            Hi = np.zeros((self.P, self.P))
-            if f.any():
-                Hi[np.ix_(f, f)] = np.linalg.pinv(self.dense_free(), hermitian=True)
-            self._Hinv = Hi
+            self._Hinv = np.linalg.pinv(self.dense_free(), hermitian=True) if self.free.any() else np.zeros((0, 0))
         return self._Hinv
 
     def solve(self, C: FloatArray) -> FloatArray:
         """X = H^+ C for C of shape (P, k) (rows of non-free parameters ignored, zero in X)."""
-        Hi = self.hinv()
-        if Hi is not None:
-            out: FloatArray = Hi @ C
-            return out
         f = self.free
         fi = np.flatnonzero(f)
-        diag = np.zeros(self.P)
+        X = np.zeros((self.P, C.shape[1]))
+        Hi = self.hinv()
+        if Hi is not None:
+            X[fi] = Hi @ C[fi]
+            return X
         Mdiag = np.concatenate([np.einsum("jqq->jq", self.M).ravel(), np.einsum("gqq->gq", self.Mp).ravel()])
-        diag[:] = np.maximum(Mdiag, 1e-12)
+        diag = np.maximum(Mdiag, 1e-12)
 
         def mv(x: Any) -> Any:
             v = np.zeros((self.P, 1))
@@ -486,7 +580,6 @@ class Information:
         A = spla.LinearOperator((fi.size, fi.size), matvec=mv, dtype=np.float64)
         Pre = spla.LinearOperator((fi.size, fi.size), matvec=lambda x: np.asarray(x).ravel() / diag[fi],
                                   dtype=np.float64)
-        X = np.zeros((self.P, C.shape[1]))
         for k in range(C.shape[1]):
             b = C[fi, k]
             if not np.any(b):
@@ -501,11 +594,15 @@ class Information:
         return out
 
     def covariance(self) -> FloatArray | None:
-        """Sandwich covariance H^+ (sum_r s_r s_r') H^+ of the parameters (None when too large)."""
+        """Sandwich covariance H^+ (sum_r s_r s_r') H^+ of all P parameters (None beyond DENSE_MAX)."""
+        if self.P > DENSE_MAX:
+            return None
         Hi = self.hinv()
         if Hi is None:
             return None
-        SH = np.asarray(self.S @ Hi)
-        V = SH.T @ SH
+        fi = np.flatnonzero(self.free)
+        SH = np.asarray(self.S[:, fi] @ Hi)
+        V = np.zeros((self.P, self.P))
+        V[np.ix_(fi, fi)] = SH.T @ SH
         out: FloatArray = 0.5 * (V + V.T)
         return out
