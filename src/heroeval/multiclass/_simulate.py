@@ -59,13 +59,13 @@ def simulate_rounds(
 
     def draw(n: int, prev: FloatArray, prefix: str) -> tuple[MultiClassData, npt.NDArray[np.int64]]:
         y = rng.choice(K, size=n, p=prev)
-        items, labs, lbls = [], [], []
-        for i in range(n):
-            who = rng.choice(J, size=labels_per_item, replace=False)
-            for j in who:
-                items.append(f"{prefix}{i}")
-                labs.append(f"L{j}")
-                lbls.append(str(rng.choice(K, p=conf[j, y[i]]) + 1))
+        who = np.argsort(rng.random((n, J)), axis=1)[:, :labels_per_item]  # distinct labelers per item
+        cum = np.cumsum(conf[who, y[:, None]], axis=2)  # (n, m, K) label CDFs
+        u = rng.random((n, labels_per_item, 1))
+        lab = np.minimum((u > cum).sum(axis=2), K - 1)
+        items = np.repeat([f"{prefix}{i}" for i in range(n)], labels_per_item).tolist()
+        labs = [f"L{j}" for j in who.ravel()]
+        lbls = [str(v + 1) for v in lab.ravel()]
         gold = None
         if prefix == "h":
             g = rng.random(n) < rho
