@@ -7,12 +7,12 @@ import pytest
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from heroeval.multiclass import calibrate_multiclass, hero1_multiclass, multiclass_from_arrays, solve_simplex
 from heroeval.multiclass import _estimators as E
 from heroeval.multiclass import _model as M
+from heroeval.multiclass import calibrate_multiclass, hero1_multiclass, multiclass_from_arrays, solve_simplex
 
 
-def _random_data(seed: int, K: int = 3, J: int = 4, N: int = 240, n: int = 60):
+def _random_data(seed: int, K: int = 3, J: int = 4, N: int = 180, n: int = 60):
     rng = np.random.default_rng(seed)
     # every confusion entry well inside (0, 1), so the maximum likelihood is interior
     conf = np.stack([[0.5 * (np.arange(K) == c) + 0.5 * rng.dirichlet(np.full(K, 8.0)) for c in range(K)]
@@ -28,7 +28,7 @@ def _random_data(seed: int, K: int = 3, J: int = 4, N: int = 240, n: int = 60):
         return rows, y
 
     h, yh = draw(N, "h")
-    gi = np.arange(0, N, 3)
+    gi = np.arange(0, N, 2)
     hist = multiclass_from_arrays(*zip(*h, strict=True), classes=list(range(K)),
                                   gold=([f"h{i:03d}" for i in gi], yh[gi]))
     c, _ = draw(n, "c")

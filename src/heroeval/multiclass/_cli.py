@@ -136,14 +136,14 @@ def compare(a_current: Path, b_current: Path, *, calibration: Path | None, histo
     for c in cal.classes:
         t.add_column(c, justify="right")
     t.add_column("mean score", justify="right")
-    for m, c in comps.items():
+    for m, cmp in comps.items():
         cells = []
         for k in range(len(cal.classes)):
             w = [0.0] * len(cal.classes)
             w[k] = 1.0
-            f = c.functional(w, level)
+            f = cmp.functional(w, level)
             cells.append(f"{f['estimate']:+.3f} [{f['ci_low']:+.3f}, {f['ci_high']:+.3f}]")
-        f = c.functional(c.values, level)
+        f = cmp.functional(cmp.values, level)
         cells.append(f"{f['estimate']:+.3f} [{f['ci_low']:+.3f}, {f['ci_high']:+.3f}] p={f['p_value']:.3g}")
         t.add_row(m, *cells)
     con.print(t)

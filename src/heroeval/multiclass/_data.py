@@ -136,8 +136,11 @@ def _parser(classes: tuple[str, ...]) -> Any:
         if num_table:
             unmatched = codes.isna() & ~pd.Series(missing, index=codes.index)
             if unmatched.any():
-                alt = keys[unmatched].map(lambda x: num_table.get(_as_number(x)) if _as_number(x) is not None else None)
-                codes[unmatched] = alt
+                def lookup(x: Any, /) -> Any:
+                    v = _as_number(str(x))
+                    return None if v is None else num_table.get(v)
+
+                codes[unmatched] = keys[unmatched].map(lookup)
         bad = ~missing & codes.isna().to_numpy(dtype=bool)
         if bad.any():
             rows = np.flatnonzero(bad)

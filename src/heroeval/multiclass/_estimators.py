@@ -412,7 +412,7 @@ def _finish_score(method: str, cur: MultiClassData, cal: MultiClassCalibration, 
     notes = al.notes
     if any(v == 0 for v in p) and cal.n_classes > 2:
         notes = (*notes, "some classes are estimated at 0: the other classes' intervals hold them fixed there")
-    base = {"method": method, "classes": cal.classes, "values": cal.values, "estimate": p, "n_items": n,
+    base: dict[str, Any] = {"method": method, "classes": cal.classes, "values": cal.values, "estimate": p, "n_items": n,
             "n_annotations": n_ann, "n_labelers": n_lab, "current": parts.current,
             "component_status": _component_status(p), "notes": notes}
     if gold_units:

@@ -257,9 +257,11 @@ def free_labeler_params(structure: str, pi: FloatArray, theta: FloatArray | None
     tot = counts.sum(axis=(1, 2)) > 1e-12
     if structure == "symmetric":
         a = pi[:, 0, 0]
-        return ((np.minimum(a, 1 - a) > BOUND_TOL) & (tot | (pseudo > 0)))[:, None]
+        fs: npt.NDArray[np.bool_] = ((np.minimum(a, 1 - a) > BOUND_TOL) & (tot | (pseudo > 0)))[:, None]
+        return fs
     assert theta is not None
-    return ((theta > T_MIN + BOUND_TOL) & (theta < T_MAX - BOUND_TOL) & tot)[:, None]
+    fo: npt.NDArray[np.bool_] = ((theta > T_MIN + BOUND_TOL) & (theta < T_MAX - BOUND_TOL) & tot)[:, None]
+    return fo
 
 
 def prev_derivs(prev: FloatArray) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
@@ -557,7 +559,8 @@ class Information:
     def hinv(self) -> FloatArray | None:
         """Dense H^+ on the free parameters (Pf x Pf) when there are at most DENSE_MAX of them, else None."""
         if self._Hinv is None and int(self.free.sum()) <= DENSE_MAX:
-            self._Hinv = np.linalg.pinv(self.dense_free(), hermitian=True) if self.free.any() else np.zeros((0, 0))
+            hi = np.linalg.pinv(self.dense_free(), hermitian=True) if self.free.any() else np.zeros((0, 0))
+            self._Hinv = np.asarray(hi, dtype=np.float64)
         return self._Hinv
 
     def solve(self, C: FloatArray) -> FloatArray:
