@@ -118,14 +118,16 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def table(s: pd.DataFrame) -> str:
-    short = {"majority_vote": "MV", "dawid_skene": "DS", "gold_proportion": "GP", "hero1": "H1", "hero_joint": "HJ"}
-    lines = ["| data set | K | structure | n | " + " | ".join(short[m] for m in MC_METHODS) + " |",
-             "|---|---|---|---|" + "---|" * len(MC_METHODS)]
+    short = {"majority_vote": "MV", "dawid_skene": "DS", "gold_proportion": "GP", "hero1": "H1", "hero2": "H2",
+             "hero_joint": "HJ"}
+    methods = [m for m in MC_METHODS if m in set(s["method"])]
+    lines = ["| data set | K | structure | n | " + " | ".join(short.get(m, m) for m in methods) + " |",
+             "|---|---|---|---|" + "---|" * len(methods)]
     for (ds, st), g in s.groupby(["dataset", "structure"], sort=False):
         g = g.set_index("method")
         best = g["l1"].idxmin()
         cells = []
-        for m in MC_METHODS:
+        for m in methods:
             if m not in g.index:
                 cells.append("—")
                 continue

@@ -258,8 +258,8 @@ def estimate_cmd(
     """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals."""
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
     if classes is not None or ordinal:
-        if bootstrap or covariates is not None:
-            _err("--bootstrap and covariates (HERO-2) are not available for multi-class labels yet")
+        if bootstrap:
+            _err("--bootstrap is not available for multi-class labels yet")
             raise typer.Exit(2)
         from .multiclass import _cli as _mc
 
@@ -267,7 +267,7 @@ def estimate_cmd(
             current, calibration=calibration, history=history, gold=gold, classes=classes, ordinal=ordinal,
             structure=structure, method=method, exclude_new_labelers=exclude_new_labelers, level=confidence_level,
             read_kw=_mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map), round_col=round_col,
-            json_out=fmt is Format.json))
+            json_out=fmt is Format.json, covariates=covariates, history_covariates=history_covariates, ridge=ridge))
         return
     if bootstrap and history is None:
         _err("--bootstrap refits Stage A: it needs --history and --gold, not a calibration file")

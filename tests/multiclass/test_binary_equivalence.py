@@ -14,6 +14,7 @@ from heroeval.multiclass import (
     dawid_skene_multiclass,
     gold_proportion_multiclass,
     hero1_multiclass,
+    hero2_multiclass,
     hero_joint_multiclass,
     load_multiclass_calibration,
     majority_vote_multiclass,
@@ -51,8 +52,8 @@ def _simulated() -> tuple[he.AnnotationSet, he.AnnotationSet]:
 
 def _triviaqa() -> tuple[he.AnnotationSet, he.AnnotationSet]:
     p = example_paths()
-    return (he.read_annotations(p["history"], gold=p["gold"], name="history"),
-            he.read_annotations(p["current"], name="current"))
+    return (he.read_annotations(p["history"], gold=p["gold"], covariates=p["history_covariates"], name="history"),
+            he.read_annotations(p["current"], covariates=p["current_covariates"], name="current"))
 
 
 def _same(b: he.EstimateResult, r: he.EstimateResult) -> None:
@@ -84,6 +85,9 @@ def test_k2_reproduces_binary(data, tmp_path: Path) -> None:
     assert abs(h.estimate.sum() - 1) < 1e-12
     assert abs(h.standard_errors()[0] - h.standard_errors()[1]) < TOL
     # through saved files: the binary parameter covariance against the multi-class one
+    if cur.covariates is not None:  # HERO-2 per component (the triviaqa example has covariates)
+        for ridge in (0.0, 1.0):
+            _same(he.hero2(cur, cal, ridge=ridge), hero2_multiclass(cur, mc, ridge=ridge).component(1))
     cal.save(tmp_path / "b.json")
     mc.save(tmp_path / "m.json")
     _same(he.hero1(cur, he.load_calibration(tmp_path / "b.json")),

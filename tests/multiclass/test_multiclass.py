@@ -145,3 +145,46 @@ def test_plot_confusion_matrices() -> None:
     assert sum(ax.get_visible() for ax in fig.axes) >= 5
     fig2 = plot_confusion_matrices(cal, labelers=["L0", "L1"])
     assert "L0" in fig2.axes[0].get_title()
+
+
+def _with_covariates(d, x: np.ndarray, gold: bool):
+    a = d.annotations
+    i = a.annotation_item
+    ann = pd.DataFrame({"item_id": a.item_ids[i], "labeler_id": a.labeler_ids[a.labeler],
+                        "label": np.array(d.classes)[a.label]})
+    cov = pd.DataFrame({"item_id": a.item_ids, "x": x})
+    g = None
+    if gold:
+        m = a.gold >= 0
+        g = pd.DataFrame({"item_id": a.item_ids[m], "gold": np.array(d.classes)[a.gold[m]]})
+    return read_multiclass(ann, gold=g, covariates=cov, classes=d.classes, ordinal=True)
+
+
+def test_hero2_multiclass_control_variate() -> None:
+    from heroeval.multiclass import hero2_multiclass
+
+    rng = np.random.default_rng(8)
+    sim = simulate_rounds(rng, K=4, J=6, n_history=1000, n_current=300, labels_per_item=2,
+                          prevalence_current=np.full(4, 0.25), prevalence_history=np.full(4, 0.25))
+    # the truth is not stored per item; a covariate built from the labels' item mean is informative
+    def xs(d):
+        a = d.annotations
+        s = np.bincount(a.annotation_item, weights=a.label.astype(float)) / np.diff(a.item_ptr)
+        return s + rng.normal(0, 0.3, a.n_items)
+
+    hist = _with_covariates(sim.history, xs(sim.history), True)
+    cur = _with_covariates(sim.current, xs(sim.current), False)
+    cal = calibrate_multiclass(hist, structure="ordinal")
+    h1 = hero1_multiclass(cur, cal)
+    h2 = hero2_multiclass(cur, cal)
+    assert h2.details["gamma"] and abs(h2.estimate.sum() - 1) < 1e-12
+    assert h2.mean_score()["standard_error"] < h1.mean_score()["standard_error"]
+    assert abs(h2.mean_score()["estimate"] - h1.mean_score()["estimate"]) < 0.1
+    # a pure-noise covariate: HERO-2 stays close to HERO-1
+    hist0 = _with_covariates(sim.history, rng.normal(size=sim.history.n_items), True)
+    cur0 = _with_covariates(sim.current, rng.normal(size=sim.current.n_items), False)
+    cal0 = calibrate_multiclass(hist0, structure="ordinal")
+    np.testing.assert_allclose(hero2_multiclass(cur0, cal0).estimate, hero1_multiclass(cur0, cal0).estimate, atol=0.02)
+    assert "hero2" in estimate_multiclass(cur, cal)
+    with pytest.raises(HeroEvalError, match="covariates"):
+        hero2_multiclass(sim.current, calibrate_multiclass(sim.history, structure="ordinal"))

@@ -16,9 +16,9 @@ from ._estimators import MC_METHODS, MultiClassEstimate, compare_multiclass, est
 
 
 def _read(path: Path, *, gold: Path | None, classes: str | None, ordinal: bool, name: str, read_kw: dict[str, Any],
-          round_col: Any = False) -> MultiClassData:
+          round_col: Any = False, covariates: Path | None = None) -> MultiClassData:
     return read_multiclass(path, gold=gold, classes=classes, ordinal=ordinal, name=name, round_col=round_col,
-                           **read_kw)
+                           covariates=covariates, **read_kw)
 
 
 def _round_col(rc: str | None) -> Any:
@@ -26,8 +26,8 @@ def _round_col(rc: str | None) -> Any:
 
 
 def _calibration(calibration: Path | None, history: Path | None, gold: Path | None, classes: str | None,
-                 ordinal: bool, structure: str, read_kw: dict[str, Any], round_col: str | None
-                 ) -> tuple[MultiClassCalibration, str | None]:
+                 ordinal: bool, structure: str, read_kw: dict[str, Any], round_col: str | None,
+                 history_covariates: Path | None = None) -> tuple[MultiClassCalibration, str | None]:
     if calibration is not None:
         cal = load_multiclass_calibration(calibration)
         if classes is not None and tuple(c.strip() for c in classes.split(",")) != cal.classes:
@@ -35,7 +35,7 @@ def _calibration(calibration: Path | None, history: Path | None, gold: Path | No
         return cal, ",".join(cal.classes)
     assert history is not None
     h = _read(history, gold=gold, classes=classes, ordinal=ordinal, name="history", read_kw=read_kw,
-              round_col=_round_col(round_col))
+              round_col=_round_col(round_col), covariates=history_covariates)
     return calibrate_multiclass(h, structure=structure), ",".join(h.classes)
 
 
@@ -103,10 +103,14 @@ def _table(res: dict[str, MultiClassEstimate], level: float, title: str) -> Tabl
 
 def estimate(current: Path, *, calibration: Path | None, history: Path | None, gold: Path | None,
              classes: str | None, ordinal: bool, structure: str, method: str, exclude_new_labelers: bool,
-             level: float, read_kw: dict[str, Any], round_col: str | None, json_out: bool) -> None:
-    cal, cls = _calibration(calibration, history, gold, classes, ordinal, structure, read_kw, round_col)
-    cur = _read(current, gold=None, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw)
-    res = estimate_multiclass(cur, cal, method=_methods(method), exclude_new_labelers=exclude_new_labelers)
+             level: float, read_kw: dict[str, Any], round_col: str | None, json_out: bool,
+             covariates: Path | None = None, history_covariates: Path | None = None, ridge: float = 0.0) -> None:
+    cal, cls = _calibration(calibration, history, gold, classes, ordinal, structure, read_kw, round_col,
+                            history_covariates)
+    cur = _read(current, gold=None, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw,
+                covariates=covariates)
+    res = estimate_multiclass(cur, cal, method=_methods(method), exclude_new_labelers=exclude_new_labelers,
+                              ridge=ridge)
     if json_out:
         print(json.dumps({"estimates": {m: r.to_dict(level) for m, r in res.items()},
                           "ingest": cur.annotations.report.to_dict()}, indent=1))

@@ -30,12 +30,13 @@ __all__ = [
     "estimate_multiclass",
     "gold_proportion_multiclass",
     "hero1_multiclass",
+    "hero2_multiclass",
     "hero_joint_multiclass",
     "majority_vote_multiclass",
 ]
 
 FloatArray = npt.NDArray[np.float64]
-MC_METHODS = ("majority_vote", "dawid_skene", "gold_proportion", "hero1", "hero_joint")
+MC_METHODS = ("majority_vote", "dawid_skene", "gold_proportion", "hero1", "hero2", "hero_joint")
 
 
 def _wald(est: float, se: float, level: float) -> tuple[float, float]:
@@ -332,9 +333,25 @@ def _component_status(p: FloatArray, tol: float = 0.0) -> tuple[str, ...]:
 class _ScoreParts:
     current: FloatArray  # (n, K)
     C: FloatArray  # (P, K): d estimate / d theta (history gradient)
+    Iinv: FloatArray | None = None  # (|o|, |o|)
+    ref: int = -1
+    others: npt.NDArray[np.int64] | None = None
 
 
-def _score_influence(d: _model.Design, D: FloatArray, P: int, lam: FloatArray, p: FloatArray) -> _ScoreParts:
+def _face(p: FloatArray, ref: int | None = None) -> tuple[int, npt.NDArray[np.int64]]:
+    A = np.flatnonzero(p > 0)
+    e = int(A[np.argmax(p[A])]) if ref is None else int(ref)
+    return e, A[A != e]
+
+
+def _psi(lam: FloatArray, p: FloatArray, e: int, o: npt.NDArray[np.int64]) -> FloatArray:
+    f = np.exp(lam - lam.max(axis=1, keepdims=True))
+    out: FloatArray = (f[:, o] - f[:, [e]]) / (f @ p)[:, None]
+    return out
+
+
+def _score_influence(d: _model.Design, D: FloatArray, P: int, lam: FloatArray, p: FloatArray,
+                     ref: int | None = None, resid_shift: FloatArray | None = None) -> _ScoreParts:
     """Influence of the simplex score-equation estimate with confusion parameters from the history.
 
     On the active face A with reference e (largest) and others o:
@@ -349,13 +366,13 @@ def _score_influence(d: _model.Design, D: FloatArray, P: int, lam: FloatArray, p
     C = np.zeros((P, K))
     if A.size <= 1:
         return _ScoreParts(cur, C)
-    e = A[np.argmax(p[A])]
-    o = A[A != e]
+    e, o = _face(p, ref)
     f = np.exp(lam - lam.max(axis=1, keepdims=True))
     Dn = f @ p
     psi = (f[:, o] - f[:, [e]]) / Dn[:, None]
     Iinv = np.linalg.pinv(psi.T @ psi / n, hermitian=True)
-    phi = (psi - psi.mean(axis=0)) @ Iinv
+    resid = psi if resid_shift is None else psi - resid_shift
+    phi = (resid - resid.mean(axis=0)) @ Iinv
     cur[:, o] = phi
     cur[:, e] = -phi.sum(axis=1)
     # kappa[i, c, d] = d psi_ic / d lambda_id = (f_id / D_i) ([d = c] - [d = e] - psi_ic p_d)
@@ -372,7 +389,89 @@ def _score_influence(d: _model.Design, D: FloatArray, P: int, lam: FloatArray, p
     Co = Gm.T @ Iinv  # (P, |o|)
     C[:, o] = Co
     C[:, e] = -Co.sum(axis=1)
-    return _ScoreParts(cur, C)
+    return _ScoreParts(cur, C, Iinv, e, o)
+
+
+def hero2_multiclass(current: MultiClassData | AnnotationSet, calibration: MultiClassCalibration, *,
+                     ridge: float = 0.0, exclude_new_labelers: bool = False) -> MultiClassEstimate:
+    """HERO-2 per component: HERO-1 on the simplex with a score-level control variate.
+
+    On HERO-1's active face (reference = its largest class e, others o), the
+    scores ``psi_i`` (n x |o|) at the HERO-1 estimate are regressed on the
+    centred current covariates, ``Gamma = (S_XX + ridge diag S_XX)^-1 S_Xpsi``
+    (one column per component, as the binary HERO-2 for each), and the
+    estimate solves ``mean_i psi_i(p) = Gamma' (Xbar - m_X)`` with ``m_X`` the
+    history's covariate mean (Newton on the face). Influence: current
+    ``I^-1 (psi_i - Gamma' (X_i - Xbar))``, history
+    ``I^-1 (G H^-1 s_r + Gamma' (X_r - m_X) / N)``. Needs covariates on both
+    sides and the history in this process. With K = 2 it is :func:`heroeval.hero2`.
+    """
+    cur = _check_current(current)
+    cal = _check_cal(calibration, cur)
+    if not (math.isfinite(ridge) and ridge >= 0):
+        raise HeroEvalError(f"ridge must be a non-negative number, got {ridge!r}")
+    hist = cal.history
+    if cur.annotations.covariates is None or hist is None or hist.annotations.covariates is None:
+        raise HeroEvalError("hero2 needs covariates for the current round and for the history, and the history "
+                            "itself (calibrate in this process from a history read with covariates=)")
+    if tuple(cur.annotations.covariate_names) != tuple(hist.annotations.covariate_names):
+        raise HeroEvalError(f"covariate columns differ: current {list(cur.annotations.covariate_names)}, "
+                            f"history {list(hist.annotations.covariate_names)}")
+    assert cal.information is not None
+    al = _align(cur, cal, exclude_new_labelers)
+    K = cal.n_classes
+    d = _cur_design(al, K, cal.n_labelers)
+    lam = _model.item_loglik(d, np.log(cal.confusion))
+    p1, st = solve_simplex(lam)
+    if st == "unidentified":
+        return _finish_score("hero2", cur, cal, al, d, cal.derivatives(), lam, p1, st)
+    e, o = _face(p1)
+    X = al.data.covariates
+    assert X is not None
+    Xh = hist.annotations.covariates
+    m_hist = Xh.mean(axis=0)
+    n = X.shape[0]
+    xbar = X.mean(axis=0)
+    Xc = X - xbar
+    Sxx = Xc.T @ Xc / n
+    ps1 = _psi(lam, p1, e, o)
+    Sxp = Xc.T @ ps1 / n
+    var = np.diag(Sxx).copy()
+    scale = np.maximum(np.mean(X**2, axis=0), np.finfo(float).tiny)
+    live = var > 1e-12 * scale
+    Gam = np.zeros((X.shape[1], o.size))
+    if live.any():
+        S = Sxx[np.ix_(live, live)] + ridge * np.diag(var[live])
+        Gam[live] = np.linalg.lstsq(S, Sxp[live], rcond=None)[0]
+    offset = Gam.T @ (xbar - m_hist)
+    p = p1.copy()
+    status_note: tuple[str, ...] = ()
+    for _ in range(100):
+        ps = _psi(lam, p, e, o)
+        g = ps.mean(axis=0) - offset
+        step = np.linalg.lstsq(ps.T @ ps / n, g, rcond=None)[0]
+        p[o] += step
+        p[e] -= step.sum()
+        if (p < 0).any():
+            p = np.maximum(p, 0.0)
+            p /= p.sum()
+            status_note = ("the control-variate shift pushed a class below 0: clipped to the simplex",)
+            break
+        if np.max(np.abs(step)) < 1e-15:
+            break
+    parts = _score_influence(d, cal.derivatives(), cal.n_parameters, lam, p, ref=e, resid_shift=Xc @ Gam)
+    assert parts.Iinv is not None and parts.others is not None
+    N = Xh.shape[0]
+    h_o = cal.information.item_influence(parts.C)[:, o] + ((Xh - m_hist) @ Gam / N) @ parts.Iinv
+    hist_inf = np.zeros((N, K))
+    hist_inf[:, o] = h_o
+    hist_inf[:, e] = -h_o.sum(axis=1)
+    n_items, n_ann, n_lab = _counts(al)
+    details = {"gamma": Gam.tolist(), "offset": offset.tolist(), "hero1_estimate": p1.tolist(), "ridge": ridge,
+               "reference_class": cal.classes[e]}
+    return MultiClassEstimate("hero2", cal.classes, cal.values, p, n_items, n_ann, n_lab, parts.current,
+                              history=hist_inf, calibration_id=hash(cal.token), component_status=_component_status(p),
+                              details=details, notes=(*al.notes, *status_note))
 
 
 def _counts(c: _Cur) -> tuple[int, int, int]:
@@ -582,16 +681,23 @@ def hero_joint_multiclass(current: MultiClassData | AnnotationSet, calibration: 
 
 
 def estimate_multiclass(current: MultiClassData | AnnotationSet, calibration: MultiClassCalibration, *,
-                        method: str | Sequence[str] = "all", exclude_new_labelers: bool = False
+                        method: str | Sequence[str] = "all", exclude_new_labelers: bool = False, ridge: float = 0.0
                         ) -> dict[str, MultiClassEstimate]:
-    """Several methods at once (``"all"``: every method the inputs allow), by name."""
+    """Several methods at once (``"all"``: every method the inputs allow), by name.
+
+    ``"all"`` skips ``hero2`` without covariates on both sides and
+    ``hero_joint`` without the history itself.
+    """
     wanted = list(MC_METHODS) if method == "all" else ([method] if isinstance(method, str) else list(method))
     out: dict[str, MultiClassEstimate] = {}
     for m in wanted:
         if m not in MC_METHODS:
-            raise HeroEvalError(f"unknown multi-class method {m!r}; choose from {list(MC_METHODS)} or 'all' "
-                                "(HERO-2 is not available for multi-class labels yet)")
+            raise HeroEvalError(f"unknown multi-class method {m!r}; choose from {list(MC_METHODS)} or 'all'")
         if m == "hero_joint" and calibration.history is None and method == "all":
+            continue
+        if m == "hero2" and method == "all" and (
+                as_multiclass(current).annotations.covariates is None or calibration.history is None
+                or calibration.history.annotations.covariates is None):
             continue
         if m == "majority_vote":
             out[m] = majority_vote_multiclass(current)
@@ -601,6 +707,8 @@ def estimate_multiclass(current: MultiClassData | AnnotationSet, calibration: Mu
             out[m] = gold_proportion_multiclass(current, calibration, exclude_new_labelers=exclude_new_labelers)
         elif m == "hero1":
             out[m] = hero1_multiclass(current, calibration, exclude_new_labelers=exclude_new_labelers)
+        elif m == "hero2":
+            out[m] = hero2_multiclass(current, calibration, ridge=ridge, exclude_new_labelers=exclude_new_labelers)
         else:
             out[m] = hero_joint_multiclass(current, calibration, exclude_new_labelers=exclude_new_labelers)
     return out
