@@ -235,7 +235,7 @@ def read_multiclass(
     >>> df = pd.DataFrame({"item_id": [1, 1, 2], "labeler_id": ["a", "b", "a"], "label": ["good", "bad", "ok"]})
     >>> d = read_multiclass(df, classes="bad,ok,good", ordinal=True)
     >>> d.classes, d.annotations.label.tolist()
-    (('bad', 'ok', 'good'), [0, 2, 1])
+    (('bad', 'ok', 'good'), [2, 0, 1])
     """
     if duplicates not in ("keep", "first", "error"):
         raise DataError(f"duplicates must be 'keep', 'first' or 'error', got {duplicates!r}")
