@@ -221,3 +221,16 @@ def test_hero1_gradient_by_finite_differences(structure: str) -> None:
         pu = solve_simplex(M.item_loglik(d, np.log(_perturbed(structure, fit, k, h, J, q, K)[0])))[0]
         pd_ = solve_simplex(M.item_loglik(d, np.log(_perturbed(structure, fit, k, -h, J, q, K)[0])))[0]
         np.testing.assert_allclose((pu - pd_) / (2 * h), parts.C[k], atol=1e-5)
+
+
+def test_conjugate_gradient_path_matches_dense(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond DENSE_MAX free parameters the solves use CG on the matrix-free product: same answer."""
+    hist, cur = _random_data(4)
+    cal = calibrate_multiclass(hist, tol=1e-12)
+    info = cal.information
+    C = np.random.default_rng(0).normal(size=(info.P, 2))
+    dense = info.solve(C)
+    monkeypatch.setattr(M, "DENSE_MAX", 3)
+    info._Hinv = None
+    np.testing.assert_allclose(info.solve(C), dense, rtol=1e-6, atol=1e-8)
+    assert info.covariance() is None
