@@ -225,7 +225,7 @@ def test_hero1_gradient_by_finite_differences(structure: str) -> None:
 
 def test_conjugate_gradient_path_matches_dense(monkeypatch: pytest.MonkeyPatch) -> None:
     """Beyond DENSE_MAX free parameters the solves use CG on the matrix-free product: same answer."""
-    hist, cur = _random_data(4)
+    hist, _ = _random_data(4)
     cal = calibrate_multiclass(hist, tol=1e-12)
     info = cal.information
     C = np.random.default_rng(0).normal(size=(info.P, 2))
