@@ -170,9 +170,20 @@ def calibrate_cmd(
     checks: Annotated[bool, typer.Option(help="Model checks on the gold items (cross-validation, mock rounds, dependence test); saved in the calibration and used by --method auto.")] = True,
     label_map: MapOpt = None,
     fmt: FmtOpt = Format.table,
+    classes: ClassesOpt = None,
+    ordinal: OrdinalOpt = False,
+    structure: StructureOpt = "full",
 ) -> None:
     """Stage A: learn each labeler's sensitivity and specificity from the history."""
     hw = _history_weight(history_weight)
+    if classes is not None or ordinal:
+        from .multiclass import _cli as _mc
+
+        _run(lambda: _mc.calibrate(
+            history, gold, output, classes=classes, ordinal=ordinal, structure=structure,
+            read_kw=_mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map), round_col=round_col,
+            tol=tol, max_iter=max_iter, pseudo_count=pseudo_count, json_out=fmt is Format.json))
+        return
 
     def go() -> tuple[AnnotationSet, Calibration]:
         h = _read(history, gold=gold, covariates=covariates, name="history", item_col=item_col,
@@ -207,6 +218,16 @@ RoundOpt = Annotated[str | None, typer.Option(help="History round column (defaul
 LevelOpt = Annotated[float, typer.Option(help="Confidence level of the intervals.")]
 CiOpt = Annotated[CiMethod, typer.Option(help="Interval: wald, or logit-transformed.")]
 MapOpt = Annotated[str | None, typer.Option(help="Recode labels, e.g. 'A=1,B=0,tie=drop' for a side-by-side win rate.")]
+ClassesOpt = Annotated[str | None, typer.Option(help="Multi-class labels: the class order, comma-separated (e.g. 1,2,3,4,5).")]
+OrdinalOpt = Annotated[bool, typer.Option(help="Multi-class labels that are ordered grades (Likert); enables --structure ordinal.")]
+StructureOpt = Annotated[str, typer.Option(help="Multi-class confusion structure: full, symmetric, ordinal or auto (BIC).")]
+
+
+def _mc_read_kw(item_col: str | None, labeler_col: str | None, label_col: str | None, duplicates: Duplicates,
+                label_map: str | None) -> dict[str, Any]:
+    if label_map is not None:
+        raise HeroEvalError("--label-map is for binary labels; with --classes give the classes themselves")
+    return {"item_col": item_col, "labeler_col": labeler_col, "label_col": label_col, "duplicates": duplicates.value}
 
 
 def _label_map(spec: str | None) -> dict[str, int | None] | None:
@@ -290,6 +311,9 @@ def estimate_cmd(
     round_col: RoundOpt = None,
     duplicates: DupOpt = Duplicates.keep,
     fmt: FmtOpt = Format.table,
+    classes: ClassesOpt = None,
+    ordinal: OrdinalOpt = False,
+    structure: StructureOpt = "full",
 ) -> None:
     """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals.
 
@@ -298,6 +322,18 @@ def estimate_cmd(
     """
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
     hw = _history_weight(history_weight)
+    if classes is not None or ordinal:
+        if bootstrap:
+            _err("--bootstrap is not available for multi-class labels yet")
+            raise typer.Exit(2)
+        from .multiclass import _cli as _mc
+
+        _run(lambda: _mc.estimate(
+            current, calibration=calibration, history=history, gold=gold, classes=classes, ordinal=ordinal,
+            structure=structure, method=method, exclude_new_labelers=exclude_new_labelers, level=confidence_level,
+            read_kw=_mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map), round_col=round_col,
+            json_out=fmt is Format.json, covariates=covariates, history_covariates=history_covariates, ridge=ridge))
+        return
     if bootstrap and history is None:
         _err("--bootstrap refits Stage A: it needs --history and --gold, not a calibration file")
         raise typer.Exit(2)
@@ -372,9 +408,24 @@ def compare_cmd(
     duplicates: DupOpt = Duplicates.keep,
     fmt: FmtOpt = Format.table,
     report: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report of both rounds and the difference.")] = None,
+    classes: ClassesOpt = None,
+    ordinal: OrdinalOpt = False,
+    structure: StructureOpt = "full",
 ) -> None:
     """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values."""
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
+    if classes is not None or ordinal:
+        if report is not None:
+            _err("--report is not available for multi-class labels yet")
+            raise typer.Exit(2)
+        from .multiclass import _cli as _mc
+
+        _run(lambda: _mc.compare(
+            a_current, b_current, calibration=calibration, history=history, gold=gold, classes=classes,
+            ordinal=ordinal, structure=structure, method=method, exclude_new_labelers=exclude_new_labelers,
+            level=confidence_level, read_kw=_mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map),
+            round_col=round_col, json_out=fmt is Format.json))
+        return
     if report is not None and method != "all" and len(_methods(method)) < 2:
         method = "all"  # the report shows every method; one method alone gives no collection
 

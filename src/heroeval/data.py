@@ -25,7 +25,7 @@ Row policies (all documented in ``docs/data.md``):
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -548,6 +548,10 @@ def _apply_label_map(
     return out, drop
 
 
+LabelParser = Callable[[pd.Series, "_Table", str, str], tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]]
+"""``(column, table, column name, what) -> (int8 codes, missing mask)``; ``_build`` takes one (multi-class hook)."""
+
+
 def _parse_binary(s: pd.Series, t: _Table, col: str, what: str) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
     """Parse a binary column; returns values (int8) and a missing mask.
 
@@ -744,6 +748,7 @@ def _build(
     missing: str,
     name: str,
     label_map: Mapping[Any, int | None] | None = None,
+    label_parser: LabelParser | None = None,
 ) -> AnnotationSet:
     _check_cells(ann, [ann.item_col, labeler_col, label_col, *([round_col] if round_col else [])])
     if gold is not None:
@@ -753,7 +758,8 @@ def _build(
     try:
         return _build_checked(ann, labeler_col=labeler_col, label_col=label_col, round_col=round_col, gold=gold,
                               gold_col=gold_col, covariates=covariates, covariate_cols=covariate_cols,
-                              duplicates=duplicates, missing=missing, name=name, label_map=label_map)
+                              duplicates=duplicates, missing=missing, name=name, label_map=label_map,
+                              label_parser=label_parser)
     except DataError:
         raise
     except (TypeError, ValueError, OverflowError, UnicodeError) as exc:  # last resort: never a raw traceback
@@ -774,7 +780,9 @@ def _build_checked(
     missing: str,
     name: str,
     label_map: Mapping[Any, int | None] | None = None,
+    label_parser: LabelParser | None = None,
 ) -> AnnotationSet:
+    parse = _parse_binary if label_parser is None else label_parser
     df = ann.df
     n_read = len(df)
     mapped_out = np.zeros(n_read, dtype=bool)
@@ -782,7 +790,7 @@ def _build_checked(
         df, mapped_out = _apply_label_map(ann, df, label_col, label_map, "label")
     item_code, item_names = _id_codes(df[ann.item_col])
     lab_code, lab_names = _id_codes(df[labeler_col])
-    labels, label_missing = _parse_binary(df[label_col], ann, label_col, "label")
+    labels, label_missing = parse(df[label_col], ann, label_col, "label")
     miss_item = item_code < 0
     miss_lab = lab_code < 0
     dropped: dict[str, int] = {}
@@ -877,7 +885,7 @@ def _build_checked(
         if label_map is not None:
             gdf, g_mapped = _apply_label_map(gold, gdf, gold_col, label_map, "gold label")
         g_items = _ids_to_str(gdf[gold.item_col])
-        g_vals, g_miss = _parse_binary(gdf[gold_col], gold, gold_col, "gold label")
+        g_vals, g_miss = parse(gdf[gold_col], gold, gold_col, "gold label")
         g_miss = g_miss & ~g_mapped
         g_dropped: dict[str, int] = {}
         if g_mapped.any():

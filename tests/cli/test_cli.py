@@ -189,7 +189,7 @@ def test_estimate_json_recommended_first(files: dict[str, Path]) -> None:
                             "--gold", str(files["gold"]), "--format", "json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    assert list(out)[0] == "recommended"
+    assert next(iter(out)) == "recommended"
     rec = out["recommended"]
     assert {"method", "estimate", "ci_low", "ci_high", "reason"} <= set(rec)
     assert rec["method"] in out["estimates"] and rec["reason"]

@@ -8,7 +8,6 @@ import json
 import math
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import replace
 from html.parser import HTMLParser
 from typing import Any
 

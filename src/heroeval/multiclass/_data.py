@@ -1,0 +1,328 @@
+"""Multi-class and ordinal annotation sets: reading, class order, class values."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from ..data import (
+    GOLD_COLUMNS,
+    ITEM_COLUMNS,
+    LABEL_COLUMNS,
+    LABELER_COLUMNS,
+    AnnotationSet,
+    TableLike,
+    _build,
+    _ids_to_str,
+    _load,
+    _pair,
+    _resolve,
+    _stem,
+    _Table,
+)
+from ..errors import DataError, HeroEvalError
+
+__all__ = ["MultiClassData", "multiclass_from_arrays", "read_multiclass"]
+
+FloatArray = npt.NDArray[np.float64]
+
+MAX_CLASSES = 100
+
+
+@dataclass(frozen=True, eq=False)
+class MultiClassData:
+    """An annotation set whose labels (and gold) are class codes ``0..K-1``.
+
+    Attributes
+    ----------
+    annotations : AnnotationSet
+        The int-coded set; ``label`` and ``gold`` hold class codes (gold -1
+        where there is none).
+    classes : tuple of str
+        Class names in their order: code ``k`` is ``classes[k]``.
+    values : ndarray, shape (K,)
+        The numeric value of each class (the mean score is ``sum_c values[c]
+        p_c``): the class names themselves when they are all numbers, else
+        ``0..K-1``.
+    ordinal : bool
+        Whether the class order is meaningful (Likert grades); the
+        ``"ordinal"`` confusion structure needs it.
+    """
+
+    annotations: AnnotationSet
+    classes: tuple[str, ...]
+    values: FloatArray
+    ordinal: bool = False
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def name(self) -> str:
+        return self.annotations.name
+
+    @property
+    def n_items(self) -> int:
+        return self.annotations.n_items
+
+    def __repr__(self) -> str:
+        a = self.annotations
+        return (f"MultiClassData(name={a.name!r}, classes={list(self.classes)}, ordinal={self.ordinal}, "
+                f"items={a.n_items}, labelers={a.n_labelers}, annotations={a.n_annotations}, gold={a.n_gold})")
+
+    def take_items(self, idx: npt.ArrayLike, name: str | None = None) -> MultiClassData:
+        return MultiClassData(self.annotations.take_items(idx, name), self.classes, self.values, self.ordinal)
+
+
+def _keys(s: pd.Series) -> pd.Series:
+    """Stripped string form of label values ('3.0' from a float column becomes '3')."""
+    out: pd.Series = _ids_to_str(s).str.strip()
+    return out
+
+
+def _as_number(x: str) -> float | None:
+    try:
+        v = float(x)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _class_order(found: Sequence[str]) -> tuple[str, ...]:
+    """Sorted numerically when every class is a number, else as strings."""
+    nums = [_as_number(x) for x in found]
+    if all(v is not None for v in nums):
+        return tuple(x for _, x in sorted(zip(nums, found, strict=True), key=lambda t: t[0]))  # type: ignore[arg-type,return-value]
+    return tuple(sorted(found))
+
+
+def _check_classes(classes: Sequence[Any], where: str = "classes") -> tuple[str, ...]:
+    cl = tuple(str(c).strip() for c in classes)
+    if len(cl) < 2:
+        raise HeroEvalError(f"{where}: need at least 2 classes, got {list(cl)}")
+    if len(cl) > MAX_CLASSES:
+        raise HeroEvalError(f"{where}: at most {MAX_CLASSES} classes, got {len(cl)}")
+    if any(c == "" for c in cl):
+        raise HeroEvalError(f"{where}: empty class name in {list(cl)}")
+    dup = sorted({c for c in cl if cl.count(c) > 1})
+    if dup:
+        raise HeroEvalError(f"{where}: repeated class names {dup}")
+    return cl
+
+
+def _class_values(classes: tuple[str, ...]) -> FloatArray:
+    nums = [_as_number(c) for c in classes]
+    if all(v is not None for v in nums):
+        return np.asarray(nums, dtype=np.float64)
+    return np.arange(len(classes), dtype=np.float64)
+
+
+def _parser(classes: tuple[str, ...]) -> Any:
+    table = {c: k for k, c in enumerate(classes)}
+    # numeric spellings of numeric classes ("4" matches "4.0")
+    num_table = {v: k for k, c in enumerate(classes) if (v := _as_number(c)) is not None}
+
+    def parse(s: pd.Series, t: _Table, col: str, what: str) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
+        keys = _keys(s)
+        missing = (keys.isna() | (keys == "")).fillna(True).to_numpy(dtype=bool)
+        codes = keys.map(table)
+        if num_table:
+            unmatched = codes.isna() & ~pd.Series(missing, index=codes.index)
+            if unmatched.any():
+                def lookup(x: Any, /) -> Any:
+                    v = _as_number(str(x))
+                    return None if v is None else num_table.get(v)
+
+                codes[unmatched] = keys[unmatched].map(lookup)
+        bad = ~missing & codes.isna().to_numpy(dtype=bool)
+        if bad.any():
+            rows = np.flatnonzero(bad)
+            r = int(rows[0])
+            value = s.iloc[r]
+            value = value.item() if hasattr(value, "item") else value
+            raise DataError(
+                f"{t.where(r)}: {what} {value!r} in column {col!r} is not one of the classes {list(classes)}; "
+                f"{rows.size} such row(s) in all (give every class in --classes / classes=)"
+            )
+        out = np.zeros(len(s), dtype=np.int8)
+        ok = ~missing
+        out[ok] = codes.to_numpy()[ok].astype(np.int8)
+        return out, missing
+
+    return parse
+
+
+def _found_classes(series: Sequence[pd.Series]) -> list[str]:
+    found: set[str] = set()
+    for s in series:
+        k = _keys(s)
+        found.update(x for x in k.dropna().unique().tolist() if x != "")
+    # numeric duplicates ("4" and "4.0") collapse to one class
+    seen: dict[float, str] = {}
+    out: list[str] = []
+    for x in sorted(found):
+        v = _as_number(x)
+        if v is None:
+            out.append(x)
+        elif v not in seen:
+            seen[v] = x
+            out.append(x)
+    return out
+
+
+def _resolve_classes(
+    classes: Sequence[Any] | str | None, ordinal: bool, series: Sequence[pd.Series], where: str
+) -> tuple[str, ...]:
+    if isinstance(classes, str):
+        classes = [c for c in classes.split(",")]
+    if classes is not None:
+        return _check_classes(classes)
+    found = _found_classes(series)
+    if ordinal and not all(_as_number(x) is not None for x in found):
+        raise HeroEvalError(
+            f"{where}: ordinal labels {found[:10]} are not all numbers: give their order with classes= (CLI --classes)"
+        )
+    return _check_classes(_class_order(found), where=f"{where}: classes found in the data")
+
+
+def read_multiclass(
+    annotations: TableLike,
+    *,
+    gold: TableLike | None = None,
+    covariates: TableLike | None = None,
+    classes: Sequence[Any] | str | None = None,
+    ordinal: bool = False,
+    item_col: str | None = None,
+    labeler_col: str | None = None,
+    label_col: str | None = None,
+    round_col: str | Literal[False] | None = None,
+    gold_col: str | None = None,
+    gold_item_col: str | None = None,
+    covariate_item_col: str | None = None,
+    covariate_cols: Sequence[str] | None = None,
+    duplicates: Literal["keep", "first", "error"] = "keep",
+    missing: Literal["drop", "error"] = "drop",
+    name: str | None = None,
+) -> MultiClassData:
+    """Read a K-class (or ordinal) annotation log; like :func:`heroeval.read_annotations`.
+
+    Parameters
+    ----------
+    classes : sequence or comma-separated str, optional
+        The class names in order (``"1,2,3,4,5"`` or ``["G", "P", "R", "X"]``).
+        Labels are matched as stripped strings (and numerically for numeric
+        classes, so ``4.0`` is class ``"4"``). Default: every value seen in
+        the labels and gold, sorted numerically if all are numbers, else as
+        strings. A label outside ``classes`` is an error naming its file and
+        row.
+    ordinal : bool, default False
+        The classes are ordered grades (needed for ``structure="ordinal"``).
+        Without ``classes`` the values must be numbers.
+    Other parameters
+        As in :func:`heroeval.read_annotations` (no ``label_map``: give the
+        classes instead).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"item_id": [1, 1, 2], "labeler_id": ["a", "b", "a"], "label": ["good", "bad", "ok"]})
+    >>> d = read_multiclass(df, classes="bad,ok,good", ordinal=True)
+    >>> d.classes, d.annotations.label.tolist()
+    (('bad', 'ok', 'good'), [2, 0, 1])
+    """
+    if duplicates not in ("keep", "first", "error"):
+        raise DataError(f"duplicates must be 'keep', 'first' or 'error', got {duplicates!r}")
+    if missing not in ("drop", "error"):
+        raise DataError(f"missing must be 'drop' or 'error', got {missing!r}")
+    id_cols = [c for c in (item_col, labeler_col, *ITEM_COLUMNS, *LABELER_COLUMNS) if c]
+    df, src, hdr = _load(annotations, "annotations", string_cols=[*id_cols, "label", label_col or ""])
+    ann = _Table("annotations", src, df, "", hdr)
+    ann.item_col = _resolve(df, item_col, ITEM_COLUMNS, "item", src)
+    lab_c = _resolve(df, labeler_col, LABELER_COLUMNS, "labeler", src)
+    lbl_c = _resolve(df, label_col, LABEL_COLUMNS, "label", src)
+    if round_col is False:
+        rnd_c = None
+    elif round_col is None:
+        rnd_c = "round" if "round" in df.columns else None
+    else:
+        rnd_c = _resolve(df, round_col, (), "round", src)
+    gold_t = None
+    series = [df[lbl_c]]
+    if gold is not None:
+        gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
+        gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols)
+        g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
+        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "item", gsrc), ghdr)
+        gold_col = _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
+        series.append(gdf[gold_col])
+    cov_t = None
+    if covariates is not None:
+        ccols = [c for c in (covariate_item_col, item_col, *ITEM_COLUMNS) if c]
+        cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols)
+        c_item = covariate_item_col if covariate_item_col is not None else (item_col if item_col in cdf.columns else None)
+        cov_t = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "item", csrc), chdr)
+    cl = _resolve_classes(classes, ordinal, series, src)
+    if name is None:
+        name = _stem(src) if not src.startswith("<") else "annotations"
+    aset = _build(ann, labeler_col=lab_c, label_col=lbl_c, round_col=rnd_c, gold=gold_t, gold_col=gold_col or "gold",
+                  covariates=cov_t, covariate_cols=covariate_cols, duplicates=duplicates, missing=missing, name=name,
+                  label_parser=_parser(cl))
+    return MultiClassData(aset, cl, _class_values(cl), bool(ordinal))
+
+
+def multiclass_from_arrays(
+    item: npt.ArrayLike,
+    labeler: npt.ArrayLike,
+    label: npt.ArrayLike,
+    *,
+    classes: Sequence[Any] | str | None = None,
+    ordinal: bool = False,
+    gold: Mapping[Any, Any] | tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+    item_round: Mapping[Any, Any] | tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+    name: str = "arrays",
+) -> MultiClassData:
+    """Build a :class:`MultiClassData` from parallel arrays (simulations, tests).
+
+    Examples
+    --------
+    >>> d = multiclass_from_arrays([1, 1, 2], ["a", "b", "a"], [0, 2, 1], classes=[0, 1, 2], gold=([1], [2]))
+    >>> d.n_classes, d.annotations.gold.tolist()
+    (3, [2, -1])
+    """
+    ann = pd.DataFrame({"item_id": np.asarray(item), "labeler_id": np.asarray(labeler), "label": np.asarray(label)})
+    series = [ann["label"]]
+    gold_t = None
+    if gold is not None:
+        gi, gv = _pair(gold)
+        gdf = pd.DataFrame({"item_id": _ids_to_str(pd.Series(gi)), "gold": gv})
+        gold_t = _Table("gold", name, gdf, "item_id", False)
+        series.append(gdf["gold"])
+    rnd = None
+    if item_round is not None:
+        ri, rv = _pair(item_round)
+        rdf = pd.DataFrame({"item_id": _ids_to_str(pd.Series(ri)), "round": rv})
+        ann["item_id"] = _ids_to_str(ann["item_id"])
+        ann = ann.merge(rdf, on="item_id", how="left", validate="many_to_one")
+        rnd = "round"
+    cl = _resolve_classes(classes, ordinal, series, name)
+    aset = _build(_Table("annotations", name, ann, "item_id", False), labeler_col="labeler_id", label_col="label",
+                  round_col=rnd, gold=gold_t, gold_col="gold", covariates=None, covariate_cols=None,
+                  duplicates="keep", missing="error", name=name, label_parser=_parser(cl))
+    return MultiClassData(aset, cl, _class_values(cl), bool(ordinal))
+
+
+def as_multiclass(ds: AnnotationSet | MultiClassData, what: str = "data") -> MultiClassData:
+    """A binary :class:`AnnotationSet` is a 2-class set with classes ``("0", "1")``."""
+    if isinstance(ds, MultiClassData):
+        return ds
+    if isinstance(ds, AnnotationSet):
+        return MultiClassData(ds, ("0", "1"), np.array([0.0, 1.0]), False)
+    raise HeroEvalError(f"{what} must be a MultiClassData (read_multiclass) or an AnnotationSet, got {type(ds).__name__}")
+

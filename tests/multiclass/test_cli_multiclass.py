@@ -1,0 +1,55 @@
+"""hero calibrate / estimate / compare with --classes / --ordinal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from typer.testing import CliRunner
+
+from heroeval.cli import app
+from heroeval.multiclass import MultiClassData, calibrate_multiclass, hero1_multiclass, load_multiclass_calibration
+from heroeval.multiclass._simulate import simulate_rounds
+
+runner = CliRunner()
+
+
+def _dump(d: MultiClassData, f: Path, g: Path | None = None) -> None:
+    a = d.annotations
+    i = a.annotation_item
+    pd.DataFrame({"item_id": a.item_ids[i], "labeler_id": a.labeler_ids[a.labeler],
+                  "label": np.array(d.classes)[a.label]}).to_csv(f, index=False)
+    if g is not None:
+        m = a.gold >= 0
+        pd.DataFrame({"item_id": a.item_ids[m], "gold": np.array(d.classes)[a.gold[m]]}).to_csv(g, index=False)
+
+
+def test_cli_multiclass(tmp_path: Path) -> None:
+    sim = simulate_rounds(np.random.default_rng(1), K=5, J=6, n_history=300, n_current=100)
+    h, g, c = tmp_path / "h.csv", tmp_path / "g.csv", tmp_path / "c.csv"
+    _dump(sim.history, h, g)
+    _dump(sim.current, c)
+    out = tmp_path / "cal.json"
+    r = runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(out), "--classes", "1,2,3,4,5",
+                            "--ordinal", "--structure", "ordinal", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    cal = load_multiclass_calibration(out)
+    assert cal.structure == "ordinal" and cal.classes == ("1", "2", "3", "4", "5")
+    r = runner.invoke(app, ["estimate", str(c), "--calibration", str(out), "--ordinal", "--method", "hero1", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.output)["estimates"]["hero1"]
+    direct = hero1_multiclass(sim.current, calibrate_multiclass(sim.history, structure="ordinal"))
+    assert abs(got["mean_score"]["estimate"] - direct.mean_score()["estimate"]) < 1e-6
+    assert abs(got["classes"]["3"]["estimate"] - direct.estimate[2]) < 1e-6
+    r = runner.invoke(app, ["compare", str(c), str(c), "--history", str(h), "--gold", str(g), "--classes", "1,2,3,4,5",
+                            "--method", "hero1"])
+    assert r.exit_code == 0, r.output
+    assert "+0.000" in r.output
+    # a label outside the classes: a clean error naming the file and row
+    bad = tmp_path / "bad.csv"
+    bad.write_text("item_id,labeler_id,label\n1,L0,3\n1,L1,9\n")
+    r = runner.invoke(app, ["estimate", str(bad), "--calibration", str(out), "--classes", "1,2,3,4,5"])
+    assert r.exit_code == 2
+    assert "bad.csv, row 2" in r.output and "not one of the classes" in r.output
