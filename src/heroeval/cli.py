@@ -697,9 +697,21 @@ def report_cmd(
     label_col: LabelCol = None,
     round_col: RoundOpt = None,
     duplicates: DupOpt = Duplicates.keep,
+    classes: ClassesOpt = None,
+    ordinal: OrdinalOpt = False,
+    structure: StructureOpt = "full",
 ) -> None:
     """Write one self-contained HTML report: every estimate, the labelers, the pool shift and the checks."""
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
+    if classes is not None or ordinal:
+        from .multiclass import _cli as _mc
+
+        _run(lambda: _mc.report(
+            current, output, calibration=calibration, history=history, gold=gold, classes=classes, ordinal=ordinal,
+            structure=structure, exclude_new_labelers=exclude_new_labelers, level=confidence_level,
+            read_kw=_mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map), round_col=round_col,
+            title=title))
+        return
 
     def go() -> EstimateCollection:
         lm = _label_map(label_map)

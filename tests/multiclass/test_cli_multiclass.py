@@ -53,3 +53,23 @@ def test_cli_multiclass(tmp_path: Path) -> None:
     r = runner.invoke(app, ["estimate", str(bad), "--calibration", str(out), "--classes", "1,2,3,4,5"])
     assert r.exit_code == 2
     assert "bad.csv, row 2" in r.output and "not one of the classes" in r.output
+
+
+def test_cli_multiclass_report(tmp_path: Path) -> None:
+    """hero report --classes: one self-contained page with the prevalences and the confusion heatmaps."""
+    import re
+
+    sim = simulate_rounds(np.random.default_rng(2), K=3, J=4, n_history=200, n_current=80)
+    h, g, c = tmp_path / "h.csv", tmp_path / "g.csv", tmp_path / "c.csv"
+    _dump(sim.history, h, g)
+    _dump(sim.current, c)
+    out = tmp_path / "r.html"
+    r = runner.invoke(app, ["report", str(c), "--history", str(h), "--gold", str(g), "--classes", "1,2,3",
+                            "-o", str(out), "--title", "<grades>"])
+    assert r.exit_code == 0, r.output
+    page = out.read_text(encoding="utf-8")
+    assert "<title>&lt;grades&gt;</title>" in page and 'id="fig-confusion"' in page
+    assert not re.search(r'(src|href)="https?:', page)
+    data = json.loads(re.search(r'<script type="application/json" id="hero-data">(.*?)</script>', page, re.S)[1])
+    direct = hero1_multiclass(sim.current, calibrate_multiclass(sim.history))
+    assert abs(data["estimates"]["hero1"]["classes"]["2"]["estimate"] - direct.estimate[1]) < 1e-9

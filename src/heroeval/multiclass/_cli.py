@@ -151,3 +151,19 @@ def compare(a_current: Path, b_current: Path, *, calibration: Path | None, histo
         cells.append(f"{f['estimate']:+.3f} [{f['ci_low']:+.3f}, {f['ci_high']:+.3f}] p={f['p_value']:.3g}")
         t.add_row(m, *cells)
     con.print(t)
+
+
+def report(current: Path, output: Path, *, calibration: Path | None, history: Path | None, gold: Path | None,
+           classes: str | None, ordinal: bool, structure: str, exclude_new_labelers: bool, level: float,
+           read_kw: dict[str, Any], round_col: str | None, title: str | None) -> None:
+    """``hero report --classes/--ordinal``: the multi-class HTML page (prevalences, mean score, confusion heatmaps)."""
+    from ..report import write_report
+    from ._report import build_multiclass_report
+
+    cal, cls = _calibration(calibration, history, gold, classes, ordinal, structure, read_kw, round_col)
+    cur = _read(current, gold=None, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw)
+    res = estimate_multiclass(cur, cal, method="all", exclude_new_labelers=exclude_new_labelers)
+    write_report(output, build_multiclass_report(cur, cal, res, title=title, confidence_level=level))
+    con = Console(highlight=False, width=160)
+    con.print(_table(res, level, f"Class prevalences of the current round ({100 * level:g}% CI)"))
+    con.print(f"report written to {output}")
