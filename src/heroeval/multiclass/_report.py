@@ -59,6 +59,15 @@ def _estimates_html(d: Mapping[str, Any]) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></div>")
 
 
+def _ingest_html(ing: Mapping[str, Any]) -> str:
+    rows = "".join(
+        f"<tr><td>{_e(t.get('table'))}</td><td>{_e(t.get('source'))}</td><td>{_num(t.get('rows_read'), 'd')}</td>"
+        f"<td>{_num(t.get('rows_used'), 'd')}</td><td>{_e(', '.join(f'{k}: {v}' for k, v in (t.get('dropped') or {}).items()) or '–')}</td></tr>"
+        for t in ing.get("tables", []))
+    return ("<table><thead><tr><th>table</th><th>source</th><th>read</th><th>used</th><th>dropped</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>")
+
+
 def build_multiclass_report(current: MultiClassData, calibration: MultiClassCalibration,
                             results: Mapping[str, MultiClassEstimate], *, title: str | None = None,
                             confidence_level: float = 0.95) -> str:
@@ -93,6 +102,6 @@ def build_multiclass_report(current: MultiClassData, calibration: MultiClassCali
         f'<section id="labelers"><h2>Labelers: P(label | true class)</h2><figure>{fig}<figcaption>Rows are the '
         "true classes, columns the labels given; the labelers with the most history labels.</figcaption></figure>"
         "</section>"
-        f'<section id="ingest"><h2>Ingest</h2><p>{_e(json.dumps(ing, default=str))}</p></section>'
+        f'<section id="ingest"><h2>Ingest</h2>{_ingest_html(ing)}</section>'
         f'</main><script type="application/json" id="hero-data">{data}</script></body></html>\n'
     )
