@@ -31,8 +31,10 @@ here is computed on them:
 :func:`recommend` (``method="auto"``) keeps the paper's HERO-1 unless its
 mock-round error, or its paired difference from the Rogan–Gladen estimate on
 the same items, is significant (at 1 %, or 5 % once the dependence test has
-rejected independence at 1 %); then it takes, among the candidates that pass,
-the one with the smallest standard error on the current round.
+rejected independence at 1 %). Then, if the dependence test rejected, it
+takes the Rogan–Gladen estimate (the one candidate that does not assume
+independent labelers); otherwise, among the candidates that pass, the one
+with the smallest standard error on the current round.
 """
 
 from __future__ import annotations
@@ -572,10 +574,11 @@ def recommend(
     or :data:`BIAS_TEST_ALPHA_DEPENDENT` once the dependence test has rejected
     independence at :data:`DEPENDENCE_ALPHA`. The standard errors of both
     tests add the history part of the candidates' variance on this round.
-    The paper's HERO-1 is kept unless flagged; otherwise the unflagged
-    candidate with the smallest standard error on this round wins (if all are
-    flagged: the smallest predicted RMSE ``sqrt(max(b^2 - se_b^2, 0) +
-    se^2)``). The interval of the chosen method is reported as it is: the
+    The paper's HERO-1 is kept unless flagged. If it is flagged and the
+    dependence test rejected independence, the (unflagged) Rogan–Gladen
+    estimate wins; otherwise the unflagged candidate with the smallest
+    standard error on this round (if all are flagged: the smallest predicted
+    RMSE ``sqrt(max(b^2 - se_b^2, 0) + se^2)``). The interval of the chosen method is reported as it is: the
     choice uses the history's gold and the candidates' standard errors, not
     the current labels' agreement with any estimate (docs/robustness.md
     measures the coverage that results).
@@ -675,9 +678,15 @@ def recommend(
     eligible = [r for r in scored if not r["bias_flagged"]]
     n_flag = len(scored) - len(eligible)
     default = next((r for r in eligible if (r["method"], r["history_weight"]) == first), None)
+    robust = next((r for r in eligible if r["method"] == ROBUST_REFERENCE), None)
     if default is not None:
         best = default
         rule = f"the paper's HERO-1 shows no significant bias on the mock rounds (level {level:g})"
+    elif dependent and robust is not None:
+        # the likelihood-based candidates share HERO-1's model, which both checks have just rejected
+        best = robust
+        rule = ("labelers err together and the paper's HERO-1 is biased on the mock rounds, so the estimator "
+                "that does not assume independent labelers")
     elif eligible:
         best = min(eligible, key=rank)
         rule = (f"the smallest standard error here ({best['standard_error']:.3g}) among the {len(eligible)} "
