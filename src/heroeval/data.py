@@ -593,6 +593,30 @@ def _bad_value(t: _Table, col: str, what: str, bad: npt.NDArray[np.bool_], s: pd
     )
 
 
+def _annotation_table(
+    annotations: TableLike, item_col: str | None, labeler_col: str | None, label_col: str | None,
+    round_col: str | Literal[False] | None, duplicates: str, missing: str,
+) -> tuple[_Table, str, str, str | None]:
+    """Check the policies, load the annotations table and resolve its item, labeler, label and round columns."""
+    if duplicates not in ("keep", "first", "error"):
+        raise DataError(f"duplicates must be 'keep', 'first' or 'error', got {duplicates!r}")
+    if missing not in ("drop", "error"):
+        raise DataError(f"missing must be 'drop' or 'error', got {missing!r}")
+    id_cols = [c for c in (item_col, labeler_col, *ITEM_COLUMNS, *LABELER_COLUMNS) if c]
+    df, src, hdr = _load(annotations, "annotations", string_cols=[*id_cols, "label", label_col or ""])
+    ann = _Table("annotations", src, df, "", hdr)
+    ann.item_col = _resolve(df, item_col, ITEM_COLUMNS, "item", src)
+    lab_c = _resolve(df, labeler_col, LABELER_COLUMNS, "labeler", src)
+    lbl_c = _resolve(df, label_col, LABEL_COLUMNS, "label", src)
+    if round_col is False:
+        rnd_c = None
+    elif round_col is None:
+        rnd_c = "round" if "round" in df.columns else None
+    else:
+        rnd_c = _resolve(df, round_col, (), "round", src)
+    return ann, lab_c, lbl_c, rnd_c
+
+
 def read_annotations(
     annotations: TableLike,
     *,
@@ -664,23 +688,8 @@ def read_annotations(
     >>> ds.n_items, ds.n_annotations
     (2, 3)
     """
-    if duplicates not in ("keep", "first", "error"):
-        raise DataError(f"duplicates must be 'keep', 'first' or 'error', got {duplicates!r}")
-    if missing not in ("drop", "error"):
-        raise DataError(f"missing must be 'drop' or 'error', got {missing!r}")
-    id_cols = [c for c in (item_col, labeler_col, *ITEM_COLUMNS, *LABELER_COLUMNS) if c]
-    df, src, hdr = _load(annotations, "annotations", string_cols=[*id_cols, "label", label_col or ""])
-    ann = _Table("annotations", src, df, "", hdr)
-    ann.item_col = _resolve(df, item_col, ITEM_COLUMNS, "item", src)
-    lab_c = _resolve(df, labeler_col, LABELER_COLUMNS, "labeler", src)
-    lbl_c = _resolve(df, label_col, LABEL_COLUMNS, "label", src)
-    if round_col is False:
-        rnd_c = None
-    elif round_col is None:
-        rnd_c = "round" if "round" in df.columns else None
-    else:
-        rnd_c = _resolve(df, round_col, (), "round", src)
-
+    ann, lab_c, lbl_c, rnd_c = _annotation_table(annotations, item_col, labeler_col, label_col, round_col,
+                                                 duplicates, missing)
     gold_t = None
     if gold is not None:
         gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]

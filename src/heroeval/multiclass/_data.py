@@ -14,10 +14,9 @@ import pandas as pd
 from ..data import (
     GOLD_COLUMNS,
     ITEM_COLUMNS,
-    LABEL_COLUMNS,
-    LABELER_COLUMNS,
     AnnotationSet,
     TableLike,
+    _annotation_table,
     _build,
     _ids_to_str,
     _load,
@@ -237,22 +236,9 @@ def read_multiclass(
     >>> d.classes, d.annotations.label.tolist()
     (('bad', 'ok', 'good'), [2, 0, 1])
     """
-    if duplicates not in ("keep", "first", "error"):
-        raise DataError(f"duplicates must be 'keep', 'first' or 'error', got {duplicates!r}")
-    if missing not in ("drop", "error"):
-        raise DataError(f"missing must be 'drop' or 'error', got {missing!r}")
-    id_cols = [c for c in (item_col, labeler_col, *ITEM_COLUMNS, *LABELER_COLUMNS) if c]
-    df, src, hdr = _load(annotations, "annotations", string_cols=[*id_cols, "label", label_col or ""])
-    ann = _Table("annotations", src, df, "", hdr)
-    ann.item_col = _resolve(df, item_col, ITEM_COLUMNS, "item", src)
-    lab_c = _resolve(df, labeler_col, LABELER_COLUMNS, "labeler", src)
-    lbl_c = _resolve(df, label_col, LABEL_COLUMNS, "label", src)
-    if round_col is False:
-        rnd_c = None
-    elif round_col is None:
-        rnd_c = "round" if "round" in df.columns else None
-    else:
-        rnd_c = _resolve(df, round_col, (), "round", src)
+    ann, lab_c, lbl_c, rnd_c = _annotation_table(annotations, item_col, labeler_col, label_col, round_col,
+                                                 duplicates, missing)
+    df, src = ann.df, ann.source
     gold_t = None
     series = [df[lbl_c]]
     if gold is not None:
