@@ -704,7 +704,7 @@ def read_annotations(
         c_item = covariate_item_col if covariate_item_col is not None else (item_col if item_col in cdf.columns else None)
         cov_t = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "item", csrc), chdr)
     if name is None:
-        name = _stem(src) if not src.startswith("<") else "annotations"
+        name = _stem(ann.source) if not ann.source.startswith("<") else "annotations"
     return _build(
         ann,
         labeler_col=lab_c,
