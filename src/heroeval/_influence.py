@@ -106,6 +106,9 @@ def scores_and_information(
     pg = p[d.group]
     g = gamma
     w = np.ones(N) if d.weight is None else d.weight
+    # a compressed row stands for `count` identical items: likelihood sums take w (counts included), the
+    # Gram of per-item scores takes count * (w / count)^2, and a row's score is one item's
+    per_item = w if d.count is None else w / d.count
     # one "extended" row per item: its (item, code) entries for alpha, the same for beta, one for mu
     A = d.A
     k = np.diff(A.indptr)
@@ -141,9 +144,9 @@ def scores_and_information(
         missing = Ud.T @ (Ud * (g * (1 - g) * w)[:, None])
         if gram:
             Sd = np.bincount(flat, weights=sv, minlength=N * P).reshape(N, P)
-            StS = Sd.T @ (Sd * (w * w)[:, None])
+            StS = Sd.T @ (Sd * (w * per_item)[:, None])
     elif gram:
-        StS, missing = _pair_grams(ptr, col, [(sv, w * w), (u, g * (1 - g) * w)], P)
+        StS, missing = _pair_grams(ptr, col, [(sv, w * per_item), (u, g * (1 - g) * w)], P)
     else:
         (missing,) = _pair_grams(ptr, col, [(u, g * (1 - g) * w)], P)
     if not gram:
@@ -164,7 +167,7 @@ def scores_and_information(
         Db = Db + c * (1 / b**2 + 1 / (1 - b) ** 2)
     H = np.diag(np.concatenate([Da, Db, Dm])) - missing
     # per-item scores as a sparse matrix (for influence values of single parameters)
-    S = sp.csr_matrix((sv * w[item_ext], col, ptr), shape=(N, P))
+    S = sp.csr_matrix((sv * per_item[item_ext], col, ptr), shape=(N, P))
     theta = np.concatenate([alpha, beta, prev])
     free = np.minimum(theta, 1 - theta) > BOUND_TOL
     return ScoreInfo(S, H, free, StS)

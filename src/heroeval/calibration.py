@@ -542,6 +542,7 @@ def calibrate(
     checks: bool = False,
     check_folds: int = 5,
     seed: int = 0,
+    compress: bool = True,
 ) -> Calibration:
     """Stage A: learn each labeler's sensitivity and specificity from a history.
 
@@ -609,6 +610,12 @@ def calibrate(
         Folds of the gold items for the checks.
     seed : int, default 0
         Seed of the fold assignment.
+    compress : bool, default True
+        Fit the EM on (label pattern, count) rows when gold-free items with
+        identical patterns are at least twice fewer than items (small fixed
+        panels, such as a few LLM judges) and the history has no covariates.
+        The fit and its covariance are the same as on items (to rounding;
+        tests/unit/test_compress.py), only faster.
 
     Returns
     -------
@@ -652,7 +659,9 @@ def calibrate(
     w = _check_weight(history_weight)
     d = weighted_design(history, w, float(pseudo_count))
     a0, b0, p0 = initial_values(history)
-    fit = _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate)
+    dc = _em.compress(d) if compress and history.covariates is None else None
+    d_fit = d if dc is None else dc
+    fit = _em.run_em(d_fit, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate)
     conv = ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate)
     if not fit.converged:
         warnings.warn(
@@ -672,7 +681,10 @@ def calibrate(
         X = history.covariates
         cov_mean = X.mean(axis=0)
         cov_cov = np.atleast_2d(np.cov(X, rowvar=False, ddof=1)) if X.shape[0] > 1 else np.zeros((X.shape[1],) * 2)
-    pcov = parameter_covariance(d, fit, history.covariates, variance) if covariance else None
+    pcov = parameter_covariance(d_fit, fit, history.covariates, variance) if covariance else None
+    if dc is not None:
+        assert dc.row_of_item is not None
+        fit = replace(fit, gamma=fit.gamma[dc.row_of_item])  # posteriors per item again
     return Calibration(
         labeler_ids=tuple(str(x) for x in history.labeler_ids),
         alpha=fit.alpha,
