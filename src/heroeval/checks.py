@@ -50,6 +50,7 @@ import numpy.typing as npt
 from scipy.special import expit, logit
 from scipy.stats import norm
 
+from ._multiple import benjamini_hochberg
 from .data import AnnotationSet
 from .errors import ConvergenceWarning, HeroEvalError
 
@@ -241,9 +242,7 @@ def dependence_test(history: AnnotationSet, max_pairs_shown: int = 20) -> Depend
     pp = norm.sf(zp)
     m = pp.size
     order_p = np.argsort(pp)
-    ranked = pp[order_p] * m / np.arange(1, m + 1)
-    bh = np.empty(m)
-    bh[order_p] = np.minimum(1.0, np.minimum.accumulate(ranked[::-1])[::-1])
+    bh = benjamini_hochberg(pp)
     ids = history.labeler_ids
     shown = []
     for q in order_p[:max_pairs_shown]:

@@ -45,6 +45,54 @@ def paper_target(b0: float = -0.2, b1: float = 3.0) -> float:
     return float(integrate.quad(f, -12, 12, epsabs=1e-13)[0])
 
 
+@dataclass(frozen=True)
+class _Design:
+    """What one simulated round is drawn from (the paper's design, optionally with hard items)."""
+
+    a: np.ndarray
+    b: np.ndarray
+    b0: float
+    b1: float
+    labels_per_item: int | None
+    hard_share: float | None = None  # dependent_dgp's hard items; None: the paper's independent labels
+    hard_fooled: float = 0.0
+    decoy: int | None = None
+
+
+def _draw_round(
+    gen: np.random.Generator, d: _Design, m: int, rho: float | None, weights: np.ndarray | None = None
+) -> tuple[AnnotationSet, np.ndarray]:
+    """One round of m items: X ~ N(0, 1), Y ~ Bernoulli(sigmoid(b0 + b1 X)), labels, gold on a share rho."""
+    J = d.a.size
+    x = gen.standard_normal(m)
+    y = (gen.random(m) < expit(d.b0 + d.b1 * x)).astype(np.int8)
+    hard = gen.random(m) < d.hard_share if d.hard_share is not None else None
+    if d.labels_per_item is None:
+        lab = np.tile(np.arange(J), m)
+        item = np.repeat(np.arange(m), J)
+    else:
+        keys = gen.random((m, J))
+        if weights is not None:  # Gumbel top-k: weighted sampling without replacement
+            with np.errstate(divide="ignore"):
+                keys = -(np.log(weights) - np.log(-np.log(gen.random((m, J)))))
+        lab = np.argsort(keys, axis=1)[:, : d.labels_per_item].ravel()
+        item = np.repeat(np.arange(m), d.labels_per_item)
+    pz = np.where(y[item] == 1, d.a[lab], 1 - d.b[lab])
+    z = (gen.random(item.size) < pz).astype(np.int8)
+    if hard is not None:
+        fooled = hard[item] & (gen.random(item.size) < d.hard_fooled)
+        z = np.where(fooled, 1 - y[item] if d.decoy is None else d.decoy, z).astype(np.int8)
+    gold = None
+    if rho is not None:
+        g = gen.random(m) < rho
+        if not g.any():
+            g[gen.integers(m)] = True
+        gold = (np.flatnonzero(g), y[g])
+    ds = AnnotationSet.from_arrays(item, lab, z, gold=gold, covariates=(np.arange(m), x), covariate_names=["x"],
+                                   name="history" if rho is not None else "current")
+    return ds, y
+
+
 def paper_dgp(
     rng: np.random.Generator | int | None = None,
     *,
@@ -111,37 +159,10 @@ def paper_dgp(
         if labels_per_item is None:
             raise HeroEvalError("current_labeler_weights needs labels_per_item (a dense design has no pool to shift)")
 
-    def draw(
-        m: int, prefix: str, weights: np.ndarray | None = None, rho_: float | None = None
-    ) -> tuple[AnnotationSet, np.ndarray]:
-        x = gen.standard_normal(m)
-        y = (gen.random(m) < expit(b0 + b1 * x)).astype(np.int8)
-        if labels_per_item is None:
-            lab = np.tile(np.arange(J), m)
-            item = np.repeat(np.arange(m), J)
-        else:
-            keys = gen.random((m, J))
-            if weights is not None:  # Gumbel top-k: weighted sampling without replacement
-                with np.errstate(divide="ignore"):
-                    keys = -(np.log(weights) - np.log(-np.log(gen.random((m, J)))))
-            lab = np.argsort(keys, axis=1)[:, :labels_per_item].ravel()
-            item = np.repeat(np.arange(m), labels_per_item)
-        pz = np.where(y[item] == 1, a[lab], 1 - b[lab])
-        z = (gen.random(item.size) < pz).astype(np.int8)
-        gold = None
-        if rho_ is not None:
-            g = gen.random(m) < rho_
-            if not g.any():
-                g[gen.integers(m)] = True
-            gold = (np.flatnonzero(g), y[g])
-        ds = AnnotationSet.from_arrays(
-            item, lab, z, gold=gold, covariates=(np.arange(m), x), covariate_names=["x"],
-            name="history" if rho_ is not None else "current",
-        )
-        return ds, y
-
-    cur, yc = draw(n, "c", None if current_labeler_weights is None else np.asarray(current_labeler_weights, float))
-    hist, _ = draw(N, "h", None, rho)
+    design = _Design(a, b, b0, b1, labels_per_item)
+    cw = None if current_labeler_weights is None else np.asarray(current_labeler_weights, float)
+    cur, yc = _draw_round(gen, design, n, None, weights=cw)
+    hist, _ = _draw_round(gen, design, N, rho)
     return PaperData(hist, cur, a, b, _target(b0, b1), float(yc.mean()))
 
 
@@ -206,32 +227,9 @@ def dependent_dgp(
     b = gen.beta(k * mu_beta, k * (1 - mu_beta), J) if beta is None else np.asarray(beta, dtype=float)
     hq = hard_share * hard_fooled
 
-    def draw(m: int, rho_: float | None) -> tuple[AnnotationSet, np.ndarray]:
-        x = gen.standard_normal(m)
-        y = (gen.random(m) < expit(b0 + b1 * x)).astype(np.int8)
-        hard = gen.random(m) < hard_share
-        if labels_per_item is None:
-            lab = np.tile(np.arange(J), m)
-            item = np.repeat(np.arange(m), J)
-        else:
-            lab = np.argsort(gen.random((m, J)), axis=1)[:, :labels_per_item].ravel()
-            item = np.repeat(np.arange(m), labels_per_item)
-        pz = np.where(y[item] == 1, a[lab], 1 - b[lab])
-        z = (gen.random(item.size) < pz).astype(np.int8)
-        fooled = hard[item] & (gen.random(item.size) < hard_fooled)
-        z = np.where(fooled, 1 - y[item] if decoy is None else decoy, z).astype(np.int8)
-        gold = None
-        if rho_ is not None:
-            g = gen.random(m) < rho_
-            if not g.any():
-                g[gen.integers(m)] = True
-            gold = (np.flatnonzero(g), y[g])
-        ds = AnnotationSet.from_arrays(item, lab, z, gold=gold, covariates=(np.arange(m), x), covariate_names=["x"],
-                                       name="history" if rho_ is not None else "current")
-        return ds, y
-
-    cur, yc = draw(n, None)
-    hist, _ = draw(N, rho)
+    design = _Design(a, b, b0, b1, labels_per_item, hard_share, hard_fooled, decoy)
+    cur, yc = _draw_round(gen, design, n, None)
+    hist, _ = _draw_round(gen, design, N, rho)
     # marginal P(z = 1 | Y = 1) and P(z = 0 | Y = 0)
     a_marg = (1 - hq) * a + (hq if decoy == 1 else 0.0)
     b_marg = (1 - hq) * b + (hq if decoy == 0 else 0.0)
