@@ -31,8 +31,7 @@ import pandas as pd
 
 import heroeval as he
 from heroeval._parallel import run_chunks
-from heroeval.benchmark import load_folder
-from heroeval.data import read_annotations
+from heroeval.benchmark import load_folder, make_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from real_data import BINARY
@@ -74,25 +73,11 @@ def sim_task(args: tuple[str, list[int]]) -> list[dict[str, Any]]:
 
 
 def real_task(args: tuple[Any, int, str]) -> list[dict[str, Any]]:
-    """The resample of heroeval.benchmark._one_resample (same seeds), scoring only the combination."""
+    """Resample r of benchmarks/robustness.py (same seeds), scoring only the combination."""
     data, r, shift = args
     warnings.simplefilter("ignore")
-    rng = np.random.default_rng([2026, r, 100])
-    gold_items = data.gold["item_id"].to_numpy()
-    lab = data.labels
-    cur_items = set(rng.choice(gold_items, min(200, int(0.4 * gold_items.size)), replace=False).tolist())
-    is_cur = lab["item_id"].isin(cur_items).to_numpy()
-    hist_lab, cur_lab = lab[~is_cur], lab[is_cur]
-    hist_ids = hist_lab["item_id"].unique()
-    pool = data.gold[data.gold["item_id"].isin(set(hist_ids))]
-    reveal = pool.sample(n=min(max(round(0.1 * hist_ids.size), 1), len(pool)), random_state=int(rng.integers(2**31)))
-    if shift == "half":
-        labelers = np.sort(lab["labeler_id"].unique())
-        keep = set(rng.choice(labelers, max(1, labelers.size // 2), replace=False).tolist())
-        cur_lab = cur_lab[cur_lab["labeler_id"].isin(keep)]
-    hist = read_annotations(hist_lab, gold=reveal, round_col=False, name="history")
-    cur = read_annotations(cur_lab, round_col=False, name="current")
-    truth = float(data.gold.set_index("item_id").loc[cur.item_ids.astype(str), "gold"].mean())
+    sp = make_split(data, r, 0.10, 200, shift, 2026)  # the same resample as benchmarks/robustness.py
+    hist, cur, truth = sp.history, sp.current, sp.truth
     cal = he.calibrate(hist, checks=True)
     est, lam = combination(cur, cal)
     return [{"dataset": data.name, "shift": shift, "resample": r, "combination": est, "lambda": lam, "truth": truth}]
@@ -118,7 +103,7 @@ def main() -> None:
               f"{e_h.mean():+.4f} RMSE {np.sqrt((e_h**2).mean()):.4f}; mean lambda {g['lambda'].mean():.2f}")
     rjobs = []
     for name, suffix in BINARY:
-        data = load_folder(Path(a.data) / name, binary_suffix=suffix, text_components=0)
+        data = load_folder(Path(a.data) / name, binary_suffix=suffix)
         rjobs += [(data, r, shift) for shift in ("none", "half") for r in range(a.resamples)]
     real = pd.DataFrame(run_chunks(real_task, rjobs, [1] * len(rjobs), a.workers))
     real.to_csv(out / "combination_real.csv", index=False)

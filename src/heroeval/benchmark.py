@@ -40,7 +40,7 @@ import pandas as pd
 
 from ._parallel import run_chunks
 from .calibration import calibrate
-from .data import read_annotations
+from .data import AnnotationSet, read_annotations
 from .errors import ConvergenceWarning, DataError, HeroEvalError
 from .estimators import estimate
 from .results import METHODS, EstimateCollection
@@ -127,10 +127,20 @@ def _text_covariates(
     return out
 
 
-def _one_resample(
-    data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random", auto: bool = True
-) -> list[dict[str, Any]]:
-    warnings.simplefilter("ignore", ConvergenceWarning)
+@dataclass(frozen=True)
+class Split:
+    """One resample of the protocol: the history (gold revealed on a share), the current round, its true rate."""
+
+    history: AnnotationSet
+    current: AnnotationSet
+    truth: float
+    group: str
+
+
+def make_split(
+    data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random"
+) -> Split:
+    """Resample r of the protocol (module docstring), the same for every method and every caller."""
     rng = np.random.default_rng([seed, r, int(rho * 1000)])
     gold_items = data.gold["item_id"].to_numpy()
     lab = data.labels
@@ -165,6 +175,15 @@ def _one_resample(
     hist = read_annotations(hist_lab, gold=reveal, covariates=hcov, round_col=False, name="history")
     cur = read_annotations(cur_lab, covariates=ccov, round_col=False, name="current")
     truth = float(data.gold.set_index("item_id").loc[cur.item_ids.astype(str), "gold"].mean())
+    return Split(hist, cur, truth, group)
+
+
+def _one_resample(
+    data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random", auto: bool = True
+) -> list[dict[str, Any]]:
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    sp = make_split(data, r, rho, n, shift, seed, split)
+    hist, cur, truth, group = sp.history, sp.current, sp.truth, sp.group
     cal = calibrate(hist, checks=auto)
     res = estimate(cur, cal, method="all", ridge=1.0, exclude_new_labelers=True, recommend=auto)
     assert isinstance(res, EstimateCollection)
