@@ -13,7 +13,9 @@ items. Nothing per annotation is touched in Python.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -173,27 +175,57 @@ def m_step(d: Design, gamma: FloatArray) -> tuple[FloatArray, FloatArray, FloatA
     gw = gamma if w is None else gamma * w
     s1 = np.asarray(d.AT @ gw)  # sum of gamma per code
     cnt = d.code_counts if w is None else np.asarray(d.AT @ w)
+    if w is None:
+        if d.n_groups == 1:
+            gsum = np.array([gamma.sum()])
+        else:
+            gsum = np.bincount(d.group, weights=gamma, minlength=d.n_groups).astype(np.float64)
+        return m_from_sums(s1, cnt, gsum, d.group_size, d.pseudo_count, weighted=False)
+    gsum = np.bincount(d.group, weights=gw, minlength=d.n_groups).astype(np.float64)
+    wsum = np.bincount(d.group, weights=w, minlength=d.n_groups).astype(np.float64)
+    return m_from_sums(s1, cnt, gsum, wsum, d.pseudo_count, weighted=True)
+
+
+def m_from_sums(
+    s1: FloatArray, cnt: FloatArray, gsum: FloatArray, gsize: FloatArray, c: float, weighted: bool
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The M-step from its sufficient statistics (shared by every engine).
+
+    ``s1`` and ``cnt`` are, per code ``2 j + z``, the (weighted) sums of the
+    posteriors and of the annotations; ``gsum`` and ``gsize`` the per-round
+    (weighted) sums of the posteriors and of the items.
+    """
     s0 = cnt - s1  # sum of (1 - gamma) per code
     pos_tot = s1[0::2] + s1[1::2]
     neg_tot = s0[0::2] + s0[1::2]
-    c = d.pseudo_count
     with np.errstate(invalid="ignore", divide="ignore"):
         alpha = np.where(pos_tot + c > 0, (s1[1::2] + c) / (pos_tot + 2 * c), 0.5)
         beta = np.where(neg_tot + c > 0, (s0[0::2] + c) / (neg_tot + 2 * c), 0.5)
-    if w is None:
-        if d.n_groups == 1:
-            prev = np.array([gamma.sum() / max(d.group_size[0], 1.0)])
-        else:
-            prev = np.bincount(d.group, weights=gamma, minlength=d.n_groups) / np.maximum(d.group_size, 1)
-    else:
-        prev = np.bincount(d.group, weights=gw, minlength=d.n_groups) / np.maximum(
-            np.bincount(d.group, weights=w, minlength=d.n_groups), 1e-300
-        )
+    prev = gsum / (np.maximum(gsize, 1e-300) if weighted else np.maximum(gsize, 1.0))
     return (
         np.clip(alpha, EPS, 1 - EPS),
         np.clip(beta, EPS, 1 - EPS),
         np.clip(prev, EPS, 1 - EPS),
     )
+
+
+def em_map(
+    d: Design | Any, alpha: FloatArray, beta: FloatArray, prev: FloatArray, need_ll: bool
+) -> tuple[FloatArray, FloatArray, FloatArray, float]:
+    """One EM step on either engine's design, and the log-likelihood at its input (NaN unless asked)."""
+    if isinstance(d, Design):
+        gamma, ll = e_step(d, alpha, beta, prev, need_ll)
+        a2, b2, p2 = m_step(d, gamma)
+        return a2, b2, p2, ll
+    out: tuple[FloatArray, FloatArray, FloatArray, float] = d.em_map(alpha, beta, prev, need_ll)
+    return out
+
+
+def posterior(d: Design | Any, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> tuple[FloatArray, float]:
+    if isinstance(d, Design):
+        return e_step(d, alpha, beta, prev)
+    out: tuple[FloatArray, float] = d.posterior(alpha, beta, prev)
+    return out
 
 
 @dataclass(frozen=True)
@@ -219,8 +251,12 @@ def _unpack(th: FloatArray, J: int) -> tuple[FloatArray, FloatArray, FloatArray]
     return p[:J], p[J : 2 * J], p[2 * J :]
 
 
+Progress = Callable[[int, float, float], None]
+"""``progress(map_evaluations, log_likelihood or NaN, max parameter change)``, called once per EM cycle."""
+
+
 def run_em(
-    d: Design,
+    d: Design | Any,
     alpha0: FloatArray,
     beta0: FloatArray,
     prev0: FloatArray,
@@ -230,6 +266,7 @@ def run_em(
     criterion: str = "parameters",
     accelerate: bool = True,
     fixed_labelers: npt.NDArray[np.bool_] | None = None,
+    progress: Progress | None = None,
 ) -> EMFit:
     """Maximise the observed-data likelihood by EM, optionally SQUAREM-accelerated.
 
@@ -253,8 +290,7 @@ def run_em(
         nonlocal n_eval
         n_eval += 1
         a, b, p = _unpack(th, J)
-        gamma, ll = e_step(d, a, b, p, need_ll)
-        a2, b2, p2 = m_step(d, gamma)
+        a2, b2, p2, ll = em_map(d, a, b, p, need_ll)
         if fixed is not None:
             a2 = np.where(fixed, a_fix, a2)
             b2 = np.where(fixed, b_fix, b2)
@@ -272,6 +308,8 @@ def run_em(
             th_new, ll = F(th)
             trace.append(ll)
             max_change = change(th_new, th)
+            if progress is not None:
+                progress(n_eval, ll, max_change)
             if criterion == "loglik":
                 done = np.isfinite(ll_prev) and abs(ll - ll_prev) <= tol * abs(ll_prev)
             else:
@@ -297,6 +335,8 @@ def run_em(
             if criterion == "loglik":
                 trace.append(ll0)
             max_change = change(th1, th)
+            if progress is not None:
+                progress(n_eval, ll0, max_change)
             if criterion == "loglik":
                 done = np.isfinite(ll_prev) and abs(ll0 - ll_prev) <= tol * abs(ll_prev)
             else:
@@ -329,7 +369,7 @@ def run_em(
                 if step == -step_max:
                     step_max *= mstep
     a, b, p = _unpack(th, J)
-    gamma, ll = e_step(d, a, b, p)
+    gamma, ll = posterior(d, a, b, p)
     return EMFit(
         alpha=a,
         beta=b,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import scipy.linalg
 import scipy.sparse as sp
 
 from . import _em
@@ -168,20 +169,47 @@ def scores_and_information(
     H = np.diag(np.concatenate([Da, Db, Dm])) - missing
     # per-item scores as a sparse matrix (for influence values of single parameters)
     S = sp.csr_matrix((sv * per_item[item_ext], col, ptr), shape=(N, P))
+    return ScoreInfo(S, H, free_parameters(alpha, beta, prev), StS)
+
+
+def free_parameters(alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> npt.NDArray[np.bool_]:
+    """Parameters not within BOUND_TOL of 0 or 1."""
     theta = np.concatenate([alpha, beta, prev])
-    free = np.minimum(theta, 1 - theta) > BOUND_TOL
-    return ScoreInfo(S, H, free, StS)
+    out: npt.NDArray[np.bool_] = np.minimum(theta, 1 - theta) > BOUND_TOL
+    return out
+
+
+_CHOLESKY_MIN = 500
+"""From this many free parameters on, H is inverted through its Cholesky factor when it is positive definite."""
+
+
+def inverse_of(H: FloatArray, free: npt.NDArray[np.bool_]) -> FloatArray:
+    """H^-1 on the free parameters, zero rows/columns for boundary parameters.
+
+    The pseudo-inverse (eigen-decomposition) is used for small matrices and
+    whenever H is not positive definite; large positive definite ones go
+    through a Cholesky factorisation, about ten times faster at 4,000
+    parameters, and equal to the pseudo-inverse there to rounding.
+    """
+    P = H.shape[0]
+    f = free
+    Hinv = np.zeros((P, P))
+    if f.any():
+        Hff = H[np.ix_(f, f)]
+        inv = None
+        if int(f.sum()) >= _CHOLESKY_MIN:
+            try:
+                c = scipy.linalg.cho_factor(Hff, check_finite=False)
+                inv = scipy.linalg.cho_solve(c, np.eye(Hff.shape[0]), check_finite=False)
+            except np.linalg.LinAlgError:
+                inv = None
+        Hinv[np.ix_(f, f)] = np.linalg.pinv(Hff, hermitian=True) if inv is None else inv
+    return Hinv
 
 
 def inverse_information(si: ScoreInfo) -> FloatArray:
     """H^-1 on the free parameters, zero rows/columns for boundary parameters."""
-    P = si.info.shape[0]
-    f = si.free
-    Hinv = np.zeros((P, P))
-    if f.any():
-        Hff = si.info[np.ix_(f, f)]
-        Hinv[np.ix_(f, f)] = np.linalg.pinv(Hff, hermitian=True)
-    return Hinv
+    return inverse_of(si.info, si.free)
 
 
 def sandwich_gram(si: ScoreInfo, Hinv: FloatArray) -> FloatArray:

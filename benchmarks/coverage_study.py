@@ -18,7 +18,7 @@ Three parts, each seeded:
 
 Run (about 15 minutes on 2 cores for the full study):
 
-    .venv/bin/python benchmarks/coverage.py --reps 1000 --out docs/coverage
+    .venv/bin/python benchmarks/coverage_study.py --reps 1000 --out docs/coverage
 
 It writes ``rates.csv``, ``compare.csv``, ``bootstrap.csv`` and ``coverage.md``
 (the tables that docs/inference.md quotes).
@@ -144,7 +144,7 @@ def main() -> None:
     parts = a.parts.split(",")
     t0 = time.perf_counter()
     md = [f"# Coverage study (heroeval {he.__version__})\n",
-          f"Command: `python benchmarks/coverage.py --reps {a.reps} --boot {a.boot} --k {a.k} --rho {a.rho} "
+          f"Command: `python benchmarks/coverage_study.py --reps {a.reps} --boot {a.boot} --k {a.k} --rho {a.rho} "
           f"--designs {a.designs} --parts {a.parts}`\n"]
     with ProcessPoolExecutor(max_workers=a.workers) as ex:
         if "rates" in parts:

@@ -1,0 +1,180 @@
+"""The compiled Stage A engine (numba, issue #7 item 4) equals the NumPy engine, and a plain loop."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import heroeval as he
+from heroeval import _em, _kernels
+from heroeval.calibration import initial_values
+from heroeval.errors import HeroEvalError
+from heroeval.simulate import paper_dgp
+
+pytestmark = pytest.mark.skipif(not _kernels.HAVE_NUMBA, reason="numba is not installed")
+
+
+def _history(seed: int, repeated: bool = False, covariates: bool = False) -> he.AnnotationSet:
+    """Two rounds, 3-6 labels per item, gold on 8 %, optionally repeated pairs and covariates."""
+    rng = np.random.default_rng(seed)
+    n, J = 4000, 12
+    y = rng.random(n) < np.where(np.arange(n) < n // 2, 0.3, 0.6)
+    a = rng.uniform(0.6, 0.95, J)
+    b = rng.uniform(0.55, 0.95, J)
+    k = rng.integers(3, 7, n)
+    item = np.repeat(np.arange(n), k)
+    lab = np.concatenate([rng.choice(J, size=kk, replace=False) for kk in k])
+    if repeated:  # labeler of the first label labels again on 300 items
+        first = np.r_[0, np.cumsum(k)[:-1]][:300]
+        item = np.concatenate([item, np.arange(300)])
+        lab = np.concatenate([lab, lab[first]])
+    z = (rng.random(item.size) < np.where(y[item], a[lab], 1 - b[lab])).astype(int)
+    g = rng.random(n) < 0.08
+    cov = None
+    if covariates:
+        cov = (np.arange(n), np.column_stack([y + rng.normal(0, 1, n), rng.normal(0, 1, n)]))
+    return he.AnnotationSet.from_arrays(
+        item, [f"w{j:02d}" for j in lab], z, gold=(np.flatnonzero(g), y[g].astype(int)),
+        item_round=(np.arange(n), np.where(np.arange(n) < n // 2, "old", "new")), covariates=cov)
+
+
+def _close(a: he.Calibration, b: he.Calibration, tol: float) -> None:
+    np.testing.assert_allclose(a.alpha, b.alpha, rtol=0, atol=tol)
+    np.testing.assert_allclose(a.beta, b.beta, rtol=0, atol=tol)
+    np.testing.assert_allclose(a.round_prevalence, b.round_prevalence, rtol=0, atol=tol)
+    assert a.parameter_covariance is not None and b.parameter_covariance is not None
+    scale = np.max(np.abs(a.parameter_covariance))
+    np.testing.assert_allclose(a.parameter_covariance, b.parameter_covariance, rtol=0, atol=tol * scale)
+    assert a.history_fit is not None and b.history_fit is not None
+    np.testing.assert_allclose(a.history_fit.gamma, b.history_fit.gamma, rtol=0, atol=tol)
+    assert abs(a.history_fit.loglik - b.history_fit.loglik) <= tol * abs(a.history_fit.loglik)
+
+
+@pytest.mark.parametrize(
+    ("repeated", "covariates", "kw"),
+    [
+        (False, False, {}),
+        (True, False, {}),
+        (False, True, {}),
+        (False, False, {"history_weight": 0.3}),
+        (False, False, {"pseudo_count": 2.0}),
+        (False, False, {"variance": "model"}),
+        (True, False, {"accelerate": False, "criterion": "loglik", "tol": 1e-13}),
+    ],
+)
+def test_numba_engine_equals_numpy_engine(repeated: bool, covariates: bool, kw: dict[str, object]) -> None:
+    hist = _history(3, repeated, covariates)
+    settings: dict[str, object] = {"tol": 1e-12, **kw}
+    a = he.calibrate(hist, engine="numpy", compress=False, **settings)  # type: ignore[arg-type]
+    b = he.calibrate(hist, engine="numba", **settings)  # type: ignore[arg-type]
+    _close(a, b, 1e-10)
+    assert a.convergence.n_iter == b.convergence.n_iter
+
+
+def _plain_em_map(hist: he.AnnotationSet, alpha: np.ndarray, beta: np.ndarray, prev: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, float]:
+    """One EM step and the log-likelihood, item by item in plain Python (an independent implementation)."""
+    J, G = hist.n_labelers, hist.n_rounds
+    s1 = np.zeros(J)
+    n1 = np.zeros(J)
+    s0 = np.zeros(J)
+    n0 = np.zeros(J)
+    gsum = np.zeros(G)
+    gcnt = np.zeros(G)
+    ll = 0.0
+    for r in range(hist.n_items):
+        labs = hist.labeler[hist.item_ptr[r]:hist.item_ptr[r + 1]]
+        zs = hist.label[hist.item_ptr[r]:hist.item_ptr[r + 1]]
+        p1 = math.prod(alpha[j] if z else 1 - alpha[j] for j, z in zip(labs, zs, strict=True))
+        p0 = math.prod(1 - beta[j] if z else beta[j] for j, z in zip(labs, zs, strict=True))
+        mu = prev[hist.item_round[r]]
+        if hist.gold[r] == 1:
+            gam, lik = 1.0, mu * p1
+        elif hist.gold[r] == 0:
+            gam, lik = 0.0, (1 - mu) * p0
+        else:
+            lik = mu * p1 + (1 - mu) * p0
+            gam = mu * p1 / lik
+        ll += math.log(lik)
+        for j, z in zip(labs, zs, strict=True):
+            s1[j] += gam * z
+            n1[j] += gam
+            s0[j] += (1 - gam) * (1 - z)
+            n0[j] += 1 - gam
+        gsum[hist.item_round[r]] += gam
+        gcnt[hist.item_round[r]] += 1
+    return s1 / n1, s0 / n0, gsum / gcnt, ll
+
+
+def test_one_compiled_em_step_equals_a_plain_loop() -> None:
+    hist = _history(5).take_items(np.arange(0, 4000, 7))  # both rounds
+    a0, b0, p0 = initial_values(hist)
+    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
+                                 hist.item_round, hist.n_rounds)
+    a1, b1, p1, ll = cd.em_map(a0, b0, p0, True)
+    ea, eb, ep, ell = _plain_em_map(hist, a0, b0, p0)
+    np.testing.assert_allclose(a1, ea, rtol=1e-12)
+    np.testing.assert_allclose(b1, eb, rtol=1e-12)
+    np.testing.assert_allclose(p1, ep, rtol=1e-12)
+    assert ll == pytest.approx(ell, rel=1e-12)
+    gamma, ll2 = cd.posterior(a0, b0, p0)
+    assert ll2 == pytest.approx(ell, rel=1e-12)
+    assert np.all(gamma[hist.gold == 1] == 1.0) and np.all(gamma[hist.gold == 0] == 0.0)
+
+
+def test_tiny_hand_case() -> None:
+    """Two items, labelers a (0.8, 0.9) and b (0.7, 0.6), prevalence 0.5; closed-form posteriors."""
+    hist = he.AnnotationSet.from_arrays([1, 1, 2, 2], ["a", "b", "a", "b"], [1, 0, 0, 0])
+    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, 2, hist.gold, hist.item_round, 1)
+    alpha, beta, prev = np.array([0.8, 0.7]), np.array([0.9, 0.6]), np.array([0.5])
+    gamma, ll = cd.posterior(alpha, beta, prev)
+    p1 = 0.5 * 0.8 * 0.3
+    q1 = 0.5 * 0.1 * 0.6
+    p2 = 0.5 * 0.2 * 0.3
+    q2 = 0.5 * 0.9 * 0.6
+    np.testing.assert_allclose(gamma, [p1 / (p1 + q1), p2 / (p2 + q2)], rtol=1e-14)
+    assert ll == pytest.approx(math.log(p1 + q1) + math.log(p2 + q2), rel=1e-14)
+
+
+def test_progress_is_reported_every_cycle() -> None:
+    hist = _history(7)
+    seen: list[tuple[int, float, float]] = []
+    cal = he.calibrate(hist, engine="numba", progress=lambda n, ll, ch: seen.append((n, ll, ch)))
+    assert seen and seen[-1][0] <= cal.convergence.n_iter
+    assert seen[-1][2] <= 1e-8 < seen[0][2]
+    assert all(b[0] > a[0] for a, b in itertools.pairwise(seen))
+
+
+def test_engine_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    hist = _history(1)
+    with pytest.raises(HeroEvalError, match="engine must be"):
+        he.calibrate(hist, engine="gpu")  # type: ignore[arg-type]
+    with pytest.raises(HeroEvalError, match="progress must be"):
+        he.calibrate(hist, progress="yes")  # type: ignore[arg-type]
+    monkeypatch.setattr(_kernels, "HAVE_NUMBA", False)
+    with pytest.raises(HeroEvalError, match="needs numba"):
+        he.calibrate(hist, engine="numba")
+    # auto falls back to NumPy without numba
+    assert he.calibrate(hist, engine="auto").convergence.converged
+
+
+def test_sums_are_the_same_on_one_thread_and_many() -> None:
+    """Chunking only changes the order of additions."""
+    hist = _history(2)
+    a0, b0, p0 = initial_values(hist)
+    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
+                                 hist.item_round, hist.n_rounds)
+    one = _kernels.CompactDesign(**{**cd.__dict__, "n_chunks": 1})
+    for x, y in zip(cd.em_map(a0, b0, p0, True), one.em_map(a0, b0, p0, True), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-13)
+
+
+def test_paper_dgp_large_enough_for_auto() -> None:
+    d = paper_dgp(4, N=3000, J=10)
+    a = he.calibrate(d.history, engine="numpy", compress=False, tol=1e-12)
+    b = he.calibrate(d.history, engine="numba", tol=1e-12)
+    _close(a, b, 1e-10)
+    assert _em.EPS < 1e-8
