@@ -634,6 +634,9 @@ def read_annotations(
     missing: Literal["drop", "error"] = "drop",
     label_map: Mapping[Any, int | None] | None = None,
     name: str | None = None,
+    engine: Literal["auto", "pandas", "duckdb"] = "auto",
+    memory_limit: str | None = None,
+    progress: bool = False,
 ) -> AnnotationSet:
     """Read, validate and int-code an annotation log.
 
@@ -675,6 +678,20 @@ def read_annotations(
         error naming the row.
     name : str, optional
         A name shown in reports (default: the file name).
+    engine : {"auto", "pandas", "duckdb"}, default "auto"
+        ``"duckdb"`` reads CSV/TSV or Parquet files through DuckDB: a path, a
+        glob (``"logs/*.parquet"``), a directory or a list of paths, larger
+        than memory if need be (DuckDB spills to disk), and builds the compact
+        arrays without a pandas copy of the rows. Same validation, policies
+        and ingest report; covariates and ``label_map`` need the pandas
+        engine; an integer item column in Parquet keeps integer ids. ``"auto"``
+        takes DuckDB for globs, directories, lists and files of at least
+        :data:`DUCKDB_MIN_BYTES`, pandas otherwise.
+    memory_limit : str, optional
+        DuckDB's memory limit (e.g. ``"2GB"``); beyond it DuckDB spills to
+        the temporary directory.
+    progress : bool, default False
+        DuckDB's progress bar and log messages for long ingests.
 
     Returns
     -------
@@ -688,6 +705,13 @@ def read_annotations(
     >>> ds.n_items, ds.n_annotations
     (2, 3)
     """
+    if _use_duckdb(engine, annotations, covariates, label_map):
+        from ._duck import read_with_duckdb
+
+        return read_with_duckdb(annotations, gold=gold, item_col=item_col, labeler_col=labeler_col,
+                                label_col=label_col, round_col=round_col, gold_col=gold_col,
+                                gold_item_col=gold_item_col, duplicates=duplicates, missing=missing, name=name,
+                                memory_limit=memory_limit, progress=progress)
     ann, lab_c, lbl_c, rnd_c = _annotation_table(annotations, item_col, labeler_col, label_col, round_col,
                                                  duplicates, missing)
     gold_t = None
@@ -719,6 +743,36 @@ def read_annotations(
         name=name,
         label_map=label_map,
     )
+
+
+DUCKDB_MIN_BYTES = 256 * 2**20
+"""``engine="auto"`` reads a single file of at least this size through DuckDB."""
+
+
+def _use_duckdb(engine: str, annotations: Any, covariates: Any, label_map: Any) -> bool:
+    if engine not in ("auto", "pandas", "duckdb"):
+        raise DataError(f"engine must be 'auto', 'pandas' or 'duckdb', got {engine!r}")
+    if engine == "pandas":
+        return False
+    is_paths = isinstance(annotations, (str, os.PathLike)) or (
+        isinstance(annotations, (list, tuple)) and all(isinstance(a, (str, os.PathLike)) for a in annotations))
+    if engine == "duckdb":
+        if not is_paths:
+            raise DataError("engine='duckdb' reads files: pass a path, a glob, a directory or a list of paths")
+        if covariates is not None or label_map is not None:
+            raise DataError("engine='duckdb' does not take covariates or label_map yet; use engine='pandas'")
+        return True
+    if not is_paths or covariates is not None or label_map is not None:
+        return False
+    if isinstance(annotations, (list, tuple)):
+        return True
+    p = str(annotations)
+    if os.path.isdir(p) or any(ch in p for ch in "*?["):
+        return not os.path.exists(p) or os.path.isdir(p)
+    try:
+        return os.path.getsize(p) >= DUCKDB_MIN_BYTES
+    except OSError:
+        return False
 
 
 _CELL_TYPES = (str, int, float, bool, np.generic, type(None), type(pd.NA), type(pd.NaT))
@@ -889,47 +943,8 @@ def _build_checked(
     # gold
     gold_arr = np.full(n_items, -1, dtype=np.int8)
     if gold is not None:
-        gdf = gold.df
-        g_mapped = np.zeros(len(gdf), dtype=bool)
-        if label_map is not None:
-            gdf, g_mapped = _apply_label_map(gold, gdf, gold_col, label_map, "gold label")
-        g_items = _ids_to_str(gdf[gold.item_col])
-        g_vals, g_miss = parse(gdf[gold_col], gold, gold_col, "gold label")
-        g_miss = g_miss & ~g_mapped
-        g_dropped: dict[str, int] = {}
-        if g_mapped.any():
-            g_dropped["gold mapped to None by label_map (e.g. a tie)"] = int(g_mapped.sum())
-        g_notes: dict[str, int] = {}
-        gm_item = g_items.isna().to_numpy() & ~g_mapped
-        if gm_item.any():
-            g_dropped["missing item id"] = int(gm_item.sum())
-        gm = g_miss & ~gm_item
-        if gm.any():
-            g_dropped["missing gold label"] = int(gm.sum())
-        gkeep = np.flatnonzero(~gm_item & ~gm & ~g_mapped)
-        gi = g_items.to_numpy(dtype=object)[gkeep]
-        gv = g_vals[gkeep]
-        code = pd.Index(item_ids_arr).get_indexer(pd.Index(gi))
-        unknown = code < 0
-        if unknown.any():
-            g_dropped["gold for an item with no silver label"] = int(unknown.sum())
-        gkeep, gi, gv, code = gkeep[~unknown], gi[~unknown], gv[~unknown], code[~unknown]
-        # repeated gold rows
-        gdup = pd.Series(code).duplicated(keep="first").to_numpy()
-        if gdup.any():
-            firstval = np.full(n_items, -1, dtype=np.int8)
-            firstval[code[::-1]] = gv[::-1]
-            conflict = gv != firstval[code]
-            if conflict.any():
-                k = int(np.flatnonzero(conflict)[0])
-                raise DataError(
-                    f"{gold.where(int(gkeep[k]))}: gold for item {gi[k]!r} is {int(gv[k])} here "
-                    f"but {int(firstval[code[k]])} on an earlier row"
-                )
-            g_dropped["repeated gold row (same value)"] = int(gdup.sum())
-            gkeep, gv, code = gkeep[~gdup], gv[~gdup], code[~gdup]
-        gold_arr[code] = gv
-        reports.append(TableReport("gold", gold.source, len(gdf), len(gkeep), g_dropped, g_notes))
+        gold_arr, g_report = _attach_gold(gold, gold_col, item_ids_arr, label_map, parse)
+        reports.append(g_report)
 
     # covariates
     cov_arr: npt.NDArray[np.float64] | None = None
@@ -1002,3 +1017,70 @@ def _build_checked(
         name=name,
         repeated_pairs=bool(dup.any()) and duplicates == "keep",
     )
+
+
+def _attach_gold(
+    gold: _Table, gold_col: str, item_ids_arr: npt.NDArray[Any], label_map: Mapping[Any, int | None] | None,
+    parse: LabelParser,
+) -> tuple[npt.NDArray[np.int8], TableReport]:
+    """Gold labels per item (-1 = none) and the gold table's row report.
+
+    ``item_ids_arr`` are the annotated items' ids: strings, or integers when
+    the scale ingest kept an integer item column (gold ids are then read as
+    integers; one that is not is an item with no silver label).
+    """
+    n_items = len(item_ids_arr)
+    gold_arr = np.full(n_items, -1, dtype=np.int8)
+    gdf = gold.df
+    g_mapped = np.zeros(len(gdf), dtype=bool)
+    if label_map is not None:
+        gdf, g_mapped = _apply_label_map(gold, gdf, gold_col, label_map, "gold label")
+    g_items = _ids_to_str(gdf[gold.item_col])
+    g_vals, g_miss = parse(gdf[gold_col], gold, gold_col, "gold label")
+    g_miss = g_miss & ~g_mapped
+    g_dropped: dict[str, int] = {}
+    if g_mapped.any():
+        g_dropped["gold mapped to None by label_map (e.g. a tie)"] = int(g_mapped.sum())
+    g_notes: dict[str, int] = {}
+    gm_item = g_items.isna().to_numpy() & ~g_mapped
+    if gm_item.any():
+        g_dropped["missing item id"] = int(gm_item.sum())
+    gm = g_miss & ~gm_item
+    if gm.any():
+        g_dropped["missing gold label"] = int(gm.sum())
+    gkeep = np.flatnonzero(~gm_item & ~gm & ~g_mapped)
+    gi = g_items.to_numpy(dtype=object)[gkeep]
+    gv = g_vals[gkeep]
+    code = _item_index(item_ids_arr, gi)
+    unknown = code < 0
+    if unknown.any():
+        g_dropped["gold for an item with no silver label"] = int(unknown.sum())
+    gkeep, gi, gv, code = gkeep[~unknown], gi[~unknown], gv[~unknown], code[~unknown]
+    # repeated gold rows
+    gdup = pd.Series(code).duplicated(keep="first").to_numpy()
+    if gdup.any():
+        firstval = np.full(n_items, -1, dtype=np.int8)
+        firstval[code[::-1]] = gv[::-1]
+        conflict = gv != firstval[code]
+        if conflict.any():
+            k = int(np.flatnonzero(conflict)[0])
+            raise DataError(
+                f"{gold.where(int(gkeep[k]))}: gold for item {gi[k]!r} is {int(gv[k])} here "
+                f"but {int(firstval[code[k]])} on an earlier row"
+            )
+        g_dropped["repeated gold row (same value)"] = int(gdup.sum())
+        gkeep, gv, code = gkeep[~gdup], gv[~gdup], code[~gdup]
+    gold_arr[code] = gv
+    return gold_arr, TableReport("gold", gold.source, len(gdf), len(gkeep), g_dropped, g_notes)
+
+
+def _item_index(item_ids_arr: npt.NDArray[Any], ids: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
+    """Positions of ``ids`` (strings) among the items, -1 where absent."""
+    if item_ids_arr.dtype.kind in "iu":
+        num = pd.to_numeric(pd.Series(ids, dtype=object), errors="coerce")
+        ok = num.notna().to_numpy() & (num.fillna(0) == num.fillna(0).round()).to_numpy()
+        out = np.full(len(ids), -1, dtype=np.intp)
+        if ok.any():
+            out[ok] = pd.Index(item_ids_arr).get_indexer(pd.Index(num[ok].astype(np.int64)))
+        return out
+    return np.asarray(pd.Index(item_ids_arr).get_indexer(pd.Index(ids)), dtype=np.intp)

@@ -1,0 +1,155 @@
+"""Ingest through DuckDB (issue #7 item 2) gives what the pandas reader gives, with the same row report."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import heroeval as he
+from heroeval.errors import DataError
+
+EXAMPLE = Path(glob.glob(str(Path(he.__file__).parent / "examples" / "*" / "history.csv.gz"))[0]).parent
+
+
+def _multisets(ds: he.AnnotationSet) -> list[list[tuple[str, int]]]:
+    """Each item's (labeler, label) pairs, sorted: the content of the CSR rows, whatever their order."""
+    out = []
+    for r in range(ds.n_items):
+        s = slice(ds.item_ptr[r], ds.item_ptr[r + 1])
+        out.append(sorted(zip(ds.labeler_ids[ds.labeler[s]], ds.label[s].tolist(), strict=True)))
+    return out
+
+
+def _by_item(ds: he.AnnotationSet) -> dict[str, tuple[int, str, list[tuple[str, int]]]]:
+    """Item id -> (gold, round, its (labeler, label) pairs): the content, whatever the item order."""
+    ms = _multisets(ds)
+    return {str(x): (int(ds.gold[r]), ds.round_ids[ds.item_round[r]], ms[r]) for r, x in enumerate(ds.item_ids)}
+
+
+def _same(a: he.AnnotationSet, b: he.AnnotationSet) -> None:
+    assert list(a.labeler_ids) == list(b.labeler_ids)
+    assert a.round_ids == b.round_ids
+    assert a.n_items == b.n_items and a.n_annotations == b.n_annotations
+    assert _by_item(a) == _by_item(b)
+    if a.item_ids.dtype == b.item_ids.dtype:  # string ids: the same order too
+        assert list(a.item_ids) == list(b.item_ids)
+        np.testing.assert_array_equal(a.item_ptr, b.item_ptr)
+    ra, rb = a.report.tables, b.report.tables
+    assert [(t.table, t.rows_read, t.rows_used, dict(t.dropped), dict(t.notes)) for t in ra] == [
+        (t.table, t.rows_read, t.rows_used, dict(t.dropped), dict(t.notes)) for t in rb]
+
+
+def test_example_csv_same_as_pandas_and_same_calibration() -> None:
+    kw = {"gold": EXAMPLE / "history_gold.csv"}
+    a = he.read_annotations(EXAMPLE / "history.csv.gz", engine="pandas", **kw)
+    b = he.read_annotations(EXAMPLE / "history.csv.gz", engine="duckdb", **kw)
+    _same(a, b)
+    ca = he.calibrate(a, tol=1e-12)
+    cb = he.calibrate(b, tol=1e-12)
+    np.testing.assert_allclose(ca.alpha, cb.alpha, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(ca.beta, cb.beta, atol=1e-10, rtol=0)
+    assert ca.parameter_covariance is not None and cb.parameter_covariance is not None
+    np.testing.assert_allclose(ca.parameter_covariance, cb.parameter_covariance, atol=1e-10, rtol=0)
+
+
+def _messy(seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    n = 3000
+    df = pd.DataFrame({
+        "item_id": rng.integers(0, 700, n).astype(object),
+        "labeler_id": np.array([f"w{k}" for k in rng.integers(0, 9, n)], dtype=object),
+        "label": rng.integers(0, 2, n).astype(float),
+    })
+    df.loc[rng.choice(n, 15, replace=False), "item_id"] = None
+    df.loc[rng.choice(n, 11, replace=False), "labeler_id"] = None
+    df.loc[rng.choice(n, 7, replace=False), "label"] = np.nan
+    return df
+
+
+def test_parquet_glob_of_many_files_same_report_as_pandas(tmp_path: Path) -> None:
+    df = _messy(1)
+    for k, part in enumerate(np.array_split(np.arange(len(df)), 3)):
+        df.iloc[part].to_parquet(tmp_path / f"part-{k}.parquet")
+    gold = pd.DataFrame({"item_id": [str(i) for i in range(0, 700, 10)] + ["99999"], "gold": [1, 0] * 35 + [1]})
+    a = he.read_annotations(df.assign(item_id=df["item_id"].astype("Int64")), gold=gold, engine="pandas",
+                            name="messy")
+    b = he.read_annotations(str(tmp_path / "part-*.parquet"), gold=gold, engine="auto", name="messy")
+    assert b.item_ids.dtype.kind == "i"  # integer ids stay integers
+    _same(a, b)
+    assert dict(b.report.tables[0].dropped) == {"missing item id": 15, "missing labeler id": dict(
+        a.report.tables[0].dropped)["missing labeler id"], "missing label": dict(a.report.tables[0].dropped)[
+        "missing label"]}
+    assert b.report.tables[0].rows_read == 3000
+    assert dict(b.report.tables[1].dropped) == {"gold for an item with no silver label": 1}
+    # a list of paths and a directory name the same files
+    c = he.read_annotations(sorted(tmp_path.glob("*.parquet")), gold=gold, engine="duckdb")
+    d = he.read_annotations(tmp_path, gold=gold, engine="duckdb")
+    _same(b, c)
+    _same(b, d)
+
+
+def test_csv_with_string_labels_and_rounds(tmp_path: Path) -> None:
+    df = pd.DataFrame({"task": ["a", "a", "b", "b", "c", " "], "worker": ["x", "y", "x", "y", "x", "y"],
+                       "label": ["Yes", "no", "TRUE", "0", "", "1"], "round": ["r1", "r1", "r2", "r2", "r1", "r1"]})
+    f = tmp_path / "log.csv"
+    df.to_csv(f, index=False)
+    a = he.read_annotations(f, engine="pandas")
+    b = he.read_annotations(f, engine="duckdb")
+    _same(a, b)
+    assert dict(b.report.tables[0].dropped) == {"missing item id": 1, "missing label": 1}
+
+
+def test_bad_label_names_file_and_row(tmp_path: Path) -> None:
+    df = pd.DataFrame({"item_id": [1, 2, 3, 4], "labeler_id": ["a", "b", "a", "b"], "label": [0, 1, 2, 1]})
+    df.to_parquet(tmp_path / "p.parquet")
+    with pytest.raises(DataError, match=r"p\.parquet, row 3: label 2 in column 'label' is not binary.*1 such row"):
+        he.read_annotations(tmp_path / "p.parquet", engine="duckdb")
+    df.astype({"label": str}).assign(label=["0", "1", "maybe", "1"]).to_csv(tmp_path / "c.csv", index=False)
+    with pytest.raises(DataError, match=r"c\.csv, row 3 \(line 4\): label 'maybe'"):
+        he.read_annotations(tmp_path / "c.csv", engine="duckdb")
+    df2 = df.assign(label=[0, 1, 1, 1], labeler_id=["a", None, "a", "b"])
+    df2.to_parquet(tmp_path / "m.parquet")
+    with pytest.raises(DataError, match=r"m\.parquet, row 2: missing"):
+        he.read_annotations(tmp_path / "m.parquet", engine="duckdb", missing="error")
+
+
+def test_duplicates_policies(tmp_path: Path) -> None:
+    df = pd.DataFrame({"item_id": [1, 1, 1, 2], "labeler_id": ["a", "a", "b", "a"], "label": [1, 0, 1, 0]})
+    df.to_parquet(tmp_path / "d.parquet")
+    keep = he.read_annotations(tmp_path / "d.parquet", engine="duckdb")
+    assert dict(keep.report.tables[0].notes) == {"repeated (item, labeler) pair kept as separate labels": 1}
+    assert keep.repeated_pairs and keep.n_annotations == 4
+    first = he.read_annotations(tmp_path / "d.parquet", engine="duckdb", duplicates="first")
+    assert first.n_annotations == 3 and first.label[first.labeler == 0][0] == 1  # the first row's label is kept
+    with pytest.raises(DataError, match="repeated"):
+        he.read_annotations(tmp_path / "d.parquet", engine="duckdb", duplicates="error")
+
+
+def test_round_conflict_and_engine_errors(tmp_path: Path) -> None:
+    df = pd.DataFrame({"item_id": [1, 1], "labeler_id": ["a", "b"], "label": [1, 0], "round": ["r1", "r2"]})
+    df.to_parquet(tmp_path / "r.parquet")
+    with pytest.raises(DataError, match="more than one round"):
+        he.read_annotations(tmp_path / "r.parquet", engine="duckdb")
+    with pytest.raises(DataError, match="matches no file"):
+        he.read_annotations(str(tmp_path / "none-*.parquet"))
+    with pytest.raises(DataError, match="engine must be"):
+        he.read_annotations(tmp_path / "r.parquet", engine="spark")  # type: ignore[arg-type]
+    with pytest.raises(DataError, match="reads files"):
+        he.read_annotations(df, engine="duckdb")
+    with pytest.raises(DataError, match="covariates or label_map"):
+        he.read_annotations(tmp_path / "r.parquet", engine="duckdb", label_map={1: 1, 0: 0})
+
+
+def test_reads_under_a_small_memory_limit(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    n = 1_000_000
+    df = pd.DataFrame({"item_id": rng.permutation(n) // 4, "labeler_id": rng.integers(0, 50, n).astype(str),
+                       "label": rng.integers(0, 2, n).astype(np.int8)})
+    df.to_parquet(tmp_path / "big.parquet")
+    ds = he.read_annotations(tmp_path / "big.parquet", engine="duckdb", memory_limit="100MB")
+    assert ds.n_annotations == n and ds.n_items == n // 4
+    assert np.all(np.diff(ds.item_ptr) == 4)
