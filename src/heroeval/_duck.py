@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from . import _kernels
 from .data import (
     GOLD_COLUMNS,
     ITEM_COLUMNS,
@@ -227,21 +228,44 @@ def read_with_duckdb(
                 "FROM (SELECT DISTINCT l FROM hv_clean)")
     con.execute("CREATE TEMP TABLE hv_rounds AS SELECT r, CAST(row_number() OVER (ORDER BY r) - 1 AS INTEGER) AS rc "
                 "FROM (SELECT DISTINCT r FROM hv_clean)")
-    order = "it.ic, lb.lc" + (", c.filename, c.file_row_number" if fmt == "parquet" else "")
-    _log.info("DuckDB: sorting the annotations by item")
+    sql = ("SELECT it.ic, lb.lc, c.y, rd.rc FROM hv_clean c JOIN hv_items it ON c.i = it.i "
+           "JOIN hv_labs lb ON c.l = lb.l JOIN hv_rounds rd ON c.r = rd.r")
+    n_used = int(n) - sum(dropped.values())
+    fast = duplicates != "first" and _kernels.HAVE_NUMBA
     try:
-        res = con.execute(
-            "SELECT it.ic, lb.lc, c.y, rd.rc FROM hv_clean c JOIN hv_items it ON c.i = it.i "
-            f"JOIN hv_labs lb ON c.l = lb.l JOIN hv_rounds rd ON c.r = rd.r ORDER BY {order}"
-        ).fetchnumpy()
+        if fast:
+            # stream the coded rows into preallocated arrays, then a compiled counting sort by item
+            _log.info("DuckDB: streaming %d coded rows", n_used)
+            ic = np.empty(n_used, dtype=np.int32)
+            lc = np.empty(n_used, dtype=np.int32)
+            y = np.empty(n_used, dtype=np.int8)
+            rc = np.empty(n_used, dtype=np.int32)
+            filled = 0
+            for batch in con.sql(sql).to_arrow_reader(1 << 20):
+                m = batch.num_rows
+                ic[filled:filled + m] = batch.column(0).to_numpy()
+                lc[filled:filled + m] = batch.column(1).to_numpy()
+                y[filled:filled + m] = batch.column(2).to_numpy()
+                rc[filled:filled + m] = batch.column(3).to_numpy()
+                filled += m
+            if filled != n_used:  # pragma: no cover - DuckDB returned other rows than it counted
+                raise DataError(f"{source}: {filled} coded rows streamed but {n_used} counted; the files changed?")
+        else:
+            # duplicates="first" needs the file order within each item: DuckDB sorts (spilling if need be)
+            order = "it.ic, lb.lc" + (", c.filename, c.file_row_number" if fmt == "parquet" else "")
+            if duplicates == "first" and fmt != "parquet":
+                raise DataError("duplicates='first' with engine='duckdb' needs Parquet (file row numbers); use "
+                                "engine='pandas' for CSV, or duplicates='keep'")
+            _log.info("DuckDB: sorting the annotations by item")
+            res = con.execute(f"{sql} ORDER BY {order}").fetchnumpy()
+            ic = np.asarray(res.pop("ic"), dtype=np.int32)
+            lc = np.asarray(res.pop("lc"), dtype=np.int32)
+            y = np.asarray(res.pop("y"), dtype=np.int8)
+            rc = np.asarray(res.pop("rc"), dtype=np.int32)
+            del res
     except duckdb.OutOfMemoryException as exc:
         raise DataError(f"annotations {source!r}: DuckDB ran out of memory ({exc}); raise memory_limit "
                         f"(now {memory_limit or 'DuckDB default'}) or free disk space in {tmp}") from exc
-    ic = np.asarray(res.pop("ic"), dtype=np.int32)
-    lc = np.asarray(res.pop("lc"), dtype=np.int32)
-    y = np.asarray(res.pop("y"), dtype=np.int8)
-    rc = np.asarray(res.pop("rc"), dtype=np.int32)
-    del res
     item_ids: npt.NDArray[Any] = np.asarray(
         con.execute("SELECT i FROM hv_items ORDER BY ic").fetchnumpy()["i"])
     if item_ids.dtype.kind not in "iu":
@@ -251,6 +275,25 @@ def read_with_duckdb(
     con.close()
     n_items = int(item_ids.shape[0])
     notes: dict[str, int] = {}
+    if fast:
+        _log.info("building the compact arrays (counting sort by item)")
+        ptr, lc, y, item_round, conflict, n_dup, first_dup = _kernels.csr_from_codes(ic, lc, y, rc, n_items)
+        del ic, rc
+        if conflict >= 0 and r_c is not None:
+            raise DataError(
+                f"{source}: item {item_ids[conflict]!r} appears in more than one round (column {r_c!r}); an item "
+                "must belong to one round; pass round_col=False to ignore the column")
+        if n_dup:
+            if duplicates == "error":
+                k = int(np.searchsorted(ptr, first_dup, side="right") - 1)
+                raise DataError(
+                    f"{source}: repeated (item, labeler) pair ({item_ids[k]!r}, {labeler_ids[lc[first_dup]]!r}); "
+                    f"{n_dup} repeated row(s) in all (duplicates='error'; use 'keep' or 'first')")
+            notes["repeated (item, labeler) pair kept as separate labels"] = int(n_dup)
+        used = int(lc.shape[0])
+        reports = [TableReport("annotations", source, int(n), used, dropped, notes)]
+        return _finish(reports, item_ids, labeler_ids, ptr, lc, y, item_round, r_c, round_names, gold, gold_item_col,
+                       item_col, gold_col, name, files, bool(n_dup))
     dup = np.zeros(ic.shape[0], dtype=bool)
     if ic.size > 1:
         dup[1:] = (ic[1:] == ic[:-1]) & (lc[1:] == lc[:-1])
@@ -273,14 +316,25 @@ def read_with_duckdb(
     starts = ptr[:-1]
     item_round = np.minimum.reduceat(rc, starts) if n_items else np.zeros(0, dtype=np.int32)
     if n_items and r_c is not None:
-        conflict = np.maximum.reduceat(rc, starts) != item_round
-        if conflict.any():
-            k = int(np.flatnonzero(conflict)[0])
+        conflict_mask = np.maximum.reduceat(rc, starts) != item_round
+        if conflict_mask.any():
+            k = int(np.flatnonzero(conflict_mask)[0])
             raise DataError(
                 f"{source}: item {item_ids[k]!r} appears in more than one round (column {r_c!r}); an item must "
                 "belong to one round; pass round_col=False to ignore the column")
-    used = int(ic.shape[0])
-    reports = [TableReport("annotations", source, int(n), used, dropped, notes)]
+    reports = [TableReport("annotations", source, int(n), int(ic.shape[0]), dropped, notes)]
+    return _finish(reports, item_ids, labeler_ids, ptr, lc, y, item_round, r_c, round_names, gold, gold_item_col,
+                   item_col, gold_col, name, files, bool(n_dup) and duplicates == "keep")
+
+
+def _finish(
+    reports: list[TableReport], item_ids: npt.NDArray[Any], labeler_ids: npt.NDArray[Any], ptr: npt.NDArray[np.int64],
+    lc: npt.NDArray[Any], y: npt.NDArray[np.int8], item_round: npt.NDArray[Any], r_c: str | None,
+    round_names: list[str], gold: TableLike | None, gold_item_col: str | None, item_col: str | None,
+    gold_col: str | None, name: str | None, files: list[str], repeated: bool,
+) -> AnnotationSet:
+    """Attach the gold table and assemble the AnnotationSet."""
+    n_items = int(item_ids.shape[0])
     gold_arr = np.full(n_items, -1, dtype=np.int8)
     if gold is not None:
         gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
@@ -294,7 +348,7 @@ def read_with_duckdb(
         item_ids=item_ids,
         labeler_ids=labeler_ids,
         item_ptr=ptr,
-        labeler=lc,
+        labeler=np.ascontiguousarray(lc, dtype=np.int32),
         label=y,
         gold=gold_arr,
         item_round=np.ascontiguousarray(item_round, dtype=np.int32),
@@ -303,5 +357,5 @@ def read_with_duckdb(
         covariate_names=(),
         report=IngestReport(tuple(reports)),
         name=name if name is not None else _stem(files[0]),
-        repeated_pairs=bool(n_dup) and duplicates == "keep",
+        repeated_pairs=repeated,
     )

@@ -387,3 +387,62 @@ def compact_design(
         gold=np.ascontiguousarray(gold, dtype=np.int8), group=g32, code_counts=counts, group_size=gsize,
         weight=weight, pseudo_count=pseudo_count, n_chunks=nc,
     )
+
+
+def _csr_fill(ic, lc, y, rc, n_items):  # type: ignore[no-untyped-def]
+    """Counting sort of annotations by item (stable), each item's round, and its repeated labelers.
+
+    Returns ``(ptr, labeler, label, item_round, conflict, n_dup, first_dup)``: ``conflict`` is
+    the first item whose rows name two rounds (-1: none), ``n_dup`` the number of rows that
+    repeat an earlier (item, labeler) pair and ``first_dup`` the sorted position of the first.
+    """
+    n = ic.shape[0]
+    ptr = np.zeros(n_items + 1, dtype=np.int64)
+    for a in range(n):
+        ptr[ic[a] + 1] += 1
+    for k in range(n_items):
+        ptr[k + 1] += ptr[k]
+    pos = ptr[:-1].copy()
+    out_l = np.empty(n, dtype=np.int32)
+    out_y = np.empty(n, dtype=np.int8)
+    item_round = np.full(n_items, -1, dtype=np.int32)
+    conflict = -1
+    for a in range(n):
+        k = ic[a]
+        p = pos[k]
+        out_l[p] = lc[a]
+        out_y[p] = y[a]
+        pos[k] = p + 1
+        r = rc[a]
+        if item_round[k] < 0:
+            item_round[k] = r
+        elif item_round[k] != r and conflict < 0:
+            conflict = k
+    n_dup = 0
+    first_dup = -1
+    for k in range(n_items):
+        for p in range(ptr[k] + 1, ptr[k + 1]):
+            for q in range(ptr[k], p):
+                if out_l[q] == out_l[p]:
+                    n_dup += 1
+                    if first_dup < 0:
+                        first_dup = p
+                    break
+    return ptr, out_l, out_y, item_round, conflict, n_dup, first_dup
+
+
+def csr_from_codes(
+    ic: npt.NDArray[np.int32], lc: npt.NDArray[np.int32], y: npt.NDArray[np.int8], rc: npt.NDArray[np.int32],
+    n_items: int,
+) -> tuple[Any, ...]:
+    """Compiled :func:`_csr_fill` (single-threaded; numba needed)."""
+    if not HAVE_NUMBA:
+        raise ImportError("csr_from_codes needs numba")
+    import numba
+
+    f = _compiled.get("_csr_fill")
+    if f is None:
+        f = numba.njit(cache=True, nogil=True)(_csr_fill)
+        _compiled["_csr_fill"] = f
+    out: tuple[Any, ...] = f(ic, lc, y, rc, n_items)
+    return out

@@ -469,16 +469,23 @@ def initial_values(
     (the pooled gold mean for rounds without gold), kept in [0.01, 0.99].
     """
     tp, fn, tn, fp = gold_counts(ds)
+    isg = ds.gold >= 0
+    G = ds.n_rounds
+    ng = np.bincount(ds.item_round[isg], minlength=G)
+    sg = np.bincount(ds.item_round[isg], weights=ds.gold[isg].astype(float), minlength=G)
+    return initial_from_counts(tp, fn, tn, fp, ng, sg)
+
+
+def initial_from_counts(
+    tp: IntArray, fn: IntArray, tn: IntArray, fp: IntArray, ng: npt.NDArray[Any], sg: npt.NDArray[Any]
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """:func:`initial_values` from per-labeler gold counts and per-round gold items (``ng``) and positives (``sg``)."""
     pos, neg = tp.sum() + fn.sum(), tn.sum() + fp.sum()
     a_pool = tp.sum() / pos if pos > 0 else 0.7
     b_pool = tn.sum() / neg if neg > 0 else 0.7
     alpha = (tp + a_pool) / (tp + fn + 1.0)
     beta = (tn + b_pool) / (tn + fp + 1.0)
-    isg = ds.gold >= 0
-    pooled = float(ds.gold[isg].mean()) if isg.any() else 0.5
-    G = ds.n_rounds
-    ng = np.bincount(ds.item_round[isg], minlength=G)
-    sg = np.bincount(ds.item_round[isg], weights=ds.gold[isg].astype(float), minlength=G)
+    pooled = float(sg.sum() / ng.sum()) if ng.sum() > 0 else 0.5
     with np.errstate(invalid="ignore", divide="ignore"):
         prev = np.where(ng > 0, sg / np.maximum(ng, 1), pooled)
     return alpha, beta, np.clip(prev, 0.01, 0.99)
@@ -499,7 +506,8 @@ def parameter_covariance(
     Hinv = _influence.inverse_of(H, free)
     Vtt = Hinv @ StS @ Hinv if gram else Hinv
     if X is None:
-        return 0.5 * (Vtt + Vtt.T)
+        out0: FloatArray = 0.5 * (Vtt + Vtt.T)
+        return out0
     assert SX is not None
     N = X.shape[0]
     Xc = X - X.mean(axis=0)

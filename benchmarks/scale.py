@@ -1,0 +1,265 @@
+#!/usr/bin/env python
+"""Scale benchmark (issue #7): from Parquet on disk to a calibrated HERO-1 estimate.
+
+For each size (annotations) and labeler count J, the script
+
+1. writes a seeded synthetic history to Parquet (item, labeler, label; 3-5
+   distinct labelers per item, prevalence 0.3, sensitivities and
+   specificities in (0.6, 0.95)), a gold file (1 % of the items) and a
+   current round of 10,000 items (not timed);
+2. runs, in a fresh child process, ``read_annotations(engine="duckdb")``,
+   ``calibrate(engine="numba")`` (SQUAREM EM to tol 1e-8, then the sandwich
+   covariance) and ``hero1`` on the current round, and reports each stage's
+   wall time and the child's peak resident memory (the whole process tree:
+   DuckDB and numba run threads inside it, no further processes);
+3. in the same child, times one compiled EM map evaluation (the fused pass
+   the EM repeats) and one streaming ``np.sum`` over the same compact int16
+   codes, the physical floor of any pass over the data;
+4. up to ``--crowdkit-max`` annotations, runs crowd-kit's
+   ``DawidSkene(true_labels=...)`` for ``--crowdkit-iters`` iterations on
+   the same data in its own virtualenv (see stage_a.py) and gives the ratio
+   of its ns per annotation-iteration to ours.
+
+Usage::
+
+    .venv/bin/python benchmarks/scale.py                          # 1e6, 1e7, 1e8 x J = 50, 2000
+    .venv/bin/python benchmarks/scale.py --sizes 1e6 --labelers 50 --skip-crowdkit   # a quick look
+
+Writes benchmarks/out/scale.json and prints a table (see the README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import stage_a  # noqa: E402  (crowd-kit venv and subprocess helpers)
+
+PREVALENCE = 0.3
+GOLD_FRACTION = 0.01
+MIN_K, MAX_K = 3, 5
+CHUNK_ITEMS = 2_000_000
+CURRENT_ITEMS = 10_000
+TARGET_S_1E8 = 90.0
+TARGET_GB_1E8 = 4.0
+TARGET_NS = 10.0
+TARGET_RATIO = 150.0
+
+
+def _labels(rng: np.random.Generator, n_items: int, J: int, alpha: np.ndarray, beta: np.ndarray,
+            first_item: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    k = rng.integers(MIN_K, MAX_K + 1, size=n_items)
+    labs = np.empty((n_items, MAX_K), dtype=np.int32)
+    for c in range(MAX_K):  # distinct labelers per item: sample without replacement by rejection
+        labs[:, c] = rng.integers(0, J, size=n_items)
+        while True:
+            dup = (labs[:, :c] == labs[:, c : c + 1]).any(axis=1) if c else np.zeros(n_items, bool)
+            if not dup.any():
+                break
+            labs[dup, c] = rng.integers(0, J, size=int(dup.sum()))
+    keep = np.arange(MAX_K)[None, :] < k[:, None]
+    item = np.repeat(np.arange(first_item, first_item + n_items, dtype=np.int64), k)
+    labeler = labs[keep]
+    y = (rng.random(n_items) < PREVALENCE).astype(np.int8)
+    yi = np.repeat(y, k)
+    p1 = np.where(yi == 1, alpha[labeler], 1.0 - beta[labeler])
+    label = (rng.random(item.shape[0]) < p1).astype(np.int8)
+    return {"item_id": item, "labeler_id": labeler, "label": label}, y
+
+
+def write_data(n_target: int, J: int, seed: int, out: Path) -> dict[str, Any]:
+    """Parquet history (row groups of ~2e6 items, in item order), gold and current-round files."""
+    rng = np.random.default_rng(seed)
+    alpha = 0.6 + 0.35 * rng.beta(3.0, 2.0, size=J)
+    beta = 0.6 + 0.35 * rng.beta(3.0, 2.0, size=J)
+    n_items = round(n_target / ((MIN_K + MAX_K) / 2))
+    hist = out / "history.parquet"
+    schema = pa.schema([("item_id", pa.int64()), ("labeler_id", pa.int32()), ("label", pa.int8())])
+    n_ann = 0
+    gold_items: list[np.ndarray] = []
+    gold_vals: list[np.ndarray] = []
+    with pq.ParquetWriter(hist, schema) as w:
+        for start in range(0, n_items, CHUNK_ITEMS):
+            m = min(CHUNK_ITEMS, n_items - start)
+            cols, y = _labels(rng, m, J, alpha, beta, start)
+            w.write_table(pa.table(cols, schema=schema))
+            n_ann += cols["label"].shape[0]
+            g = np.flatnonzero(rng.random(m) < GOLD_FRACTION)
+            gold_items.append(g + start)
+            gold_vals.append(y[g])
+    pq.write_table(pa.table({"item_id": np.concatenate(gold_items), "gold": np.concatenate(gold_vals)}),
+                   out / "gold.parquet")
+    cols, y = _labels(rng, CURRENT_ITEMS, J, alpha, beta, n_items)
+    pq.write_table(pa.table(cols), out / "current.parquet")
+    return {"n_annotations": n_ann, "n_items": n_items, "current_rate": float(y.mean())}
+
+
+CHILD = r'''
+import json, sys, time, resource
+import numpy as np
+import pandas as pd
+import heroeval as he
+from heroeval import _kernels
+d = sys.argv[1]
+out = {}
+# numba compiles on first use and caches on disk; time that once, apart from the run
+t0 = time.perf_counter()
+tiny = he.AnnotationSet.from_arrays([1, 1, 2, 2], ["a", "b", "a", "b"], [1, 0, 0, 0], gold=([1], [1]))
+he.calibrate(tiny, engine="numba")
+_kernels.csr_from_codes(np.zeros(2, np.int32), np.zeros(2, np.int32), np.zeros(2, np.int8), np.zeros(2, np.int32), 1)
+out["jit_warmup_s"] = time.perf_counter() - t0
+t_start = time.perf_counter()
+t0 = time.perf_counter()
+hist = he.read_annotations(d + "/history.parquet", gold=pd.read_parquet(d + "/gold.parquet"), engine="duckdb",
+                           memory_limit=sys.argv[2])
+out["ingest_s"] = time.perf_counter() - t0
+with open("/proc/self/status") as f:
+    out["peak_after_ingest_gib"] = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 2**20
+iters = []
+t0 = time.perf_counter()
+cal = he.calibrate(hist, engine="numba", progress=lambda n, ll, ch: iters.append((time.perf_counter(), n)))
+out["calibrate_s"] = time.perf_counter() - t0
+out["em_map_evaluations"] = cal.convergence.n_iter
+out["converged"] = bool(cal.convergence.converged)
+t0 = time.perf_counter()
+cur = he.read_annotations(d + "/current.parquet", engine="pandas")
+est = he.hero1(cur, cal)
+out["hero1_s"] = time.perf_counter() - t0
+out["hero1"] = [est.estimate, *map(float, est.confidence_interval())]
+out["total_s"] = time.perf_counter() - t_start
+out["n_annotations"] = hist.n_annotations
+# the compiled EM map evaluation and a streaming np.sum over the same compact codes
+cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
+                             hist.item_round, hist.n_rounds)
+a, b, p = cal.alpha, cal.beta, cal.round_prevalence
+cd.em_map(a, b, p, False)
+ts = []
+for _ in range(5):
+    t0 = time.perf_counter(); cd.em_map(a, b, p, False); ts.append(time.perf_counter() - t0)
+out["em_map_s"] = min(ts)
+ts = []
+for _ in range(5):
+    t0 = time.perf_counter(); cd.code.sum(dtype=np.int64); ts.append(time.perf_counter() - t0)
+out["np_sum_s"] = min(ts)
+out["threads"] = _kernels.threads()
+with open("/proc/self/status") as f:
+    out["peak_rss_gib"] = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 2**20
+print("SCALE_JSON " + json.dumps(out))
+'''
+
+
+def run_child(data_dir: Path, memory_limit: str) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", CHILD, str(data_dir), memory_limit], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    for line in r.stdout.splitlines():
+        if line.startswith("SCALE_JSON "):
+            out: dict[str, Any] = json.loads(line[len("SCALE_JSON "):])
+            out["child_wall_s"] = wall
+            out["rusage_children_maxrss_gib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+            return out
+    raise RuntimeError(f"child failed (rc {r.returncode}):\n{r.stderr[-3000:]}")
+
+
+def crowdkit(py: Path, data_dir: Path, iters: int, tmp: Path) -> dict[str, Any]:
+    h = pq.read_table(data_dir / "history.parquet").to_pandas()
+    g = pq.read_table(data_dir / "gold.parquet").to_pandas()
+    J = int(h["labeler_id"].max()) + 1
+    z = {"item": h["item_id"].to_numpy(), "labeler": h["labeler_id"].to_numpy().astype(np.int64),
+         "label": h["label"].to_numpy(), "gold_items": g["item_id"].to_numpy(),
+         "gold_values": g["gold"].to_numpy().astype(np.int8), "alpha_true": np.full(J, 0.8),
+         "beta_true": np.full(J, 0.8)}
+    del h
+    return stage_a.bench_crowdkit(py, z, iters, 1, False, tmp)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1e6,1e7,1e8")
+    ap.add_argument("--labelers", default="50,2000")
+    ap.add_argument("--crowdkit-max", type=float, default=1e7)
+    ap.add_argument("--crowdkit-iters", type=int, default=3)
+    ap.add_argument("--skip-crowdkit", action="store_true")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--duckdb-memory", default="1GB", help="DuckDB's memory_limit during the ingest")
+    ap.add_argument("--tmp", default=None, help="where the Parquet files go (default: a temporary directory)")
+    ap.add_argument("--out", default=str(HERE / "out" / "scale.json"))
+    a = ap.parse_args(argv)
+    sizes = [int(float(s)) for s in a.sizes.split(",")]
+    Js = [int(s) for s in a.labelers.split(",")]
+    py = None
+    if not a.skip_crowdkit:
+        py, how = stage_a.ensure_crowdkit(stage_a.DEFAULT_VENV)
+        print(f"[crowd-kit] {how}", flush=True)
+    rows = []
+    base = Path(a.tmp) if a.tmp else Path(tempfile.mkdtemp(prefix="hero-scale-"))
+    for n in sizes:
+        for J in Js:
+            d = base / f"n{n:.0e}_J{J}"
+            d.mkdir(parents=True, exist_ok=True)
+            t0 = time.perf_counter()
+            meta = write_data(n, J, a.seed, d)
+            print(f"[data] {n:.0e} annotations, J={J}: {meta['n_annotations']:,} written in "
+                  f"{time.perf_counter() - t0:.1f}s", flush=True)
+            res = run_child(d, a.duckdb_memory)
+            res.update(meta, size=n, J=J)
+            res["ns_per_ann_iter"] = res["em_map_s"] / res["n_annotations"] * 1e9
+            res["np_sum_ns_per_ann"] = res["np_sum_s"] / res["n_annotations"] * 1e9
+            if py is not None and n <= a.crowdkit_max:
+                ck = crowdkit(py, d, a.crowdkit_iters, base)
+                res["crowdkit_ns_per_ann_iter"] = ck["ns_per_ann_iter"]
+                res["crowdkit_peak_rss_gib"] = ck["maxrss_mib"] / 1024
+                res["ratio_crowdkit"] = ck["ns_per_ann_iter"] / res["ns_per_ann_iter"]
+            rows.append(res)
+            print(_line(res), flush=True)
+            for f in d.iterdir():
+                f.unlink()
+            d.rmdir()
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps({"rows": rows, "cpu_count": os.cpu_count()}, indent=1))
+    print()
+    print(table(rows))
+    return 0
+
+
+def _line(r: dict[str, Any]) -> str:
+    ck = f", crowd-kit {r['crowdkit_ns_per_ann_iter']:.0f} ns (x{r['ratio_crowdkit']:.0f})" if "ratio_crowdkit" in r \
+        else ""
+    return (f"[run] {r['n_annotations']:,} ann J={r['J']}: ingest {r['ingest_s']:.1f}s, calibrate "
+            f"{r['calibrate_s']:.1f}s ({r['em_map_evaluations']} maps), total {r['total_s']:.1f}s, peak "
+            f"{r['peak_rss_gib']:.2f} GiB, {r['ns_per_ann_iter']:.2f} ns/ann-iter, np.sum "
+            f"{r['np_sum_ns_per_ann']:.2f} ns/ann{ck}")
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = ("| annotations | J | ingest (s) | calibrate (s) | HERO-1 (s) | end to end (s) | peak memory (GiB) | EM maps "
+            "| ns / annotation-iteration | np.sum ns / annotation | ratio to np.sum | crowd-kit ns / ann-iter | ratio "
+            "to crowd-kit |")
+    out = [head, "|" + "---|" * 13]
+    for r in rows:
+        ck = (f"{r['crowdkit_ns_per_ann_iter']:.0f} | {r['ratio_crowdkit']:.0f}x" if "ratio_crowdkit" in r
+              else "not run | ")
+        out.append(
+            f"| {r['n_annotations']:.2e} | {r['J']} | {r['ingest_s']:.1f} | {r['calibrate_s']:.1f} | "
+            f"{r['hero1_s']:.2f} | {r['total_s']:.1f} | {r['peak_rss_gib']:.2f} | {r['em_map_evaluations']} | "
+            f"{r['ns_per_ann_iter']:.2f} | {r['np_sum_ns_per_ann']:.3f} | "
+            f"{r['ns_per_ann_iter'] / r['np_sum_ns_per_ann']:.0f}x | {ck} |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
