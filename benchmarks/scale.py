@@ -52,7 +52,7 @@ import stage_a  # noqa: E402  (crowd-kit venv and subprocess helpers)
 PREVALENCE = 0.3
 GOLD_FRACTION = 0.01
 MIN_K, MAX_K = 3, 5
-CHUNK_ITEMS = 2_000_000
+CHUNK_ITEMS = 1_000_000
 CURRENT_ITEMS = 10_000
 TARGET_S_1E8 = 90.0
 TARGET_GB_1E8 = 4.0
@@ -82,7 +82,12 @@ def _labels(rng: np.random.Generator, n_items: int, J: int, alpha: np.ndarray, b
 
 
 def write_data(n_target: int, J: int, seed: int, out: Path) -> dict[str, Any]:
-    """Parquet history (row groups of ~2e6 items, in item order), gold and current-round files."""
+    """Parquet history, gold and current-round files.
+
+    The history is written in row groups of 1e6 items (about 8e6 rows); the
+    rows of a row group are shuffled (a log interleaves items), and no item
+    spans two row groups (so a Dask partition per row group holds whole items).
+    """
     rng = np.random.default_rng(seed)
     alpha = 0.6 + 0.35 * rng.beta(3.0, 2.0, size=J)
     beta = 0.6 + 0.35 * rng.beta(3.0, 2.0, size=J)
@@ -96,7 +101,9 @@ def write_data(n_target: int, J: int, seed: int, out: Path) -> dict[str, Any]:
         for start in range(0, n_items, CHUNK_ITEMS):
             m = min(CHUNK_ITEMS, n_items - start)
             cols, y = _labels(rng, m, J, alpha, beta, start)
-            w.write_table(pa.table(cols, schema=schema))
+            perm = rng.permutation(cols["label"].shape[0])  # a log interleaves items: shuffle each row group
+            # one row group per chunk of items (pyarrow would otherwise cut row groups at 1Mi rows, mid-item)
+            w.write_table(pa.table({k: v[perm] for k, v in cols.items()}, schema=schema), row_group_size=perm.size)
             n_ann += cols["label"].shape[0]
             g = np.flatnonzero(rng.random(m) < GOLD_FRACTION)
             gold_items.append(g + start)
@@ -162,6 +169,49 @@ print("SCALE_JSON " + json.dumps(out))
 '''
 
 
+DASK_CHILD = r'''
+import json, logging, sys, time
+import numpy as np
+import pandas as pd
+import dask.dataframe as dd
+import distributed
+import heroeval as he
+from heroeval.distributed import calibrate_dask
+d = sys.argv[1]
+out = {}
+gold = pd.read_parquet(d + "/gold.parquet")
+t0 = time.perf_counter()
+hist = he.read_annotations(d + "/history.parquet", gold=gold, engine="duckdb")
+mem = he.calibrate(hist, engine="numba")
+out["in_memory_s"] = time.perf_counter() - t0
+out["n_annotations"] = hist.n_annotations
+del hist
+logging.getLogger("distributed").setLevel(logging.ERROR)
+with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                              memory_limit="6GB") as cl, distributed.Client(cl) as c:
+    t0 = time.perf_counter()
+    ddf = dd.read_parquet(d + "/history.parquet", split_row_groups=True)
+    cal = calibrate_dask(ddf, gold=gold, client=c, partitioned_by_item=True)
+    out["dask_s"] = time.perf_counter() - t0
+    out["partitions"] = cal.settings["partitions"]
+out["em_maps"] = [mem.convergence.n_iter, cal.convergence.n_iter]
+out["max_abs_diff_alpha_beta_prev"] = float(max(np.max(np.abs(mem.alpha - cal.alpha)), np.max(np.abs(mem.beta - cal.beta)),
+                                                np.max(np.abs(mem.round_prevalence - cal.round_prevalence))))
+out["max_rel_diff_covariance"] = float(np.max(np.abs(mem.parameter_covariance - cal.parameter_covariance))
+                                       / np.max(np.abs(mem.parameter_covariance)))
+print("DASK_JSON " + json.dumps(out))
+'''
+
+
+def run_dask(data_dir: Path) -> dict[str, Any]:
+    r = subprocess.run([sys.executable, "-c", DASK_CHILD, str(data_dir)], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        if line.startswith("DASK_JSON "):
+            out: dict[str, Any] = json.loads(line[len("DASK_JSON "):])
+            return out
+    raise RuntimeError(f"dask child failed (rc {r.returncode}):\n{r.stderr[-3000:]}")
+
+
 def run_child(data_dir: Path, memory_limit: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-c", CHILD, str(data_dir), memory_limit], capture_output=True, text=True)
@@ -192,14 +242,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1e6,1e7,1e8")
     ap.add_argument("--labelers", default="50,2000")
     ap.add_argument("--crowdkit-max", type=float, default=1e7)
-    ap.add_argument("--crowdkit-iters", type=int, default=3)
+    ap.add_argument("--crowdkit-iters", type=int, default=5)
     ap.add_argument("--skip-crowdkit", action="store_true")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--duckdb-memory", default="1GB", help="DuckDB's memory_limit during the ingest")
     ap.add_argument("--tmp", default=None, help="where the Parquet files go (default: a temporary directory)")
+    ap.add_argument("--dask-sizes", default="1e7", help="also fit these sizes (J = 50) on a 2-worker Dask LocalCluster, "
+                    "beside the in-memory fit, e.g. 1e7")
     ap.add_argument("--out", default=str(HERE / "out" / "scale.json"))
     a = ap.parse_args(argv)
-    sizes = [int(float(s)) for s in a.sizes.split(",")]
+    sizes = [int(float(s)) for s in a.sizes.split(",") if s]
     Js = [int(s) for s in a.labelers.split(",")]
     py = None
     if not a.skip_crowdkit:
@@ -229,10 +281,25 @@ def main(argv: list[str] | None = None) -> int:
             for f in d.iterdir():
                 f.unlink()
             d.rmdir()
+    dask_rows = []
+    for n in [int(float(x)) for x in a.dask_sizes.split(",") if x]:
+        d = base / f"dask_n{n:.0e}"
+        d.mkdir(parents=True, exist_ok=True)
+        write_data(n, 50, a.seed, d)
+        r = run_dask(d)
+        dask_rows.append(r)
+        print(f"[dask] {r['n_annotations']:,} ann: in memory {r['in_memory_s']:.1f}s, Dask LocalCluster (2 workers, "
+              f"{r['partitions']} partitions) {r['dask_s']:.1f}s; max |diff| alpha/beta/prevalence "
+              f"{r['max_abs_diff_alpha_beta_prev']:.1e}, covariance (relative) {r['max_rel_diff_covariance']:.1e}; "
+              f"EM maps {r['em_maps']}", flush=True)
+        for f in d.iterdir():
+            f.unlink()
+        d.rmdir()
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps({"rows": rows, "cpu_count": os.cpu_count()}, indent=1))
-    print()
-    print(table(rows))
+    Path(a.out).write_text(json.dumps({"rows": rows, "dask": dask_rows, "cpu_count": os.cpu_count()}, indent=1))
+    if rows:
+        print()
+        print(table(rows))
     return 0
 
 

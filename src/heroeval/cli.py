@@ -53,6 +53,18 @@ class Criterion(str, Enum):
     loglik = "loglik"
 
 
+class Engine(str, Enum):
+    auto = "auto"
+    numpy = "numpy"
+    numba = "numba"
+
+
+class Reader(str, Enum):
+    auto = "auto"
+    pandas = "pandas"
+    duckdb = "duckdb"
+
+
 class CiMethod(str, Enum):
     wald = "wald"
     logit = "logit"
@@ -101,11 +113,13 @@ FmtOpt = Annotated[Format, typer.Option("--format", "-f", help="Output: a rich t
 def _read(path: Path, *, gold: Path | None = None, covariates: Path | None = None, name: str,
           item_col: str | None, labeler_col: str | None, label_col: str | None,
           round_col: str | None, duplicates: Duplicates,
-          label_map: dict[str, int | None] | None = None) -> AnnotationSet:
+          label_map: dict[str, int | None] | None = None, reader: str = "auto", memory_limit: str | None = None,
+          progress: bool = False) -> AnnotationSet:
     rc: Any = None if round_col is None else (False if round_col == "none" else round_col)
     return read_annotations(
         path, gold=gold, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
         label_col=label_col, round_col=rc, duplicates=duplicates.value, name=name, label_map=label_map,
+        engine=reader, memory_limit=memory_limit, progress=progress,  # type: ignore[arg-type]
     )
 
 
@@ -173,8 +187,14 @@ def calibrate_cmd(
     classes: ClassesOpt = None,
     ordinal: OrdinalOpt = False,
     structure: StructureOpt = "full",
+    engine: Annotated[Engine, typer.Option(help="Stage A engine: numpy, numba (compiled; pip install 'heroeval[fast]') or auto (numba from 1e6 annotations when installed).")] = Engine.auto,
+    reader: Annotated[Reader, typer.Option(help="Reader: pandas, duckdb (globs, directories, files larger than memory) or auto (duckdb for globs, directories and files from 256 MB).")] = Reader.auto,
+    memory_limit: Annotated[str | None, typer.Option(help="DuckDB memory limit for the duckdb reader, e.g. 2GB (it spills to disk beyond).")] = None,
 ) -> None:
-    """Stage A: learn each labeler's sensitivity and specificity from the history."""
+    """Stage A: learn each labeler's sensitivity and specificity from the history.
+
+    HISTORY may be a glob ('logs/*.parquet') or a directory with the duckdb reader.
+    """
     hw = _history_weight(history_weight)
     if classes is not None or ordinal:
         from .multiclass import _cli as _mc
@@ -186,12 +206,20 @@ def calibrate_cmd(
         return
 
     def go() -> tuple[AnnotationSet, Calibration]:
-        h = _read(history, gold=gold, covariates=covariates, name="history", item_col=item_col,
-                  labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
-                  label_map=_label_map(label_map))
-        with _busy("Stage A: EM on the history" + (" and model checks" if checks or hw == "cv" else "")):
+        with _busy("reading the history"):
+            h = _read(history, gold=gold, covariates=covariates, name="history", item_col=item_col,
+                      labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
+                      label_map=_label_map(label_map), reader=reader.value, memory_limit=memory_limit)
+        what = "Stage A: EM on the history" + (" and model checks" if checks or hw == "cv" else "")
+        with _busy(what) as say:
+            def em_progress(n: int, ll: float, change: float) -> None:
+                if say is not None:
+                    ll_s = "" if ll != ll else f", log-likelihood {ll:,.3f}"
+                    say(f"{what}: {n} EM maps{ll_s}, largest parameter change {change:.1e}")
+
             c = calibrate(h, tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate,
-                          pseudo_count=pseudo_count, variance=variance.value, history_weight=hw, checks=checks)
+                          pseudo_count=pseudo_count, variance=variance.value, history_weight=hw, checks=checks,
+                          engine=engine.value, progress=em_progress)
         c.save(output)
         return h, c
 
@@ -666,13 +694,16 @@ def _progress(what: str, enabled: bool = True) -> Iterator[Callable[[int, int], 
 
 
 @contextmanager
-def _busy(what: str) -> Iterator[None]:
-    """A transient spinner on stderr while a long step (reading, Stage A's EM) runs; nothing when piped."""
+def _busy(what: str) -> Iterator[Callable[[str], None] | None]:
+    """A transient spinner on stderr while a long step (reading, Stage A's EM) runs; nothing when piped.
+
+    Yields ``say(text)``, which replaces the spinner's text (None when stderr is not a terminal).
+    """
     if not sys.stderr.isatty():
-        yield
+        yield None
         return
-    with Console(stderr=True).status(what):
-        yield
+    with Console(stderr=True).status(what) as status:
+        yield lambda text: status.update(text)
 
 
 @app.command("report")

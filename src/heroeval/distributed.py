@@ -137,6 +137,12 @@ def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labele
     )
 
 
+def _item_hashes(df: pd.DataFrame, i_c: str) -> npt.NDArray[np.uint64]:
+    """Sorted distinct 64-bit hashes of a partition's item ids (for the partitioned_by_item check)."""
+    ids = _ids_to_str(df[i_c]).dropna()
+    return np.unique(pd.util.hash_array(ids.to_numpy(dtype=object)))
+
+
 def _summary(p: _Part) -> dict[str, Any]:
     """Everything the client needs from a partition besides the EM sums (small)."""
     return {k: getattr(p, k) for k in ("n_rows", "dropped", "tp", "fn", "tn", "fp", "n_ann", "n_items_lab",
@@ -274,6 +280,15 @@ def calibrate_dask(
         rounds = sorted({x for x in _ids_to_str(pd.Series(rv)).dropna() if x.strip()})
     if not partitioned_by_item:
         ddf = ddf.shuffle(on=i_c)
+    else:  # check the promise: an item split over partitions would count as several items
+        hashes = client.gather([client.submit(_item_hashes, p, i_c, pure=False)
+                                for p in client.compute(ddf.to_delayed())])  # type: ignore[no-untyped-call]
+        allh = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
+        split = int(allh.size - np.unique(allh).size)
+        if split:
+            raise DataError(
+                f"partitioned_by_item=True, but {split} item(s) have rows in more than one partition of the dask "
+                "history; pass partitioned_by_item=False to shuffle on the item column")
     gold_f = client.scatter(gold_s, broadcast=True)
     delayed_parts = ddf.to_delayed()
     parts = [client.submit(_build_part, dp, (i_c, l_c, y_c, r_c), labelers, rounds, gold_f, k, pure=False)

@@ -214,3 +214,25 @@ def test_calibrate_prints_and_saves_model_checks(files: dict[str, Path], tmp_pat
     r = runner.invoke(app, ["calibrate", str(files["history"]), "--gold", str(files["gold"]), "-o", str(out),
                             "--history-weight", "2"])
     assert r.exit_code == 2 and "--history-weight" in r.output
+
+
+def test_calibrate_a_parquet_glob_with_duckdb_and_numba(files: dict[str, Path], tmp_path: Path) -> None:
+    """Issue #7 through the CLI: a glob of Parquet parts, the DuckDB reader and the compiled engine."""
+    pytest.importorskip("numba")
+    df = pd.read_csv(files["history"], dtype=str)
+    parts = [df.iloc[i::3] for i in range(3)]
+    for k, p in enumerate(parts):
+        p.to_parquet(tmp_path / f"part{k}.parquet")
+    out = tmp_path / "cal.json"
+    r = runner.invoke(app, ["calibrate", str(tmp_path / "part*.parquet"), "--gold", str(files["gold"]), "-o", str(out),
+                            "--reader", "duckdb", "--engine", "numba", "--no-checks", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.output)
+    assert got["ingest"]["tables"][0]["rows_read"] == len(df)
+    ref = he.calibrate(he.read_annotations(files["history"], gold=files["gold"]))
+    cal = he.load_calibration(out)
+    assert cal.labeler_ids == ref.labeler_ids
+    assert max(abs(cal.alpha - ref.alpha).max(), abs(cal.beta - ref.beta).max()) < 1e-8
+    bad = runner.invoke(app, ["calibrate", str(files["history"]), "--gold", str(files["gold"]), "-o", str(out),
+                              "--engine", "gpu"])
+    assert bad.exit_code == 2 and "gpu" in bad.output

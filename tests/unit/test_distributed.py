@@ -87,3 +87,13 @@ def test_errors(client: object) -> None:
                        client=client)
     with pytest.raises(he.errors.HeroEvalError, match="dask DataFrame"):
         calibrate_dask(df, gold=pd.DataFrame({"item_id": ["1"], "gold": [1]}), client=client)
+
+
+def test_partitioned_by_item_is_checked(client: object) -> None:
+    df = pd.DataFrame({"item_id": ["1", "1", "2", "2"], "labeler_id": ["a", "b", "a", "b"], "label": ["1", "0", "1", "1"]})
+    ddf = dd.from_pandas(df, npartitions=2, sort=False)  # item "1"... rows 0-1 and 2-3: check one split
+    ddf_split = dd.from_pandas(df.iloc[[0, 2, 1, 3]], npartitions=2, sort=False)  # item 1 in both partitions
+    gold = pd.DataFrame({"item_id": ["1"], "gold": [1]})
+    with pytest.raises(DataError, match="more than one partition"):
+        calibrate_dask(ddf_split, gold=gold, client=client, partitioned_by_item=True)
+    calibrate_dask(ddf, gold=gold, client=client, partitioned_by_item=True)
