@@ -13,7 +13,7 @@ For each size (annotations) and labeler count J, the script
    wall time and the child's peak resident memory (the whole process tree:
    DuckDB and numba run threads inside it, no further processes);
 3. in the same child, times one compiled EM map evaluation (the fused pass
-   the EM repeats) and one streaming ``np.sum`` over the same compact int16
+   the EM repeats) and one streaming ``np.sum`` over the same compact uint16
    codes, the physical floor of any pass over the data;
 4. up to ``--crowdkit-max`` annotations, runs crowd-kit's
    ``DawidSkene(true_labels=...)`` for ``--crowdkit-iters`` iterations on

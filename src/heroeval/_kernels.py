@@ -7,7 +7,7 @@ annotation-iteration) but holds about 20 bytes per annotation and makes
 several passes over memory per step.
 
 Here one annotation is one small integer ``code = 2 * labeler + label``
-(int16 while ``2J <= 32767``, else int32) in item order, items own the
+(uint16 while ``2J <= 65535``, else uint32) in item order, items own the
 segments ``ptr[r]:ptr[r + 1]``, and one fused, multi-threaded pass per EM
 step computes each item's log-likelihood ratio, its posterior, the
 per-code posterior sums of the M-step, the per-round sums and (when asked)
@@ -346,8 +346,11 @@ def _prior(c: float, alpha: FloatArray, beta: FloatArray) -> float:
 
 
 def code_dtype(n_labelers: int) -> type[np.integer[Any]]:
-    """The smallest signed integer type that holds every code ``2 * labeler + label``."""
-    return np.int16 if 2 * n_labelers <= np.iinfo(np.int16).max else np.int32
+    """The smallest unsigned integer type that holds every code ``2 * labeler + label``.
+
+    Unsigned, because numba checks signed indices for negative wrap-around on every access.
+    """
+    return np.uint16 if 2 * n_labelers <= np.iinfo(np.uint16).max else np.uint32
 
 
 def n_chunks() -> int:
