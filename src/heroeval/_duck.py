@@ -30,12 +30,11 @@ from . import _kernels
 from .data import (
     GOLD_COLUMNS,
     ITEM_COLUMNS,
-    LABEL_COLUMNS,
-    LABELER_COLUMNS,
     AnnotationSet,
     IngestReport,
     TableLike,
     TableReport,
+    _annotation_columns,
     _attach_gold,
     _load,
     _parse_binary,
@@ -140,15 +139,7 @@ def read_with_duckdb(
         raise DataError(f"could not read annotations {source!r}: {exc}") from exc
     types = {str(r[0]): str(r[1]).upper() for r in desc}
     cols = pd.DataFrame(columns=[c for c in types if c not in ("filename", "file_row_number")])
-    i_c = _resolve(cols, item_col, ITEM_COLUMNS, "item", source)
-    l_c = _resolve(cols, labeler_col, LABELER_COLUMNS, "labeler", source)
-    y_c = _resolve(cols, label_col, LABEL_COLUMNS, "label", source)
-    if round_col is False:
-        r_c = None
-    elif round_col is None:
-        r_c = "round" if "round" in cols.columns else None
-    else:
-        r_c = _resolve(cols, round_col, (), "round", source)
+    i_c, l_c, y_c, r_c = _annotation_columns(cols, item_col, labeler_col, label_col, round_col, source)
 
     def id_expr(c: str, keep_int: bool) -> tuple[str, str]:
         t = types[c]

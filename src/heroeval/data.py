@@ -605,16 +605,25 @@ def _annotation_table(
     id_cols = [c for c in (item_col, labeler_col, *ITEM_COLUMNS, *LABELER_COLUMNS) if c]
     df, src, hdr = _load(annotations, "annotations", string_cols=[*id_cols, "label", label_col or ""])
     ann = _Table("annotations", src, df, "", hdr)
-    ann.item_col = _resolve(df, item_col, ITEM_COLUMNS, "item", src)
-    lab_c = _resolve(df, labeler_col, LABELER_COLUMNS, "labeler", src)
-    lbl_c = _resolve(df, label_col, LABEL_COLUMNS, "label", src)
-    if round_col is False:
-        rnd_c = None
-    elif round_col is None:
-        rnd_c = "round" if "round" in df.columns else None
-    else:
-        rnd_c = _resolve(df, round_col, (), "round", src)
+    ann.item_col, lab_c, lbl_c, rnd_c = _annotation_columns(df, item_col, labeler_col, label_col, round_col, src)
     return ann, lab_c, lbl_c, rnd_c
+
+
+def _annotation_columns(
+    df: pd.DataFrame, item_col: str | None, labeler_col: str | None, label_col: str | None,
+    round_col: str | Literal[False] | None, where: str,
+) -> tuple[str, str, str, str | None]:
+    """The item, labeler, label and round columns of an annotations table (given or recognised)."""
+    i_c = _resolve(df, item_col, ITEM_COLUMNS, "item", where)
+    l_c = _resolve(df, labeler_col, LABELER_COLUMNS, "labeler", where)
+    y_c = _resolve(df, label_col, LABEL_COLUMNS, "label", where)
+    if round_col is False:
+        r_c = None
+    elif round_col is None:
+        r_c = "round" if "round" in df.columns else None
+    else:
+        r_c = _resolve(df, round_col, (), "round", where)
+    return i_c, l_c, y_c, r_c
 
 
 def read_annotations(

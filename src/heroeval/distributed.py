@@ -41,8 +41,7 @@ from .calibration import Calibration, ConvergenceInfo, _check_em_settings, _prog
 from .data import (
     GOLD_COLUMNS,
     ITEM_COLUMNS,
-    LABEL_COLUMNS,
-    LABELER_COLUMNS,
+    _annotation_columns,
     _ids_to_str,
     _load,
     _parse_binary,
@@ -256,12 +255,7 @@ def calibrate_dask(
         raise HeroEvalError(f"history must be a dask DataFrame or a Parquet path, got {type(history).__name__}")
     where = "dask history"
     cols = pd.DataFrame(columns=list(ddf.columns))
-    i_c = _resolve(cols, item_col, ITEM_COLUMNS, "item", where)
-    l_c = _resolve(cols, labeler_col, LABELER_COLUMNS, "labeler", where)
-    y_c = _resolve(cols, label_col, LABEL_COLUMNS, "label", where)
-    r_c = round_col if round_col is not None else ("round" if "round" in cols.columns else None)
-    if r_c is not None:
-        _resolve(cols, r_c, (), "round", where)
+    i_c, l_c, y_c, r_c = _annotation_columns(cols, item_col, labeler_col, label_col, round_col, where)
     gdf, gsrc, _ = _load(gold, "gold", string_cols=[c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c])
     gi_c = _resolve(gdf, gold_item_col, ITEM_COLUMNS, "item", gsrc)
     gv_c = _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
