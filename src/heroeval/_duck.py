@@ -41,6 +41,7 @@ from .data import (
     _resolve,
     _stem,
     _Table,
+    repeated_pair_error,
 )
 from .errors import DataError
 
@@ -277,9 +278,7 @@ def read_with_duckdb(
         if n_dup:
             if duplicates == "error":
                 k = int(np.searchsorted(ptr, first_dup, side="right") - 1)
-                raise DataError(
-                    f"{source}: repeated (item, labeler) pair ({item_ids[k]!r}, {labeler_ids[lc[first_dup]]!r}); "
-                    f"{n_dup} repeated row(s) in all (duplicates='error'; use 'keep' or 'first')")
+                raise repeated_pair_error(source, item_ids[k], labeler_ids[lc[first_dup]], int(n_dup))
             notes["repeated (item, labeler) pair kept as separate labels"] = int(n_dup)
         used = int(lc.shape[0])
         reports = [TableReport("annotations", source, int(n), used, dropped, notes)]
@@ -292,9 +291,7 @@ def read_with_duckdb(
     if n_dup:
         if duplicates == "error":
             k = int(np.flatnonzero(dup)[0])
-            raise DataError(
-                f"{source}: repeated (item, labeler) pair ({item_ids[ic[k]]!r}, {labeler_ids[lc[k]]!r}); "
-                f"{n_dup} repeated row(s) in all (duplicates='error'; use 'keep' or 'first')")
+            raise repeated_pair_error(source, item_ids[ic[k]], labeler_ids[lc[k]], n_dup)
         if duplicates == "first":
             dropped["repeated (item, labeler) pair, later rows dropped"] = n_dup
             keep = ~dup

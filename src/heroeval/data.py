@@ -806,6 +806,12 @@ def _check_cells(t: _Table, cols: Sequence[str]) -> None:
             )
 
 
+def repeated_pair_error(where: str, item: Any, labeler: Any, n_dup: int) -> DataError:
+    """The error of ``duplicates="error"`` (shared by the readers)."""
+    return DataError(f"{where}: repeated (item, labeler) pair ({item!r}, {labeler!r}); {n_dup} repeated row(s) in "
+                     "all (duplicates='error'; use 'keep' or 'first')")
+
+
 def _build(
     ann: _Table,
     *,
@@ -904,11 +910,7 @@ def _build_checked(
         n_dup = int(dup.sum())
         if duplicates == "error":
             k = int(np.flatnonzero(dup)[0])
-            raise DataError(
-                f"{ann.where(int(row_idx[k]))}: repeated (item, labeler) pair ({item_names[ic[k]]!r}, "
-                f"{lab_names[lc[k]]!r}); {n_dup} repeated row(s) in all "
-                "(duplicates='error'; use 'keep' or 'first')"
-            )
+            raise repeated_pair_error(ann.where(int(row_idx[k])), item_names[ic[k]], lab_names[lc[k]], n_dup)
         if duplicates == "first":
             dropped["repeated (item, labeler) pair, later rows dropped"] = n_dup
             sel = ~dup
