@@ -127,7 +127,9 @@ out = {}
 t0 = time.perf_counter()
 tiny = he.AnnotationSet.from_arrays([1, 1, 2, 2], ["a", "b", "a", "b"], [1, 0, 0, 0], gold=([1], [1]))
 he.calibrate(tiny, engine="numba")
-_kernels.csr_from_codes(np.zeros(2, np.int32), np.zeros(2, np.int32), np.zeros(2, np.int8), np.zeros(2, np.int32), 1)
+csr = _kernels.CsrBuilder(np.array([2]))
+csr.add(np.zeros(2, np.int32), np.arange(2, dtype=np.int32), np.zeros(2, np.int8), np.zeros(2, np.int32))
+csr.finish()
 out["jit_warmup_s"] = time.perf_counter() - t0
 t_start = time.perf_counter()
 t0 = time.perf_counter()

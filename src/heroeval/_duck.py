@@ -214,8 +214,8 @@ def read_with_duckdb(
     _log.info("DuckDB: %d rows read; building the item and labeler dictionaries", n)
     con.execute("SET preserve_insertion_order = false")  # every result below is ordered explicitly
     con.execute("CREATE TEMP VIEW hv_clean AS SELECT * FROM hv_flags WHERE NOT (im OR lm OR ym OR rm)")
-    con.execute("CREATE TEMP TABLE hv_items AS SELECT i, CAST(row_number() OVER (ORDER BY i) - 1 AS INTEGER) AS ic "
-                "FROM (SELECT DISTINCT i FROM hv_clean)")
+    con.execute("CREATE TEMP TABLE hv_items AS SELECT i, CAST(count(*) AS BIGINT) AS n, "
+                "CAST(row_number() OVER (ORDER BY i) - 1 AS INTEGER) AS ic FROM hv_clean GROUP BY i")
     con.execute("CREATE TEMP TABLE hv_labs AS SELECT l, CAST(row_number() OVER (ORDER BY l) - 1 AS INTEGER) AS lc "
                 "FROM (SELECT DISTINCT l FROM hv_clean)")
     con.execute("CREATE TEMP TABLE hv_rounds AS SELECT r, CAST(row_number() OVER (ORDER BY r) - 1 AS INTEGER) AS rc "
@@ -226,22 +226,13 @@ def read_with_duckdb(
     fast = duplicates != "first" and _kernels.HAVE_NUMBA
     try:
         if fast:
-            # stream the coded rows into preallocated arrays, then a compiled counting sort by item
-            _log.info("DuckDB: streaming %d coded rows", n_used)
-            ic = np.empty(n_used, dtype=np.int32)
-            lc = np.empty(n_used, dtype=np.int32)
-            y = np.empty(n_used, dtype=np.int8)
-            rc = np.empty(n_used, dtype=np.int32)
-            filled = 0
+            # each item's row count is known (hv_items.n): scatter the streamed rows straight to their places
+            _log.info("DuckDB: streaming %d coded rows into item order", n_used)
+            counts = np.asarray(con.execute("SELECT n FROM hv_items ORDER BY ic").fetchnumpy()["n"], dtype=np.int64)
+            csr = _kernels.CsrBuilder(counts)
+            del counts
             for batch in con.sql(sql).to_arrow_reader(1 << 20):
-                m = batch.num_rows
-                ic[filled:filled + m] = batch.column(0).to_numpy()
-                lc[filled:filled + m] = batch.column(1).to_numpy()
-                y[filled:filled + m] = batch.column(2).to_numpy()
-                rc[filled:filled + m] = batch.column(3).to_numpy()
-                filled += m
-            if filled != n_used:  # pragma: no cover - DuckDB returned other rows than it counted
-                raise DataError(f"{source}: {filled} coded rows streamed but {n_used} counted; the files changed?")
+                csr.add(*(batch.column(j).to_numpy() for j in range(4)))
         else:
             # duplicates="first" needs the file order within each item: DuckDB sorts (spilling if need be)
             order = "it.ic, lb.lc" + (", c.filename, c.file_row_number" if fmt == "parquet" else "")
@@ -268,9 +259,12 @@ def read_with_duckdb(
     n_items = int(item_ids.shape[0])
     notes: dict[str, int] = {}
     if fast:
-        _log.info("building the compact arrays (counting sort by item)")
-        ptr, lc, y, item_round, conflict, n_dup, first_dup = _kernels.csr_from_codes(ic, lc, y, rc, n_items)
-        del ic, rc
+        try:
+            n_dup, first_dup = csr.finish()
+        except ValueError as exc:  # pragma: no cover - the files changed between DuckDB's passes
+            raise DataError(f"{source}: {exc}; did the files change while being read?") from exc
+        ptr, lc, y, item_round, conflict = csr.ptr, csr.labeler, csr.label, csr.item_round, int(csr.conflict[0])
+        del csr
         if conflict >= 0 and r_c is not None:
             raise DataError(
                 f"{source}: item {item_ids[conflict]!r} appears in more than one round (column {r_c!r}); an item "

@@ -178,3 +178,36 @@ def test_paper_dgp_large_enough_for_auto() -> None:
     b = he.calibrate(d.history, engine="numba", tol=1e-12)
     _close(a, b, 1e-10)
     assert _em.EPS < 1e-8
+
+
+def test_csr_builder_equals_a_stable_sort() -> None:
+    """Rows streamed in batches land where a stable sort by item puts them; repeats and round conflicts are found."""
+    rng = np.random.default_rng(11)
+    n_items, n = 500, 4000
+    ic = rng.integers(0, n_items, n).astype(np.int32)
+    lc = rng.integers(0, 30, n).astype(np.int32)
+    y = rng.integers(0, 2, n).astype(np.int8)
+    rc = (ic % 3).astype(np.int32)  # one round per item
+    counts = np.bincount(ic, minlength=n_items)
+    b = _kernels.CsrBuilder(counts)
+    for s in np.array_split(np.arange(n), 7):
+        b.add(ic[s], lc[s], y[s], rc[s])
+    n_dup, first = b.finish()
+    order = np.argsort(ic, kind="stable")
+    np.testing.assert_array_equal(b.labeler, lc[order])
+    np.testing.assert_array_equal(b.label, y[order])
+    np.testing.assert_array_equal(b.item_round[counts > 0], (np.arange(n_items) % 3)[counts > 0])
+    assert b.conflict[0] == -1
+    plain = sum(len(v) - len(set(v)) for v in (lc[order][b.ptr[k]:b.ptr[k + 1]].tolist() for k in range(n_items)))
+    assert n_dup == plain and (n_dup == 0 or first >= 0)
+    # a row more than counted is refused, a row fewer is found at the end, a second round is reported
+    b2 = _kernels.CsrBuilder(np.array([1, 1]))
+    with pytest.raises(ValueError, match="more streamed rows"):
+        b2.add(np.array([0, 0], np.int32), np.array([0, 1], np.int32), np.zeros(2, np.int8), np.zeros(2, np.int32))
+    b3 = _kernels.CsrBuilder(np.array([2, 1]))
+    b3.add(np.array([0, 1], np.int32), np.array([0, 1], np.int32), np.zeros(2, np.int8), np.zeros(2, np.int32))
+    with pytest.raises(ValueError, match="do not match"):
+        b3.finish()
+    b4 = _kernels.CsrBuilder(np.array([2]))
+    b4.add(np.array([0, 0], np.int32), np.array([0, 1], np.int32), np.zeros(2, np.int8), np.array([0, 1], np.int32))
+    assert b4.conflict[0] == 0
