@@ -97,6 +97,26 @@ def make_design(
     )
 
 
+_BINCOUNT_CHUNK = 1 << 22
+
+
+def bincount(x: npt.NDArray[Any], minlength: int, weights: FloatArray | None = None) -> FloatArray:
+    """``np.bincount`` in chunks, as float64.
+
+    ``np.bincount`` first casts its input to intp (8 bytes per element): for a
+    billion small codes that is an 8 GB temporary. Chunks keep it at 32 MB.
+    """
+    n = int(x.shape[0])
+    if n <= _BINCOUNT_CHUNK:
+        out: FloatArray = np.bincount(x, weights=weights, minlength=minlength).astype(np.float64)
+        return out
+    acc = np.zeros(minlength, dtype=np.float64)
+    for s in range(0, n, _BINCOUNT_CHUNK):
+        w = None if weights is None else weights[s:s + _BINCOUNT_CHUNK]
+        acc += np.bincount(x[s:s + _BINCOUNT_CHUNK], weights=w, minlength=minlength)
+    return acc
+
+
 def code_logprobs(alpha: FloatArray, beta: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Per-code log P(z | Y=1) and log P(z | Y=0), interleaved (z = 0, 1)."""
     a = np.clip(alpha, EPS, 1 - EPS)

@@ -323,10 +323,14 @@ class CompactDesign:
         gb = GB.sum(axis=0)
         Da = (ga * ia)[0::2] + (ga * ia)[1::2]
         Db = (gb * ib)[0::2] + (gb * ib)[1::2]
-        gw = gamma if self.weight is None else gamma * self.weight
-        onew = (1 - gamma) if self.weight is None else (1 - gamma) * self.weight
-        pg = p[self.group]
-        Dm = np.bincount(self.group, weights=gw / pg**2 + onew / (1 - pg) ** 2, minlength=G)
+        Dm = np.zeros(G)
+        for s0 in range(0, self.n_items, 1 << 22):  # in chunks: whole-array temporaries would be 8 bytes per item each
+            sl = slice(s0, s0 + (1 << 22))
+            g_ = gamma[sl]
+            gw = g_ if self.weight is None else g_ * self.weight[sl]
+            onew = (1 - g_) if self.weight is None else (1 - g_) * self.weight[sl]
+            pg = p[self.group[sl]]
+            Dm += np.bincount(self.group[sl], weights=gw / pg**2 + onew / (1 - pg) ** 2, minlength=G)
         c = self.pseudo_count
         if c > 0:
             a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
@@ -373,15 +377,17 @@ def compact_design(
         raise ImportError("the compiled engine needs numba: pip install 'heroeval[fast]'")
     dt = code_dtype(n_labelers)
     code = np.empty(labeler.shape[0], dtype=dt)
-    np.multiply(labeler, 2, out=code, casting="unsafe")
-    code += label.astype(dt, copy=False)
+    for s0 in range(0, code.shape[0], 1 << 22):  # in chunks: no whole-array temporaries
+        sl = slice(s0, s0 + (1 << 22))
+        np.multiply(labeler[sl], 2, out=code[sl], casting="unsafe")
+        code[sl] += label[sl].astype(dt)
     nc = n_chunks()
     n_codes = 2 * n_labelers
     g32 = np.ascontiguousarray(group, dtype=np.int32)
     p64 = np.ascontiguousarray(ptr, dtype=np.int64)
     if weight is None:
-        counts = np.bincount(code, minlength=n_codes).astype(np.float64) if code.size else np.zeros(n_codes)
-        gsize = np.bincount(g32, minlength=n_groups).astype(np.float64)
+        counts = _em.bincount(code, n_codes)
+        gsize = _em.bincount(g32, n_groups)
     else:
         counts = _kernel("_weighted_code_counts")(p64, code, weight, n_codes, nc).sum(axis=0)
         gsize = np.bincount(g32, weights=weight, minlength=n_groups).astype(np.float64)

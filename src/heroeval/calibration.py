@@ -521,7 +521,7 @@ def parameter_covariance(
 def _distinct_items_per_labeler(ds: AnnotationSet) -> IntArray:
     """Number of distinct items each labeler labelled (repeated pairs count once)."""
     if not ds.repeated_pairs:
-        return np.bincount(ds.labeler, minlength=ds.n_labelers).astype(np.int64)
+        return _em.bincount(ds.labeler, ds.n_labelers).astype(np.int64)
     m = sp.csr_matrix(
         (np.ones(ds.n_annotations), ds.labeler.copy(), ds.item_ptr.copy()), shape=(ds.n_items, ds.n_labelers)
     )
@@ -716,7 +716,7 @@ def calibrate(
         )
     tp, fn, tn, fp = gold_counts(history)
     J = history.n_labelers
-    n_ann = np.bincount(history.labeler, minlength=J).astype(np.int64)
+    n_ann = _em.bincount(history.labeler, J).astype(np.int64)
     n_items = _distinct_items_per_labeler(history)
     isg = history.gold >= 0
     G = history.n_rounds
@@ -741,7 +741,7 @@ def calibrate(
         gold_fp=fp,
         round_ids=history.round_ids,
         round_prevalence=fit.prev,
-        round_n_items=np.bincount(history.item_round, minlength=G).astype(np.int64),
+        round_n_items=_em.bincount(history.item_round, G).astype(np.int64),
         round_n_gold=np.bincount(history.item_round[isg], minlength=G).astype(np.int64),
         covariate_names=history.covariate_names,
         covariate_mean=cov_mean,
