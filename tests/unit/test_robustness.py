@@ -381,6 +381,40 @@ def test_history_weight_cv_keeps_its_checks() -> None:
     assert cal.checks.log_score[cal.checks.chosen_weight][0] == best
 
 
+def test_auto_predicted_rmse_by_hand_and_joint_default() -> None:
+    """Each candidate's predicted RMSE from its mock row, by hand; independent labelers: HERO joint is kept."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = paper_dgp(4)
+        cal = he.calibrate(d.history, checks=True)
+        rec = checks.recommend(d.current, cal)
+    assert cal.checks is not None and cal.checks.dependence.p_value >= checks.DEPENDENCE_ALPHA
+    assert (rec.method, rec.history_weight) == ("hero_joint", 1.0)
+    methods = {r["method"] for r in rec.table}
+    assert {"gold_proportion", "rogan_gladen", "hero1", "hero_joint"} <= methods
+    assert all(r["history_weight"] != 0.0 for r in rec.table)  # gold-only maximum likelihood is not a candidate
+    for row in rec.table:
+        mrow = cal.checks.mock_row("hero1" if row["method"] == "hero_joint" else row["method"], row["history_weight"])
+        assert mrow is not None
+        vh = row["variance_history"]
+        b, s_b2 = mrow["bias"], mrow["bias_se"] ** 2 + vh
+        want = math.sqrt(max(b * b - s_b2, 0.0) + mrow["bias_se"] ** 2 * mrow["n_items"] / d.current.n_items + vh)
+        assert row["predicted_rmse"] == pytest.approx(want, rel=1e-12)
+
+
+def test_auto_chooses_by_predicted_rmse_when_labelers_err_together() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = dependent_dgp(5)
+        cal = he.calibrate(d.history, checks=True)
+        rec = checks.recommend(d.current, cal)
+    assert cal.checks is not None and cal.checks.dependence.p_value < checks.DEPENDENCE_ALPHA
+    best = min(r["predicted_rmse"] for r in rec.table if "predicted_rmse" in r and math.isfinite(r["predicted_rmse"]))
+    chosen = next(r for r in rec.table if (r["method"], r["history_weight"]) == (rec.method, rec.history_weight))
+    assert chosen["predicted_rmse"] == best
+    assert "labelers err together" in rec.reason
+
+
 def test_auto_moves_away_from_a_biased_hero1() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
