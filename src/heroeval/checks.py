@@ -28,13 +28,13 @@ here is computed on them:
   has mean 0 and variance 1 and the products of different pairs are
   uncorrelated (even on one item), so ``Z`` is approximately standard normal.
 
-:func:`recommend` (``method="auto"``) keeps the paper's HERO-1 unless its
-mock-round error, or its paired difference from the Rogan–Gladen estimate on
-the same items, is significant (at 1 %, or 5 % once the dependence test has
-rejected independence at 1 %). Then, if the dependence test rejected, it
-takes the Rogan–Gladen estimate (the one candidate that does not assume
-independent labelers); otherwise, among the candidates that pass, the one
-with the smallest standard error on the current round.
+:func:`recommend` (``method="auto"``) gives every candidate an estimated mean
+squared error on the current round from the mock rounds. When the dependence
+test rejects independence (the model behind the likelihood methods is then
+known to be wrong) it takes the smallest; otherwise it keeps HERO joint
+unless its mock-round error, or its paired difference from the Rogan–Gladen
+estimate on the same items, is significant at 1 %, and then takes the
+smallest estimated MSE.
 """
 
 from __future__ import annotations
