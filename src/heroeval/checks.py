@@ -28,13 +28,13 @@ here is computed on them:
   has mean 0 and variance 1 and the products of different pairs are
   uncorrelated (even on one item), so ``Z`` is approximately standard normal.
 
-:func:`recommend` (``method="auto"``) keeps the paper's HERO-1 unless its
-mock-round error, or its paired difference from the Rogan–Gladen estimate on
-the same items, is significant (at 1 %, or 5 % once the dependence test has
-rejected independence at 1 %). Then, if the dependence test rejected, it
-takes the Rogan–Gladen estimate (the one candidate that does not assume
-independent labelers); otherwise, among the candidates that pass, the one
-with the smallest standard error on the current round.
+:func:`recommend` (``method="auto"``) gives every candidate an estimated mean
+squared error on the current round from the mock rounds. When the dependence
+test rejects independence (the model behind the likelihood methods is then
+known to be wrong) it takes the smallest; otherwise it keeps HERO joint
+unless its mock-round error, or its paired difference from the Rogan–Gladen
+estimate on the same items, is significant at 1 %, and then takes the
+smallest estimated MSE.
 """
 
 from __future__ import annotations
@@ -73,14 +73,17 @@ FloatArray = npt.NDArray[np.float64]
 WEIGHT_GRID: tuple[float, ...] = (0.0, 0.1, 0.3, 1.0)
 """History weights tried by ``calibrate(history_weight="cv")`` and the checks."""
 
-CANDIDATES: tuple[str, ...] = ("gold_proportion", "rogan_gladen", "hero1")
-"""Methods ``method="auto"`` chooses among (``hero1`` at w = 1 and at the w the log score chose).
+CANDIDATES: tuple[str, ...] = ("gold_proportion", "rogan_gladen", "hero1", "hero_joint")
+"""Methods ``method="auto"`` chooses among (``hero1`` at w = 1 and at the w > 0 the log score chose).
 
-HERO joint is not a candidate: it rests on HERO-1's likelihood, so the mock
-rounds flag both or neither, and the rule keeps the paper's HERO-1 whenever
-it is not flagged (choosing by standard error among candidates that pass
-cost 9 % RMSE in the paper's sparse design: those standard errors are too
-noisy to rank on).
+HERO joint (the current round as one more gold-free round of Stage A) is the
+default: it is HERO-1's model fitted to every label, and where that model
+holds it was 3-5 % more accurate than HERO-1 (docs/robustness.md); it rests
+on HERO-1's likelihood, so it is judged by HERO-1's mock round at the same
+weight. HERO-1 at w = 0 (gold-only maximum likelihood, without smoothing) is
+not a candidate: with little gold its labelers sit on the boundary and its
+mock-round standard error is degenerate; the gold-proportion calibration is
+the gold-only candidate.
 
 Current-round Dawid–Skene is not a candidate: with few labels per item its
 standard error is too small (coverage 0.78 in the paper's sparse design,
@@ -100,11 +103,8 @@ ROBUST_REFERENCE = "rogan_gladen"
 """The estimator every candidate is compared with, paired on the mock rounds (it assumes no independence)."""
 
 BIAS_TEST_ALPHA = 0.01
-"""A candidate whose mock-round error (or its difference from the robust reference) is significant at this level is not chosen."""
-
-BIAS_TEST_ALPHA_DEPENDENT = 0.05
-"""The level instead when the dependence test has rejected independence (p below ``DEPENDENCE_ALPHA``):
-the model is then known to be wrong, and weaker evidence of a bias suffices."""
+"""The default (HERO joint) is kept unless its mock-round error, or its difference from the robust reference,
+is significant at this level (when the dependence test has not rejected independence)."""
 
 DEPENDENCE_ALPHA = 0.01
 
@@ -565,22 +565,30 @@ def recommend(
     """The estimate to report for this round (``method="auto"``), and why.
 
     Uses ``calibration.checks`` (computed from ``calibration.history`` when
-    absent). Each candidate (:data:`CANDIDATES`; ``hero1`` at w = 1 and at the
-    weight the log score chose, which needs the history to refit when it is
-    not the calibration's own) is **flagged** when its error on the mock
-    rounds of held-out gold items, or its paired difference there from the
-    Rogan–Gladen estimate, is significant: at level :data:`BIAS_TEST_ALPHA`,
-    or :data:`BIAS_TEST_ALPHA_DEPENDENT` once the dependence test has rejected
-    independence at :data:`DEPENDENCE_ALPHA`. The standard errors of both
-    tests add the history part of the candidates' variance on this round.
-    The paper's HERO-1 is kept unless flagged. If it is flagged and the
-    dependence test rejected independence, the (unflagged) Rogan–Gladen
-    estimate wins; otherwise the unflagged candidate with the smallest
-    standard error on this round (if all are flagged: the smallest predicted
-    RMSE ``sqrt(max(b^2 - se_b^2, 0) + se^2)``). The interval of the chosen method is reported as it is: the
-    choice uses the history's gold and the candidates' standard errors, not
-    the current labels' agreement with any estimate (docs/robustness.md
-    measures the coverage that results).
+    absent). Every candidate (:data:`CANDIDATES`; ``hero1`` at w = 1 and at
+    the weight w > 0 the log score chose, which needs the history to refit
+    when it is not the calibration's own; ``hero_joint`` at the calibration's
+    weight, judged by HERO-1's mock round at that weight) gets an **estimated
+    mean squared error on this round** from the mock rounds of held-out gold
+    items: ``max(b^2 - s_b^2, 0) + v``, with ``b`` its mock-round error,
+    ``s_b`` that error's standard error (mock items and history part), and
+    ``v = (s_b^2 - v_h) m / n + v_h`` its error variance relative to the
+    round's realised rate scaled from the ``m`` mock items to the ``n``
+    current items, ``v_h`` the history part of its variance on this round.
+
+    * If the dependence test rejected independence (p below
+      :data:`DEPENDENCE_ALPHA`), the model behind the likelihood methods is
+      known to be wrong, and the candidate with the smallest estimated MSE
+      is chosen.
+    * Otherwise HERO joint (or, without the history, HERO-1 at the
+      calibration's weight) is kept unless its mock-round error, or its paired
+      difference there from the Rogan–Gladen estimate, is significant at
+      :data:`BIAS_TEST_ALPHA`; if it is, the smallest estimated MSE wins.
+
+    The interval of the chosen method is reported as it is: the choice uses
+    the history's gold and the candidates' standard errors, not the current
+    labels' agreement with any estimate (docs/robustness.md measures the
+    coverage that results).
     """
     from dataclasses import replace
 
@@ -601,7 +609,9 @@ def recommend(
                                                                   "pseudo_count") if k in s})
         cal = replace(cal, checks=checks)
     own_w = float(cal.settings.get("history_weight", 1.0))
-    weights = sorted({own_w, 1.0, checks.chosen_weight}) if hist is not None else [own_w]
+    # HERO-1 at w = 0 is gold-only maximum likelihood without smoothing: not a candidate unless it is the user's own
+    weights = (sorted({own_w, 1.0} | ({checks.chosen_weight} if checks.chosen_weight > 0 else set()))
+               if hist is not None else [own_w])
     cals = {own_w: cal}
     rows: list[dict[str, Any]] = []
     results: dict[tuple[str, float | None], EstimateResult] = {}
@@ -630,11 +640,14 @@ def recommend(
             b = float(mrow["bias"]) if mrow else math.nan
             vh = r.variance_history if math.isfinite(r.variance_history) else 0.0
             sb = math.sqrt(float(mrow["bias_se"]) ** 2 + vh) if mrow else math.nan
-            if se is None or not math.isfinite(se) or not math.isfinite(r.estimate) or not math.isfinite(b):
+            if mrow is None or se is None or not math.isfinite(se) or not math.isfinite(r.estimate) \
+                    or not math.isfinite(b) or not math.isfinite(sb):
                 pred = math.nan
             else:
-                b2 = max(b * b - (sb * sb if math.isfinite(sb) else 0.0), 0.0)
-                pred = math.sqrt(b2 + se * se)
+                # error variance relative to the realised rate: the mock items' part scaled to this round's size
+                b2 = max(b * b - sb * sb, 0.0)
+                v_mock = float(mrow["bias_se"]) ** 2 * float(mrow["n_items"]) / max(current.n_items, 1)
+                pred = math.sqrt(b2 + v_mock + vh)
             results[(m, w)] = r
             vs = float(mrow.get("vs_robust", math.nan)) if mrow else math.nan
             vs_se = float(mrow.get("vs_robust_se", math.nan)) if mrow else math.nan
@@ -648,14 +661,16 @@ def recommend(
                f"{dep.p_value:.2g})" if math.isfinite(dep.p_value) and dep.p_value < 0.05
                else "no evidence of dependent errors on the gold (p = "
                f"{dep.p_value:.2g})" if math.isfinite(dep.p_value) else "dependence not testable on the gold")
+    first = ("hero_joint", own_w) if ("hero_joint", own_w) in results else ("hero1", own_w)
     if not scored:
-        key = ("hero1", own_w)
-        r = results.get(key) or estimate(current, cal, method="hero1", exclude_new_labelers=exclude_new_labelers)
+        r = results.get(first) or estimate(current, cal, method="hero1", exclude_new_labelers=exclude_new_labelers)
         assert not isinstance(r, Mapping)
+        if first not in results:
+            first = ("hero1", own_w)
         why = "; ".join(checks.notes) or "no candidate could be scored on mock rounds"
-        return Recommendation("hero1", own_w, r, f"hero1 by default: {why}", rows)
+        return Recommendation(first[0], own_w, r, f"{first[0]} by default: {why}", rows)
     dependent = math.isfinite(dep.p_value) and dep.p_value < DEPENDENCE_ALPHA
-    level = BIAS_TEST_ALPHA_DEPENDENT if dependent else BIAS_TEST_ALPHA
+    level = BIAS_TEST_ALPHA
     crit = float(norm.ppf(1 - level / 2))
     vh_ref = next((row["variance_history"] for row in scored if row["method"] == ROBUST_REFERENCE), 0.0)
     for row in scored:
@@ -666,40 +681,28 @@ def recommend(
             row["mock_vs_robust_se"] = vs_se = math.sqrt(vs_se**2 + row["variance_history"] + vh_ref)
             flag = flag or abs(vs) > crit * vs_se
         row["bias_flagged"] = flag
-    # preference on ties: the paper's HERO-1 first, then the order of CANDIDATES
-    pref = {(m, w): i for i, (m, w) in enumerate(results)}
-    first = ("hero1", 1.0)
-
-    def rank(r: dict[str, Any]) -> tuple[float, int, int]:
-        k = (r["method"], r["history_weight"])
-        return (r["standard_error"], 0 if k == first else 1, pref.get(k, 0))
-
-    eligible = [r for r in scored if not r["bias_flagged"]]
-    n_flag = len(scored) - len(eligible)
-    default = next((r for r in eligible if (r["method"], r["history_weight"]) == first), None)
-    robust = next((r for r in eligible if r["method"] == ROBUST_REFERENCE), None)
-    if default is not None:
+    default = next((r for r in scored if (r["method"], r["history_weight"]) == first), None)
+    # ties: the default first, then the order of CANDIDATES
+    order = {k: i for i, k in enumerate(results)}
+    by_mse = min(scored, key=lambda r: (r["predicted_rmse"], 0 if (r["method"], r["history_weight"]) == first
+                                        else 1, order.get((r["method"], r["history_weight"]), 0)))
+    if dependent:
+        best = by_mse
+        rule = (f"labelers err together, so the model behind the likelihood methods is wrong: the smallest "
+                f"predicted RMSE on the mock rounds ({best['predicted_rmse']:.3g})")
+    elif default is not None and not default["bias_flagged"]:
         best = default
-        rule = f"the paper's HERO-1 shows no significant bias on the mock rounds (level {level:g})"
-    elif dependent and robust is not None:
-        # the likelihood-based candidates share HERO-1's model, which both checks have just rejected
-        best = robust
-        rule = ("labelers err together and the paper's HERO-1 is biased on the mock rounds, so the estimator "
-                "that does not assume independent labelers")
-    elif eligible:
-        best = min(eligible, key=rank)
-        rule = (f"the smallest standard error here ({best['standard_error']:.3g}) among the {len(eligible)} "
-                f"candidates whose mock-round bias is not significant ({n_flag} flagged at level "
-                f"{level:g})")
+        rule = f"{first[0]} shows no significant bias on the mock rounds (level {level:g})"
     else:
-        best = min(scored, key=lambda r: r["predicted_rmse"])
-        rule = (f"every candidate is biased on the mock rounds; smallest predicted RMSE "
-                f"{best['predicted_rmse']:.3g}")
+        best = by_mse
+        rule = (f"{first[0]} is biased on the mock rounds (level {level:g}): the smallest predicted RMSE "
+                f"({best['predicted_rmse']:.3g})")
     m, w = best["method"], best["history_weight"]
     wtxt = f" (history weight {w:g})" if w is not None else ""
     reason = (f"{m}{wtxt}: {rule}; its mock-round bias {best['mock_bias']:+.3g} ± {best['mock_bias_se']:.2g} "
               f"over {checks.folds} folds of {checks.n_gold} gold items; {dep_txt}")
     h1 = next((r for r in scored if r["method"] == "hero1" and r["history_weight"] == 1.0), None)
     if h1 is not None and h1 is not best and h1["bias_flagged"]:
-        reason += f"; the paper's HERO-1 is biased on the mock rounds ({h1['mock_bias']:+.3g} ± {h1['mock_bias_se']:.2g})"
+        reason += (f"; the paper's HERO-1 is biased on the mock rounds ({h1['mock_bias']:+.3g} ± "
+                   f"{h1['mock_bias_se']:.2g})")
     return Recommendation(m, w, results[(m, w)], reason, rows)

@@ -191,6 +191,93 @@ def test_rogan_gladen_is_unbiased_under_dependence_where_hero1_is_not() -> None:
     assert cover / 60 >= 0.88
 
 
+def _eb_plain(succ: list[float], n: list[float]) -> list[float]:
+    """Beta-binomial method-of-moments shrinkage, written from the docstring with loops."""
+    idx = [k for k in range(len(n)) if n[k] > 0]
+    tot = sum(n[k] for k in idx)
+    m = sum(succ[k] for k in idx) / tot
+    w = {k: n[k] / tot for k in idx}
+    rbar = sum(w[k] * succ[k] / n[k] for k in idx)
+    s2 = sum(w[k] * (succ[k] / n[k] - rbar) ** 2 for k in idx)
+    g = {k: w[k] * (1 - w[k]) for k in idx}
+    tau2 = (s2 - m * (1 - m) * sum(g[k] / n[k] for k in idx)) / sum(g[k] * (1 - 1 / n[k]) for k in idx)
+    if tau2 <= 0:
+        return [m] * len(n)
+    kk = m * (1 - m) / tau2 - 1
+    return [(succ[k] + kk * m) / (n[k] + kk) for k in range(len(n))]
+
+
+def _rg_pooled_plain(current: he.AnnotationSet, cal: he.Calibration) -> tuple[float, int]:
+    """weights="pooled" from its docstring: sum_j c_j (p_j + b_j - 1) / sum_j c_j (a_j + b_j - 1)."""
+    J = cal.n_labelers
+    tp, fn, tn, fp = (np.asarray(x, dtype=float) for x in (cal.gold_tp, cal.gold_fn, cal.gold_tn, cal.gold_fp))
+    a_s = _eb_plain(list(tp), list(tp + fn))
+    b_s = _eb_plain(list(tn), list(tn + fp))
+    lab_idx = {lab: k for k, lab in enumerate(cal.labeler_ids)}
+    n = np.zeros(J)
+    s = np.zeros(J)
+    for lab, z in zip(current.labeler_ids[current.labeler], current.label, strict=True):
+        n[lab_idx[lab]] += 1
+        s[lab_idx[lab]] += z
+    use = [j for j in range(J)
+           if n[j] > 0 and a_s[j] + b_s[j] - 1 > 0.05 and tp[j] + fn[j] > 0 and tn[j] + fp[j] > 0]
+    a = {j: tp[j] / (tp[j] + fn[j]) for j in use}
+    b = {j: tn[j] / (tn[j] + fp[j]) for j in use}
+
+    def c(m0: float, j: int) -> float:
+        pbar = min(max(m0 * a_s[j] + (1 - m0) * (1 - b_s[j]), 1e-3), 1 - 1e-3)
+        v = (pbar * (1 - pbar) / n[j] + m0**2 * a_s[j] * (1 - a_s[j]) / (tp[j] + fn[j])
+             + (1 - m0) ** 2 * b_s[j] * (1 - b_s[j]) / (tn[j] + fp[j]))
+        return (a_s[j] + b_s[j] - 1) / v
+
+    def ratio(cs: dict[int, float]) -> float:
+        return sum(cs[j] * (s[j] / n[j] + b[j] - 1) for j in use) / sum(cs[j] * (a[j] + b[j] - 1) for j in use)
+
+    cs = {j: n[j] * (a_s[j] + b_s[j] - 1) for j in use}
+    for _ in range(2):
+        m0 = min(max(ratio(cs), 0.02), 0.98)
+        cs = {j: c(m0, j) for j in use}
+    return ratio(cs), len(use)
+
+
+def test_rogan_gladen_pooled_matches_a_plain_implementation() -> None:
+    """weights="pooled": plain proportions in the ratio, shrunk (empirical-Bayes) rates in the weights."""
+    for seed in range(3):
+        d = paper_dgp(seed, labels_per_item=3, rho=0.2)
+        cal = he.calibrate(d.history)
+        r = he.rogan_gladen(d.current, cal, weights="pooled")
+        est, used = _rg_pooled_plain(d.current, cal)
+        assert r.estimate == pytest.approx(est, abs=1e-12)
+        assert r.details["labelers_used"] == used
+
+
+def test_rogan_gladen_pooled_single_labeler_is_the_closed_form() -> None:
+    hist = he.AnnotationSet.from_arrays(range(10), ["a"] * 10, [1, 1, 1, 1, 0, 0, 0, 0, 0, 1],
+                                        gold=(range(10), [1, 1, 1, 0, 0, 0, 0, 0, 0, 0]))
+    cal = he.calibrate(hist)
+    cur = he.AnnotationSet.from_arrays(range(100, 120), ["a"] * 20, [1] * 11 + [0] * 9)
+    r = he.rogan_gladen(cur, cal, weights="pooled")
+    a, b, p = 1.0, 5 / 7, 11 / 20
+    assert r.estimate == pytest.approx((p + b - 1) / (a + b - 1), abs=1e-12)
+    assert r.variance_current == pytest.approx(p * (1 - p) / 20 / (a + b - 1) ** 2, rel=1e-12)
+    # shrinkage of a lone labeler: no between-labeler variance to estimate, so the pool itself
+    assert he.estimators._eb_shrink(np.array([3.0]), np.array([3.0]))[0] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_rogan_gladen_pooled_is_unbiased_under_dependence() -> None:
+    """dependent_dgp, 60 fixed seeds: unbiased, and its influence-value interval covers."""
+    e, cover = [], 0
+    for s in range(60):
+        d = dependent_dgp(s)
+        cal = he.calibrate(d.history)
+        r = he.rogan_gladen(d.current, cal, weights="pooled")
+        e.append(r.estimate - d.current_rate)
+        lo, hi = r.confidence_interval()
+        cover += lo <= d.current_rate <= hi
+    assert abs(np.mean(e)) < 3 * np.std(e) / math.sqrt(60) + 0.005
+    assert cover / 60 >= 0.88
+
+
 # ---------------------------------------------------------------------------
 # The dependence test
 # ---------------------------------------------------------------------------
@@ -292,6 +379,40 @@ def test_history_weight_cv_keeps_its_checks() -> None:
     assert cal.settings["history_weight"] == cal.checks.chosen_weight
     best = max(cal.checks.log_score.values(), key=lambda v: v[0])[0]
     assert cal.checks.log_score[cal.checks.chosen_weight][0] == best
+
+
+def test_auto_predicted_rmse_by_hand_and_joint_default() -> None:
+    """Each candidate's predicted RMSE from its mock row, by hand; independent labelers: HERO joint is kept."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = paper_dgp(4)
+        cal = he.calibrate(d.history, checks=True)
+        rec = checks.recommend(d.current, cal)
+    assert cal.checks is not None and cal.checks.dependence.p_value >= checks.DEPENDENCE_ALPHA
+    assert (rec.method, rec.history_weight) == ("hero_joint", 1.0)
+    methods = {r["method"] for r in rec.table}
+    assert {"gold_proportion", "rogan_gladen", "hero1", "hero_joint"} <= methods
+    assert all(r["history_weight"] != 0.0 for r in rec.table)  # gold-only maximum likelihood is not a candidate
+    for row in rec.table:
+        mrow = cal.checks.mock_row("hero1" if row["method"] == "hero_joint" else row["method"], row["history_weight"])
+        assert mrow is not None
+        vh = row["variance_history"]
+        b, s_b2 = mrow["bias"], mrow["bias_se"] ** 2 + vh
+        want = math.sqrt(max(b * b - s_b2, 0.0) + mrow["bias_se"] ** 2 * mrow["n_items"] / d.current.n_items + vh)
+        assert row["predicted_rmse"] == pytest.approx(want, rel=1e-12)
+
+
+def test_auto_chooses_by_predicted_rmse_when_labelers_err_together() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = dependent_dgp(5)
+        cal = he.calibrate(d.history, checks=True)
+        rec = checks.recommend(d.current, cal)
+    assert cal.checks is not None and cal.checks.dependence.p_value < checks.DEPENDENCE_ALPHA
+    best = min(r["predicted_rmse"] for r in rec.table if "predicted_rmse" in r and math.isfinite(r["predicted_rmse"]))
+    chosen = next(r for r in rec.table if (r["method"], r["history_weight"]) == (rec.method, rec.history_weight))
+    assert chosen["predicted_rmse"] == best
+    assert "labelers err together" in rec.reason
 
 
 def test_auto_moves_away_from_a_biased_hero1() -> None:

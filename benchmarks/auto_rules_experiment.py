@@ -1,0 +1,221 @@
+"""Issue #5: candidate rules for ``method="auto"``, compared on the same replications and resamples.
+
+    .venv/bin/python benchmarks/auto_rules_experiment.py --reps 100 --resamples 10 --out docs/robustness
+
+For every simulation replication (the four designs of ``robustness_sim.py``,
+seeds 0..reps-1) and every real-data resample (``robustness.py``'s splits),
+Stage A with the model checks runs once and :func:`heroeval.checks.recommend`
+fills its candidate table (estimate, standard error, mock-round error and its
+standard error, paired difference from Rogan-Gladen, history variance); the
+rules below are then applied to the same tables. Writes
+``auto_rules_sim.csv`` (RMSE per design and rule, and its ratio to HERO-1's)
+and ``auto_rules_real.csv`` (cells within 10 % of the best method, worst
+ratio, coverage per rule; "best" as in ``robustness.py``, from
+``summary.csv`` of that run, which must exist in ``--out``).
+
+Rules (candidates: gold-proportion, Rogan-Gladen, HERO-1 at w = 1 and the
+cross-validated w > 0, HERO joint; the estimated MSE is the one
+``recommend`` computes):
+
+* ``previous``: the rule before this change (HERO-1 unless flagged at 1 % /
+  5 % when independence is rejected; then Rogan-Gladen if dependent, else
+  the smallest standard error; HERO joint and the w = 0 exclusion not used).
+* ``previous, joint default``: the same with HERO joint as the default.
+* ``mse``: always the smallest estimated MSE.
+* ``flag then mse (a_ind/a_dep)``: HERO joint unless flagged at a_ind (a_dep
+  once independence is rejected); then the smallest estimated MSE.
+* ``gate`` (the rule ``auto`` follows): the smallest estimated MSE when
+  independence is rejected at 1 %; otherwise ``flag then mse`` at 1 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+import heroeval as he
+from heroeval._parallel import run_chunks
+from heroeval.benchmark import load_folder, make_split
+from heroeval.checks import recommend
+from heroeval.simulate import dependent_dgp, paper_dgp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from real_data import BINARY
+from robustness import COMPARED
+
+DESIGNS: dict[str, tuple[Any, dict[str, Any]]] = {
+    "dependent, dense": (dependent_dgp, {}),
+    "dependent, 5 of 10 labelers per item": (dependent_dgp, {"labels_per_item": 5}),
+    "paper (independent), dense": (paper_dgp, {}),
+    "paper (independent), 3 of 10 labelers per item": (paper_dgp, {"labels_per_item": 3}),
+}
+PREVIOUS = ("gold_proportion", "rogan_gladen", "hero1")
+Key = tuple[str, "float | None"]
+
+
+def _record(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, meta: dict[str, Any]) -> dict[str, Any]:
+    cal = he.calibrate(hist, checks=True)
+    assert cal.checks is not None
+    rec = recommend(cur, cal, exclude_new_labelers=True)
+    h1 = he.estimate(cur, cal, method="hero1", exclude_new_labelers=True)
+    assert isinstance(h1, he.EstimateResult)
+    table = []
+    for row in rec.table:
+        if "estimate" not in row or not math.isfinite(row.get("predicted_rmse", math.nan)):
+            continue
+        r = dict(row)
+        lo, hi = r["estimate"] - 1.96 * r["standard_error"], r["estimate"] + 1.96 * r["standard_error"]
+        r["cover"] = bool(lo <= truth <= hi)
+        table.append(r)
+    return {**meta, "truth": truth, "table": table, "dep_p": cal.checks.dependence.p_value, "hero1": h1.estimate,
+            "hero1_cover": bool(h1.confidence_interval().low <= truth <= h1.confidence_interval().high)}
+
+
+def _sim_task(args: tuple[str, list[int]]) -> list[dict[str, Any]]:
+    design, seeds = args
+    warnings.simplefilter("ignore")
+    fn, kw = DESIGNS[design]
+    out = []
+    for s in seeds:
+        d = fn(s, **kw)
+        out.append(_record(d.history, d.current, d.current_rate, {"cell": design, "shift": "", "rep": s}))
+    return out
+
+
+def _real_task(args: tuple[str, str, str, str, list[int]]) -> list[dict[str, Any]]:
+    folder, name, suffix, shift, rs = args
+    warnings.simplefilter("ignore")
+    data = load_folder(Path(folder) / name, binary_suffix=suffix)
+    out = []
+    for r in rs:
+        sp = make_split(data, r, 0.10, 200, shift, 2026)
+        out.append(_record(sp.history, sp.current, sp.truth, {"cell": data.name, "shift": shift, "rep": r}))
+    return out
+
+
+def _key(r: dict[str, Any]) -> Key:
+    return (r["method"], r["history_weight"])
+
+
+def _flagged(rec: dict[str, Any], r: dict[str, Any], level: float) -> bool:
+    crit = float(norm.ppf(1 - level / 2))
+    f = abs(r["mock_bias"]) > crit * r["mock_bias_se"]
+    vs, vs_se = r["mock_vs_robust"], r["mock_vs_robust_se"]  # recommend already added the history parts
+    return bool(f or (math.isfinite(vs) and math.isfinite(vs_se) and abs(vs) > crit * vs_se))
+
+
+def _dependent(rec: dict[str, Any]) -> bool:
+    return bool(math.isfinite(rec["dep_p"]) and rec["dep_p"] < 0.01)
+
+
+def _mse_pick(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return min(rows, key=lambda r: r["predicted_rmse"])
+
+
+def previous(rec: dict[str, Any], joint: bool = False) -> dict[str, Any] | None:
+    rows = [r for r in rec["table"] if r["method"] in PREVIOUS or (joint and r["method"] == "hero_joint")]
+    if not rows:
+        return None
+    first: Key = ("hero_joint", 1.0) if joint else ("hero1", 1.0)
+    level = 0.05 if _dependent(rec) else 0.01
+    ok = [r for r in rows if not _flagged(rec, r, level)]
+    d = next((r for r in ok if _key(r) == first), None)
+    if d is not None:
+        return d
+    rob = next((r for r in ok if r["method"] == "rogan_gladen"), None)
+    if _dependent(rec) and rob is not None:
+        return rob
+    return min(ok, key=lambda r: r["standard_error"]) if ok else _mse_pick(rows)
+
+
+def flag_then_mse(rec: dict[str, Any], a_ind: float, a_dep: float) -> dict[str, Any] | None:
+    rows = rec["table"]
+    if not rows:
+        return None
+    d = next((r for r in rows if _key(r) == ("hero_joint", 1.0)), None)
+    if d is not None and not _flagged(rec, d, a_dep if _dependent(rec) else a_ind):
+        return d
+    return _mse_pick(rows)
+
+
+def gate(rec: dict[str, Any]) -> dict[str, Any] | None:
+    if rec["table"] and _dependent(rec):
+        return _mse_pick(rec["table"])
+    return flag_then_mse(rec, 0.01, 0.01)
+
+
+RULES: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
+    "previous": previous,
+    "previous, joint default": lambda rec: previous(rec, joint=True),
+    "mse": lambda rec: _mse_pick(rec["table"]) if rec["table"] else None,
+    "flag then mse (1 %/5 %)": lambda rec: flag_then_mse(rec, 0.01, 0.05),
+    "flag then mse (1 %/20 %)": lambda rec: flag_then_mse(rec, 0.01, 0.20),
+    "flag then mse (5 %/5 %)": lambda rec: flag_then_mse(rec, 0.05, 0.05),
+    "gate (auto)": gate,
+}
+
+
+def _apply(recs: list[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for rec in recs:
+        for name, rule in RULES.items():
+            r = rule(rec)
+            est, cover = (rec["hero1"], rec["hero1_cover"]) if r is None else (r["estimate"], r["cover"])
+            rows.append({"cell": rec["cell"], "shift": rec["shift"], "rep": rec["rep"], "rule": name,
+                         "err": est - rec["truth"], "cover": cover})
+        rows.append({"cell": rec["cell"], "shift": rec["shift"], "rep": rec["rep"], "rule": "hero1",
+                     "err": rec["hero1"] - rec["truth"], "cover": rec["hero1_cover"]})
+    return pd.DataFrame(rows)
+
+
+def _rmse(e: pd.Series) -> float:
+    return float(np.sqrt(np.mean(np.square(e))))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    here = Path(__file__).resolve().parent.parent
+    ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--resamples", type=int, default=10)
+    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--out", default="docs/robustness")
+    ap.add_argument("--only", default="", help="comma-separated data set names (a smoke run)")
+    a = ap.parse_args()
+    out = Path(a.out)
+    pd.set_option("display.width", 200)
+    jobs_s = [(d, list(range(i, min(i + 10, a.reps)))) for d in DESIGNS for i in range(0, a.reps, 10)]
+    sim = _apply(run_chunks(_sim_task, jobs_s, [len(j[1]) for j in jobs_s], a.workers))
+    ss = sim.groupby(["cell", "rule"], sort=False).agg(rmse=("err", _rmse), bias=("err", "mean"),
+                                                       coverage=("cover", "mean")).reset_index()
+    h1 = ss[ss["rule"] == "hero1"].set_index("cell")["rmse"]
+    ss["ratio_to_hero1"] = ss["rmse"] / ss["cell"].map(h1)
+    ss.to_csv(out / "auto_rules_sim.csv", index=False)
+    print(ss.round(4).to_string(index=False))
+    jobs_r = [(a.data, n, sfx, sh, list(range(i, min(i + 5, a.resamples))))
+              for n, sfx in BINARY if not a.only or n in a.only.split(",")
+              for sh in ("none", "half") for i in range(0, a.resamples, 5)]
+    real = _apply(run_chunks(_real_task, jobs_r, [len(j[4]) for j in jobs_r], a.workers))
+    summ = pd.read_csv(out / "summary.csv")
+    best = summ[summ["method"].isin(COMPARED)].groupby(["dataset", "shift"])["rmse"].min()
+    rs = real.groupby(["cell", "shift", "rule"], sort=False).agg(rmse=("err", _rmse), coverage=("cover", "mean"))
+    rs = rs.reset_index()
+    rs["ratio"] = rs["rmse"] / [best.loc[(c, s)] for c, s in zip(rs["cell"], rs["shift"], strict=True)]
+    tab = rs.groupby("rule", sort=False).agg(cells_within_10pct=("ratio", lambda r: int((r <= 1.10).sum())),
+                                             cells=("ratio", "size"), worst_ratio=("ratio", "max"),
+                                             coverage=("coverage", "mean")).reset_index()
+    tab.to_csv(out / "auto_rules_real.csv", index=False)
+    print(tab.round(3).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
