@@ -134,7 +134,9 @@ def test_demo_report_renders_and_shows_the_numbers(browser: Any, tmp_path: Path)
     for m, res in d.estimates.items():
         assert data["rounds"]["current"]["estimates"][m]["estimate"] == pytest.approx(res.estimate, abs=1e-12)
     headline = page.inner_text(".card.primary .big")
-    assert headline == f"{d.estimates['hero1'].estimate:.4f}"
+    rec = d.estimates.recommended  # the headline is the recommended estimate (method="auto")
+    assert rec is not None
+    assert headline == f"{rec.result.estimate:.4f}"
 
     assert errors == []
     assert all(u.startswith(("file:", "data:")) for u in requests), requests
