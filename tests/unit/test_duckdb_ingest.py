@@ -153,3 +153,9 @@ def test_reads_under_a_small_memory_limit(tmp_path: Path) -> None:
     ds = he.read_annotations(tmp_path / "big.parquet", engine="duckdb", memory_limit="100MB")
     assert ds.n_annotations == n and ds.n_items == n // 4
     assert np.all(np.diff(ds.item_ptr) == 4)
+
+
+def test_tsv_same_as_pandas(tmp_path: Path) -> None:
+    f = tmp_path / "log.tsv"
+    f.write_text("item_id\tlabeler_id\tlabel\n1\ta\t1\n1\tb\t0\n2\ta\ttrue\n")
+    _same(he.read_annotations(f, engine="pandas"), he.read_annotations(f, engine="duckdb"))
