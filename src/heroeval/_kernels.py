@@ -7,14 +7,24 @@ annotation-iteration) but holds about 20 bytes per annotation and makes
 several passes over memory per step.
 
 Here one annotation is one small integer ``code = 2 * labeler + label``
-(uint16 while ``2J <= 65535``, else uint32) in item order, items own the
-segments ``ptr[r]:ptr[r + 1]``, and one fused, multi-threaded pass per EM
-step computes each item's log-likelihood ratio, its posterior, the
-per-code posterior sums of the M-step, the per-round sums and (when asked)
-the log-likelihood. Nothing per item or per annotation is written. The
-covariance pass likewise streams the items once and accumulates the
-observed information and the Gram matrix of the scores without forming
-per-item score rows.
+(uint16 while ``2J <= 65535``, else uint32), items own the segments
+``ptr[r]:ptr[r + 1]``, and one fused pass per EM step computes each item's
+posterior, the per-code posterior sums of the M-step, the per-round sums and
+(when asked) the log-likelihood. Nothing per item or per annotation is
+written. Three things make that pass cost about 1.5-2 ns per annotation on
+two cores (docs/scale.md):
+
+- posterior odds are products of per-code likelihood ratios, so no item needs
+  an exp (or, for the log-likelihood, a log); items whose products leave
+  [1e-100, 1e100] are recomputed in logs;
+- items are stored sorted by their number of labels, so the inner loops run
+  in long stretches of equal length and their exits are predicted;
+- the chunks run as serial, GIL-free kernels on a small thread pool, balanced
+  by cost (see :func:`run_chunks` for why not numba's ``prange``).
+
+The covariance pass streams the items once and accumulates the observed
+information and the Gram matrix of the scores without forming per-item
+score rows.
 
 The formulas are exactly those of :mod:`heroeval._em` and
 :mod:`heroeval._influence`; tests/unit/test_kernels.py checks both engines
@@ -26,7 +36,8 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -39,8 +50,6 @@ FloatArray = npt.NDArray[np.float64]
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 """Whether numba is installed (it is imported only when a compiled kernel is first used)."""
 
-_CHUNKS_PER_THREAD = 4
-"""Items are split into this many contiguous chunks per thread (load balance; each chunk owns its sums)."""
 
 _prange = range  # numba.prange once the kernels are compiled
 _compiled: dict[str, Any] = {}
@@ -70,100 +79,138 @@ def threads() -> int:
     return max(1, int(numba.get_num_threads()))
 
 
-def _em_pass(ptr, code, gold, group, weight, has_w, d, la0, lo, log1m, need_ll, n_codes, n_groups, n_chunks):  # type: ignore[no-untyped-def]
-    """One fused E step: per-chunk sums of gamma*w per code and per round, and the log-likelihood."""
-    N = ptr.shape[0] - 1
-    S1 = np.zeros((n_chunks, n_codes))
-    GS = np.zeros((n_chunks, n_groups))
-    LL = np.zeros(n_chunks)
-    for t in _prange(n_chunks):
-        r0 = t * N // n_chunks
-        r1 = (t + 1) * N // n_chunks
-        # thread-local sums, written out once: rows of S1/GS written per item would share cache lines
-        s1 = np.zeros(n_codes)
-        gs = np.zeros(n_groups)
-        ll = 0.0
-        for r in range(r0, r1):
-            a0 = ptr[r]
-            a1 = ptr[r + 1]
+_TINY = 1e-100
+"""Below this an item's odds or likelihood factor is recomputed in logs (products of up to 1e100 stay normal)."""
+_HUGE = 1e100
+_LN2 = math.log(2.0)
+
+
+def _em_chunk(r0, r1, ptr, code, gold, group, weight, has_w, ed, elo, p0, q0, d, la0, lo, log1m, need_ll,  # type: ignore[no-untyped-def]
+              n_codes, n_groups):
+    """One fused E step over items ``r0:r1``: sums of gamma*w per code and per round, and the log-likelihood.
+
+    An item's posterior odds are a product of table entries, ``elo[g] * prod ed[code]``
+    (prior odds times likelihood ratios), so a step needs no exp per item; its likelihood
+    ``q0[g] * prod p0[code] * (1 + odds)`` is multiplied into a running product whose
+    binary exponent is taken out when it gets small, so it needs no log per item either.
+    An item whose odds or likelihood leave [1e-100, 1e100] (many labels from nearly
+    perfect labelers) is recomputed from the log tables ``d, la0, lo, log1m`` exactly as
+    the NumPy engine does.
+    """
+    # one buffer with 64 bytes of padding each side: no other thread's data shares its cache lines
+    buf = np.zeros(n_codes + n_groups + 16)
+    s1 = buf[8:8 + n_codes]
+    gs = buf[8 + n_codes:8 + n_codes + n_groups]
+    ll = 0.0
+    acc = 1.0  # running product of unweighted likelihood factors, times 2**ex
+    ex = 0
+    for r in range(r0, r1):
+        a0 = ptr[r]
+        a1 = ptr[r + 1]
+        g = group[r]
+        gd = gold[r]
+        w = weight[r] if has_w else 1.0
+        o = elo[g]
+        P0 = q0[g]
+        if need_ll:
+            for k in range(a0, a1):
+                c = code[k]
+                o *= ed[c]
+                P0 *= p0[c]
+        else:
+            for k in range(a0, a1):
+                o *= ed[code[k]]
+        ok = o > _TINY and o < _HUGE
+        gam = o / (1.0 + o)
+        if ok and need_ll:
+            F = P0 * (1.0 + o) if gd < 0 else (P0 * o if gd == 1 else P0)
+            if F > _TINY:
+                if has_w:
+                    ll += w * math.log(F)
+                else:
+                    acc *= F
+                    if acc < 1e-200:
+                        m, e2 = math.frexp(acc)
+                        acc = m
+                        ex += e2
+            else:
+                ok = False
+        if not ok:
             L = 0.0
             l0 = 0.0
-            if need_ll:
-                for k in range(a0, a1):
-                    c = code[k]
-                    L += d[c]
-                    l0 += la0[c]
-            else:
-                for k in range(a0, a1):
-                    L += d[code[k]]
-            g = group[r]
-            gd = gold[r]
-            w = weight[r] if has_w else 1.0
-            if gd == 1:
-                gam = 1.0
-                if need_ll:
-                    ll += w * (l0 + log1m[g] + lo[g] + L)
-            elif gd == 0:
-                gam = 0.0
-                if need_ll:
-                    ll += w * (l0 + log1m[g])
-            else:
-                eta = L + lo[g]
-                # softplus(eta) = eta + log1p(e^-eta) = log1p(e^eta): the log only when the likelihood is asked for
-                if eta >= 0.0:
-                    e = math.exp(-eta)
-                    gam = 1.0 / (1.0 + e)
-                    if need_ll:
-                        ll += w * (l0 + log1m[g] + eta + math.log1p(e))
-                else:
-                    e = math.exp(eta)
-                    gam = e / (1.0 + e)
-                    if need_ll:
-                        ll += w * (l0 + log1m[g] + math.log1p(e))
-            gw = gam * w
-            if gw != 0.0:
-                for k in range(a0, a1):
-                    s1[code[k]] += gw
-            gs[g] += gw
-        S1[t, :] = s1
-        GS[t, :] = gs
-        LL[t] = ll
-    return S1, GS, LL
-
-
-def _posterior(ptr, code, gold, group, d, lo, n_chunks):  # type: ignore[no-untyped-def]
-    N = ptr.shape[0] - 1
-    out = np.empty(N)
-    for t in _prange(n_chunks):
-        for r in range(t * N // n_chunks, (t + 1) * N // n_chunks):
-            gd = gold[r]
-            if gd >= 0:
-                out[r] = float(gd)
-                continue
-            L = 0.0
-            for k in range(ptr[r], ptr[r + 1]):
-                L += d[code[k]]
-            eta = L + lo[group[r]]
+            for k in range(a0, a1):
+                c = code[k]
+                L += d[c]
+                l0 += la0[c]
+            eta = L + lo[g]
             if eta >= 0.0:
-                out[r] = 1.0 / (1.0 + math.exp(-eta))
+                e = math.exp(-eta)
+                gam = 1.0 / (1.0 + e)
+                sp = eta + math.log1p(e)  # softplus(eta)
             else:
                 e = math.exp(eta)
-                out[r] = e / (1.0 + e)
-    return out
+                gam = e / (1.0 + e)
+                sp = math.log1p(e)
+            if need_ll:
+                base = l0 + log1m[g]
+                ll += w * (base + sp if gd < 0 else (base + lo[g] + L if gd == 1 else base))
+        if gd >= 0:
+            gam = float(gd)
+        gw = gam * w
+        for k in range(a0, a1):
+            s1[code[k]] += gw
+        gs[g] += gw
+    return s1.copy(), gs.copy(), ll + math.log(acc) + ex * _LN2
 
 
-def _weighted_code_counts(ptr, code, weight, n_codes, n_chunks):  # type: ignore[no-untyped-def]
-    N = ptr.shape[0] - 1
+def _posterior_chunk(r0, r1, ptr, code, gold, group, ed, elo, d, lo, out):  # type: ignore[no-untyped-def]
+    """Posteriors of items ``r0:r1`` into ``out`` (the odds product of :func:`_em_chunk`, logs when out of range)."""
+    for r in range(r0, r1):
+        gd = gold[r]
+        if gd >= 0:
+            out[r] = float(gd)
+            continue
+        g = group[r]
+        o = elo[g]
+        for k in range(ptr[r], ptr[r + 1]):
+            o *= ed[code[k]]
+        if o > _TINY and o < _HUGE:
+            out[r] = o / (1.0 + o)
+            continue
+        L = 0.0
+        for k in range(ptr[r], ptr[r + 1]):
+            L += d[code[k]]
+        eta = L + lo[g]
+        if eta >= 0.0:
+            out[r] = 1.0 / (1.0 + math.exp(-eta))
+        else:
+            e = math.exp(eta)
+            out[r] = e / (1.0 + e)
+    return 0
+
+
+def _weighted_code_counts(ptr, code, bounds, weight, n_codes):  # type: ignore[no-untyped-def]
+    n_chunks = bounds.shape[0] - 1
     C = np.zeros((n_chunks, n_codes))
     for t in _prange(n_chunks):
-        for r in range(t * N // n_chunks, (t + 1) * N // n_chunks):
+        for r in range(bounds[t], bounds[t + 1]):
             w = weight[r]
             for k in range(ptr[r], ptr[r + 1]):
                 C[t, code[k]] += w
     return C
 
 
-def _cov_pass(ptr, code, group, gamma, weight, has_w, ua, ub, pg_of_group, J, P, X, n_chunks, gram):  # type: ignore[no-untyped-def]
+def _gather_codes(ptr_in, labeler, label, order, ptr_out, out, bounds):  # type: ignore[no-untyped-def]
+    """``out`` = the codes ``2 * labeler + label`` with items taken in ``order`` (a gather, no temporaries)."""
+    for t in _prange(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            a = ptr_in[order[r]]
+            b = ptr_out[r]
+            for i in range(ptr_out[r + 1] - b):
+                out[b + i] = 2 * labeler[a + i] + label[a + i]
+
+
+def _cov_pass(ptr, code, bounds, group, gamma, weight, has_w, ua, ub, pg_of_group, J, P, X, gram):  # type: ignore[no-untyped-def]
     """Streamed sums for the observed information and the sandwich.
 
     Returns per-chunk ``missing = sum_r g(1-g) w u_r u_r'``, ``StS = sum_r
@@ -171,6 +218,7 @@ def _cov_pass(ptr, code, group, gamma, weight, has_w, ua, ub, pg_of_group, J, P,
     ``SX = sum_r w s_r x_r'`` and per-code sums of gamma*w and (1-gamma)*w.
     """
     N = ptr.shape[0] - 1
+    n_chunks = bounds.shape[0] - 1
     p = X.shape[1]
     M = np.zeros((n_chunks, P, P))
     S = np.zeros((n_chunks, P, P)) if gram else np.zeros((n_chunks, 1, 1))
@@ -184,7 +232,7 @@ def _cov_pass(ptr, code, group, gamma, weight, has_w, ua, ub, pg_of_group, J, P,
         col = np.empty(2 * kmax + 1, dtype=np.int64)
         uu = np.empty(2 * kmax + 1)
         ss = np.empty(2 * kmax + 1)
-        for r in range(t * N // n_chunks, (t + 1) * N // n_chunks):
+        for r in range(bounds[t], bounds[t + 1]):
             a0 = ptr[r]
             k = ptr[r + 1] - a0
             g = gamma[r]
@@ -245,7 +293,13 @@ class CompactDesign:
     """Stage A's data as compact arrays, for the compiled engine.
 
     Same model and weights as :class:`heroeval._em.Design` (``weight``,
-    ``pseudo_count``), without the sparse matrices.
+    ``pseudo_count``), without the sparse matrices. Items are stored sorted
+    by their number of labels (``order[r]`` is the input item at position
+    ``r``; None: input order), so the per-item loops have runs of equal
+    length and the CPU predicts their exits; ``bounds`` splits the items into
+    chunks of about equal numbers of annotations, for the threads. Every
+    per-item array here (``gold``, ``group``, ``weight``) is in the stored
+    order; every method takes and returns per-item arrays in input order.
     """
 
     n_items: int
@@ -257,49 +311,68 @@ class CompactDesign:
     group: npt.NDArray[np.int32]
     code_counts: FloatArray  # (2J,) weighted number of annotations per code
     group_size: FloatArray  # (G,) weighted number of items per round
+    bounds: npt.NDArray[np.int64]  # (n_chunks + 1,) item positions where the chunks start
+    order: npt.NDArray[np.int64] | None = None
     weight: FloatArray | None = None
     pseudo_count: float = 0.0
-    n_chunks: int = 1
 
     @property
     def n_annotations(self) -> int:
         return int(self.code.shape[0])
+
+    @property
+    def n_chunks(self) -> int:
+        return int(self.bounds.shape[0] - 1)
+
+    def rechunked(self, n_chunks: int) -> CompactDesign:
+        """The same design split into ``n_chunks`` chunks (the sums change only in the order of additions)."""
+        return replace(self, bounds=chunk_bounds(self.ptr, n_chunks))
 
     def _tables(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> tuple[FloatArray, ...]:
         la1, la0 = _em.code_logprobs(alpha, beta)
         p = np.clip(prev, _em.EPS, 1 - _em.EPS)
         log1m = np.log1p(-p)
         lo = np.log(p) - log1m
-        return la1 - la0, la0, lo, log1m
+        d = la1 - la0
+        # the product form's tables: likelihood ratios, P(label | Y=0), prior odds, 1 - prevalence
+        return np.exp(d), p / (1 - p), np.exp(la0), 1 - p, d, la0, lo, log1m
 
     def _w(self) -> tuple[FloatArray, bool]:
         return (self.weight, True) if self.weight is not None else (np.empty(0), False)
+
+    def _pass(
+        self, alpha: FloatArray, beta: FloatArray, prev: FloatArray, need_ll: bool
+    ) -> tuple[FloatArray, FloatArray, float]:
+        """Per-code and per-round posterior sums and the log-likelihood (NaN unless ``need_ll``)."""
+        w, has_w = self._w()
+        parts = run_chunks("_em_chunk", self.bounds, self.ptr, self.code, self.gold, self.group, w, has_w,
+                           *self._tables(alpha, beta, prev), need_ll, 2 * self.n_labelers, self.n_groups)
+        s1: FloatArray = np.sum([q[0] for q in parts], axis=0)
+        gs: FloatArray = np.sum([q[1] for q in parts], axis=0)
+        return s1, gs, float(sum(q[2] for q in parts)) if need_ll else float("nan")
 
     def em_map(
         self, alpha: FloatArray, beta: FloatArray, prev: FloatArray, need_ll: bool
     ) -> tuple[FloatArray, FloatArray, FloatArray, float]:
         """One EM step ``(alpha, beta, prev) -> M(E(.))`` and the log-likelihood at the input (NaN unless asked)."""
-        d, la0, lo, log1m = self._tables(alpha, beta, prev)
-        w, has_w = self._w()
-        S1, GS, LL = _kernel("_em_pass")(self.ptr, self.code, self.gold, self.group, w, has_w, d, la0, lo, log1m, need_ll,
-                              2 * self.n_labelers, self.n_groups, self.n_chunks)
-        s1 = S1.sum(axis=0)
-        gsum = GS.sum(axis=0)
-        ll = float("nan")
+        s1, gsum, ll = self._pass(alpha, beta, prev, need_ll)
         if need_ll:
-            ll = float(LL.sum()) + _prior(self.pseudo_count, alpha, beta)
+            ll += _prior(self.pseudo_count, alpha, beta)
         a2, b2, p2 = _em.m_from_sums(s1, self.code_counts, gsum, self.group_size, self.pseudo_count,
                                      weighted=self.weight is not None)
         return a2, b2, p2, ll
 
     def posterior(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> tuple[FloatArray, float]:
-        """Posteriors P(Y_r = 1 | data) (gold items: their gold) and the log-likelihood."""
-        d, la0, lo, log1m = self._tables(alpha, beta, prev)
-        w, has_w = self._w()
-        _, _, LL = _kernel("_em_pass")(self.ptr, self.code, self.gold, self.group, w, has_w, d, la0, lo, log1m, True,
-                            2 * self.n_labelers, self.n_groups, self.n_chunks)
-        gamma = _kernel("_posterior")(self.ptr, self.code, self.gold, self.group, d, lo, self.n_chunks)
-        return gamma, float(LL.sum()) + _prior(self.pseudo_count, alpha, beta)
+        """Posteriors P(Y_r = 1 | data) in input item order (gold items: their gold) and the log-likelihood."""
+        _, _, ll = self._pass(alpha, beta, prev, True)
+        ed, elo, _, _, d, _, lo, _ = self._tables(alpha, beta, prev)
+        g = np.empty(self.n_items)
+        run_chunks("_posterior_chunk", self.bounds, self.ptr, self.code, self.gold, self.group, ed, elo, d, lo, g)
+        if self.order is not None:
+            gamma = np.empty_like(g)
+            gamma[self.order] = g
+            g = gamma
+        return g, ll + _prior(self.pseudo_count, alpha, beta)
 
     def covariance_sums(
         self, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gamma: FloatArray, X: FloatArray | None,
@@ -313,10 +386,14 @@ class CompactDesign:
         ua, ub, ia, ib = _influence._code_weights(alpha, beta)
         p = np.clip(prev, _em.EPS, 1 - _em.EPS)
         w, has_w = self._w()
-        Xc = np.zeros((self.n_items, 0)) if X is None else np.ascontiguousarray(X - X.mean(axis=0))
+        Xc = np.zeros((self.n_items, 0)) if X is None else X - X.mean(axis=0)
+        if self.order is not None:  # to the stored item order
+            gamma = gamma[self.order]
+            Xc = Xc[self.order]
+        Xc = np.ascontiguousarray(Xc)
         # one chunk per thread: each holds two P x P sums
-        M, S, SX, GA, GB = _kernel("_cov_pass")(self.ptr, self.code, self.group, gamma, w, has_w, ua, ub, p, J, P,
-                                                Xc, threads(), gram)
+        M, S, SX, GA, GB = _kernel("_cov_pass")(self.ptr, self.code, chunk_bounds(self.ptr, threads()), self.group,
+                                                gamma, w, has_w, ua, ub, p, J, P, Xc, gram)
         missing = _sym_upper(M.sum(axis=0))
         StS = _sym_upper(S.sum(axis=0)) if gram else np.full((P, P), np.nan)
         ga = GA.sum(axis=0)
@@ -358,7 +435,62 @@ def code_dtype(n_labelers: int) -> type[np.integer[Any]]:
 
 
 def n_chunks() -> int:
-    return threads() * _CHUNKS_PER_THREAD
+    """Chunks per pass: one per thread (the chunks are balanced by cost, see :func:`chunk_bounds`)."""
+    return threads()
+
+
+_ITEM_COST = 4
+"""An item's fixed cost in the E step (division, branches, loads), in annotations' worth; for load balance."""
+
+
+def chunk_bounds(ptr: npt.NDArray[np.int64], n_chunks: int) -> npt.NDArray[np.int64]:
+    """Item positions splitting the items into ``n_chunks`` runs of about equal cost.
+
+    An item costs its annotations plus :data:`_ITEM_COST`, so chunks of many small
+    items and chunks of few large ones take about equally long (items are sorted by
+    size). Found by bisection on ``ptr[r] + _ITEM_COST * r``, without a per-item array.
+    """
+    n_items = int(ptr.shape[0] - 1)
+    n_chunks = max(int(n_chunks), 1)
+    total = int(ptr[-1]) + _ITEM_COST * n_items
+    out = np.zeros(n_chunks + 1, dtype=np.int64)
+    out[-1] = n_items
+    for t in range(1, n_chunks):
+        target = total * t // n_chunks
+        lo, hi = int(out[t - 1]), n_items  # the first r with cost(r) >= target
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if int(ptr[mid]) + _ITEM_COST * mid < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[t] = lo
+    return out
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+
+
+def run_chunks(name: str, bounds: npt.NDArray[np.int64], *args: Any) -> list[Any]:
+    """Run the serial compiled kernel ``name(r0, r1, *args)`` on each chunk, in parallel threads.
+
+    The kernels release the GIL (``nogil``), so plain threads run them on all cores;
+    this thread runs the last chunk. (Threads rather than numba's ``parallel=True``:
+    on this project's benchmark machine a ``prange`` kernel loaded from numba's disk
+    cache ran 15-25 % slower than freshly compiled, while a serial kernel does not.)
+    """
+    global _pool, _pool_size
+    f = _serial(name)
+    n = int(bounds.shape[0] - 1)
+    if n <= 1:
+        return [f(int(bounds[0]), int(bounds[-1]), *args)]
+    if _pool is None or _pool_size < n - 1:
+        _pool = ThreadPoolExecutor(max_workers=n - 1, thread_name_prefix="heroeval-em")
+        _pool_size = n - 1
+    futures = [_pool.submit(f, int(bounds[t]), int(bounds[t + 1]), *args) for t in range(n - 1)]
+    last = f(int(bounds[n - 1]), int(bounds[n]), *args)
+    return [fu.result() for fu in futures] + [last]
 
 
 def compact_design(
@@ -371,30 +503,53 @@ def compact_design(
     n_groups: int,
     weight: FloatArray | None = None,
     pseudo_count: float = 0.0,
+    sort_items: bool = True,
 ) -> CompactDesign:
-    """Pack annotations into one code each and precompute the constant sums of the M-step."""
+    """Pack annotations into one code each, sort the items by label count and precompute the M-step's constants.
+
+    ``sort_items=False`` keeps the input item order (the results differ only by
+    the order of floating-point additions).
+    """
     if not HAVE_NUMBA:
         raise ImportError("the compiled engine needs numba: pip install 'heroeval[fast]'")
     dt = code_dtype(n_labelers)
+    n_items = int(ptr.shape[0] - 1)
+    p64 = np.ascontiguousarray(ptr, dtype=np.int64)
+    sizes = np.diff(p64)
+    order: npt.NDArray[np.int64] | None = None
+    if sort_items and n_items > 1 and int(sizes.min()) != int(sizes.max()):
+        key = sizes.astype(np.uint16) if int(sizes.max()) <= np.iinfo(np.uint16).max else sizes
+        order = np.argsort(key, kind="stable").astype(np.int64)  # a radix sort for uint16 keys
+        del key
+        ptr_out = np.zeros(n_items + 1, dtype=np.int64)
+        np.cumsum(sizes[order], out=ptr_out[1:])
+    else:
+        ptr_out = p64
+    del sizes
     code = np.empty(labeler.shape[0], dtype=dt)
-    for s0 in range(0, code.shape[0], 1 << 22):  # in chunks: no whole-array temporaries
-        sl = slice(s0, s0 + (1 << 22))
-        np.multiply(labeler[sl], 2, out=code[sl], casting="unsafe")
-        code[sl] += label[sl].astype(dt)
-    nc = n_chunks()
+    if order is None:
+        for s0 in range(0, code.shape[0], 1 << 22):  # in chunks: no whole-array temporaries
+            sl = slice(s0, s0 + (1 << 22))
+            np.multiply(labeler[sl], 2, out=code[sl], casting="unsafe")
+            code[sl] += label[sl].astype(dt)
+    else:
+        _kernel("_gather_codes")(p64, labeler, label, order, ptr_out, code, chunk_bounds(ptr_out, n_chunks()))
+    bounds = chunk_bounds(ptr_out, n_chunks())
     n_codes = 2 * n_labelers
     g32 = np.ascontiguousarray(group, dtype=np.int32)
-    p64 = np.ascontiguousarray(ptr, dtype=np.int64)
+    g8 = np.ascontiguousarray(gold, dtype=np.int8)
+    if order is not None:
+        g32, g8 = g32[order], g8[order]
+        weight = None if weight is None else np.ascontiguousarray(weight[order], dtype=np.float64)
     if weight is None:
         counts = _em.bincount(code, n_codes)
         gsize = _em.bincount(g32, n_groups)
     else:
-        counts = _kernel("_weighted_code_counts")(p64, code, weight, n_codes, nc).sum(axis=0)
+        counts = _kernel("_weighted_code_counts")(ptr_out, code, bounds, weight, n_codes).sum(axis=0)
         gsize = np.bincount(g32, weights=weight, minlength=n_groups).astype(np.float64)
     return CompactDesign(
-        n_items=int(p64.shape[0] - 1), n_labelers=n_labelers, n_groups=n_groups, ptr=p64, code=code,
-        gold=np.ascontiguousarray(gold, dtype=np.int8), group=g32, code_counts=counts, group_size=gsize,
-        weight=weight, pseudo_count=pseudo_count, n_chunks=nc,
+        n_items=n_items, n_labelers=n_labelers, n_groups=n_groups, ptr=ptr_out, code=code, gold=g8, group=g32,
+        code_counts=counts, group_size=gsize, bounds=bounds, order=order, weight=weight, pseudo_count=pseudo_count,
     )
 
 

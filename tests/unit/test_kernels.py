@@ -10,7 +10,7 @@ import pytest
 
 import heroeval as he
 from heroeval import _em, _kernels
-from heroeval.calibration import initial_values
+from heroeval.calibration import initial_values, weighted_design
 from heroeval.errors import HeroEvalError
 from heroeval.simulate import paper_dgp
 
@@ -167,7 +167,7 @@ def test_sums_are_the_same_on_one_thread_and_many() -> None:
     a0, b0, p0 = initial_values(hist)
     cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
                                  hist.item_round, hist.n_rounds)
-    one = _kernels.CompactDesign(**{**cd.__dict__, "n_chunks": 1})
+    one = cd.rechunked(1)
     for x, y in zip(cd.em_map(a0, b0, p0, True), one.em_map(a0, b0, p0, True), strict=True):
         np.testing.assert_allclose(x, y, rtol=1e-13)
 
@@ -211,3 +211,52 @@ def test_csr_builder_equals_a_stable_sort() -> None:
     b4 = _kernels.CsrBuilder(np.array([2]))
     b4.add(np.array([0, 0], np.int32), np.array([0, 1], np.int32), np.zeros(2, np.int8), np.array([0, 1], np.int32))
     assert b4.conflict[0] == 0
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_items_whose_odds_leave_the_product_range_use_logs(weighted: bool) -> None:
+    """Items with 60 labels from near-perfect labelers: odds of 1e+-500 overflow a product, the log path takes over.
+
+    Mixed with ordinary 3-5 label items (the product path) and gold items; one EM map,
+    the posteriors and the log-likelihood equal the NumPy engine's, in input item order.
+    """
+    rng = np.random.default_rng(11)
+    J = 70
+    sizes = np.r_[rng.integers(3, 6, 300), np.full(20, 60)]
+    rng.shuffle(sizes)
+    item = np.repeat(np.arange(sizes.size), sizes)
+    lab = np.concatenate([rng.choice(J, size=k, replace=False) for k in sizes])
+    y = rng.random(sizes.size) < 0.4
+    z = (y[item] ^ (rng.random(item.size) < 0.05)).astype(int)
+    g = rng.random(sizes.size) < 0.1
+    hist = he.AnnotationSet.from_arrays(item, lab, z, gold=(np.flatnonzero(g), y[g].astype(int)))
+    alpha = np.full(J, 1 - 1e-9)
+    beta = np.full(J, 1 - 1e-9)
+    alpha[:10] = 0.7
+    prev = np.array([0.4])
+    w = np.where(hist.gold >= 0, 1.0, 0.6) if weighted else None
+    dn = weighted_design(hist, 0.6 if weighted else 1.0)
+    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, J, hist.gold, hist.item_round, 1,
+                                 weight=w)
+    assert cd.order is not None  # the items were re-ordered by size
+    for x, e in zip(cd.em_map(alpha, beta, prev, True), _em.em_map(dn, alpha, beta, prev, True), strict=True):
+        np.testing.assert_allclose(x, e, rtol=1e-10, atol=1e-12)
+    g1, ll1 = cd.posterior(alpha, beta, prev)
+    g2, ll2 = _em.posterior(dn, alpha, beta, prev)
+    np.testing.assert_allclose(g1, g2, rtol=0, atol=1e-12)
+    assert ll1 == pytest.approx(ll2, rel=1e-12)
+    unsorted = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, J, hist.gold, hist.item_round, 1,
+                                       weight=w, sort_items=False)
+    assert unsorted.order is None
+    np.testing.assert_allclose(unsorted.posterior(alpha, beta, prev)[0], g1, rtol=0, atol=1e-14)
+
+
+def test_chunks_hold_about_equal_costs() -> None:
+    """A chunk costs its annotations plus a fixed cost per item; each boundary is within one item of its target."""
+    ptr = np.r_[0, np.cumsum(np.r_[np.full(1000, 3), np.full(100, 30)])].astype(np.int64)
+    for n in (1, 2, 3, 4, 7):
+        b = _kernels.chunk_bounds(ptr, n)
+        assert b[0] == 0 and b[-1] == 1100 and np.all(np.diff(b) >= 0) and b.size == n + 1
+        cost = np.diff(ptr[b] + _kernels._ITEM_COST * b)
+        assert cost.max() - cost.min() <= 2 * (30 + _kernels._ITEM_COST)  # each end within one item
+    assert np.array_equal(_kernels.chunk_bounds(np.zeros(1, np.int64), 3), [0, 0, 0, 0])
