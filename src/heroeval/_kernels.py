@@ -163,30 +163,53 @@ def _em_chunk(r0, r1, ptr, code, gold, group, weight, has_w, ed, elo, p0, q0, d,
     return s1.copy(), gs.copy(), ll + math.log(acc) + ex * _LN2
 
 
-def _posterior_chunk(r0, r1, ptr, code, gold, group, ed, elo, d, lo, out):  # type: ignore[no-untyped-def]
-    """Posteriors of items ``r0:r1`` into ``out`` (the odds product of :func:`_em_chunk`, logs when out of range)."""
+def _posterior_chunk(r0, r1, ptr, code, gold, group, ed, elo, d, lo, order, has_order, out):  # type: ignore[no-untyped-def]
+    """Posteriors of items ``r0:r1`` into ``out[order[r]]`` (input order; ``out[r]`` without an order).
+
+    The odds product of :func:`_em_chunk`, in logs when out of range.
+    """
     for r in range(r0, r1):
         gd = gold[r]
         if gd >= 0:
-            out[r] = float(gd)
-            continue
-        g = group[r]
-        o = elo[g]
-        for k in range(ptr[r], ptr[r + 1]):
-            o *= ed[code[k]]
-        if o > _TINY and o < _HUGE:
-            out[r] = o / (1.0 + o)
-            continue
-        L = 0.0
-        for k in range(ptr[r], ptr[r + 1]):
-            L += d[code[k]]
-        eta = L + lo[g]
-        if eta >= 0.0:
-            out[r] = 1.0 / (1.0 + math.exp(-eta))
+            v = float(gd)
         else:
-            e = math.exp(eta)
-            out[r] = e / (1.0 + e)
+            g = group[r]
+            o = elo[g]
+            for k in range(ptr[r], ptr[r + 1]):
+                o *= ed[code[k]]
+            if o > _TINY and o < _HUGE:
+                v = o / (1.0 + o)
+            else:
+                L = 0.0
+                for k in range(ptr[r], ptr[r + 1]):
+                    L += d[code[k]]
+                eta = L + lo[g]
+                if eta >= 0.0:
+                    v = 1.0 / (1.0 + math.exp(-eta))
+                else:
+                    e = math.exp(eta)
+                    v = e / (1.0 + e)
+        out[order[r] if has_order else r] = v
     return 0
+
+
+def _sorted_ptr(ptr_in, order, ptr_out):  # type: ignore[no-untyped-def]
+    """``ptr_out`` = offsets of the items taken in ``order`` (a cumulative sum of their sizes)."""
+    ptr_out[0] = 0
+    for r in range(order.shape[0]):
+        i = order[r]
+        ptr_out[r + 1] = ptr_out[r] + (ptr_in[i + 1] - ptr_in[i])
+    return 0
+
+
+def _sizes_u16(ptr, out):  # type: ignore[no-untyped-def]
+    """Item sizes into ``out`` as uint16 (capped at 65535), and the largest size: a sort key without an 8-byte array."""
+    m = 0
+    for r in range(out.shape[0]):
+        k = ptr[r + 1] - ptr[r]
+        m = max(m, k)
+        out[r] = min(k, 65535)
+    return m
 
 
 def _weighted_code_counts(ptr, code, bounds, weight, n_codes):  # type: ignore[no-untyped-def]
@@ -312,7 +335,7 @@ class CompactDesign:
     code_counts: FloatArray  # (2J,) weighted number of annotations per code
     group_size: FloatArray  # (G,) weighted number of items per round
     bounds: npt.NDArray[np.int64]  # (n_chunks + 1,) item positions where the chunks start
-    order: npt.NDArray[np.int64] | None = None
+    order: npt.NDArray[np.int32] | npt.NDArray[np.int64] | None = None
     weight: FloatArray | None = None
     pseudo_count: float = 0.0
 
@@ -367,11 +390,9 @@ class CompactDesign:
         _, _, ll = self._pass(alpha, beta, prev, True)
         ed, elo, _, _, d, _, lo, _ = self._tables(alpha, beta, prev)
         g = np.empty(self.n_items)
-        run_chunks("_posterior_chunk", self.bounds, self.ptr, self.code, self.gold, self.group, ed, elo, d, lo, g)
-        if self.order is not None:
-            gamma = np.empty_like(g)
-            gamma[self.order] = g
-            g = gamma
+        order, has_order = (self.order, True) if self.order is not None else (np.zeros(0, np.int32), False)
+        run_chunks("_posterior_chunk", self.bounds, self.ptr, self.code, self.gold, self.group, ed, elo, d, lo,
+                   order, has_order, g)
         return g, ll + _prior(self.pseudo_count, alpha, beta)
 
     def covariance_sums(
@@ -515,17 +536,19 @@ def compact_design(
     dt = code_dtype(n_labelers)
     n_items = int(ptr.shape[0] - 1)
     p64 = np.ascontiguousarray(ptr, dtype=np.int64)
-    sizes = np.diff(p64)
-    order: npt.NDArray[np.int64] | None = None
-    if sort_items and n_items > 1 and int(sizes.min()) != int(sizes.max()):
-        key = sizes.astype(np.uint16) if int(sizes.max()) <= np.iinfo(np.uint16).max else sizes
-        order = np.argsort(key, kind="stable").astype(np.int64)  # a radix sort for uint16 keys
-        del key
-        ptr_out = np.zeros(n_items + 1, dtype=np.int64)
-        np.cumsum(sizes[order], out=ptr_out[1:])
-    else:
-        ptr_out = p64
-    del sizes
+    order: npt.NDArray[np.int32] | npt.NDArray[np.int64] | None = None
+    ptr_out = p64
+    if sort_items and n_items > 1:
+        key: npt.NDArray[Any] = np.empty(n_items, dtype=np.uint16)
+        if int(_serial("_sizes_u16")(p64, key)) > np.iinfo(np.uint16).max:
+            key = np.diff(p64)
+        if int(key.min()) != int(key.max()):
+            idx = np.argsort(key, kind="stable")  # a radix sort for uint16 keys
+            del key
+            order = idx.astype(np.int32) if n_items < np.iinfo(np.int32).max else idx
+            del idx
+            ptr_out = np.empty(n_items + 1, dtype=np.int64)
+            _serial("_sorted_ptr")(p64, order, ptr_out)
     code = np.empty(labeler.shape[0], dtype=dt)
     if order is None:
         for s0 in range(0, code.shape[0], 1 << 22):  # in chunks: no whole-array temporaries

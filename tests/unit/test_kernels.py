@@ -260,3 +260,21 @@ def test_chunks_hold_about_equal_costs() -> None:
         cost = np.diff(ptr[b] + _kernels._ITEM_COST * b)
         assert cost.max() - cost.min() <= 2 * (30 + _kernels._ITEM_COST)  # each end within one item
     assert np.array_equal(_kernels.chunk_bounds(np.zeros(1, np.int64), 3), [0, 0, 0, 0])
+
+
+def test_an_item_with_more_than_65535_labels_is_sorted_by_its_true_size() -> None:
+    """Sizes beyond the uint16 sort key fall back to an 8-byte key; sorted and unsorted designs agree."""
+    rng = np.random.default_rng(3)
+    sizes = np.array([3, 70_000, 4, 2, 5])
+    ptr = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    lab = rng.integers(0, 10, ptr[-1]).astype(np.int32)
+    y = rng.integers(0, 2, ptr[-1]).astype(np.int8)
+    gold = np.array([-1, -1, 1, -1, -1], np.int8)
+    grp = np.zeros(5, np.int32)
+    cd = _kernels.compact_design(ptr, lab, y, 10, gold, grp, 1)
+    assert cd.order is not None and list(cd.order) == [3, 0, 2, 4, 1]
+    plain = _kernels.compact_design(ptr, lab, y, 10, gold, grp, 1, sort_items=False)
+    a, b, p = np.full(10, 0.7), np.full(10, 0.8), np.array([0.4])
+    for x, e in zip(cd.em_map(a, b, p, True), plain.em_map(a, b, p, True), strict=True):
+        np.testing.assert_allclose(x, e, rtol=1e-12)
+    np.testing.assert_allclose(cd.posterior(a, b, p)[0], plain.posterior(a, b, p)[0], rtol=0, atol=1e-15)
