@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -491,6 +492,15 @@ def chunk_bounds(ptr: npt.NDArray[np.int64], n_chunks: int) -> npt.NDArray[np.in
 
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
+
+
+def _forget_pool() -> None:
+    """After a fork the child has none of the parent's pool threads: start a new pool there."""
+    global _pool, _pool_size
+    _pool, _pool_size = None, 0
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def run_chunks(name: str, bounds: npt.NDArray[np.int64], *args: Any) -> list[Any]:

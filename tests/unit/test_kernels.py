@@ -278,3 +278,22 @@ def test_an_item_with_more_than_65535_labels_is_sorted_by_its_true_size() -> Non
     for x, e in zip(cd.em_map(a, b, p, True), plain.em_map(a, b, p, True), strict=True):
         np.testing.assert_allclose(x, e, rtol=1e-12)
     np.testing.assert_allclose(cd.posterior(a, b, p)[0], plain.posterior(a, b, p)[0], rtol=0, atol=1e-15)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_the_thread_pool_works_in_a_forked_child() -> None:
+    """A child forked after the pool started gets its own pool (the parent's threads do not exist there)."""
+    import multiprocessing as mp
+
+    hist = _history(4)
+    a0, b0, p0 = initial_values(hist)
+    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
+                                 hist.item_round, hist.n_rounds).rechunked(2)
+    want = cd.em_map(a0, b0, p0, False)[0]  # starts the pool in this process
+    with mp.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(_em_alpha, (cd, a0, b0, p0)).get(timeout=120)
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def _em_alpha(cd: _kernels.CompactDesign, a: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
+    return cd.em_map(a, b, p, False)[0]
