@@ -125,7 +125,8 @@ d = sys.argv[1]
 out = {}
 # numba compiles on first use and caches on disk; time that once, apart from the run
 t0 = time.perf_counter()
-tiny = he.AnnotationSet.from_arrays([1, 1, 2, 2], ["a", "b", "a", "b"], [1, 0, 0, 0], gold=([1], [1]))
+# (items of different sizes, so the sorting kernels compile too)
+tiny = he.AnnotationSet.from_arrays([1, 1, 1, 2, 2], ["a", "b", "c", "a", "b"], [1, 0, 1, 0, 0], gold=([1], [1]))
 he.calibrate(tiny, engine="numba")
 csr = _kernels.CsrBuilder(np.array([2]))
 csr.add(np.zeros(2, np.int32), np.arange(2, dtype=np.int32), np.zeros(2, np.int8), np.zeros(2, np.int32))

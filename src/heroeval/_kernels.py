@@ -86,78 +86,65 @@ _HUGE = 1e100
 _LN2 = math.log(2.0)
 
 
-def _em_chunk(r0, r1, ptr, code, gold, group, weight, has_w, ed, elo, p0, q0, d, la0, lo, log1m, need_ll,  # type: ignore[no-untyped-def]
-              n_codes, n_groups):
-    """One fused E step over items ``r0:r1``: sums of gamma*w per code and per round, and the log-likelihood.
+def _em_chunk(r0, r1, ptr, code, gold, group, weight, has_w, ed, elo, d, lo, need_ll, n_codes, n_groups):  # type: ignore[no-untyped-def]
+    """One fused E step over items ``r0:r1``: sums of gamma*w per code and per round, and the log-likelihood's item part.
 
-    An item's posterior odds are a product of table entries, ``elo[g] * prod ed[code]``
-    (prior odds times likelihood ratios), so a step needs no exp per item; its likelihood
-    ``q0[g] * prod p0[code] * (1 + odds)`` is multiplied into a running product whose
-    binary exponent is taken out when it gets small, so it needs no log per item either.
-    An item whose odds or likelihood leave [1e-100, 1e100] (many labels from nearly
-    perfect labelers) is recomputed from the log tables ``d, la0, lo, log1m`` exactly as
-    the NumPy engine does.
+    An item's posterior odds are a product of table entries, ``o = elo[g] * prod ed[code]``
+    (prior odds times likelihood ratios), so a step needs no exp per item. Its
+    likelihood is ``(1 - p_g) * prod P(label | Y=0) * f`` with ``f = 1 + o`` (no gold),
+    ``o`` (gold 1) or 1 (gold 0); the first two factors summed over items in logs are
+    fixed sums over codes and rounds (:meth:`CompactDesign._pass` adds them), so only
+    ``sum w log f`` is returned, and unweighted it is a running product of the ``f``
+    whose binary exponent is taken out now and then: no log per item either. An item
+    whose odds leave [1e-100, 1e100] (many labels from nearly perfect labelers) is
+    recomputed from the log tables ``d, lo`` as the NumPy engine does.
     """
     # one buffer with 64 bytes of padding each side: no other thread's data shares its cache lines
     buf = np.zeros(n_codes + n_groups + 16)
     s1 = buf[8:8 + n_codes]
     gs = buf[8 + n_codes:8 + n_codes + n_groups]
     ll = 0.0
-    acc = 1.0  # running product of unweighted likelihood factors, times 2**ex
+    acc = 1.0  # running product of unweighted factors f, times 2**ex
     ex = 0
     for r in range(r0, r1):
         a0 = ptr[r]
         a1 = ptr[r + 1]
         g = group[r]
         gd = gold[r]
-        w = weight[r] if has_w else 1.0
         o = elo[g]
-        P0 = q0[g]
-        if need_ll:
-            for k in range(a0, a1):
-                c = code[k]
-                o *= ed[c]
-                P0 *= p0[c]
-        else:
-            for k in range(a0, a1):
-                o *= ed[code[k]]
-        ok = o > _TINY and o < _HUGE
-        gam = o / (1.0 + o)
-        if ok and need_ll:
-            F = P0 * (1.0 + o) if gd < 0 else (P0 * o if gd == 1 else P0)
-            if F > _TINY:
+        for k in range(a0, a1):
+            o *= ed[code[k]]
+        if o > _TINY and o < _HUGE:
+            gam = o / (1.0 + o)
+            if need_ll:
+                f = 1.0 + o if gd < 0 else (o if gd == 1 else 1.0)
                 if has_w:
-                    ll += w * math.log(F)
+                    ll += weight[r] * math.log(f)
                 else:
-                    acc *= F
-                    if acc < 1e-200:
+                    acc *= f
+                    if acc > 1e200 or acc < 1e-200:
                         m, e2 = math.frexp(acc)
                         acc = m
                         ex += e2
-            else:
-                ok = False
-        if not ok:
+        else:
             L = 0.0
-            l0 = 0.0
             for k in range(a0, a1):
-                c = code[k]
-                L += d[c]
-                l0 += la0[c]
+                L += d[code[k]]
             eta = L + lo[g]
             if eta >= 0.0:
                 e = math.exp(-eta)
                 gam = 1.0 / (1.0 + e)
-                sp = eta + math.log1p(e)  # softplus(eta)
+                sp = eta + math.log1p(e)  # softplus(eta) = log(1 + o)
             else:
                 e = math.exp(eta)
                 gam = e / (1.0 + e)
                 sp = math.log1p(e)
             if need_ll:
-                base = l0 + log1m[g]
-                ll += w * (base + sp if gd < 0 else (base + lo[g] + L if gd == 1 else base))
+                w = weight[r] if has_w else 1.0
+                ll += w * (sp if gd < 0 else (eta if gd == 1 else 0.0))
         if gd >= 0:
             gam = float(gd)
-        gw = gam * w
+        gw = gam * weight[r] if has_w else gam
         for k in range(a0, a1):
             s1[code[k]] += gw
         gs[g] += gw
@@ -352,14 +339,18 @@ class CompactDesign:
         """The same design split into ``n_chunks`` chunks (the sums change only in the order of additions)."""
         return replace(self, bounds=chunk_bounds(self.ptr, n_chunks))
 
-    def _tables(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> tuple[FloatArray, ...]:
+    def _tables(
+        self, alpha: FloatArray, beta: FloatArray, prev: FloatArray
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, float]:
         la1, la0 = _em.code_logprobs(alpha, beta)
         p = np.clip(prev, _em.EPS, 1 - _em.EPS)
         log1m = np.log1p(-p)
         lo = np.log(p) - log1m
         d = la1 - la0
-        # the product form's tables: likelihood ratios, P(label | Y=0), prior odds, 1 - prevalence
-        return np.exp(d), p / (1 - p), np.exp(la0), 1 - p, d, la0, lo, log1m
+        # the product form's tables (likelihood ratios, prior odds), the log forms, and the fixed log-likelihood part
+        fixed = float(self.code_counts @ la0 + self.group_size @ log1m)
+        ed: FloatArray = np.exp(d)
+        return ed, p / (1 - p), d, lo, fixed
 
     def _w(self) -> tuple[FloatArray, bool]:
         return (self.weight, True) if self.weight is not None else (np.empty(0), False)
@@ -369,11 +360,13 @@ class CompactDesign:
     ) -> tuple[FloatArray, FloatArray, float]:
         """Per-code and per-round posterior sums and the log-likelihood (NaN unless ``need_ll``)."""
         w, has_w = self._w()
+        ed, elo, d, lo, fixed = self._tables(alpha, beta, prev)
         parts = run_chunks("_em_chunk", self.bounds, self.ptr, self.code, self.gold, self.group, w, has_w,
-                           *self._tables(alpha, beta, prev), need_ll, 2 * self.n_labelers, self.n_groups)
+                           ed, elo, d, lo, need_ll, 2 * self.n_labelers, self.n_groups)
         s1: FloatArray = np.sum([q[0] for q in parts], axis=0)
         gs: FloatArray = np.sum([q[1] for q in parts], axis=0)
-        return s1, gs, float(sum(q[2] for q in parts)) if need_ll else float("nan")
+        ll = fixed + float(sum(q[2] for q in parts)) if need_ll else float("nan")
+        return s1, gs, ll
 
     def em_map(
         self, alpha: FloatArray, beta: FloatArray, prev: FloatArray, need_ll: bool
@@ -389,7 +382,7 @@ class CompactDesign:
     def posterior(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> tuple[FloatArray, float]:
         """Posteriors P(Y_r = 1 | data) in input item order (gold items: their gold) and the log-likelihood."""
         _, _, ll = self._pass(alpha, beta, prev, True)
-        ed, elo, _, _, d, _, lo, _ = self._tables(alpha, beta, prev)
+        ed, elo, d, lo, _ = self._tables(alpha, beta, prev)
         g = np.empty(self.n_items)
         order, has_order = (self.order, True) if self.order is not None else (np.zeros(0, np.int32), False)
         run_chunks("_posterior_chunk", self.bounds, self.ptr, self.code, self.gold, self.group, ed, elo, d, lo,
