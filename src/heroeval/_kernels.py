@@ -11,7 +11,7 @@ Here one annotation is one small integer ``code = 2 * labeler + label``
 ``ptr[r]:ptr[r + 1]``, and one fused pass per EM step computes each item's
 posterior, the per-code posterior sums of the M-step, the per-round sums and
 (when asked) the log-likelihood. Nothing per item or per annotation is
-written. Three things make that pass cost about 1.5-2 ns per annotation on
+written. Three things make that pass cost about 1.3-1.8 ns per annotation on
 two cores (docs/scale.md):
 
 - posterior odds are products of per-code likelihood ratios, so no item needs
