@@ -164,6 +164,11 @@ class Params:
     h: float
     a_h: float
     b_h: float
+    h_neg: float | None = None  # P(hard | Y = 0) when it differs from P(hard | Y = 1) = h (variant "class_h")
+
+    @property
+    def h0(self) -> float:
+        return self.h if self.h_neg is None else self.h_neg
 
 
 def _joint(d: _Data, p: Params) -> FloatArray:
@@ -173,7 +178,8 @@ def _joint(d: _Data, p: Params) -> FloatArray:
     lp = np.log(p.prev)[d.grp]
     l1p = np.log1p(-p.prev)[d.grp]
     lh, l1h = _log(p.h), math.log1p(-p.h)
-    out = np.column_stack([lp + l1h + lam1, l1p + l1h + lam0, lp + lh + k1, l1p + lh + k0])
+    lh0, l1h0 = _log(p.h0), math.log1p(-p.h0)
+    out = np.column_stack([lp + l1h + lam1, l1p + l1h0 + lam0, lp + lh + k1, l1p + lh0 + k0])
     out += d.mask
     return out
 
@@ -182,13 +188,14 @@ def _log_prior(p: Params, c: float, fix_h: bool) -> float:
     a, b = p.alpha, p.beta
     lp = c * float(np.sum(np.log(a) + np.log1p(-a) + np.log(b) + np.log1p(-b))) if c > 0 else 0.0
     if not fix_h:
-        lp += (H_PRIOR[0] - 1) * math.log(p.h) + (H_PRIOR[1] - 1) * math.log1p(-p.h)
+        for hh in (p.h,) if p.h_neg is None else (p.h, p.h_neg):
+            lp += (H_PRIOR[0] - 1) * math.log(hh) + (H_PRIOR[1] - 1) * math.log1p(-hh)
         lp += HARD_PSEUDO * (math.log(p.a_h) + math.log1p(-p.a_h) + math.log(p.b_h) + math.log1p(-p.b_h))
     return lp
 
 
-def _em_map(d: _Data, p: Params, c: float, fix_h: bool) -> tuple[Params, float]:
-    """One EM step (MAP) and the log posterior at ``p``."""
+def _em_map(d: _Data, p: Params, c: float, fix_h: bool, ordered: bool = False) -> tuple[Params, float]:
+    """One EM step (MAP) and the log posterior at ``p``; ``ordered`` keeps ``a_H >= b_H``."""
     lj = _joint(d, p)
     ll_i = logsumexp(lj, axis=1)
     W = np.exp(lj - ll_i[:, None])
@@ -202,21 +209,33 @@ def _em_map(d: _Data, p: Params, c: float, fix_h: bool) -> tuple[Params, float]:
         alpha = np.where(pos + c > 0, (s1[1::2] + c) / (pos + 2 * c), 0.5)
         beta = np.where(neg + c > 0, (s0[0::2] + c) / (neg + 2 * c), 0.5)
     prev = np.bincount(d.grp, weights=w1e + w1h, minlength=d.G) / np.maximum(d.gsize, 1.0)
+    h_neg = p.h_neg
     if fix_h:
         h, a_h, b_h = p.h, p.a_h, p.b_h
+    elif h_neg is not None:  # P(hard | Y) per class
+        k0, k1 = H_PRIOR[0] - 1, H_PRIOR[0] + H_PRIOR[1] - 2
+        h = (float(w1h.sum()) + k0) / (float((w1e + w1h).sum()) + k1)
+        h_neg = (float(w0h.sum()) + k0) / (float((w0e + w0h).sum()) + k1)
     else:
         N = d.n.size
         h = (float((w1h + w0h).sum()) + H_PRIOR[0] - 1) / (N + H_PRIOR[0] + H_PRIOR[1] - 2)
+    if not fix_h:
         a_h = (float(w1h @ d.s) + HARD_PSEUDO) / (float(w1h @ d.n) + 2 * HARD_PSEUDO)
         b_h = (float(w0h @ d.s) + HARD_PSEUDO) / (float(w0h @ d.n) + 2 * HARD_PSEUDO)
+        if ordered and a_h < b_h:
+            # the M-step's objective is concave and separable in (a_H, b_H): with the constraint
+            # active its maximum is on a_H = b_H, at the pooled rate
+            a_h = b_h = (float((w1h + w0h) @ d.s) + 2 * HARD_PSEUDO) / (float((w1h + w0h) @ d.n) + 4 * HARD_PSEUDO)
+
     def cl(x: Any) -> Any:
         return np.clip(x, EPS, 1 - EPS)
 
-    return Params(cl(alpha), cl(beta), cl(prev), float(cl(h)), float(cl(a_h)), float(cl(b_h))), obj
+    return Params(cl(alpha), cl(beta), cl(prev), float(cl(h)), float(cl(a_h)), float(cl(b_h)),
+                  None if h_neg is None else float(cl(h_neg))), obj
 
 
 def _pack(p: Params, fix_h: bool) -> FloatArray:
-    extra = np.array([] if fix_h else [p.h, p.a_h, p.b_h])
+    extra = np.array([] if fix_h else [p.h, p.a_h, p.b_h] + ([] if p.h_neg is None else [p.h_neg]))
     out: FloatArray = np.clip(logit(np.concatenate([p.alpha, p.beta, p.prev, extra])), -_LMAX, _LMAX)
     return out
 
@@ -226,7 +245,8 @@ def _unpack(th: FloatArray, J: int, G: int, fixed: Params, fix_h: bool) -> Param
     if fix_h:
         return Params(x[:J], x[J:2 * J], x[2 * J:2 * J + G], fixed.h, fixed.a_h, fixed.b_h)
     k = 2 * J + G
-    return Params(x[:J], x[J:2 * J], x[2 * J:k], float(x[k]), float(x[k + 1]), float(x[k + 2]))
+    return Params(x[:J], x[J:2 * J], x[2 * J:k], float(x[k]), float(x[k + 1]), float(x[k + 2]),
+                  None if fixed.h_neg is None else float(x[k + 3]))
 
 
 @dataclass(frozen=True)
@@ -249,6 +269,8 @@ def fit_hard(
     max_iter: int = 20_000,
     start: tuple[float, float, float] = START,
     init: tuple[FloatArray, FloatArray, FloatArray] | None = None,
+    ordered: bool = False,
+    class_h: bool = False,
 ) -> HardFit:
     """Stage A of the hard-class model (module docstring).
 
@@ -256,6 +278,10 @@ def fit_hard(
     here when None). ``h``: fix the hard share (``h=0`` is heroeval's
     Stage A; a_H and b_H then stay at their start values and do not matter).
     ``init``: (alpha, beta, prevalences) to start from instead of ``cal``.
+    ``ordered``: constrain ``a_H >= b_H`` (hard items may carry no
+    information about Y, but not the opposite of it).
+    ``class_h``: a hard share per class, ``P(hard | Y = 1) = h`` and
+    ``P(hard | Y = 0) = h_neg`` (each with the Beta(2, 10) prior).
     """
     if init is None:
         if cal is None:
@@ -265,7 +291,7 @@ def fit_hard(
     fix_h = h is not None
     h0, a0, b0 = start
     a_i, b_i, p_i = (np.clip(np.asarray(x, float), EPS, 1 - EPS) for x in init)
-    fixed = Params(a_i, b_i, p_i, float(h0 if h is None else h), a0, b0)
+    fixed = Params(a_i, b_i, p_i, float(h0 if h is None else h), a0, b0, float(h0) if class_h and h is None else None)
     J, G = d.J, d.G
 
     n_eval = 0
@@ -273,7 +299,7 @@ def fit_hard(
     def F(th: FloatArray) -> tuple[FloatArray, float]:
         nonlocal n_eval
         n_eval += 1
-        p2, obj = _em_map(d, _unpack(th, J, G, fixed, fix_h), pseudo_count, fix_h)
+        p2, obj = _em_map(d, _unpack(th, J, G, fixed, fix_h), pseudo_count, fix_h, ordered)
         return _pack(p2, fix_h), obj
 
     th = _pack(fixed, fix_h)
@@ -342,7 +368,8 @@ def current_llr(fit: HardFit, current: he.AnnotationSet) -> FloatArray:
     p = fit.params
     lam1, lam0, k1, k0 = _class_logliks(item, code, n, s, N, p.alpha, p.beta, p.a_h, p.b_h)
     lh, l1h = _log(p.h), math.log1p(-p.h)
-    out: FloatArray = np.logaddexp(l1h + lam1, lh + k1) - np.logaddexp(l1h + lam0, lh + k0)
+    lh0, l1h0 = _log(p.h0), math.log1p(-p.h0)
+    out: FloatArray = np.logaddexp(l1h + lam1, lh + k1) - np.logaddexp(l1h0 + lam0, lh0 + k0)
     return out
 
 
@@ -364,31 +391,41 @@ def estimate_rate(fit: HardFit, current: he.AnnotationSet) -> RateEstimate:
 COMPARED = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1", "hero2", "hero_joint")
 
 
-def _fit_row(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, pseudo_count: float) -> dict[str, Any]:
-    t = time.perf_counter()
+#: "free": the model as specified; "ordered": a_H >= b_H; "class_h": P(hard) per class (both added after
+#: the first run had shown the free model's failures on the real sets)
+VARIANTS = ("free", "ordered", "class_h")
+
+
+def _fit_rows(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, pseudo_count: float,
+              variants: list[str]) -> list[dict[str, Any]]:
     cal = he.calibrate(hist, covariance=False)
     h1 = he.hero1(cur, cal, exclude_new_labelers=True)
-    fit = fit_hard(hist, cal, pseudo_count=pseudo_count)
-    est = estimate_rate(fit, cur)
-    p = fit.params
-    return {
-        "truth": truth, "hero1": h1.estimate, "hard": est.estimate, "hard_se": est.se, "hard_status": est.status,
-        "h": p.h, "a_hard": p.a_h, "b_hard": p.b_h, "loglik_gain": fit.loglik - two_coin_loglik(hist, cal),
-        "em_evals": fit.n_iter, "converged": fit.converged, "seconds": time.perf_counter() - t,
-    }
+    ll0 = two_coin_loglik(hist, cal)
+    rows: list[dict[str, Any]] = []
+    for v in variants:
+        t = time.perf_counter()
+        fit = fit_hard(hist, cal, pseudo_count=pseudo_count, ordered=v == "ordered", class_h=v == "class_h")
+        est = estimate_rate(fit, cur)
+        p = fit.params
+        rows.append({
+            "variant": v, "truth": truth, "hero1": h1.estimate, "hard": est.estimate, "hard_se": est.se,
+            "hard_status": est.status, "h": p.h, "h_neg": p.h0, "a_hard": p.a_h, "b_hard": p.b_h, "loglik_gain": fit.loglik - ll0,
+            "em_evals": fit.n_iter, "converged": fit.converged, "seconds": time.perf_counter() - t,
+        })
+    return rows
 
 
-def _real_task(args: tuple[str, str, str, list[int], float]) -> list[dict[str, Any]]:
+def _real_task(args: tuple[str, str, str, list[int], float, list[str]]) -> list[dict[str, Any]]:
     from heroeval.benchmark import load_folder, make_split
 
-    folder, suffix, shift, rs, pseudo_count = args
+    folder, suffix, shift, rs, pseudo_count, variants = args
     warnings.simplefilter("ignore")
     data = load_folder(folder, binary_suffix=suffix)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for r in rs:
         sp = make_split(data, r, 0.10, 200, shift, 2026)
-        rows.append({"dataset": data.name, "shift": shift, "resample": r,
-                     **_fit_row(sp.history, sp.current, sp.truth, pseudo_count)})
+        rows.extend({"dataset": data.name, "shift": shift, "resample": r, **x}
+                    for x in _fit_rows(sp.history, sp.current, sp.truth, pseudo_count, variants))
     return rows
 
 
@@ -400,10 +437,10 @@ SIM_DESIGNS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def _sim_task(args: tuple[str, list[int], float]) -> list[dict[str, Any]]:
+def _sim_task(args: tuple[str, list[int], float, list[str]]) -> list[dict[str, Any]]:
     from heroeval import simulate
 
-    design, seeds, pseudo_count = args
+    design, seeds, pseudo_count, variants = args
     fname, kw = SIM_DESIGNS[design]
     fn = getattr(simulate, fname)
     warnings.simplefilter("ignore")
@@ -413,13 +450,13 @@ def _sim_task(args: tuple[str, list[int], float]) -> list[dict[str, Any]]:
         cal = he.calibrate(d.history, checks=True)  # as robustness_sim.py (the checks do not change the fit)
         res = he.estimate(d.current, cal, method=["rogan_gladen", "hero1", "hero_joint"], recommend=True)
         assert isinstance(res, he.EstimateCollection) and res.recommended is not None
-        row: dict[str, Any] = {"design": design, "rep": s,
-                               **_fit_row(d.history, d.current, d.current_rate, pseudo_count)}
+        others: dict[str, Any] = {}
         for m, r in [*res.items(), ("auto", res.recommended.result)]:
             lo, hi = r.confidence_interval()
-            row[f"{m}_est"], row[f"{m}_lo"], row[f"{m}_hi"] = r.estimate, lo, hi
-        assert abs(row["hero1_est"] - row["hero1"]) < 1e-9
-        rows.append(row)
+            others[f"{m}_est"], others[f"{m}_lo"], others[f"{m}_hi"] = r.estimate, lo, hi
+        for x in _fit_rows(d.history, d.current, d.current_rate, pseudo_count, variants):
+            assert abs(others["hero1_est"] - x["hero1"]) < 1e-9
+            rows.append({"design": design, "rep": s, **x, **others})
     return rows
 
 
@@ -437,7 +474,7 @@ def real_table(rows: pd.DataFrame, ref: pd.DataFrame, auto: pd.DataFrame) -> pd.
     """
     auto_rmse = auto.set_index(["dataset", "shift"])["auto_rmse"]
     out = []
-    for (ds, shift), g in rows.groupby(["dataset", "shift"], sort=False):
+    for (variant, ds, shift), g in rows.groupby(["variant", "dataset", "shift"], sort=False):
         rs = set(g["resample"])
         rf = ref[(ref["dataset"] == ds) & (ref["shift"] == shift) & ref["resample"].isin(rs)]
         rm = rf.assign(err=rf["estimate"] - rf["truth"]).groupby("method")["err"].apply(_rmse)
@@ -449,7 +486,7 @@ def real_table(rows: pd.DataFrame, ref: pd.DataFrame, auto: pd.DataFrame) -> pd.
         h1ref = rf[rf["method"] == "hero1"].set_index("resample")["estimate"]
         anchor = float(np.max(np.abs(g.set_index("resample")["hero1"] - h1ref.reindex(g["resample"]))))
         out.append({
-            "dataset": ds, "shift": shift, "resamples": len(g), "hard_rmse": hard, "hard_bias": float((g["hard"] - g["truth"]).mean()),
+            "variant": variant, "dataset": ds, "shift": shift, "resamples": len(g), "hard_rmse": hard, "hard_bias": float((g["hard"] - g["truth"]).mean()),
             "hero1_rmse": hero1, "best_method": best, "best_rmse": float(others[best]),
             "auto_rmse": float(rm.get("auto", math.nan)), "hard_over_best": hard / float(others[best]),
             "hard_over_hero1": hard / hero1, "hard_over_auto": hard / float(rm.get("auto", math.nan)),
@@ -465,7 +502,7 @@ def real_table(rows: pd.DataFrame, ref: pd.DataFrame, auto: pd.DataFrame) -> pd.
 
 def sim_table(rows: pd.DataFrame) -> pd.DataFrame:
     out = []
-    for design, g in rows.groupby("design", sort=False):
+    for (variant, design), g in rows.groupby(["variant", "design"], sort=False):
         ests: dict[str, pd.Series] = {"hard": g["hard"] - g["truth"]}
         cover = {"hard": ((g["hard"] - 1.96 * g["hard_se"] <= g["truth"]) & (g["truth"] <= g["hard"] + 1.96 * g["hard_se"])).mean()}
         for m in ("hero1", "hero_joint", "rogan_gladen", "auto"):
@@ -473,7 +510,7 @@ def sim_table(rows: pd.DataFrame) -> pd.DataFrame:
             cover[m] = ((g[f"{m}_lo"] <= g["truth"]) & (g["truth"] <= g[f"{m}_hi"])).mean()
         h1 = _rmse(ests["hero1"])
         for m, e in ests.items():
-            out.append({"design": design, "method": m, "reps": len(e), "bias": float(e.mean()), "sd": float(e.std()),
+            out.append({"variant": variant, "design": design, "method": m, "reps": len(e), "bias": float(e.mean()), "sd": float(e.std()),
                         "rmse": _rmse(e), "rmse_over_hero1": _rmse(e) / h1, "coverage": float(cover.get(m, math.nan)),
                         "median_h": float(g["h"].median()) if m == "hard" else math.nan,
                         "median_a_hard": float(g["a_hard"].median()) if m == "hard" else math.nan,
@@ -498,6 +535,7 @@ def main() -> None:
     ap.add_argument("--ref", default=str(here / "docs" / "robustness"),
                     help="folder of robustness.py's outputs (resamples.csv.gz is not in git: /work/main/docs/robustness)")
     ap.add_argument("--only", default="", help="comma-separated data set names")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated: free, ordered")
     ap.add_argument("--skip-real", action="store_true")
     ap.add_argument("--skip-sim", action="store_true")
     a = ap.parse_args()
@@ -506,25 +544,28 @@ def main() -> None:
     pd.set_option("display.width", 250)
     t0 = time.perf_counter()
     if not a.skip_real:
-        jobs = [(str(Path(a.data) / name), suffix, shift, [r], a.pseudo_count)
+        variants = a.variants.split(",")
+        jobs = [(str(Path(a.data) / name), suffix, shift, [r], a.pseudo_count, variants)
                 for name, suffix in BINARY if not a.only or name in a.only.split(",")
                 for shift in ("none", "half") for r in range(a.resamples)]
         real = pd.DataFrame(run_chunks(_real_task, jobs, [1] * len(jobs), a.workers))
-        real = real.sort_values(["dataset", "shift", "resample"], kind="stable").reset_index(drop=True)
+        real = real.sort_values(["variant", "dataset", "shift", "resample"], kind="stable").reset_index(drop=True)
         real.to_csv(out / "hard_class_rows_real.csv.gz", index=False)
         ref = pd.read_csv(Path(a.ref) / "resamples.csv.gz")
         ref = ref[(ref["rho"] == 0.1) & (ref["method"] != "auto")]
         tab = real_table(real, ref, pd.read_csv(Path(a.ref) / "auto.csv"))
         tab.to_csv(out / "hard_class_real.csv", index=False)
         print(tab.drop(columns=["median_a_hard", "median_b_hard"]).round(3).to_string(index=False))
-        print(f"hard class within 10 % of the best: {int((tab['hard_over_best'] <= 1.10).sum())} of {len(tab)}; "
-              f"new best in {int(tab['new_best'].sum())}; better than HERO-1 in {int((tab['hard_over_hero1'] < 1).sum())}; "
-              f"worst ratio to best {tab['hard_over_best'].max():.2f}; {time.perf_counter() - t0:.0f} s", flush=True)
+        for v, tv in tab.groupby("variant", sort=False):
+            print(f"{v}: hard class within 10 % of the best: {int((tv['hard_over_best'] <= 1.10).sum())} of {len(tv)}; "
+                  f"new best in {int(tv['new_best'].sum())}; better than HERO-1 in "
+                  f"{int((tv['hard_over_hero1'] < 1).sum())}; worst ratio to best {tv['hard_over_best'].max():.2f}; "
+                  f"{time.perf_counter() - t0:.0f} s", flush=True)
     if not a.skip_sim:
-        jobs2 = [(dn, list(range(i, min(i + 10, a.reps))), a.pseudo_count) for dn in SIM_DESIGNS
+        jobs2 = [(dn, list(range(i, min(i + 10, a.reps))), a.pseudo_count, a.variants.split(",")) for dn in SIM_DESIGNS
                  for i in range(0, a.reps, 10)]
         sim = pd.DataFrame(run_chunks(_sim_task, jobs2, [len(j[1]) for j in jobs2], a.workers))
-        sim = sim.sort_values(["design", "rep"], kind="stable").reset_index(drop=True)
+        sim = sim.sort_values(["variant", "design", "rep"], kind="stable").reset_index(drop=True)
         sim.to_csv(out / "hard_class_rows_sim.csv.gz", index=False)
         stab = sim_table(sim)
         stab.to_csv(out / "hard_class_sim.csv", index=False)
