@@ -38,29 +38,47 @@ psi_i(mu)^2)``, the current round's observed information for ``mu`` alone;
 the history's uncertainty is ignored (so intervals are too narrow when the
 history is small). Only the point estimate is judged here.
 
-Command (from the repository root; 2 worker processes)::
+Variants (``--variants``, all three by default; the last two were added
+after the first run had failed on the real sets): ``free`` (the model above),
+``ordered`` (``a_H >= b_H``: the M-step's maximum on ``a_H = b_H`` when the
+unconstrained one breaks it) and ``class_h`` (``P(hard | Y)`` per class, each
+with the Beta(2, 10) prior).
 
-    PYTHONPATH=src .venv/bin/python benchmarks/hard_class_experiment.py --resamples 10 --reps 50 --workers 2
+Command (from the repository root; 2 worker processes; about 40 min, 36 of
+them the mock rounds)::
+
+    PYTHONPATH=src .venv/bin/python benchmarks/hard_class_experiment.py --resamples 10 --reps 50 --mock \
+        --ref ../main/docs/robustness
+
+``--ref`` is the folder holding robustness.py's ``resamples.csv.gz`` (not in
+git) and ``auto.csv``.
 
 Real data: the splits of ``benchmarks/robustness.py`` (``heroeval.benchmark.make_split``,
 seed 2026, rho 0.10, n 200, shift none and half, resamples 0..R-1): per
 resample HERO-1 (``calibrate`` + ``hero1(exclude_new_labelers=True)``,
-recomputed as an anchor: it must equal ``docs/robustness/resamples.csv.gz``)
-and the hard-class estimate. Simulation: ``dependent_dgp`` (dense, 5 of 10
+recomputed as an anchor: it must equal ``resamples.csv.gz``, column
+``hero1_anchor_maxdiff``) and the hard-class estimates. With ``--mock``, the
+mock-round errors of HERO-1 and of each variant on the history's gold
+(:func:`mock_errors`). Simulation: ``dependent_dgp`` (dense, 5 of 10
 labelers per item) and ``paper_dgp`` (dense, 3 of 10), seeds 0..reps-1 as in
-``benchmarks/robustness_sim.py``: HERO-1, ``rogan_gladen`` and the hard class;
-``auto`` is read from ``docs/robustness/sim_replications.csv.gz`` on the same
-seeds. Writes to ``--out`` (default docs/robustness):
+``benchmarks/robustness_sim.py``: the hard class, and HERO-1, HERO joint,
+``rogan_gladen`` and ``auto`` (Stage A with the model checks, as
+robustness_sim.py) recomputed on the same seeds. Writes to ``--out``
+(default docs/robustness):
 
-* ``hard_class_rows_real.csv.gz``, ``hard_class_rows_sim.csv.gz``: one row per resample / replication (estimates,
-  truth, fitted h, a_H, b_H, the log-likelihood gain over the two-coin fit,
-  EM iterations);
-* ``hard_class_real.csv``: per data set and shift, RMSE of the hard class,
-  HERO-1, the best of the seven methods and ``auto`` (all on the same
-  resamples; the others from ``resamples.csv.gz``), the ratios, and whether
-  the hard class would be the new best;
-* ``hard_class_sim.csv``: per design, bias, SD, RMSE and 95 % coverage of
-  each estimator.
+* ``hard_class_rows_real.csv.gz``, ``hard_class_rows_sim.csv.gz``: one row
+  per resample / replication and variant (estimates, truth, fitted h, a_H,
+  b_H, the log-likelihood gain over the two-coin fit, EM map evaluations,
+  mock-round errors);
+* ``hard_class_real.csv``: per variant, data set and shift, RMSE of the hard
+  class, HERO-1 and the best of the seven methods (from ``resamples.csv.gz``,
+  equal to ``summary.csv``) and of ``auto`` (from ``auto.csv``; the gz file's
+  ``auto`` rows are an earlier rule's), the ratios, whether the hard class
+  would be the new best, and with ``--mock`` the mean mock errors and the
+  RMSE of choosing between HERO-1 and the hard class by the smaller mock error;
+* ``hard_class_sim.csv``: per variant, design and estimator: bias, SD, RMSE,
+  RMSE over HERO-1's and 95 % coverage (the hard class's interval uses the
+  current-round-only standard error above).
 """
 
 from __future__ import annotations
@@ -396,8 +414,46 @@ COMPARED = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "
 VARIANTS = ("free", "ordered", "class_h")
 
 
+def mock_errors(hist: he.AnnotationSet, variants: list[str], pseudo_count: float = 0.0,
+                folds: int = 5) -> dict[str, float]:
+    """Mock-round errors on the history's gold, as heroeval's checks do them for HERO-1.
+
+    The gold items are split into folds (``heroeval.checks._folds``, seed 0);
+    each fold is left out of the history, the models are refitted on the rest
+    and give the fold's items their log-likelihood ratios; the ratios of all
+    folds are pooled into one score equation; the error is its root minus the
+    gold items' rate. Keys: ``"hero1"`` and each variant.
+    """
+    from heroeval.checks import MIN_GOLD_PER_FOLD, _folds
+
+    k = min(folds, hist.n_gold // MIN_GOLD_PER_FOLD)
+    if k < 2:
+        return {m: math.nan for m in ("hero1", *variants)}
+    fold_items = _folds(hist, k, 0)
+    all_items = np.arange(hist.n_items)
+    L: dict[str, list[FloatArray]] = {m: [] for m in ("hero1", *variants)}
+    for test in fold_items:
+        h_k = hist.take_items(np.setdiff1d(all_items, test, assume_unique=True))
+        m_k = hist.take_items(test)
+        cal = he.calibrate(h_k, covariance=False)
+        two = HardFit(tuple(str(x) for x in h_k.labeler_ids),
+                      Params(np.asarray(cal.alpha), np.asarray(cal.beta), np.asarray(cal.round_prevalence), 0.0, 0.5, 0.5),
+                      math.nan, math.nan, 0, True)
+        L["hero1"].append(current_llr(two, m_k))
+        for v in variants:
+            fit = fit_hard(h_k, cal, pseudo_count=pseudo_count, ordered=v == "ordered", class_h=v == "class_h")
+            L[v].append(current_llr(fit, m_k))
+    ybar = float(hist.gold[np.concatenate(fold_items)].mean())
+    out = {}
+    for m, parts in L.items():
+        mu, status = solve_score(np.concatenate(parts))
+        out[m] = mu - ybar if status != "unidentified" else math.nan
+    return out
+
+
 def _fit_rows(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, pseudo_count: float,
-              variants: list[str]) -> list[dict[str, Any]]:
+              variants: list[str], mk: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    mk = mk or {}
     cal = he.calibrate(hist, covariance=False)
     h1 = he.hero1(cur, cal, exclude_new_labelers=True)
     ll0 = two_coin_loglik(hist, cal)
@@ -411,21 +467,30 @@ def _fit_rows(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, pseud
             "variant": v, "truth": truth, "hero1": h1.estimate, "hard": est.estimate, "hard_se": est.se,
             "hard_status": est.status, "h": p.h, "h_neg": p.h0, "a_hard": p.a_h, "b_hard": p.b_h, "loglik_gain": fit.loglik - ll0,
             "em_evals": fit.n_iter, "converged": fit.converged, "seconds": time.perf_counter() - t,
+            "mock_err_hero1": mk.get("hero1", math.nan), "mock_err_hard": mk.get(v, math.nan),
         })
     return rows
 
 
-def _real_task(args: tuple[str, str, str, list[int], float, list[str]]) -> list[dict[str, Any]]:
+def _real_task(args: tuple[str, str, list[int], float, list[str], bool]) -> list[dict[str, Any]]:
     from heroeval.benchmark import load_folder, make_split
 
-    folder, suffix, shift, rs, pseudo_count, variants = args
+    folder, suffix, rs, pseudo_count, variants, mock = args
     warnings.simplefilter("ignore")
     data = load_folder(folder, binary_suffix=suffix)
     rows: list[dict[str, Any]] = []
     for r in rs:
-        sp = make_split(data, r, 0.10, 200, shift, 2026)
-        rows.extend({"dataset": data.name, "shift": shift, "resample": r, **x}
-                    for x in _fit_rows(sp.history, sp.current, sp.truth, pseudo_count, variants))
+        mk: dict[str, float] | None = None
+        hist_ids = None
+        for shift in ("none", "half"):
+            sp = make_split(data, r, 0.10, 200, shift, 2026)
+            # the shift only drops current labels: both shifts share the history (and its mock rounds)
+            if hist_ids is None:
+                hist_ids = sp.history.item_ids
+                mk = mock_errors(sp.history, variants, pseudo_count) if mock else None
+            assert np.array_equal(hist_ids, sp.history.item_ids)
+            rows.extend({"dataset": data.name, "shift": shift, "resample": r, **x}
+                        for x in _fit_rows(sp.history, sp.current, sp.truth, pseudo_count, variants, mk))
     return rows
 
 
@@ -464,6 +529,16 @@ def _rmse(e: pd.Series) -> float:
     return float(np.sqrt(np.mean(np.square(e))))
 
 
+def _mock_summary(g: pd.DataFrame) -> dict[str, Any]:
+    """Mock-round columns: mean mock errors and a two-way choice (the hard class where its mock error is smaller)."""
+    if "mock_err_hard" not in g or g["mock_err_hard"].isna().all():
+        return {}
+    pick = g["mock_err_hard"].abs() < g["mock_err_hero1"].abs()
+    chosen = np.where(pick, g["hard"], g["hero1"])
+    return {"mock_err_hard": float(g["mock_err_hard"].mean()), "mock_err_hero1": float(g["mock_err_hero1"].mean()),
+            "mock_picks_hard": int(pick.sum()), "mock_pick_rmse": _rmse(pd.Series(chosen - g["truth"].to_numpy()))}
+
+
 def real_table(rows: pd.DataFrame, ref: pd.DataFrame, auto: pd.DataFrame) -> pd.DataFrame:
     """Per data set and shift: RMSEs on the same resamples.
 
@@ -496,6 +571,7 @@ def real_table(rows: pd.DataFrame, ref: pd.DataFrame, auto: pd.DataFrame) -> pd.
             "hard_coverage": float(((g["hard"] - 1.96 * g["hard_se"] <= g["truth"])
                                     & (g["truth"] <= g["hard"] + 1.96 * g["hard_se"])).mean()),
             "hero1_anchor_maxdiff": anchor, "all_converged": bool(g["converged"].all()),
+            **_mock_summary(g),
         })
     return pd.DataFrame(out)
 
@@ -536,6 +612,8 @@ def main() -> None:
                     help="folder of robustness.py's outputs (resamples.csv.gz is not in git: /work/main/docs/robustness)")
     ap.add_argument("--only", default="", help="comma-separated data set names")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated: free, ordered")
+    ap.add_argument("--mock", action="store_true",
+                    help="real data: also the mock-round errors on the history's gold (5 refits per model)")
     ap.add_argument("--skip-real", action="store_true")
     ap.add_argument("--skip-sim", action="store_true")
     a = ap.parse_args()
@@ -545,9 +623,8 @@ def main() -> None:
     t0 = time.perf_counter()
     if not a.skip_real:
         variants = a.variants.split(",")
-        jobs = [(str(Path(a.data) / name), suffix, shift, [r], a.pseudo_count, variants)
-                for name, suffix in BINARY if not a.only or name in a.only.split(",")
-                for shift in ("none", "half") for r in range(a.resamples)]
+        jobs = [(str(Path(a.data) / name), suffix, [r], a.pseudo_count, variants, a.mock)
+                for name, suffix in BINARY if not a.only or name in a.only.split(",") for r in range(a.resamples)]
         real = pd.DataFrame(run_chunks(_real_task, jobs, [1] * len(jobs), a.workers))
         real = real.sort_values(["variant", "dataset", "shift", "resample"], kind="stable").reset_index(drop=True)
         real.to_csv(out / "hard_class_rows_real.csv.gz", index=False)
