@@ -31,7 +31,9 @@ cross-validated w > 0, HERO joint; the estimated MSE is the one
 from __future__ import annotations
 
 import argparse
+import gzip
 import math
+import pickle
 import sys
 import warnings
 from collections.abc import Callable
@@ -153,6 +155,35 @@ def gate(rec: dict[str, Any]) -> dict[str, Any] | None:
     return flag_then_mse(rec, 0.01, 0.01)
 
 
+def _average(rows: list[dict[str, Any]], power: float) -> dict[str, Any]:
+    """Model averaging: the candidates' estimates weighted by (estimated MSE)^-power.
+
+    The standard error is the weighted sum of the candidates' standard errors,
+    an upper bound on the average's (the SD of a sum is at most the sum of
+    SDs), so its interval is conservative whatever the correlations.
+    """
+    m = np.array([r["predicted_rmse"] ** 2 for r in rows])
+    w = np.maximum(m, 1e-12) ** -power
+    w /= w.sum()
+    est = float(np.dot(w, [r["estimate"] for r in rows]))
+    se = float(np.dot(w, [r["standard_error"] for r in rows]))
+    return {"method": "average", "history_weight": None, "estimate": est, "standard_error": se, "weights": w}
+
+
+def gate_average(rec: dict[str, Any], power: float) -> dict[str, Any] | None:
+    """The gate, with the MSE choice replaced by an MSE-weighted average of the candidates."""
+    rows = rec["table"]
+    if not rows:
+        return None
+    if not _dependent(rec):
+        d = next((r for r in rows if _key(r) == ("hero_joint", 1.0)), None)
+        if d is not None and not _flagged(rec, d, 0.01):
+            return d
+    r = _average(rows, power)
+    r["cover"] = bool(abs(r["estimate"] - rec["truth"]) <= 1.96 * r["standard_error"])
+    return r
+
+
 RULES: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
     "previous": previous,
     "previous, joint default": lambda rec: previous(rec, joint=True),
@@ -161,6 +192,8 @@ RULES: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
     "flag then mse (1 %/20 %)": lambda rec: flag_then_mse(rec, 0.01, 0.20),
     "flag then mse (5 %/5 %)": lambda rec: flag_then_mse(rec, 0.05, 0.05),
     "gate (auto)": gate,
+    "gate, average by 1/MSE": lambda rec: gate_average(rec, 1.0),
+    "gate, average by 1/MSE^2": lambda rec: gate_average(rec, 2.0),
 }
 
 
@@ -177,6 +210,18 @@ def _apply(recs: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _save(recs: list[dict[str, Any]], path: Path) -> None:
+    """The candidate tables, so that new rules can be judged without refitting (``--from-records``)."""
+    with gzip.open(path, "wb") as f:
+        pickle.dump(recs, f)
+
+
+def _load(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rb") as f:
+        out: list[dict[str, Any]] = pickle.load(f)
+    return out
+
+
 def _rmse(e: pd.Series) -> float:
     return float(np.sqrt(np.mean(np.square(e))))
 
@@ -190,11 +235,18 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--out", default="docs/robustness")
     ap.add_argument("--only", default="", help="comma-separated data set names (a smoke run)")
+    ap.add_argument("--from-records", action="store_true",
+                    help="judge the rules on the candidate tables a previous run saved in --out (no refitting)")
     a = ap.parse_args()
     out = Path(a.out)
     pd.set_option("display.width", 200)
     jobs_s = [(d, list(range(i, min(i + 10, a.reps)))) for d in DESIGNS for i in range(0, a.reps, 10)]
-    sim = _apply(run_chunks(_sim_task, jobs_s, [len(j[1]) for j in jobs_s], a.workers))
+    if a.from_records:
+        recs_s = _load(out / "auto_rules_records_sim.pkl.gz")
+    else:
+        recs_s = run_chunks(_sim_task, jobs_s, [len(j[1]) for j in jobs_s], a.workers)
+        _save(recs_s, out / "auto_rules_records_sim.pkl.gz")
+    sim = _apply(recs_s)
     ss = sim.groupby(["cell", "rule"], sort=False).agg(rmse=("err", _rmse), bias=("err", "mean"),
                                                        coverage=("cover", "mean")).reset_index()
     h1 = ss[ss["rule"] == "hero1"].set_index("cell")["rmse"]
@@ -204,7 +256,12 @@ def main() -> None:
     jobs_r = [(a.data, n, sfx, sh, list(range(i, min(i + 5, a.resamples))))
               for n, sfx in BINARY if not a.only or n in a.only.split(",")
               for sh in ("none", "half") for i in range(0, a.resamples, 5)]
-    real = _apply(run_chunks(_real_task, jobs_r, [len(j[4]) for j in jobs_r], a.workers))
+    if a.from_records:
+        recs_r = _load(out / "auto_rules_records_real.pkl.gz")
+    else:
+        recs_r = run_chunks(_real_task, jobs_r, [len(j[4]) for j in jobs_r], a.workers)
+        _save(recs_r, out / "auto_rules_records_real.pkl.gz")
+    real = _apply(recs_r)
     summ = pd.read_csv(out / "summary.csv")
     best = summ[summ["method"].isin(COMPARED)].groupby(["dataset", "shift"])["rmse"].min()
     rs = real.groupby(["cell", "shift", "rule"], sort=False).agg(rmse=("err", _rmse), coverage=("cover", "mean"))
