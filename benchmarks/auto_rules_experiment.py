@@ -26,6 +26,15 @@ cross-validated w > 0, HERO joint; the estimated MSE is the one
   once independence is rejected); then the smallest estimated MSE.
 * ``gate`` (the rule ``auto`` follows): the smallest estimated MSE when
   independence is rejected at 1 %; otherwise ``flag then mse`` at 1 %.
+* ``gate, average by 1/MSE`` and ``1/MSE^2``: the gate, with its choice by
+  estimated MSE replaced by model averaging: every scored candidate's
+  estimate weighted by its estimated MSE to the power -1 or -2, with a
+  conservative interval (weighted sum of the standard errors).
+
+With no scorable candidate (too few gold items for the mock rounds), every
+rule gives ``recommend``'s own fallback (HERO joint by default). The
+candidate tables are saved in ``--out`` (``auto_rules_records_*.pkl.gz``);
+``--from-records`` judges the rules on them again without refitting.
 """
 
 from __future__ import annotations
@@ -78,8 +87,11 @@ def _record(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, meta: d
         lo, hi = r["estimate"] - 1.96 * r["standard_error"], r["estimate"] + 1.96 * r["standard_error"]
         r["cover"] = bool(lo <= truth <= hi)
         table.append(r)
+    ci = rec.result.confidence_interval()
+    # with no scorable candidate, recommend's own fallback (HERO joint by default) is every rule's answer
     return {**meta, "truth": truth, "table": table, "dep_p": cal.checks.dependence.p_value, "hero1": h1.estimate,
-            "hero1_cover": bool(h1.confidence_interval().low <= truth <= h1.confidence_interval().high)}
+            "hero1_cover": bool(h1.confidence_interval().low <= truth <= h1.confidence_interval().high),
+            "fallback": rec.result.estimate, "fallback_cover": bool(ci.low <= truth <= ci.high)}
 
 
 def _sim_task(args: tuple[str, list[int]]) -> list[dict[str, Any]]:
@@ -202,7 +214,10 @@ def _apply(recs: list[dict[str, Any]]) -> pd.DataFrame:
     for rec in recs:
         for name, rule in RULES.items():
             r = rule(rec)
-            est, cover = (rec["hero1"], rec["hero1_cover"]) if r is None else (r["estimate"], r["cover"])
+            if r is None:  # records saved before "fallback" was kept fell back to HERO-1
+                est, cover = rec.get("fallback", rec["hero1"]), rec.get("fallback_cover", rec["hero1_cover"])
+            else:
+                est, cover = r["estimate"], r["cover"]
             rows.append({"cell": rec["cell"], "shift": rec["shift"], "rep": rec["rep"], "rule": name,
                          "err": est - rec["truth"], "cover": cover})
         rows.append({"cell": rec["cell"], "shift": rec["shift"], "rep": rec["rep"], "rule": "hero1",
