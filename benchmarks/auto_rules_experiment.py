@@ -225,16 +225,16 @@ def _apply(recs: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _save(recs: list[dict[str, Any]], path: Path) -> None:
-    """The candidate tables, so that new rules can be judged without refitting (``--from-records``)."""
+def _records(path: Path, saved: bool, compute: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The candidate tables: those saved at ``path`` (``saved``), or computed and saved there for ``--from-records``."""
+    if saved:
+        with gzip.open(path, "rb") as f:
+            out: list[dict[str, Any]] = pickle.load(f)
+        return out
+    recs = compute()
     with gzip.open(path, "wb") as f:
         pickle.dump(recs, f)
-
-
-def _load(path: Path) -> list[dict[str, Any]]:
-    with gzip.open(path, "rb") as f:
-        out: list[dict[str, Any]] = pickle.load(f)
-    return out
+    return recs
 
 
 def _rmse(e: pd.Series) -> float:
@@ -256,11 +256,8 @@ def main() -> None:
     out = Path(a.out)
     pd.set_option("display.width", 200)
     jobs_s = [(d, list(range(i, min(i + 10, a.reps)))) for d in DESIGNS for i in range(0, a.reps, 10)]
-    if a.from_records:
-        recs_s = _load(out / "auto_rules_records_sim.pkl.gz")
-    else:
-        recs_s = run_chunks(_sim_task, jobs_s, [len(j[1]) for j in jobs_s], a.workers)
-        _save(recs_s, out / "auto_rules_records_sim.pkl.gz")
+    recs_s = _records(out / "auto_rules_records_sim.pkl.gz", a.from_records,
+                      lambda: run_chunks(_sim_task, jobs_s, [len(j[1]) for j in jobs_s], a.workers))
     sim = _apply(recs_s)
     ss = sim.groupby(["cell", "rule"], sort=False).agg(rmse=("err", _rmse), bias=("err", "mean"),
                                                        coverage=("cover", "mean")).reset_index()
@@ -271,11 +268,8 @@ def main() -> None:
     jobs_r = [(a.data, n, sfx, sh, list(range(i, min(i + 5, a.resamples))))
               for n, sfx in BINARY if not a.only or n in a.only.split(",")
               for sh in ("none", "half") for i in range(0, a.resamples, 5)]
-    if a.from_records:
-        recs_r = _load(out / "auto_rules_records_real.pkl.gz")
-    else:
-        recs_r = run_chunks(_real_task, jobs_r, [len(j[4]) for j in jobs_r], a.workers)
-        _save(recs_r, out / "auto_rules_records_real.pkl.gz")
+    recs_r = _records(out / "auto_rules_records_real.pkl.gz", a.from_records,
+                      lambda: run_chunks(_real_task, jobs_r, [len(j[4]) for j in jobs_r], a.workers))
     real = _apply(recs_r)
     summ = pd.read_csv(out / "summary.csv")
     best = summ[summ["method"].isin(COMPARED)].groupby(["dataset", "shift"])["rmse"].min()

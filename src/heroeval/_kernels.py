@@ -20,7 +20,7 @@ two cores (docs/scale.md):
 - items are stored sorted by their number of labels, so the inner loops run
   in long stretches of equal length and their exits are predicted;
 - the chunks run as serial, GIL-free kernels on a small thread pool, balanced
-  by cost (see :func:`run_chunks` for why not numba's ``prange``).
+  by cost (see :func:`run_threads` for why not numba's ``prange``).
 
 The covariance pass streams the items once and accumulates the observed
 information and the Gram matrix of the scores without forming per-item
@@ -361,7 +361,7 @@ class CompactDesign:
         """Per-code and per-round posterior sums and the log-likelihood (NaN unless ``need_ll``)."""
         w, has_w = self._w()
         ed, elo, d, lo, fixed = self._tables(alpha, beta, prev)
-        parts = run_chunks("_em_chunk", self.bounds, self.ptr, self.code, self.gold, self.group, w, has_w,
+        parts = run_threads("_em_chunk", self.bounds, self.ptr, self.code, self.gold, self.group, w, has_w,
                            ed, elo, d, lo, need_ll, 2 * self.n_labelers, self.n_groups)
         s1: FloatArray = np.sum([q[0] for q in parts], axis=0)
         gs: FloatArray = np.sum([q[1] for q in parts], axis=0)
@@ -385,7 +385,7 @@ class CompactDesign:
         ed, elo, d, lo, _ = self._tables(alpha, beta, prev)
         g = np.empty(self.n_items)
         order, has_order = (self.order, True) if self.order is not None else (np.zeros(0, np.int32), False)
-        run_chunks("_posterior_chunk", self.bounds, self.ptr, self.code, self.gold, self.group, ed, elo, d, lo,
+        run_threads("_posterior_chunk", self.bounds, self.ptr, self.code, self.gold, self.group, ed, elo, d, lo,
                    order, has_order, g)
         return g, ll + _prior(self.pseudo_count, alpha, beta)
 
@@ -407,7 +407,7 @@ class CompactDesign:
             Xc = Xc[self.order]
         Xc = np.ascontiguousarray(Xc)
         # one chunk per thread: each holds two P x P sums
-        M, S, SX, GA, GB = _kernel("_cov_pass")(self.ptr, self.code, chunk_bounds(self.ptr, threads()), self.group,
+        M, S, SX, GA, GB = _kernel("_cov_pass")(self.ptr, self.code, self.bounds, self.group,
                                                 gamma, w, has_w, ua, ub, p, J, P, Xc, gram)
         missing = _sym_upper(M.sum(axis=0))
         StS = _sym_upper(S.sum(axis=0)) if gram else np.full((P, P), np.nan)
@@ -496,7 +496,7 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
-def run_chunks(name: str, bounds: npt.NDArray[np.int64], *args: Any) -> list[Any]:
+def run_threads(name: str, bounds: npt.NDArray[np.int64], *args: Any) -> list[Any]:
     """Run the serial compiled kernel ``name(r0, r1, *args)`` on each chunk, in parallel threads.
 
     The kernels release the GIL (``nogil``), so plain threads run them on all cores;
@@ -552,6 +552,7 @@ def compact_design(
             del idx
             ptr_out = np.empty(n_items + 1, dtype=np.int64)
             _serial("_sorted_ptr")(p64, order, ptr_out)
+    bounds = chunk_bounds(ptr_out, n_chunks())
     code = np.empty(labeler.shape[0], dtype=dt)
     if order is None:
         for s0 in range(0, code.shape[0], 1 << 22):  # in chunks: no whole-array temporaries
@@ -559,8 +560,7 @@ def compact_design(
             np.multiply(labeler[sl], 2, out=code[sl], casting="unsafe")
             code[sl] += label[sl].astype(dt)
     else:
-        _kernel("_gather_codes")(p64, labeler, label, order, ptr_out, code, chunk_bounds(ptr_out, n_chunks()))
-    bounds = chunk_bounds(ptr_out, n_chunks())
+        _kernel("_gather_codes")(p64, labeler, label, order, ptr_out, code, bounds)
     n_codes = 2 * n_labelers
     g32 = np.ascontiguousarray(group, dtype=np.int32)
     g8 = np.ascontiguousarray(gold, dtype=np.int8)
