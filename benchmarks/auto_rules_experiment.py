@@ -35,12 +35,19 @@ With no scorable candidate (too few gold items for the mock rounds), every
 rule gives ``recommend``'s own fallback (HERO joint by default). The
 candidate tables are saved in ``--out`` (``auto_rules_records_*.pkl.gz``);
 ``--from-records`` judges the rules on them again without refitting.
+
+``--from-benchmark DIR`` judges the rules on the real-data resamples of a
+``robustness.py`` run instead (its ``resamples.csv.gz`` keeps each
+resample's candidate table with the ``auto`` row), on the resamples
+``--resample-range A:B`` (default: all); "best" is then computed from the
+same resamples. Simulations are not run in that mode.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import math
 import pickle
 import sys
@@ -237,6 +244,40 @@ def _records(path: Path, saved: bool, compute: Callable[[], list[dict[str, Any]]
     return recs
 
 
+def records_from_benchmark(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Candidate tables as :func:`_record` makes them, from robustness.py's resamples (the auto row's ``candidates``)."""
+    out = []
+    for (ds, sh, r), g in df.groupby(["dataset", "shift", "resample"], sort=False):
+        g = g.set_index("method")
+        truth = float(g["truth"].iloc[0])
+        auto, h1 = g.loc["auto"], g.loc["hero1"]
+        raw = auto["candidates"] if isinstance(auto["candidates"], str) else "[]"
+        table = []
+        for c in json.loads(raw):
+            c = {k: (math.nan if v is None and k != "history_weight" else v) for k, v in c.items()}
+            if "estimate" not in c or not math.isfinite(c.get("predicted_rmse", math.nan)):
+                continue
+            lo, hi = c["estimate"] - 1.96 * c["standard_error"], c["estimate"] + 1.96 * c["standard_error"]
+            c["cover"] = bool(lo <= truth <= hi)
+            table.append(c)
+        out.append({"cell": ds, "shift": sh, "rep": int(r), "truth": truth, "table": table,
+                    "dep_p": float(auto["dependence_p"]), "hero1": float(h1["estimate"]),
+                    "hero1_cover": bool(h1["ci_low"] <= truth <= h1["ci_high"]),
+                    "fallback": float(auto["estimate"]), "fallback_cover": bool(auto["ci_low"] <= truth <= auto["ci_high"])})
+    return out
+
+
+def _judge_real(recs: list[dict[str, Any]], best: pd.Series) -> tuple[pd.DataFrame, pd.DataFrame]:
+    real = _apply(recs)
+    rs = real.groupby(["cell", "shift", "rule"], sort=False).agg(rmse=("err", _rmse), coverage=("cover", "mean"))
+    rs = rs.reset_index()
+    rs["ratio"] = rs["rmse"] / [best.loc[(c, s)] for c, s in zip(rs["cell"], rs["shift"], strict=True)]
+    tab = rs.groupby("rule", sort=False).agg(cells_within_10pct=("ratio", lambda r: int((r <= 1.10).sum())),
+                                             cells=("ratio", "size"), worst_ratio=("ratio", "max"),
+                                             coverage=("coverage", "mean")).reset_index()
+    return rs, tab
+
+
 def _rmse(e: pd.Series) -> float:
     return float(np.sqrt(np.mean(np.square(e))))
 
@@ -252,9 +293,25 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated data set names (a smoke run)")
     ap.add_argument("--from-records", action="store_true",
                     help="judge the rules on the candidate tables a previous run saved in --out (no refitting)")
+    ap.add_argument("--from-benchmark", default="",
+                    help="a robustness.py output folder: judge the rules on its real-data resamples only")
+    ap.add_argument("--resample-range", default="", help="A:B, the resamples A..B-1 of --from-benchmark")
     a = ap.parse_args()
     out = Path(a.out)
     pd.set_option("display.width", 200)
+    if a.from_benchmark:
+        from heroeval.benchmark import summarize_benchmark
+
+        df = pd.read_csv(Path(a.from_benchmark) / "resamples.csv.gz")
+        if a.resample_range:
+            lo, hi = (int(x) for x in a.resample_range.split(":"))
+            df = df[(df["resample"] >= lo) & (df["resample"] < hi)]
+        summ = summarize_benchmark(df)
+        best = summ[summ["method"].isin(COMPARED)].groupby(["dataset", "shift"])["rmse"].min()
+        rs, tab = _judge_real(records_from_benchmark(df), best)
+        print(rs[rs["rule"] == "gate (auto)"].round(3).to_string(index=False))
+        print(tab.round(3).to_string(index=False))
+        return
     jobs_s = [(d, list(range(i, min(i + 10, a.reps)))) for d in DESIGNS for i in range(0, a.reps, 10)]
     recs_s = _records(out / "auto_rules_records_sim.pkl.gz", a.from_records,
                       lambda: run_chunks(_sim_task, jobs_s, [len(j[1]) for j in jobs_s], a.workers))
@@ -270,15 +327,9 @@ def main() -> None:
               for sh in ("none", "half") for i in range(0, a.resamples, 5)]
     recs_r = _records(out / "auto_rules_records_real.pkl.gz", a.from_records,
                       lambda: run_chunks(_real_task, jobs_r, [len(j[4]) for j in jobs_r], a.workers))
-    real = _apply(recs_r)
     summ = pd.read_csv(out / "summary.csv")
     best = summ[summ["method"].isin(COMPARED)].groupby(["dataset", "shift"])["rmse"].min()
-    rs = real.groupby(["cell", "shift", "rule"], sort=False).agg(rmse=("err", _rmse), coverage=("cover", "mean"))
-    rs = rs.reset_index()
-    rs["ratio"] = rs["rmse"] / [best.loc[(c, s)] for c, s in zip(rs["cell"], rs["shift"], strict=True)]
-    tab = rs.groupby("rule", sort=False).agg(cells_within_10pct=("ratio", lambda r: int((r <= 1.10).sum())),
-                                             cells=("ratio", "size"), worst_ratio=("ratio", "max"),
-                                             coverage=("coverage", "mean")).reset_index()
+    _, tab = _judge_real(recs_r, best)
     tab.to_csv(out / "auto_rules_real.csv", index=False)
     print(tab.round(3).to_string(index=False))
 

@@ -2,12 +2,25 @@
 
     .venv/bin/python benchmarks/robustness.py --resamples 20 --out docs/robustness
 
+``--first 10 --resamples 20 --merge old/resamples.csv.gz`` adds resamples
+10..29 to an earlier run of resamples 0..9 (the splits are seeded by the
+resample index, so they are the same as a single run of 30 would make).
+
 Writes ``resamples.csv.gz`` (one row per resample and method; ``picked`` says
 what ``auto`` chose), ``summary.csv`` (|bias|, SD, RMSE, coverage per data
 set, shift and method) and ``auto.csv`` (per data set and shift: the best
 method's RMSE, ``auto``'s, their ratio, and what ``auto`` picked), and prints
 the two criteria of the issue: the share of cells where ``auto`` is within
 10 % of the best method, and the worst ratio.
+
+``--judge`` skips the computation and judges the ``resamples.csv.gz`` already
+in ``--out`` (``--resample-range A:B`` keeps resamples A..B-1, for example
+those not seen when a rule was chosen). ``--bootstrap B`` (default 1000)
+resamples each cell's resamples with replacement, the same draws for every
+method, and reports how much the two criteria move with the resamples
+(``auto_bootstrap.csv``: per cell, the share of draws with ``auto`` within
+10 % of the best; printed: quantiles of the number of such cells and of the
+worst ratio).
 """
 
 from __future__ import annotations
@@ -15,8 +28,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from heroeval.benchmark import load_folder, run_benchmark, summarize_benchmark
@@ -45,6 +60,35 @@ def auto_table(summ: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def bootstrap_criteria(df: pd.DataFrame, draws: int, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """The issue's two criteria under resampling of each cell's resamples (paired across methods).
+
+    Returns the per-cell share of draws in which ``auto`` is within 10 % of
+    the best method, and per draw the number of such cells and the worst ratio.
+    """
+    rng = np.random.default_rng(seed)
+    sq = (df["estimate"] - df["truth"]) ** 2
+    wide = df.assign(sq=sq).pivot_table(index=["dataset", "shift", "resample"], columns="method", values="sq")
+    cols = [m for m in COMPARED if m in wide.columns]
+    cells, ratios = [], []
+    for (ds, sh), g in wide.groupby(level=["dataset", "shift"], sort=False):
+        comp = g[cols].to_numpy()
+        auto = g["auto"].to_numpy()
+        idx = rng.integers(0, len(g), size=(draws, len(g)))
+        with warnings.catch_warnings():  # a method missing in a cell (hero2 without text) is all-NaN there
+            warnings.simplefilter("ignore", RuntimeWarning)
+            m_comp = np.sqrt(np.nanmean(comp[idx], axis=1))  # draws x methods
+        best = np.min(np.where(np.isnan(m_comp), np.inf, m_comp), axis=1)
+        ratios.append(np.sqrt(auto[idx].mean(axis=1)) / best)
+        cells.append((ds, sh))
+    r = np.array(ratios)  # cells x draws
+    per_cell = pd.DataFrame(cells, columns=["dataset", "shift"])
+    per_cell["share_within_10pct"] = (r <= 1.10).mean(axis=1)
+    per_cell["ratio_median"] = np.median(r, axis=1)
+    per_cell["ratio_q05"], per_cell["ratio_q95"] = np.quantile(r, 0.05, axis=1), np.quantile(r, 0.95, axis=1)
+    return per_cell, (r <= 1.10).sum(axis=0), r.max(axis=0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     here = Path(__file__).resolve().parent.parent
@@ -55,20 +99,43 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--out", default="docs/robustness")
     ap.add_argument("--only", default="", help="comma-separated data set names")
+    ap.add_argument("--first", type=int, default=0, help="first resample index (to extend an earlier run)")
+    ap.add_argument("--merge", default="", help="an earlier run's resamples.csv.gz to pool with this one")
+    ap.add_argument("--judge", action="store_true", help="judge the resamples.csv.gz already in --out (no fitting)")
+    ap.add_argument("--resample-range", default="", help="with --judge: A:B keeps resamples A..B-1")
+    ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap draws for the criteria's noise (0: none)")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     frames = []
     t0 = time.perf_counter()
     for name, suffix in BINARY:
-        if a.only and name not in a.only.split(","):
+        if a.judge or (a.only and name not in a.only.split(",")):
             continue
         t = time.perf_counter()
         data = load_folder(Path(a.data) / name, binary_suffix=suffix)
-        frames.append(run_benchmark(data, resamples=a.resamples, n=a.n, rhos=(a.rho,), workers=a.workers))
+        frames.append(run_benchmark(data, resamples=a.resamples, n=a.n, rhos=(a.rho,), workers=a.workers,
+                                    first_resample=a.first))
         print(f"{data.name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
-    df = pd.concat(frames, ignore_index=True)
-    df.to_csv(out / "resamples.csv.gz", index=False)
+    if a.judge:
+        df = pd.read_csv(out / "resamples.csv.gz")
+        if a.resample_range:
+            lo, hi = (int(x) for x in a.resample_range.split(":"))
+            df = df[(df["resample"] >= lo) & (df["resample"] < hi)]
+        out = out / f"judged_{lo}_{hi}" if a.resample_range else out
+        out.mkdir(exist_ok=True)
+    else:
+        df = pd.concat(frames, ignore_index=True)
+    if a.merge and not a.judge:
+        old = pd.read_csv(a.merge)
+        if a.only:
+            old = old[old["dataset"].isin(set(df["dataset"]))]
+        clash = old.merge(df[["dataset", "shift", "resample"]].drop_duplicates(), on=["dataset", "shift", "resample"])
+        if len(clash):
+            sys.exit(f"--merge {a.merge}: resamples {sorted(clash['resample'].unique())} are in both runs")
+        df = pd.concat([old, df], ignore_index=True)
+    if not a.judge:
+        df.to_csv(out / "resamples.csv.gz", index=False)
     summ = summarize_benchmark(df)
     summ.to_csv(out / "summary.csv", index=False)
     tab = auto_table(summ, df)
@@ -78,6 +145,14 @@ def main() -> None:
     within = float((tab["ratio"] <= 1.10).mean())
     print(f"auto within 10 % of the best method: {within:.0%} of {len(tab)} cells; worst ratio {tab['ratio'].max():.2f}; "
           f"total {time.perf_counter() - t0:.0f} s")
+    if a.bootstrap > 0:
+        per_cell, count, worst = bootstrap_criteria(df, a.bootstrap)
+        per_cell.to_csv(out / "auto_bootstrap.csv", index=False)
+        q = [0.05, 0.5, 0.95]
+        print(f"bootstrap over each cell's {df['resample'].nunique()} resamples ({a.bootstrap} draws): cells within "
+              f"10 %: 5/50/95 % quantiles {np.quantile(count, q).tolist()} of {len(per_cell)}; "
+              f"P(at least 80 % of cells) = {np.mean(count >= 0.8 * len(per_cell)):.3f}; worst ratio quantiles "
+              f"{np.round(np.quantile(worst, q), 2).tolist()}; P(worst <= 1.5) = {np.mean(worst <= 1.5):.3f}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ are not used yet: every split here is random.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import warnings
@@ -200,6 +201,8 @@ def _one_resample(
                      "rho_effective": hist.n_gold / hist.n_items, "status": x.status,
                      "score_r2": x.details.get("score_r2", math.nan),
                      "picked": "" if m != "auto" else _picked(res.recommended),
+                     "candidates": "" if m != "auto" or res.recommended is None else json.dumps(
+                         res.recommended.to_dict()["candidates"]),
                      "dependence_p": math.nan if cal.checks is None else cal.checks.dependence.p_value})
     return rows
 
@@ -228,8 +231,14 @@ def run_benchmark(
     progress: Callable[[int, int], None] | None = None,
     split: str = "random",
     auto: bool = True,
+    first_resample: int = 0,
 ) -> pd.DataFrame:
     """Every method on ``resamples`` splits per (rho, shift); one row per resample and method.
+
+    The splits are resamples ``first_resample, ..., first_resample +
+    resamples - 1``; resample r is the same split in every call (seeded by
+    ``seed``, r and rho), so runs with different ``first_resample`` can be
+    concatenated into one larger run.
 
     With ``auto`` (default) Stage A also runs the model checks and the
     recommended estimate is scored as method ``"auto"`` (column ``picked``
@@ -247,6 +256,8 @@ def run_benchmark(
         raise HeroEvalError(f"{data.name}: split='groups' needs item groups (load_folder(group_col=...))")
     if not (isinstance(resamples, int) and resamples >= 2):
         raise HeroEvalError(f"resamples must be an integer >= 2, got {resamples!r}")
+    if not (isinstance(first_resample, int) and first_resample >= 0):
+        raise HeroEvalError(f"first_resample must be an integer >= 0, got {first_resample!r}")
     for s in shifts:
         if s not in ("none", "half"):
             raise HeroEvalError(f"shift must be 'none' or 'half', got {s!r}")
@@ -254,8 +265,9 @@ def run_benchmark(
         if not 0 < rho < 1:
             raise HeroEvalError(f"rho must be in (0, 1), got {rho!r}")
     per = max(1, resamples // (2 * (workers or os.cpu_count() or 1)))
-    jobs = [(data, list(range(i, min(i + per, resamples))), rho, n, s, seed, split, auto)
-            for rho in rhos for s in shifts for i in range(0, resamples, per)]
+    end = first_resample + resamples
+    jobs = [(data, list(range(i, min(i + per, end))), rho, n, s, seed, split, auto)
+            for rho in rhos for s in shifts for i in range(first_resample, end, per)]
     rows = run_chunks(_task, jobs, [len(j[1]) for j in jobs], workers, progress)
     return pd.DataFrame(rows).sort_values(["rho", "shift", "resample", "method"], kind="stable").reset_index(drop=True)
 

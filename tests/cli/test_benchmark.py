@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from heroeval.benchmark import load_folder, run_benchmark, summarize_benchmark
 from heroeval.cli import app
-from heroeval.errors import DataError
+from heroeval.errors import DataError, HeroEvalError
 from tests.conftest import simulate
 
 
@@ -40,6 +40,23 @@ def test_protocol(folder: Path) -> None:
     row = df[(df["method"] == "hero1") & (df["shift"] == "none")].iloc[0]
     assert row.n_current == 60 and abs(row.rho_effective - 0.1) < 0.01
     assert np.isfinite(s["rmse"]).all()
+
+
+def test_runs_with_a_first_resample_extend_a_run(folder: Path) -> None:
+    """Resample r is the same split whatever the call, so runs over different ranges can be pooled."""
+    data = load_folder(folder, text_components=0)
+    a = run_benchmark(data, resamples=2, rhos=[0.1], n=60, shifts=["none"], workers=1)
+    b = run_benchmark(data, resamples=2, rhos=[0.1], n=60, shifts=["none"], workers=1, first_resample=1)
+    assert sorted(b["resample"].unique()) == [1, 2]
+    key = ["resample", "method"]
+    both = a[a["resample"] == 1].merge(b[b["resample"] == 1], on=key, suffixes=("_a", "_b"))
+    assert len(both) == (a["resample"] == 1).sum() > 0
+    np.testing.assert_allclose(both["estimate_a"], both["estimate_b"], rtol=0, atol=1e-12)
+    cands = json.loads(a[(a["method"] == "auto")]["candidates"].iloc[0])
+    assert {c["method"] for c in cands} >= {"hero1", "rogan_gladen", "gold_proportion"}
+    assert (a.loc[a["method"] != "auto", "candidates"] == "").all()
+    with pytest.raises(HeroEvalError, match="first_resample"):
+        run_benchmark(data, resamples=2, first_resample=-1)
 
 
 def test_cli_benchmark_on_a_new_folder(folder: Path, tmp_path: Path) -> None:
