@@ -40,7 +40,8 @@ candidate tables are saved in ``--out`` (``auto_rules_records_*.pkl.gz``);
 ``robustness.py`` run instead (its ``resamples.csv.gz`` keeps each
 resample's candidate table with the ``auto`` row), on the resamples
 ``--resample-range A:B`` (default: all); "best" is then computed from the
-same resamples. Simulations are not run in that mode.
+same resamples. Simulations are not run in that mode; the table goes to
+``auto_rules_real_resamples_A_B.csv`` in ``--out``.
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ def _dependent(rec: dict[str, Any]) -> bool:
 
 
 def _mse_pick(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return min(rows, key=lambda r: r["predicted_rmse"])
+    # ties (HERO joint is judged by HERO-1's mock round) go to the default, as in recommend
+    return min(rows, key=lambda r: (r["predicted_rmse"], _key(r) != ("hero_joint", 1.0)))
 
 
 def previous(rec: dict[str, Any], joint: bool = False) -> dict[str, Any] | None:
@@ -303,6 +305,7 @@ def main() -> None:
         from heroeval.benchmark import summarize_benchmark
 
         df = pd.read_csv(Path(a.from_benchmark) / "resamples.csv.gz")
+        lo, hi = 0, int(df["resample"].max()) + 1
         if a.resample_range:
             lo, hi = (int(x) for x in a.resample_range.split(":"))
             df = df[(df["resample"] >= lo) & (df["resample"] < hi)]
@@ -311,6 +314,8 @@ def main() -> None:
         rs, tab = _judge_real(records_from_benchmark(df), best)
         print(rs[rs["rule"] == "gate (auto)"].round(3).to_string(index=False))
         print(tab.round(3).to_string(index=False))
+        out.mkdir(parents=True, exist_ok=True)
+        tab.to_csv(out / f"auto_rules_real_resamples_{lo}_{hi}.csv", index=False)
         return
     jobs_s = [(d, list(range(i, min(i + 10, a.reps)))) for d in DESIGNS for i in range(0, a.reps, 10)]
     recs_s = _records(out / "auto_rules_records_sim.pkl.gz", a.from_records,
