@@ -30,6 +30,9 @@ cross-validated w > 0, HERO joint; the estimated MSE is the one
   estimated MSE replaced by model averaging: every scored candidate's
   estimate weighted by its estimated MSE to the power -1 or -2, with a
   conservative interval (weighted sum of the standard errors).
+* ``gate, 1/MSE^2 average over a confidence set (z)``: the same average over
+  only the candidates whose estimated MSE is within ``z`` standard errors of
+  the smallest (:func:`gate_confidence_set`).
 
 With no scorable candidate (too few gold items for the mock rounds), every
 rule gives ``recommend``'s own fallback (HERO joint by default). The
@@ -207,6 +210,38 @@ def gate_average(rec: dict[str, Any], power: float) -> dict[str, Any] | None:
     return r
 
 
+def gate_confidence_set(rec: dict[str, Any], z: float) -> dict[str, Any] | None:
+    """The gate, with its MSE choice replaced by a 1/MSE^2 average over the candidates not clearly worse.
+
+    A confidence set in the spirit of Hansen, Lunde and Nason's model
+    confidence set: candidate c stays when its estimated MSE exceeds the
+    smallest one, m's, by less than ``z`` standard errors of the difference,
+    ``sqrt(4 b_c^2 s_c^2 + 4 b_m^2 s_m^2)`` (the delta method on the two
+    squared mock biases; their covariance ignored, which widens the set).
+    One candidate left: it is chosen, as the gate would.
+    """
+    rows = rec["table"]
+    if not rows:
+        return None
+    if not _dependent(rec):
+        d = next((r for r in rows if _key(r) == ("hero_joint", 1.0)), None)
+        if d is not None and not _flagged(rec, d, 0.01):
+            return d
+    m = _mse_pick(rows)
+    keep = [m]
+    for r in rows:
+        if r is m:
+            continue
+        se = 2 * math.hypot(r["mock_bias"] * r["mock_bias_se"], m["mock_bias"] * m["mock_bias_se"])
+        if se > 0 and (r["predicted_rmse"] ** 2 - m["predicted_rmse"] ** 2) / se < z:
+            keep.append(r)
+    if len(keep) == 1:
+        return m
+    r = _average(keep, 2.0)
+    r["cover"] = bool(abs(r["estimate"] - rec["truth"]) <= 1.96 * r["standard_error"])
+    return r
+
+
 RULES: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
     "previous": previous,
     "previous, joint default": lambda rec: previous(rec, joint=True),
@@ -217,6 +252,9 @@ RULES: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {
     "gate (auto)": gate,
     "gate, average by 1/MSE": lambda rec: gate_average(rec, 1.0),
     "gate, average by 1/MSE^2": lambda rec: gate_average(rec, 2.0),
+    "gate, 1/MSE^2 average over a confidence set (z = 0.5)": lambda rec: gate_confidence_set(rec, 0.5),
+    "gate, 1/MSE^2 average over a confidence set (z = 1)": lambda rec: gate_confidence_set(rec, 1.0),
+    "gate, 1/MSE^2 average over a confidence set (z = 1.645)": lambda rec: gate_confidence_set(rec, 1.645),
 }
 
 
