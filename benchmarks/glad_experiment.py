@@ -40,6 +40,12 @@ added to the expected class counts, and for the labelers heroeval's
 (the prior's mode). There is no label switching among the classes (their
 scales are fixed and distinct); Y's is ruled out by the start and the gold.
 
+Variants (``--variants``, both by default): ``glad_grid`` (the model above)
+and ``glad_grid_weak`` (pseudo-counts ``(0.8, 0.1, 0.1)`` on pi, ten times
+weaker; added after the first run, where on the paper's independent design
+the specified prior rather than the data kept 5-10 % of the items in the
+shrunken classes, the fit losing 0.2-0.7 nats of log-likelihood to it).
+
 HERO-1 analogue: with every history parameter fixed, ``L_i = log sum_c pi_c
 P(labels_i | Y = 1, c) - log sum_c pi_c P(labels_i | Y = 0, c)`` and the
 rate solves heroeval's score equation (``heroeval._score.solve_score``).
@@ -51,6 +57,8 @@ Command (from the repository root; 2 worker processes)::
 
     PYTHONPATH=src .venv/bin/python benchmarks/glad_experiment.py --resamples 10 --reps 50 \
         --ref ../main/docs/robustness
+
+(one variant: 5 min 19 s on 2 shared cores).
 
 ``--ref`` is the folder holding robustness.py's ``resamples.csv.gz`` (not in
 git; it may hold more resamples than are run here: only resamples
@@ -65,7 +73,9 @@ recomputed as an anchor: it must equal ``resamples.csv.gz``, column
 ``dependent_dgp`` (dense, 5 of 10 labelers per item) and ``paper_dgp``
 (dense, 3 of 10), seeds 0..reps-1 as in ``benchmarks/robustness_sim.py``:
 GLAD, and HERO-1, HERO joint, ``rogan_gladen`` and ``auto`` recomputed on
-the same seeds. No mock rounds (the hard-class experiment's ``--mock``) here.
+the same seeds. With ``--mock``, the mock-round errors of HERO-1 and of
+each variant on the history's gold (:func:`mock_errors`, as the hard-class
+experiment's).
 Writes to ``--out`` (default docs/robustness):
 
 * ``glad_rows_real.csv.gz``, ``glad_rows_sim.csv.gz``: one row per resample /
@@ -444,24 +454,76 @@ def estimate_rate(fit: GladFit, current: he.AnnotationSet) -> RateEstimate:
 
 
 # ---------------------------------------------------------------------------
-# the experiment (as benchmarks/hard_class_experiment.py, without the mock rounds)
+# the experiment (as benchmarks/hard_class_experiment.py)
 # ---------------------------------------------------------------------------
 
 COMPARED = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1", "hero2", "hero_joint")
-VARIANT = "glad_grid"  #: the one variant: fixed scales SCALES, fitted pi
+#: variant -> pseudo-counts on pi. "glad_grid": the model as specified; "glad_grid_weak": a ten times weaker
+#: prior (added after the first run: where the two-coin model holds, the specified prior, not the data, kept
+#: 5-10 % of the items in the shrunken classes, at a small loss of log-likelihood)
+VARIANTS: dict[str, tuple[float, ...]] = {"glad_grid": PI_PSEUDO, "glad_grid_weak": (0.8, 0.1, 0.1)}
+
+
+def mock_errors(hist: he.AnnotationSet, variants: list[str], pseudo_count: float = 0.0,
+                scales: tuple[float, ...] = SCALES, folds: int = 5) -> dict[str, float]:
+    """Mock-round errors on the history's gold, as hard_class_experiment.mock_errors (and heroeval's checks for HERO-1).
+
+    The gold items are split into folds (``heroeval.checks._folds``, seed 0);
+    each fold is left out of the history, the models are refitted on the rest
+    and give the fold's items their log-likelihood ratios; the ratios of all
+    folds are pooled into one score equation; the error is its root minus the
+    gold items' rate. Keys: ``"hero1"`` and each variant.
+    """
+    from heroeval.checks import MIN_GOLD_PER_FOLD, _folds
+
+    k = min(folds, hist.n_gold // MIN_GOLD_PER_FOLD)
+    if k < 2:
+        return {m: math.nan for m in ("hero1", *variants)}
+    fold_items = _folds(hist, k, 0)
+    all_items = np.arange(hist.n_items)
+    L: dict[str, list[FloatArray]] = {m: [] for m in ("hero1", *variants)}
+    sc = np.asarray(scales, float)
+    for test in fold_items:
+        h_k = hist.take_items(np.setdiff1d(all_items, test, assume_unique=True))
+        m_k = hist.take_items(test)
+        cal = he.calibrate(h_k, covariance=False)
+        a = np.clip(np.asarray(cal.alpha, float), EPS, 1 - EPS)
+        b = np.clip(np.asarray(cal.beta, float), EPS, 1 - EPS)
+        two = GladFit(tuple(str(x) for x in h_k.labeler_ids),
+                      Params(logit(a), logit(b), np.asarray(cal.round_prevalence, float), np.array([1.0])),
+                      np.array([1.0]), math.nan, math.nan, 0, True, 0)
+        L["hero1"].append(current_llr(two, m_k))
+        for v in variants:
+            fit = fit_glad(h_k, cal, scales=tuple(sc), pseudo_count=pseudo_count, pi_pseudo=VARIANTS[v])
+            L[v].append(current_llr(fit, m_k))
+    ybar = float(hist.gold[np.concatenate(fold_items)].mean())
+    out = {}
+    for m, parts in L.items():
+        mu, status = solve_score(np.concatenate(parts))
+        out[m] = mu - ybar if status != "unidentified" else math.nan
+    return out
 
 
 def _fit_rows(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, pseudo_count: float,
-              scales: tuple[float, ...]) -> list[dict[str, Any]]:
+              scales: tuple[float, ...], variants: list[str], mk: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    mk = mk or {}
     cal = he.calibrate(hist, covariance=False)
     h1 = he.hero1(cur, cal, exclude_new_labelers=True)
     ll0 = two_coin_loglik(hist, cal)
+    rows = [_fit_row(hist, cur, truth, pseudo_count, scales, v, cal, h1.estimate, ll0) for v in variants]
+    for v, row in zip(variants, rows, strict=True):
+        row["mock_err_hero1"], row["mock_err_glad"] = mk.get("hero1", math.nan), mk.get(v, math.nan)
+    return rows
+
+
+def _fit_row(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, pseudo_count: float,
+             scales: tuple[float, ...], variant: str, cal: he.Calibration, h1: float, ll0: float) -> dict[str, Any]:
     t = time.perf_counter()
-    fit = fit_glad(hist, cal, scales=scales, pseudo_count=pseudo_count)
+    fit = fit_glad(hist, cal, scales=scales, pseudo_count=pseudo_count, pi_pseudo=VARIANTS[variant])
     est = estimate_rate(fit, cur)
     p = fit.params
     row: dict[str, Any] = {
-        "variant": VARIANT, "truth": truth, "hero1": h1.estimate, "glad": est.estimate, "glad_se": est.se,
+        "variant": variant, "truth": truth, "hero1": h1, "glad": est.estimate, "glad_se": est.se,
         "glad_status": est.status,
     }
     row.update({f"pi{k + 1}": float(x) for k, x in enumerate(p.pi)})
@@ -469,26 +531,28 @@ def _fit_rows(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, pseud
         "loglik_gain": fit.loglik - ll0, "em_evals": fit.n_iter, "converged": fit.converged,
         "newton_capped": fit.newton_capped, "seconds": time.perf_counter() - t,
     })
-    return [row]
+    return row
 
 
-def _real_task(args: tuple[str, str, list[int], float, tuple[float, ...]]) -> list[dict[str, Any]]:
+def _real_task(args: tuple[str, str, list[int], float, tuple[float, ...], list[str], bool]) -> list[dict[str, Any]]:
     from heroeval.benchmark import load_folder, make_split
 
-    folder, suffix, rs, pseudo_count, scales = args
+    folder, suffix, rs, pseudo_count, scales, variants, mock = args
     warnings.simplefilter("ignore")
     data = load_folder(folder, binary_suffix=suffix)
     rows: list[dict[str, Any]] = []
     for r in rs:
+        mk: dict[str, float] | None = None
         hist_ids = None
         for shift in ("none", "half"):
             sp = make_split(data, r, 0.10, 200, shift, 2026)
-            # the shift only drops current labels: both shifts share the history
+            # the shift only drops current labels: both shifts share the history (and its mock rounds)
             if hist_ids is None:
                 hist_ids = sp.history.item_ids
+                mk = mock_errors(sp.history, variants, pseudo_count, scales) if mock else None
             assert np.array_equal(hist_ids, sp.history.item_ids)
             rows.extend({"dataset": data.name, "shift": shift, "resample": r, **x}
-                        for x in _fit_rows(sp.history, sp.current, sp.truth, pseudo_count, scales))
+                        for x in _fit_rows(sp.history, sp.current, sp.truth, pseudo_count, scales, variants, mk))
     return rows
 
 
@@ -500,10 +564,10 @@ SIM_DESIGNS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def _sim_task(args: tuple[str, list[int], float, tuple[float, ...]]) -> list[dict[str, Any]]:
+def _sim_task(args: tuple[str, list[int], float, tuple[float, ...], list[str]]) -> list[dict[str, Any]]:
     from heroeval import simulate
 
-    design, seeds, pseudo_count, scales = args
+    design, seeds, pseudo_count, scales, variants = args
     fname, kw = SIM_DESIGNS[design]
     fn = getattr(simulate, fname)
     warnings.simplefilter("ignore")
@@ -517,7 +581,7 @@ def _sim_task(args: tuple[str, list[int], float, tuple[float, ...]]) -> list[dic
         for m, r in [*res.items(), ("auto", res.recommended.result)]:
             lo, hi = r.confidence_interval()
             others[f"{m}_est"], others[f"{m}_lo"], others[f"{m}_hi"] = r.estimate, lo, hi
-        for x in _fit_rows(d.history, d.current, d.current_rate, pseudo_count, scales):
+        for x in _fit_rows(d.history, d.current, d.current_rate, pseudo_count, scales, variants):
             assert abs(others["hero1_est"] - x["hero1"]) < 1e-9
             rows.append({"design": design, "rep": s, **x, **others})
     return rows
@@ -529,6 +593,16 @@ def _rmse(e: pd.Series) -> float:
 
 def _pi_cols(g: pd.DataFrame) -> list[str]:
     return [c for c in g.columns if c.startswith("pi") and c[2:].isdigit()]
+
+
+def _mock_summary(g: pd.DataFrame) -> dict[str, Any]:
+    """Mock-round columns: mean mock errors and a two-way choice (GLAD where its mock error is smaller)."""
+    if "mock_err_glad" not in g or g["mock_err_glad"].isna().all():
+        return {}
+    pick = g["mock_err_glad"].abs() < g["mock_err_hero1"].abs()
+    chosen = np.where(pick, g["glad"], g["hero1"])
+    return {"mock_err_glad": float(g["mock_err_glad"].mean()), "mock_err_hero1": float(g["mock_err_hero1"].mean()),
+            "mock_picks_glad": int(pick.sum()), "mock_pick_rmse": _rmse(pd.Series(chosen - g["truth"].to_numpy()))}
 
 
 def real_table(rows: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
@@ -568,6 +642,7 @@ def real_table(rows: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
                                     & (g["truth"] <= g["glad"] + 1.96 * g["glad_se"])).mean()),
             "hero1_anchor_maxdiff": anchor, "all_converged": bool(g["converged"].all()),
             "newton_capped": int(g["newton_capped"].sum()),
+            **_mock_summary(g),
         })
         out.append(row)
     return pd.DataFrame(out)
@@ -603,6 +678,12 @@ def real_summary(tab: pd.DataFrame) -> str:
             f"{int((tv['hero1_over_best'] <= 1.10).sum())} (worst {tv['hero1_over_best'].max():.2f}), auto within 10 % in "
             f"{int((tv['auto_over_best'] <= 1.10).sum())} (worst {tv['auto_over_best'].max():.2f}), auto better than "
             f"HERO-1 in {int((tv['auto_rmse'] < tv['hero1_rmse']).sum())}")
+        if "mock_pick_rmse" in tv and tv["mock_pick_rmse"].notna().any():
+            r = tv["mock_pick_rmse"] / tv["hero1_rmse"]
+            lines.append(
+                f"{v}: choosing between HERO-1 and GLAD by the smaller mock error: geometric-mean RMSE ratio to HERO-1 "
+                f"{float(np.exp(np.log(r).mean())):.3f}, better in {int((r < 1).sum())}, worse in {int((r > 1).sum())}; "
+                f"within 10 % of the best in {int((tv['mock_pick_rmse'] / tv['best_rmse'] <= 1.10).sum())} of {n}")
     return "\n".join(lines)
 
 
@@ -624,10 +705,14 @@ def main() -> None:
     ap.add_argument("--ref", default=str(here / "docs" / "robustness"),
                     help="folder of robustness.py's outputs (resamples.csv.gz is not in git: /work/main/docs/robustness)")
     ap.add_argument("--only", default="", help="comma-separated data set names")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated: " + ", ".join(VARIANTS))
+    ap.add_argument("--mock", action="store_true",
+                    help="real data: also the mock-round errors on the history's gold (5 refits per model)")
     ap.add_argument("--skip-real", action="store_true")
     ap.add_argument("--skip-sim", action="store_true")
     a = ap.parse_args()
     scales = tuple(float(x) for x in a.scales.split(","))
+    variants = a.variants.split(",")
     if len(scales) != len(PI_PSEUDO):
         raise SystemExit(f"--scales needs {len(PI_PSEUDO)} values (PI_PSEUDO, PI_START)")
     out = Path(a.out)
@@ -635,7 +720,7 @@ def main() -> None:
     pd.set_option("display.width", 250)
     t0 = time.perf_counter()
     if not a.skip_real:
-        jobs = [(str(Path(a.data) / name), suffix, [r], a.pseudo_count, scales)
+        jobs = [(str(Path(a.data) / name), suffix, [r], a.pseudo_count, scales, variants, a.mock)
                 for name, suffix in BINARY if not a.only or name in a.only.split(",") for r in range(a.resamples)]
         real = pd.DataFrame(run_chunks(_real_task, jobs, [1] * len(jobs), a.workers))
         real = real.sort_values(["variant", "dataset", "shift", "resample"], kind="stable").reset_index(drop=True)
@@ -644,12 +729,12 @@ def main() -> None:
         ref = ref[ref["rho"] == 0.1]
         tab = real_table(real, ref)
         tab.to_csv(out / "glad_real.csv", index=False)
-        print(tab[["dataset", "shift", "glad_rmse", "glad_bias", "hero1_rmse", "hero1_bias", "best_method", "best_rmse",
+        print(tab[["variant", "dataset", "shift", "glad_rmse", "glad_bias", "hero1_rmse", "hero1_bias", "best_method", "best_rmse",
                    "auto_rmse", "glad_over_best", "glad_over_hero1", *[c for c in tab.columns if c.startswith("median_")],
                    "hero1_anchor_maxdiff", "all_converged"]].round(3).to_string(index=False))
         print(real_summary(tab) + f"; {time.perf_counter() - t0:.0f} s", flush=True)
     if not a.skip_sim:
-        jobs2 = [(dn, list(range(i, min(i + 10, a.reps))), a.pseudo_count, scales) for dn in SIM_DESIGNS
+        jobs2 = [(dn, list(range(i, min(i + 10, a.reps))), a.pseudo_count, scales, variants) for dn in SIM_DESIGNS
                  for i in range(0, a.reps, 10)]
         sim = pd.DataFrame(run_chunks(_sim_task, jobs2, [len(j[1]) for j in jobs2], a.workers))
         sim = sim.sort_values(["variant", "design", "rep"], kind="stable").reset_index(drop=True)
@@ -657,7 +742,9 @@ def main() -> None:
         stab = sim_table(sim)
         stab.to_csv(out / "glad_sim.csv", index=False)
         print(stab.round(4).to_string(index=False))
-        print(stab.pivot(index="method", columns="design", values="rmse").round(4).to_string())
+        for v, sv in stab.groupby("variant", sort=False):
+            print(v)
+            print(sv.pivot(index="method", columns="design", values="rmse").round(4).to_string())
     print(f"total {time.perf_counter() - t0:.0f} s", file=sys.stderr)
 
 
