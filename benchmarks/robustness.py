@@ -145,6 +145,10 @@ def main() -> None:
     within = float((tab["ratio"] <= 1.10).mean())
     print(f"auto within 10 % of the best method: {within:.0%} of {len(tab)} cells; worst ratio {tab['ratio'].max():.2f}; "
           f"total {time.perf_counter() - t0:.0f} s")
+    wide = summ.pivot_table(index=["dataset", "shift"], columns="method", values="rmse")
+    best = wide[[m for m in COMPARED if m in wide.columns]].min(axis=1)
+    geo = {m: float(np.exp(np.log(wide[m] / best).mean())) for m in ("auto", *COMPARED) if m in wide.columns}
+    print("geometric mean over cells of RMSE / best RMSE: " + ", ".join(f"{m} {v:.3f}" for m, v in geo.items()))
     if a.bootstrap > 0:
         per_cell, count, worst = bootstrap_criteria(df, a.bootstrap)
         per_cell.to_csv(out / "auto_bootstrap.csv", index=False)
