@@ -99,6 +99,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--out", default="docs/robustness")
     ap.add_argument("--only", default="", help="comma-separated data set names")
+    ap.add_argument("--shifts", default="none,half", help="comma-separated: none, half (pool shift), rate (rate shift)")
     ap.add_argument("--first", type=int, default=0, help="first resample index (to extend an earlier run)")
     ap.add_argument("--merge", default="", help="an earlier run's resamples.csv.gz to pool with this one")
     ap.add_argument("--judge", action="store_true", help="judge the resamples.csv.gz already in --out (no fitting)")
@@ -115,7 +116,7 @@ def main() -> None:
         t = time.perf_counter()
         data = load_folder(Path(a.data) / name, binary_suffix=suffix)
         frames.append(run_benchmark(data, resamples=a.resamples, n=a.n, rhos=(a.rho,), workers=a.workers,
-                                    first_resample=a.first))
+                                    first_resample=a.first, shifts=a.shifts.split(",")))
         print(f"{data.name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     if a.judge:
         df = pd.read_csv(out / "resamples.csv.gz")

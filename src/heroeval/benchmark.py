@@ -13,7 +13,12 @@ optionally ``items.csv`` (item_id + text columns):
    effective rho is recorded).
 3. Pool shift (``shift="half"``): the current round keeps only the labels of
    a random half of the labelers (items left without labels are dropped), so
-   the labeler pool differs between history and current.
+   the labeler pool differs between history and current. Rate shift
+   (``shift="rate"``): the current round's items are drawn with their gold
+   label's odds multiplied by :data:`RATE_SHIFT_ODDS` (divided, when the gold
+   rate is above one half), so that its rate differs from the history's, as
+   a new model's defect rate differs from the last one's; the labelers'
+   error rates stay the same.
 4. Run every method with its 95 % interval; score against the current items'
    gold rate.
 
@@ -47,6 +52,10 @@ from .estimators import estimate
 from .results import METHODS, EstimateCollection
 
 __all__ = ["BenchmarkData", "load_folder", "run_benchmark", "summarize_benchmark"]
+
+#: ``shift="rate"``: odds factor of a gold-positive item being drawn into the current round
+RATE_SHIFT_ODDS = 3.0
+SHIFTS = ("none", "half", "rate")
 
 
 @dataclass(frozen=True)
@@ -157,7 +166,13 @@ def make_split(
         hist_lab, cur_lab = lab[~in_group], lab[is_cur]
     else:
         n_cur = min(n, int(0.4 * gold_items.size))
-        cur_items = set(rng.choice(gold_items, n_cur, replace=False).tolist())
+        p = None
+        if shift == "rate":
+            y = data.gold["gold"].to_numpy()
+            up = RATE_SHIFT_ODDS if y.mean() <= 0.5 else 1.0 / RATE_SHIFT_ODDS
+            w = np.where(y == 1, up, 1.0)
+            p = w / w.sum()
+        cur_items = set(rng.choice(gold_items, n_cur, replace=False, p=p).tolist())
         is_cur = lab["item_id"].isin(cur_items).to_numpy()
         hist_lab, cur_lab = lab[~is_cur], lab[is_cur]
     hist_item_ids = hist_lab["item_id"].unique()
@@ -259,8 +274,8 @@ def run_benchmark(
     if not (isinstance(first_resample, int) and first_resample >= 0):
         raise HeroEvalError(f"first_resample must be an integer >= 0, got {first_resample!r}")
     for s in shifts:
-        if s not in ("none", "half"):
-            raise HeroEvalError(f"shift must be 'none' or 'half', got {s!r}")
+        if s not in SHIFTS:
+            raise HeroEvalError(f"shift must be one of {', '.join(SHIFTS)}, got {s!r}")
     for rho in rhos:
         if not 0 < rho < 1:
             raise HeroEvalError(f"rho must be in (0, 1), got {rho!r}")

@@ -59,6 +59,24 @@ def test_runs_with_a_first_resample_extend_a_run(folder: Path) -> None:
         run_benchmark(data, resamples=2, first_resample=-1)
 
 
+def test_rate_shift_moves_the_current_rate_and_nothing_else(folder: Path) -> None:
+    from heroeval.benchmark import RATE_SHIFT_ODDS, make_split
+
+    data = load_folder(folder, text_components=0)
+    y = data.gold["gold"].to_numpy()
+    p = y.mean()
+    up = RATE_SHIFT_ODDS if p <= 0.5 else 1 / RATE_SHIFT_ODDS
+    rates = {sh: np.mean([make_split(data, r, 0.1, 60, sh, 2026).truth for r in range(30)]) for sh in ("none", "rate")}
+    # drawing 60 of 400 items with the positives' odds times `up` (the first draws' rate, exact for small samples)
+    first = up * p / (up * p + 1 - p)
+    assert abs(rates["none"] - p) < 0.03
+    assert abs(rates["rate"] - first) < 0.05 and abs(rates["rate"] - p) > 0.08
+    a, b = make_split(data, 0, 0.1, 60, "rate", 2026), make_split(data, 0, 0.1, 60, "none", 2026)
+    assert a.current.n_labelers == b.current.n_labelers  # the labeler pool is not touched
+    with pytest.raises(HeroEvalError, match="shift must be one of"):
+        run_benchmark(data, resamples=2, shifts=["drift"])
+
+
 def test_cli_benchmark_on_a_new_folder(folder: Path, tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["benchmark", str(folder), "--resamples", "2", "--rho", "0.1", "--n", "50",
                                  "--shift", "none", "--workers", "1", "--out", str(tmp_path / "o")])
