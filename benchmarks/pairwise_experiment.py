@@ -220,6 +220,12 @@ class Params:
     b: FloatArray  # P(u = 0 | Y = 0)
 
 
+def _bc(x: IntArray, weights: FloatArray, minlength: int) -> FloatArray:
+    """np.bincount with weights, always float (numpy returns int64 zeros for an empty ``x``)."""
+    out: FloatArray = np.bincount(x, weights=weights, minlength=minlength).astype(np.float64)
+    return out
+
+
 def _logp_own(alpha: FloatArray, beta: FloatArray, lab: IntArray, z: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Per label: log P_j(z | Y = 1), log P_j(z | Y = 0) (two-coin)."""
     al, be = alpha[lab], beta[lab]
@@ -231,8 +237,8 @@ def _logp_own(alpha: FloatArray, beta: FloatArray, lab: IntArray, z: FloatArray)
 def _logliks(L: _Labels, p: Params) -> tuple[FloatArray, FloatArray, dict[str, Any]]:
     """Per item log P(labels | Y = 1), log P(labels | Y = 0); and the clustered labels' intermediates."""
     sp1, sp0 = _logp_own(p.alpha, p.beta, L.s_lab, L.s_z)
-    lam1 = np.bincount(L.s_item, weights=np.log(sp1), minlength=L.N)
-    lam0 = np.bincount(L.s_item, weights=np.log(sp0), minlength=L.N)
+    lam1 = _bc(L.s_item, weights=np.log(sp1), minlength=L.N)
+    lam0 = _bc(L.s_item, weights=np.log(sp0), minlength=L.N)
     inter: dict[str, Any] = {}
     if L.c_z.size:
         P = L.pair_item.size
@@ -243,12 +249,12 @@ def _logliks(L: _Labels, p: Params) -> tuple[FloatArray, FloatArray, dict[str, A
         for y, own in ((1, cp1), (0, cp0)):
             for u in (0, 1):
                 f[y, u] = r * (L.c_z == u) + (1 - r) * own
-                S[y, u] = np.bincount(L.c_pair, weights=np.log(f[y, u]), minlength=P)
+                S[y, u] = _bc(L.c_pair, weights=np.log(f[y, u]), minlength=P)
         a, b = p.a[L.pair_k], p.b[L.pair_k]
         lpu = {(1, 1): np.log(a), (1, 0): np.log1p(-a), (0, 1): np.log1p(-b), (0, 0): np.log(b)}
         M = {y: np.logaddexp(lpu[y, 0] + S[y, 0], lpu[y, 1] + S[y, 1]) for y in (0, 1)}
-        lam1 += np.bincount(L.pair_item, weights=M[1], minlength=L.N)
-        lam0 += np.bincount(L.pair_item, weights=M[0], minlength=L.N)
+        lam1 += _bc(L.pair_item, weights=M[1], minlength=L.N)
+        lam0 += _bc(L.pair_item, weights=M[0], minlength=L.N)
         inter = {"f": f, "S": S, "lpu": lpu, "M": M, "cp": {1: cp1, 0: cp0}}
     return lam1, lam0, inter
 
@@ -295,10 +301,10 @@ def _em_map(d: _Data, p: Params, fit_rho: bool) -> tuple[Params, float]:
     w = {1: np.exp(j1 - ll_i), 0: np.exp(j0 - ll_i)}
     J = d.J
     # own (non-copied) label weights per Y: singletons first
-    num1 = np.bincount(L.s_lab, weights=w[1][L.s_item] * L.s_z, minlength=J)
-    den1 = np.bincount(L.s_lab, weights=w[1][L.s_item], minlength=J)
-    num0 = np.bincount(L.s_lab, weights=w[0][L.s_item] * (1 - L.s_z), minlength=J)
-    den0 = np.bincount(L.s_lab, weights=w[0][L.s_item], minlength=J)
+    num1 = _bc(L.s_lab, weights=w[1][L.s_item] * L.s_z, minlength=J)
+    den1 = _bc(L.s_lab, weights=w[1][L.s_item], minlength=J)
+    num0 = _bc(L.s_lab, weights=w[0][L.s_item] * (1 - L.s_z), minlength=J)
+    den0 = _bc(L.s_lab, weights=w[0][L.s_item], minlength=J)
     rho, a, b = p.rho, p.a, p.b
     if L.c_z.size:
         f, S, lpu, M = it["f"], it["S"], it["lpu"], it["M"]
@@ -318,24 +324,24 @@ def _em_map(d: _Data, p: Params, fit_rho: bool) -> tuple[Params, float]:
                 if u == 1:
                     u1[y] = W
             if y == 1:
-                num1 += np.bincount(L.c_lab, weights=own * L.c_z, minlength=J)
-                den1 += np.bincount(L.c_lab, weights=own, minlength=J)
+                num1 += _bc(L.c_lab, weights=own * L.c_z, minlength=J)
+                den1 += _bc(L.c_lab, weights=own, minlength=J)
             else:
-                num0 += np.bincount(L.c_lab, weights=own * (1 - L.c_z), minlength=J)
-                den0 += np.bincount(L.c_lab, weights=own, minlength=J)
+                num0 += _bc(L.c_lab, weights=own * (1 - L.c_z), minlength=J)
+                den0 += _bc(L.c_lab, weights=own, minlength=J)
         if fit_rho:
             (r1, r2), (c1, c2) = RHO_PRIOR, AB_PRIOR
             n_k = np.bincount(L.c_k, minlength=K).astype(float)
-            rho = (np.bincount(L.c_k, weights=copy, minlength=K) + r1 - 1) / (n_k + r1 + r2 - 2)
-            wy1 = np.bincount(L.pair_k, weights=w[1][L.pair_item], minlength=K)
-            wy0 = np.bincount(L.pair_k, weights=w[0][L.pair_item], minlength=K)
-            a = (np.bincount(L.pair_k, weights=u1[1], minlength=K) + c1 - 1) / (wy1 + c1 + c2 - 2)
-            b = (wy0 - np.bincount(L.pair_k, weights=u1[0], minlength=K) + c1 - 1) / (wy0 + c1 + c2 - 2)
+            rho = (_bc(L.c_k, weights=copy, minlength=K) + r1 - 1) / (n_k + r1 + r2 - 2)
+            wy1 = _bc(L.pair_k, weights=w[1][L.pair_item], minlength=K)
+            wy0 = _bc(L.pair_k, weights=w[0][L.pair_item], minlength=K)
+            a = (_bc(L.pair_k, weights=u1[1], minlength=K) + c1 - 1) / (wy1 + c1 + c2 - 2)
+            b = (wy0 - _bc(L.pair_k, weights=u1[0], minlength=K) + c1 - 1) / (wy0 + c1 + c2 - 2)
             rho, a, b = (np.clip(x, EPS, 1 - EPS) for x in (rho, a, b))
     with np.errstate(invalid="ignore", divide="ignore"):
         alpha = np.where(den1 > 0, num1 / den1, p.alpha)
         beta = np.where(den0 > 0, num0 / den0, p.beta)
-    prev = np.bincount(d.grp, weights=w[1], minlength=d.G) / np.maximum(d.gsize, 1.0)
+    prev = _bc(d.grp, weights=w[1], minlength=d.G) / np.maximum(d.gsize, 1.0)
     return Params(np.clip(alpha, EPS, 1 - EPS), np.clip(beta, EPS, 1 - EPS), np.clip(prev, EPS, 1 - EPS),
                   rho, a, b), obj
 

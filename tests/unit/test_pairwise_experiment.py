@@ -82,3 +82,15 @@ def test_clusters_and_own_model() -> None:
     assert all({0, 1, 2, 3} <= f and len(f) <= 6 for f in found)
     assert float(np.sqrt(np.mean(np.square(err_pw)))) < float(np.sqrt(np.mean(np.square(err_h1))))
     assert abs(float(np.mean(err_pw))) < abs(float(np.mean(err_h1)))
+
+
+def test_one_cluster_no_singletons_recovers_parameters() -> None:
+    # every labeler in one cluster (no singleton labels: the case the first full run crashed on)
+    hist, cur, _ = _copy_sim(0, J=4)
+    fit = pw.fit_pairwise(hist, clusters=np.zeros(4, dtype=np.int64))
+    assert fit.converged
+    # drawn with rho 0.6, a 0.75, b 0.6; seeded fit 0.605, 0.756, 0.565
+    assert fit.params.rho[0] == pytest.approx(0.6, abs=0.05)
+    assert fit.params.a[0] == pytest.approx(0.75, abs=0.05)
+    assert fit.params.b[0] == pytest.approx(0.6, abs=0.07)
+    assert np.isfinite(pw.estimate_rate(fit, cur).estimate)
