@@ -196,15 +196,22 @@ def _average(rows: list[dict[str, Any]], power: float) -> dict[str, Any]:
     return {"method": "average", "history_weight": None, "estimate": est, "standard_error": se, "weights": w}
 
 
+def _gate_default(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """The gate's first branch: HERO joint when independence is not rejected and it is not flagged (else None)."""
+    if _dependent(rec):
+        return None
+    d = next((r for r in rec["table"] if _key(r) == ("hero_joint", 1.0)), None)
+    return d if d is not None and not _flagged(rec, d, 0.01) else None
+
+
 def gate_average(rec: dict[str, Any], power: float) -> dict[str, Any] | None:
     """The gate, with the MSE choice replaced by an MSE-weighted average of the candidates."""
     rows = rec["table"]
     if not rows:
         return None
-    if not _dependent(rec):
-        d = next((r for r in rows if _key(r) == ("hero_joint", 1.0)), None)
-        if d is not None and not _flagged(rec, d, 0.01):
-            return d
+    kept = _gate_default(rec)
+    if kept is not None:
+        return kept
     r = _average(rows, power)
     r["cover"] = bool(abs(r["estimate"] - rec["truth"]) <= 1.96 * r["standard_error"])
     return r
@@ -223,10 +230,9 @@ def gate_confidence_set(rec: dict[str, Any], z: float) -> dict[str, Any] | None:
     rows = rec["table"]
     if not rows:
         return None
-    if not _dependent(rec):
-        d = next((r for r in rows if _key(r) == ("hero_joint", 1.0)), None)
-        if d is not None and not _flagged(rec, d, 0.01):
-            return d
+    kept = _gate_default(rec)
+    if kept is not None:
+        return kept
     m = _mse_pick(rows)
     keep = [m]
     for r in rows:
