@@ -60,8 +60,8 @@ Command (from the repository root; 2 worker processes)::
         --ref ../main/docs/robustness
 
 (10 min 25 s on 2 cores, the real part 8 min 25 s) and, for the mock rounds
-(run on 5 resamples only, for lack of time: about six times the real part's
-cost per resample)::
+(run on 5 resamples only, for lack of time: 12 min 58 s, about three times
+the real part's cost per resample)::
 
     PYTHONPATH=src OMP_NUM_THREADS=1 .venv/bin/python benchmarks/pairwise_experiment.py --resamples 5 --skip-sim --mock \
         --ref ../main/docs/robustness
