@@ -119,6 +119,9 @@ from scipy.special import expit, logit
 import heroeval as he
 from heroeval._score import psi, solve_score
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _latent_tables as lt
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -512,7 +515,6 @@ def cluster_stats(fit: PairwiseFit) -> dict[str, float]:
 # the experiment (as benchmarks/pairwise_experiment.py)
 # ---------------------------------------------------------------------------
 
-COMPARED = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1", "hero2", "hero_joint")
 #: variant -> cluster-choice settings (link_alpha, max_cluster). Only the model as specified.
 VARIANTS: dict[str, tuple[float, int]] = {"pairwise": (LINK_ALPHA, MAX_CLUSTER)}
 
@@ -649,104 +651,25 @@ def _sim_task(args: tuple[str, list[int], list[str]]) -> list[dict[str, Any]]:
 
 
 def _rmse(e: pd.Series) -> float:
-    return float(np.sqrt(np.mean(np.square(e))))
+    return lt.rmse(e)
 
 
 def _pi_cols(g: pd.DataFrame) -> list[str]:
-    """The model's own summary columns (cluster statistics and mean rho; pairwise_experiment.py's pi columns)."""
+    """The model's own summary columns (cluster statistics and mean rho; glad_experiment.py's pi columns)."""
     return [c for c in ("n_clusters", "largest_cluster", "clustered_labelers", "rho_mean") if c in g.columns]
 
 
-def _mock_summary(g: pd.DataFrame) -> dict[str, Any]:
-    """Mock-round columns: mean mock errors and a two-way choice (the pairwise model where its mock error is smaller)."""
-    if "mock_err_pairwise" not in g or g["mock_err_pairwise"].isna().all():
-        return {}
-    pick = g["mock_err_pairwise"].abs() < g["mock_err_hero1"].abs()
-    chosen = np.where(pick, g["pairwise"], g["hero1"])
-    return {"mock_err_pairwise": float(g["mock_err_pairwise"].mean()), "mock_err_hero1": float(g["mock_err_hero1"].mean()),
-            "mock_picks_pairwise": int(pick.sum()), "mock_pick_rmse": _rmse(pd.Series(chosen - g["truth"].to_numpy()))}
-
-
 def real_table(rows: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
-    """Per data set and shift: RMSEs on the same resamples.
-
-    The seven methods' and ``auto``'s from robustness.py's ``resamples.csv.gz``
-    (rho 0.10), restricted to the resamples in ``rows`` (that file may hold
-    more; its summary.csv is over all of them, so "best" is recomputed here).
-    """
-    out = []
-    for (variant, ds, shift), g in rows.groupby(["variant", "dataset", "shift"], sort=False):
-        rs = set(g["resample"])
-        rf = ref[(ref["dataset"] == ds) & (ref["shift"] == shift) & ref["resample"].isin(rs)]
-        rm = rf.assign(err=rf["estimate"] - rf["truth"]).groupby("method")["err"].apply(_rmse)
-        n_ref = rf.groupby("method")["resample"].nunique()
-        assert (n_ref == len(rs)).all(), (ds, shift, n_ref)
-        others = rm[[m for m in COMPARED if m in rm.index]]
-        best = str(others.idxmin())
-        pairwise = _rmse(g["pairwise"] - g["truth"])
-        hero1 = _rmse(g["hero1"] - g["truth"])
-        auto = float(rm.get("auto", math.nan))
-        h1ref = rf[rf["method"] == "hero1"].set_index("resample")["estimate"]
-        anchor = float(np.max(np.abs(g.set_index("resample")["hero1"] - h1ref.reindex(g["resample"]))))
-        row = {
-            "variant": variant, "dataset": ds, "shift": shift, "resamples": len(g), "pairwise_rmse": pairwise,
-            "pairwise_bias": float((g["pairwise"] - g["truth"]).mean()), "hero1_rmse": hero1,
-            "hero1_bias": float((g["hero1"] - g["truth"]).mean()), "best_method": best,
-            "best_rmse": float(others[best]), "auto_rmse": auto, "pairwise_over_best": pairwise / float(others[best]),
-            "pairwise_over_hero1": pairwise / hero1, "pairwise_over_auto": pairwise / auto,
-            "hero1_over_best": hero1 / float(others[best]), "auto_over_best": auto / float(others[best]),
-            "new_best": pairwise < float(others[best]),
-        }
-        row.update({f"median_{c}": float(g[c].median()) for c in _pi_cols(g)})
-        row.update({
-            "median_loglik_gain": float(g["loglik_gain"].median()),
-            "pairwise_coverage": float(((g["pairwise"] - 1.96 * g["pairwise_se"] <= g["truth"])
-                                    & (g["truth"] <= g["pairwise"] + 1.96 * g["pairwise_se"])).mean()),
-            "hero1_anchor_maxdiff": anchor, "all_converged": bool(g["converged"].all()),
-            "n_converged": int(g["converged"].sum()),
-            **_mock_summary(g),
-        })
-        out.append(row)
-    return pd.DataFrame(out)
+    """Per data set and shift: RMSEs on the same resamples (:func:`_latent_tables.real_table`)."""
+    return lt.real_table(rows, ref, "pairwise", _pi_cols, ("n_converged", lambda g: int(g["converged"].sum())))
 
 
 def sim_table(rows: pd.DataFrame) -> pd.DataFrame:
-    out = []
-    for (variant, design), g in rows.groupby(["variant", "design"], sort=False):
-        ests: dict[str, pd.Series] = {"pairwise": g["pairwise"] - g["truth"]}
-        cover = {"pairwise": ((g["pairwise"] - 1.96 * g["pairwise_se"] <= g["truth"]) & (g["truth"] <= g["pairwise"] + 1.96 * g["pairwise_se"])).mean()}
-        for m in ("hero1", "hero_joint", "rogan_gladen", "auto"):
-            ests[m] = g[f"{m}_est"] - g["truth"]
-            cover[m] = ((g[f"{m}_lo"] <= g["truth"]) & (g["truth"] <= g[f"{m}_hi"])).mean()
-        h1 = _rmse(ests["hero1"])
-        for m, e in ests.items():
-            row = {"variant": variant, "design": design, "method": m, "reps": len(e), "bias": float(e.mean()),
-                   "sd": float(e.std()), "rmse": _rmse(e), "rmse_over_hero1": _rmse(e) / h1,
-                   "coverage": float(cover.get(m, math.nan))}
-            row.update({f"median_{c}": float(g[c].median()) if m == "pairwise" else math.nan for c in _pi_cols(g)})
-            row["converged"] = int(g["converged"].sum()) if m == "pairwise" else math.nan
-            out.append(row)
-    return pd.DataFrame(out)
+    return lt.sim_table(rows, "pairwise", _pi_cols)
 
 
 def real_summary(tab: pd.DataFrame) -> str:
-    lines = []
-    for v, tv in tab.groupby("variant", sort=False):
-        n = len(tv)
-        lines.append(
-            f"{v}: the pairwise model better than HERO-1 in {int((tv['pairwise_over_hero1'] < 1).sum())} of {n}; within 10 % of the best "
-            f"in {int((tv['pairwise_over_best'] <= 1.10).sum())} of {n}; new best in {int(tv['new_best'].sum())}; "
-            f"worst ratio to best {tv['pairwise_over_best'].max():.2f}. For reference: HERO-1 within 10 % in "
-            f"{int((tv['hero1_over_best'] <= 1.10).sum())} (worst {tv['hero1_over_best'].max():.2f}), auto within 10 % in "
-            f"{int((tv['auto_over_best'] <= 1.10).sum())} (worst {tv['auto_over_best'].max():.2f}), auto better than "
-            f"HERO-1 in {int((tv['auto_rmse'] < tv['hero1_rmse']).sum())}")
-        if "mock_pick_rmse" in tv and tv["mock_pick_rmse"].notna().any():
-            r = tv["mock_pick_rmse"] / tv["hero1_rmse"]
-            lines.append(
-                f"{v}: choosing between HERO-1 and the pairwise model by the smaller mock error: geometric-mean RMSE ratio to HERO-1 "
-                f"{float(np.exp(np.log(r).mean())):.3f}, better in {int((r < 1).sum())}, worse in {int((r > 1).sum())}; "
-                f"within 10 % of the best in {int((tv['mock_pick_rmse'] / tv['best_rmse'] <= 1.10).sum())} of {n}")
-    return "\n".join(lines)
+    return lt.real_summary(tab, "pairwise", "the pairwise model")
 
 
 def _progress(t0: float) -> Any:

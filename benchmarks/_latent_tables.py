@@ -1,0 +1,126 @@
+"""Tables shared by the latent-structure experiments of issue #5 (GLAD-style difficulty, pairwise copying).
+
+Each experiment writes per-resample rows with its estimate in column
+``name`` (and ``{name}_se``), HERO-1's in ``hero1``, the truth, ``converged``
+and ``loglik_gain``, plus its own summary columns (``model_cols``); these
+functions turn them into the per-cell and per-design tables, judged against
+robustness.py's resamples exactly as ``hard_class_experiment.py`` does.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from robustness import COMPARED
+
+ModelCols = Callable[[pd.DataFrame], list[str]]
+
+
+def rmse(e: pd.Series) -> float:
+    return float(np.sqrt(np.mean(np.square(e))))
+
+
+def _cover(g: pd.DataFrame, name: str) -> pd.Series:
+    return (g[name] - 1.96 * g[f"{name}_se"] <= g["truth"]) & (g["truth"] <= g[name] + 1.96 * g[f"{name}_se"])
+
+
+def mock_summary(g: pd.DataFrame, name: str) -> dict[str, Any]:
+    """Mock-round columns: mean mock errors and a two-way choice (the model where its mock error is smaller)."""
+    col = f"mock_err_{name}"
+    if col not in g or g[col].isna().all():
+        return {}
+    pick = g[col].abs() < g["mock_err_hero1"].abs()
+    chosen = np.where(pick, g[name], g["hero1"])
+    return {col: float(g[col].mean()), "mock_err_hero1": float(g["mock_err_hero1"].mean()),
+            f"mock_picks_{name}": int(pick.sum()), "mock_pick_rmse": rmse(pd.Series(chosen - g["truth"].to_numpy()))}
+
+
+def real_table(rows: pd.DataFrame, ref: pd.DataFrame, name: str, model_cols: ModelCols,
+               count: tuple[str, Callable[[pd.DataFrame], int]]) -> pd.DataFrame:
+    """Per data set and shift: RMSEs on the same resamples.
+
+    The seven methods' and ``auto``'s from robustness.py's ``resamples.csv.gz``
+    (rho 0.10), restricted to the resamples in ``rows`` (that file may hold
+    more; its summary.csv is over all of them, so "best" is recomputed here).
+    ``count`` names one more column and how to compute it from a cell's rows.
+    """
+    out = []
+    for (variant, ds, shift), g in rows.groupby(["variant", "dataset", "shift"], sort=False):
+        rs = set(g["resample"])
+        rf = ref[(ref["dataset"] == ds) & (ref["shift"] == shift) & ref["resample"].isin(rs)]
+        rm = rf.assign(err=rf["estimate"] - rf["truth"]).groupby("method")["err"].apply(rmse)
+        n_ref = rf.groupby("method")["resample"].nunique()
+        assert (n_ref == len(rs)).all(), (ds, shift, n_ref)
+        others = rm[[m for m in COMPARED if m in rm.index]]
+        best = str(others.idxmin())
+        mine = rmse(g[name] - g["truth"])
+        hero1 = rmse(g["hero1"] - g["truth"])
+        auto = float(rm.get("auto", math.nan))
+        h1ref = rf[rf["method"] == "hero1"].set_index("resample")["estimate"]
+        anchor = float(np.max(np.abs(g.set_index("resample")["hero1"] - h1ref.reindex(g["resample"]))))
+        row = {
+            "variant": variant, "dataset": ds, "shift": shift, "resamples": len(g), f"{name}_rmse": mine,
+            f"{name}_bias": float((g[name] - g["truth"]).mean()), "hero1_rmse": hero1,
+            "hero1_bias": float((g["hero1"] - g["truth"]).mean()), "best_method": best,
+            "best_rmse": float(others[best]), "auto_rmse": auto, f"{name}_over_best": mine / float(others[best]),
+            f"{name}_over_hero1": mine / hero1, f"{name}_over_auto": mine / auto,
+            "hero1_over_best": hero1 / float(others[best]), "auto_over_best": auto / float(others[best]),
+            "new_best": mine < float(others[best]),
+        }
+        row.update({f"median_{c}": float(g[c].median()) for c in model_cols(g)})
+        row.update({
+            "median_loglik_gain": float(g["loglik_gain"].median()),
+            f"{name}_coverage": float(_cover(g, name).mean()),
+            "hero1_anchor_maxdiff": anchor, "all_converged": bool(g["converged"].all()),
+            count[0]: count[1](g),
+            **mock_summary(g, name),
+        })
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def sim_table(rows: pd.DataFrame, name: str, model_cols: ModelCols) -> pd.DataFrame:
+    out = []
+    for (variant, design), g in rows.groupby(["variant", "design"], sort=False):
+        ests: dict[str, pd.Series] = {name: g[name] - g["truth"]}
+        cover = {name: _cover(g, name).mean()}
+        for m in ("hero1", "hero_joint", "rogan_gladen", "auto"):
+            ests[m] = g[f"{m}_est"] - g["truth"]
+            cover[m] = ((g[f"{m}_lo"] <= g["truth"]) & (g["truth"] <= g[f"{m}_hi"])).mean()
+        h1 = rmse(ests["hero1"])
+        for m, e in ests.items():
+            row = {"variant": variant, "design": design, "method": m, "reps": len(e), "bias": float(e.mean()),
+                   "sd": float(e.std()), "rmse": rmse(e), "rmse_over_hero1": rmse(e) / h1,
+                   "coverage": float(cover.get(m, math.nan))}
+            row.update({f"median_{c}": float(g[c].median()) if m == name else math.nan for c in model_cols(g)})
+            row["converged"] = int(g["converged"].sum()) if m == name else math.nan
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def real_summary(tab: pd.DataFrame, name: str, label: str) -> str:
+    lines = []
+    for v, tv in tab.groupby("variant", sort=False):
+        n = len(tv)
+        lines.append(
+            f"{v}: {label} better than HERO-1 in {int((tv[f'{name}_over_hero1'] < 1).sum())} of {n}; within 10 % of the best "
+            f"in {int((tv[f'{name}_over_best'] <= 1.10).sum())} of {n}; new best in {int(tv['new_best'].sum())}; "
+            f"worst ratio to best {tv[f'{name}_over_best'].max():.2f}. For reference: HERO-1 within 10 % in "
+            f"{int((tv['hero1_over_best'] <= 1.10).sum())} (worst {tv['hero1_over_best'].max():.2f}), auto within 10 % in "
+            f"{int((tv['auto_over_best'] <= 1.10).sum())} (worst {tv['auto_over_best'].max():.2f}), auto better than "
+            f"HERO-1 in {int((tv['auto_rmse'] < tv['hero1_rmse']).sum())}")
+        if "mock_pick_rmse" in tv and tv["mock_pick_rmse"].notna().any():
+            r = tv["mock_pick_rmse"] / tv["hero1_rmse"]
+            lines.append(
+                f"{v}: choosing between HERO-1 and {label} by the smaller mock error: geometric-mean RMSE ratio to HERO-1 "
+                f"{float(np.exp(np.log(r).mean())):.3f}, better in {int((r < 1).sum())}, worse in {int((r > 1).sum())}; "
+                f"within 10 % of the best in {int((tv['mock_pick_rmse'] / tv['best_rmse'] <= 1.10).sum())} of {n}")
+    return "\n".join(lines)
