@@ -205,27 +205,20 @@ def _gate_default(rec: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def gate_average(rec: dict[str, Any], power: float) -> dict[str, Any] | None:
-    """The gate, with the MSE choice replaced by an MSE-weighted average of the candidates."""
-    rows = rec["table"]
-    if not rows:
-        return None
-    kept = _gate_default(rec)
-    if kept is not None:
-        return kept
-    r = _average(rows, power)
-    r["cover"] = bool(abs(r["estimate"] - rec["truth"]) <= 1.96 * r["standard_error"])
-    return r
+    """The gate, with the MSE choice replaced by an MSE-weighted average of all the candidates."""
+    return gate_confidence_set(rec, math.inf, power)
 
 
-def gate_confidence_set(rec: dict[str, Any], z: float) -> dict[str, Any] | None:
-    """The gate, with its MSE choice replaced by a 1/MSE^2 average over the candidates not clearly worse.
+def gate_confidence_set(rec: dict[str, Any], z: float, power: float = 2.0) -> dict[str, Any] | None:
+    """The gate, with its MSE choice replaced by a 1/MSE^power average over the candidates not clearly worse.
 
     A confidence set in the spirit of Hansen, Lunde and Nason's model
     confidence set: candidate c stays when its estimated MSE exceeds the
     smallest one, m's, by less than ``z`` standard errors of the difference,
     ``sqrt(4 b_c^2 s_c^2 + 4 b_m^2 s_m^2)`` (the delta method on the two
     squared mock biases; their covariance ignored, which widens the set).
-    One candidate left: it is chosen, as the gate would.
+    One candidate left: it is chosen, as the gate would. ``z = inf`` keeps
+    every candidate (:func:`gate_average`).
     """
     rows = rec["table"]
     if not rows:
@@ -239,11 +232,11 @@ def gate_confidence_set(rec: dict[str, Any], z: float) -> dict[str, Any] | None:
         if r is m:
             continue
         se = 2 * math.hypot(r["mock_bias"] * r["mock_bias_se"], m["mock_bias"] * m["mock_bias_se"])
-        if se > 0 and (r["predicted_rmse"] ** 2 - m["predicted_rmse"] ** 2) / se < z:
+        if z == math.inf or (se > 0 and (r["predicted_rmse"] ** 2 - m["predicted_rmse"] ** 2) / se < z):
             keep.append(r)
-    if len(keep) == 1:
+    if len(keep) == 1 and z < math.inf:
         return m
-    r = _average(keep, 2.0)
+    r = _average(keep, power)
     r["cover"] = bool(abs(r["estimate"] - rec["truth"]) <= 1.96 * r["standard_error"])
     return r
 
