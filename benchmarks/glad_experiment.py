@@ -371,44 +371,13 @@ def fit_glad(
     start = Params(logit(a_i), logit(b_i), p_i, pi0)
     J, G = d.J, d.G
     counter = [0]
-    n_eval = 0
 
-    def F(th: FloatArray) -> tuple[FloatArray, float, Params, Params]:
-        nonlocal n_eval
-        n_eval += 1
+    def em_map(th: FloatArray) -> tuple[FloatArray, float, float]:
         p_in = _unpack(th, J, G, pi0, fit_pi)
         p2, obj = _em_map(d, p_in, sc, pseudo_count, pp, counter)
-        return _pack(p2, fit_pi), obj, p_in, p2
+        return _pack(p2, fit_pi), obj, float(np.max(np.abs(_probs(p2) - _probs(p_in))))
 
-    th = _pack(start, fit_pi)
-    step_max, mstep = 1.0, 4.0
-    ll_ref = -np.inf
-    converged = False
-    while n_eval < max_iter:
-        th1, obj0, p_in, p1 = F(th)
-        ll_ref = max(ll_ref, obj0)
-        if float(np.max(np.abs(_probs(p1) - _probs(p_in)))) <= tol:
-            th = th1
-            converged = True
-            break
-        th2, _, _, _ = F(th1)
-        r = th1 - th
-        v = th2 - 2 * th1 + th
-        nr, nv = float(np.sqrt(r @ r)), float(np.sqrt(v @ v))
-        if nv == 0.0 or not np.isfinite(nv):
-            th = th2
-            continue
-        step = max(min(-nr / nv, -1.0), -step_max)
-        th_p = th - 2 * step * r + step * step * v
-        th_new, obj_p, _, _ = F(th_p)  # one EM step from the extrapolated point; obj_p is the value at th_p
-        if not np.isfinite(obj_p) or obj_p < ll_ref - 1e-10 * max(1.0, abs(ll_ref)):
-            th = th2
-            step_max = max(1.0, step_max / mstep)
-        else:
-            th = th_new
-            ll_ref = obj_p
-            if step == -step_max:
-                step_max *= mstep
+    th, converged, n_eval = lt.squarem(em_map, _pack(start, fit_pi), tol, max_iter)
     p = _unpack(th, J, G, pi0, fit_pi)
     ll = _loglik(d, p, sc)
     return GladFit(tuple(str(x) for x in history.labeler_ids), p, sc, ll + _log_prior(p, pseudo_count, pp), ll,

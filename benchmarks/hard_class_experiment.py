@@ -100,6 +100,9 @@ from scipy.special import expit, logit, logsumexp
 import heroeval as he
 from heroeval._score import psi, solve_score
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _latent_tables as lt
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -312,43 +315,13 @@ def fit_hard(
     fixed = Params(a_i, b_i, p_i, float(h0 if h is None else h), a0, b0, float(h0) if class_h and h is None else None)
     J, G = d.J, d.G
 
-    n_eval = 0
-
-    def F(th: FloatArray) -> tuple[FloatArray, float]:
-        nonlocal n_eval
-        n_eval += 1
+    def em_map(th: FloatArray) -> tuple[FloatArray, float, float]:
         p2, obj = _em_map(d, _unpack(th, J, G, fixed, fix_h), pseudo_count, fix_h, ordered)
-        return _pack(p2, fix_h), obj
+        th1 = _pack(p2, fix_h)
+        return th1, obj, float(np.max(np.abs(expit(th1) - expit(th))))
 
-    th = _pack(fixed, fix_h)
-    step_max, mstep = 1.0, 4.0
-    ll_ref = -np.inf
-    converged = False
-    while n_eval < max_iter:
-        th1, obj0 = F(th)
-        ll_ref = max(ll_ref, obj0)
-        if float(np.max(np.abs(expit(th1) - expit(th)))) <= tol:
-            th = th1
-            converged = True
-            break
-        th2, _ = F(th1)
-        r = th1 - th
-        v = th2 - 2 * th1 + th
-        nr, nv = float(np.sqrt(r @ r)), float(np.sqrt(v @ v))
-        if nv == 0.0 or not np.isfinite(nv):
-            th = th2
-            continue
-        step = max(min(-nr / nv, -1.0), -step_max)
-        th_p = np.clip(th - 2 * step * r + step * step * v, -_LMAX, _LMAX)
-        th_new, obj_p = F(th_p)  # one EM step from the extrapolated point; obj_p is the value at th_p
-        if not np.isfinite(obj_p) or obj_p < ll_ref - 1e-10 * max(1.0, abs(ll_ref)):
-            th = th2
-            step_max = max(1.0, step_max / mstep)
-        else:
-            th = th_new
-            ll_ref = obj_p
-            if step == -step_max:
-                step_max *= mstep
+    th, converged, n_eval = lt.squarem(em_map, _pack(fixed, fix_h), tol, max_iter,
+                                       project=lambda x: np.clip(x, -_LMAX, _LMAX))
     p = _unpack(th, J, G, fixed, fix_h)
     lj = _joint(d, p)
     ll = float(logsumexp(lj, axis=1).sum())
