@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +175,35 @@ def squarem(em_map: Callable[[np.ndarray], tuple[np.ndarray, float, float]], th0
             if step == -step_max:
                 step_max *= mstep
     return th, False, n_eval
+
+
+@dataclass(frozen=True)
+class RateEstimate:
+    estimate: float
+    se: float
+    status: str
+    n_items: int
+
+
+def rate_from_llr(L: np.ndarray) -> RateEstimate:
+    """HERO-1 analogue: the root of HERO's score equation with a model's per-item log-likelihood ratios ``L``.
+
+    Standard error: ``1 / sqrt(sum_i psi_i(mu)^2)``, the current round's
+    observed information for ``mu`` alone (the history's uncertainty ignored).
+    """
+    from heroeval._score import psi, solve_score
+
+    mu, status = solve_score(L)
+    se = math.nan
+    if status == "interior":
+        info = float(np.sum(psi(mu, L) ** 2))
+        se = 1.0 / math.sqrt(info) if info > 0 else math.nan
+    return RateEstimate(mu, se, status, L.size)
+
+
+def known_labelers(labeler_ids: tuple[str, ...], current: Any) -> tuple[Any, np.ndarray]:
+    """The current round without labelers unknown to the fit, and each remaining labeler's index in the fit."""
+    index = {lab: k for k, lab in enumerate(labeler_ids)}
+    idx = np.array([index.get(str(x), -1) for x in current.labeler_ids], dtype=np.int64)
+    data, _, _ = current.select_labelers(idx >= 0)
+    return data, idx[idx >= 0]

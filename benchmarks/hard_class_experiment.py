@@ -98,7 +98,7 @@ import pandas as pd
 from scipy.special import expit, logit, logsumexp
 
 import heroeval as he
-from heroeval._score import psi, solve_score
+from heroeval._score import solve_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _latent_tables as lt
@@ -337,20 +337,12 @@ def two_coin_loglik(history: he.AnnotationSet, cal: he.Calibration) -> float:
     return float(logsumexp(_joint(d, p), axis=1).sum())
 
 
-@dataclass(frozen=True)
-class RateEstimate:
-    estimate: float
-    se: float
-    status: str
-    n_items: int
+RateEstimate = lt.RateEstimate
 
 
 def current_llr(fit: HardFit, current: he.AnnotationSet) -> FloatArray:
     """Per current item: log P(labels | Y=1) - log P(labels | Y=0) under the fitted mixture (unknown labelers left out)."""
-    index = {lab: k for k, lab in enumerate(fit.labeler_ids)}
-    idx = np.array([index.get(str(x), -1) for x in current.labeler_ids], dtype=np.int64)
-    data, _, _ = current.select_labelers(idx >= 0)
-    idx = idx[idx >= 0]
+    data, idx = lt.known_labelers(fit.labeler_ids, current)
     item = data.annotation_item
     N = data.n_items
     code = 2 * idx[data.labeler] + data.label.astype(np.int64)
@@ -366,13 +358,7 @@ def current_llr(fit: HardFit, current: he.AnnotationSet) -> FloatArray:
 
 def estimate_rate(fit: HardFit, current: he.AnnotationSet) -> RateEstimate:
     """HERO-1 analogue: the root of the score equation with the mixture's log-likelihood ratios."""
-    L = current_llr(fit, current)
-    mu, status = solve_score(L)
-    se = math.nan
-    if status == "interior":
-        info = float(np.sum(psi(mu, L) ** 2))
-        se = 1.0 / math.sqrt(info) if info > 0 else math.nan
-    return RateEstimate(mu, se, status, L.size)
+    return lt.rate_from_llr(current_llr(fit, current))
 
 
 # ---------------------------------------------------------------------------
