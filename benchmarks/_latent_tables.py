@@ -207,3 +207,38 @@ def known_labelers(labeler_ids: tuple[str, ...], current: Any) -> tuple[Any, np.
     idx = np.array([index.get(str(x), -1) for x in current.labeler_ids], dtype=np.int64)
     data, _, _ = current.select_labelers(idx >= 0)
     return data, idx[idx >= 0]
+
+
+def mock_errors(hist: Any, keys: tuple[str, ...], fold_llrs: Callable[[Any, Any, Any], dict[str, np.ndarray]],
+                folds: int = 5) -> dict[str, float]:
+    """Mock-round errors on the history's gold, as heroeval's checks do them for HERO-1.
+
+    The gold items are split into folds (``heroeval.checks._folds``, seed 0);
+    each fold is left out of the history, Stage A (``calibrate``) is refitted
+    on the rest and ``fold_llrs(h_k, m_k, cal)`` gives the fold's items their
+    log-likelihood ratios under each model in ``keys``; the ratios of all
+    folds are pooled into one score equation per model; the error is its root
+    minus the gold items' rate.
+    """
+    import heroeval as he
+    from heroeval._score import solve_score
+    from heroeval.checks import MIN_GOLD_PER_FOLD, _folds
+
+    k = min(folds, hist.n_gold // MIN_GOLD_PER_FOLD)
+    if k < 2:
+        return {m: math.nan for m in keys}
+    fold_items = _folds(hist, k, 0)
+    all_items = np.arange(hist.n_items)
+    L: dict[str, list[np.ndarray]] = {m: [] for m in keys}
+    for test in fold_items:
+        h_k = hist.take_items(np.setdiff1d(all_items, test, assume_unique=True))
+        m_k = hist.take_items(test)
+        got = fold_llrs(h_k, m_k, he.calibrate(h_k, covariance=False))
+        for m in keys:
+            L[m].append(got[m])
+    ybar = float(hist.gold[np.concatenate(fold_items)].mean())
+    out = {}
+    for m, parts in L.items():
+        mu, status = solve_score(np.concatenate(parts))
+        out[m] = mu - ybar if status != "unidentified" else math.nan
+    return out

@@ -111,7 +111,6 @@ import pandas as pd
 from scipy.special import expit, logit, logsumexp
 
 import heroeval as he
-from heroeval._score import solve_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _latent_tables as lt
@@ -437,34 +436,21 @@ def mock_errors(hist: he.AnnotationSet, variants: list[str], pseudo_count: float
     folds are pooled into one score equation; the error is its root minus the
     gold items' rate. Keys: ``"hero1"`` and each variant.
     """
-    from heroeval.checks import MIN_GOLD_PER_FOLD, _folds
-
-    k = min(folds, hist.n_gold // MIN_GOLD_PER_FOLD)
-    if k < 2:
-        return {m: math.nan for m in ("hero1", *variants)}
-    fold_items = _folds(hist, k, 0)
-    all_items = np.arange(hist.n_items)
-    L: dict[str, list[FloatArray]] = {m: [] for m in ("hero1", *variants)}
     sc = np.asarray(scales, float)
-    for test in fold_items:
-        h_k = hist.take_items(np.setdiff1d(all_items, test, assume_unique=True))
-        m_k = hist.take_items(test)
-        cal = he.calibrate(h_k, covariance=False)
+
+    def fold_llrs(h_k: he.AnnotationSet, m_k: he.AnnotationSet, cal: he.Calibration) -> dict[str, FloatArray]:
         a = np.clip(np.asarray(cal.alpha, float), EPS, 1 - EPS)
         b = np.clip(np.asarray(cal.beta, float), EPS, 1 - EPS)
         two = GladFit(tuple(str(x) for x in h_k.labeler_ids),
                       Params(logit(a), logit(b), np.asarray(cal.round_prevalence, float), np.array([1.0])),
                       np.array([1.0]), math.nan, math.nan, 0, True, 0)
-        L["hero1"].append(current_llr(two, m_k))
+        out = {"hero1": current_llr(two, m_k)}
         for v in variants:
             fit = fit_glad(h_k, cal, scales=tuple(sc), pseudo_count=pseudo_count, pi_pseudo=VARIANTS[v])
-            L[v].append(current_llr(fit, m_k))
-    ybar = float(hist.gold[np.concatenate(fold_items)].mean())
-    out = {}
-    for m, parts in L.items():
-        mu, status = solve_score(np.concatenate(parts))
-        out[m] = mu - ybar if status != "unidentified" else math.nan
-    return out
+            out[v] = current_llr(fit, m_k)
+        return out
+
+    return lt.mock_errors(hist, ("hero1", *variants), fold_llrs, folds)
 
 
 def _fit_rows(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, pseudo_count: float,

@@ -117,7 +117,6 @@ import pandas as pd
 from scipy.special import expit, logit
 
 import heroeval as he
-from heroeval._score import solve_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _latent_tables as lt
@@ -482,34 +481,20 @@ def mock_errors(hist: he.AnnotationSet, variants: list[str], folds: int = 5) -> 
     folds are pooled into one score equation; the error is its root minus the
     gold items' rate. Keys: ``"hero1"`` and each variant.
     """
-    from heroeval.checks import MIN_GOLD_PER_FOLD, _folds
-
-    k = min(folds, hist.n_gold // MIN_GOLD_PER_FOLD)
-    if k < 2:
-        return {m: math.nan for m in ("hero1", *variants)}
-    fold_items = _folds(hist, k, 0)
-    all_items = np.arange(hist.n_items)
-    L: dict[str, list[FloatArray]] = {m: [] for m in ("hero1", *variants)}
-    for test in fold_items:
-        h_k = hist.take_items(np.setdiff1d(all_items, test, assume_unique=True))
-        m_k = hist.take_items(test)
-        cal = he.calibrate(h_k, covariance=False)
+    def fold_llrs(h_k: he.AnnotationSet, m_k: he.AnnotationSet, cal: he.Calibration) -> dict[str, FloatArray]:
         a = np.clip(np.asarray(cal.alpha, float), EPS, 1 - EPS)
         b = np.clip(np.asarray(cal.beta, float), EPS, 1 - EPS)
         e = np.zeros(0)
         two = PairwiseFit(tuple(str(x) for x in h_k.labeler_ids), np.full(h_k.n_labelers, -1, dtype=np.int64),
                           Params(a, b, np.asarray(cal.round_prevalence, float), e, e, e), math.nan, math.nan, 0, True)
-        L["hero1"].append(current_llr(two, m_k))
+        out = {"hero1": current_llr(two, m_k)}
         for v in variants:
             la_, mc_ = VARIANTS[v]
             fit = fit_pairwise(h_k, cal, clusters=choose_clusters(h_k, la_, mc_))
-            L[v].append(current_llr(fit, m_k))
-    ybar = float(hist.gold[np.concatenate(fold_items)].mean())
-    out = {}
-    for m, parts in L.items():
-        mu, status = solve_score(np.concatenate(parts))
-        out[m] = mu - ybar if status != "unidentified" else math.nan
-    return out
+            out[v] = current_llr(fit, m_k)
+        return out
+
+    return lt.mock_errors(hist, ("hero1", *variants), fold_llrs, folds)
 
 
 def _fit_rows(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, variants: list[str],
