@@ -191,7 +191,7 @@ def rate_from_llr(L: np.ndarray) -> RateEstimate:
     Standard error: ``1 / sqrt(sum_i psi_i(mu)^2)``, the current round's
     observed information for ``mu`` alone (the history's uncertainty ignored).
     """
-    from heroeval._score import psi, solve_score
+    from heroeval.estimators._score import psi, solve_score
 
     mu, status = solve_score(L)
     se = math.nan
@@ -221,8 +221,8 @@ def mock_errors(hist: Any, keys: tuple[str, ...], fold_llrs: Callable[[Any, Any,
     minus the gold items' rate.
     """
     import heroeval as he
-    from heroeval._score import solve_score
-    from heroeval.checks import MIN_GOLD_PER_FOLD, _folds
+    from heroeval.checks.model_checks import MIN_GOLD_PER_FOLD, _folds
+    from heroeval.estimators._score import solve_score
 
     k = min(folds, hist.n_gold // MIN_GOLD_PER_FOLD)
     if k < 2:

@@ -67,10 +67,10 @@ import pandas as pd
 from scipy.stats import norm
 
 import heroeval as he
-from heroeval._parallel import run_chunks
-from heroeval.benchmark import load_folder, make_split
-from heroeval.checks import recommend
+from heroeval._core.parallel import run_chunks
+from heroeval.choice.auto import recommend
 from heroeval.simulate import dependent_dgp, paper_dgp
+from heroeval.workflows.benchmark import load_folder, make_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from real_data import BINARY
@@ -370,7 +370,7 @@ def main() -> None:
     out = Path(a.out)
     pd.set_option("display.width", 200)
     if a.from_benchmark:
-        from heroeval.benchmark import summarize_benchmark
+        from heroeval.workflows.benchmark import summarize_benchmark
 
         df = pd.read_csv(Path(a.from_benchmark) / "resamples.csv.gz")
         lo, hi = 0, int(df["resample"].max()) + 1

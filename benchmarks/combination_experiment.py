@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 import heroeval as he
-from heroeval._parallel import run_chunks
-from heroeval.benchmark import load_folder, make_split
+from heroeval._core.parallel import run_chunks
+from heroeval.workflows.benchmark import load_folder, make_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from real_data import BINARY

@@ -112,7 +112,7 @@ def _md(df: pd.DataFrame, cols: list[str], fmt: dict[str, str]) -> str:
 
 
 def _demo_bootstrap(n_boot: int, seed: int) -> pd.DataFrame:
-    from heroeval.demo import run_demo
+    from heroeval.workflows.demo import run_demo
 
     d = run_demo()
     t = time.perf_counter()

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 import heroeval as he
-from heroeval.drift import check_drift, reestimate_without
+from heroeval.checks.drift import check_drift, reestimate_without
 from heroeval.simulate import shift_dgp
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -484,7 +484,7 @@ def _fit_row(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, pseudo
 
 
 def _real_task(args: tuple[str, str, list[int], float, tuple[float, ...], list[str], bool]) -> list[dict[str, Any]]:
-    from heroeval.benchmark import load_folder, make_split
+    from heroeval.workflows.benchmark import load_folder, make_split
 
     folder, suffix, rs, pseudo_count, scales, variants, mock = args
     warnings.simplefilter("ignore")
@@ -558,7 +558,7 @@ def real_summary(tab: pd.DataFrame) -> str:
 
 
 def main() -> None:
-    from heroeval._parallel import run_chunks
+    from heroeval._core.parallel import run_chunks
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from real_data import BINARY

@@ -417,7 +417,7 @@ def _fit_rows(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, pseud
 
 
 def _real_task(args: tuple[str, str, list[int], float, list[str], bool]) -> list[dict[str, Any]]:
-    from heroeval.benchmark import load_folder, make_split
+    from heroeval.workflows.benchmark import load_folder, make_split
 
     folder, suffix, rs, pseudo_count, variants, mock = args
     warnings.simplefilter("ignore")
@@ -539,7 +539,7 @@ def sim_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def main() -> None:
-    from heroeval._parallel import run_chunks
+    from heroeval._core.parallel import run_chunks
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from real_data import BINARY

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from heroeval.benchmark import load_folder, make_split
-from heroeval.checks import run_checks
+from heroeval.checks.model_checks import run_checks
+from heroeval.workflows.benchmark import load_folder, make_split
 
 SETS = ("zencrowd", "possent_zheng", "snow_rte", "duchenne")
 

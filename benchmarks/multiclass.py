@@ -26,14 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from heroeval._parallel import run_chunks
+from heroeval._core.parallel import run_chunks
 from heroeval.errors import ConvergenceWarning
-from heroeval.multiclass import (
-    MC_METHODS,
-    calibrate_multiclass,
-    estimate_multiclass,
-    read_multiclass,
-)
+from heroeval.multiclass import MC_METHODS, calibrate_multiclass, estimate_multiclass, read_multiclass
 
 SETS = ["dog", "face", "weather_sentiment_amt", "weather_sentiment_cf", "adultcontent2", "snow_wsd"]
 ORDINAL = {"adultcontent2": True}  # G < P < R < X ratings; the others are nominal

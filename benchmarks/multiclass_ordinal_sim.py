@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from heroeval._parallel import run_chunks
+from heroeval._core.parallel import run_chunks
 from heroeval.errors import ConvergenceWarning
 from heroeval.multiclass import calibrate_multiclass, estimate_multiclass
 from heroeval.multiclass._simulate import simulate_rounds

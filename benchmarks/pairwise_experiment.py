@@ -147,7 +147,7 @@ def choose_clusters(history: he.AnnotationSet, link_alpha: float = LINK_ALPHA,
     from scipy.sparse.csgraph import connected_components
     from scipy.spatial.distance import squareform
 
-    from heroeval.checks import dependence_test
+    from heroeval.checks.model_checks import dependence_test
 
     J = history.n_labelers
     out = np.full(J, -1, dtype=np.int64)
@@ -536,7 +536,7 @@ def _fit_row(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, varian
 
 
 def _real_task(args: tuple[str, str, list[int], list[str], bool]) -> list[dict[str, Any]]:
-    from heroeval.benchmark import load_folder, make_split
+    from heroeval.workflows.benchmark import load_folder, make_split
 
     folder, suffix, rs, variants, mock = args
     warnings.simplefilter("ignore")
@@ -618,7 +618,7 @@ def _progress(t0: float) -> Any:
 
 
 def main() -> None:
-    from heroeval._parallel import run_chunks
+    from heroeval._core.parallel import run_chunks
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from real_data import BINARY

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 import heroeval as he
-from heroeval.planning import plan, simulate_round
+from heroeval.inference.planning import plan, simulate_round
 from heroeval.simulate import shift_dgp
 
 sys.path.insert(0, str(Path(__file__).parent))

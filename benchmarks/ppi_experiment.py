@@ -45,8 +45,8 @@ import auto_rules_experiment as ar
 from real_data import BINARY
 from robustness import COMPARED
 
-from heroeval.benchmark import load_folder, make_split, summarize_benchmark
-from heroeval.data import AnnotationSet
+from heroeval.ingest.annotations import AnnotationSet
+from heroeval.workflows.benchmark import load_folder, make_split, summarize_benchmark
 
 #: fewer gold items than this (after restriction to the current labelers): PPI is not scored, as auto's mock rounds
 MIN_GOLD = 8

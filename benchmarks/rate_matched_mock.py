@@ -40,10 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from real_data import BINARY
 
 import heroeval as he
-from heroeval._parallel import run_chunks
-from heroeval._score import psi, solve_score
-from heroeval.benchmark import load_folder, make_split
-from heroeval.checks import MIN_GOLD_PER_FOLD, _folds, _mock_llr
+from heroeval._core.parallel import run_chunks
+from heroeval.checks.model_checks import MIN_GOLD_PER_FOLD, _folds, _mock_llr
+from heroeval.estimators._score import psi, solve_score
+from heroeval.workflows.benchmark import load_folder, make_split
 
 
 def weighted_root(L: np.ndarray, w: np.ndarray) -> float:

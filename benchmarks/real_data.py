@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from heroeval.benchmark import load_folder, run_benchmark, summarize_benchmark
+from heroeval.workflows.benchmark import load_folder, run_benchmark, summarize_benchmark
 
 BINARY = [
     ("adultcontent2", "_binary"), ("bluebirds", ""), ("duchenne", ""), ("mre_treat", ""), ("possent_zheng", ""),

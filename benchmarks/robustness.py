@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from heroeval.benchmark import load_folder, run_benchmark, summarize_benchmark
+from heroeval.workflows.benchmark import load_folder, run_benchmark, summarize_benchmark
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from real_data import BINARY

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 import heroeval as he
-from heroeval._parallel import run_chunks
+from heroeval._core.parallel import run_chunks
 from heroeval.simulate import dependent_dgp, paper_dgp
 
 DESIGNS: dict[str, tuple[Any, dict[str, Any]]] = {

@@ -120,7 +120,7 @@ import json, sys, time, resource
 import numpy as np
 import pandas as pd
 import heroeval as he
-from heroeval import _kernels
+from heroeval.stage_a import _kernels
 d = sys.argv[1]
 out = {}
 # numba compiles on first use and caches on disk; time that once, apart from the run
@@ -183,7 +183,7 @@ import pandas as pd
 import dask.dataframe as dd
 import distributed
 import heroeval as he
-from heroeval.distributed import calibrate_dask
+from heroeval.stage_a.distributed import calibrate_dask
 d = sys.argv[1]
 out = {}
 gold = pd.read_parquet(d + "/gold.parquet")

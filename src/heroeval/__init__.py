@@ -8,13 +8,19 @@ control variate on covariates whose mean the history knows (HERO-2).
 >>> import heroeval as he
 >>> he.__version__
 '0.1.0'
+
+The package is layered, bottom to top (each layer imports only from those
+below it; ``lint-imports`` checks it): :mod:`~heroeval.errors` and
+``_core``; :mod:`~heroeval.ingest`; :mod:`~heroeval.simulate` (synthetic
+data); :mod:`~heroeval.stage_a`; :mod:`~heroeval.estimators`;
+:mod:`~heroeval.inference`, :mod:`~heroeval.checks` and
+:mod:`~heroeval.multiclass`; :mod:`~heroeval.choice`;
+:mod:`~heroeval.workflows`; ``report``; ``cli``.
 """
 
-from ._version import __version__
-from .calibration import Calibration, ConvergenceInfo, calibrate, load_calibration
-from .data import AnnotationSet, IngestReport, TableReport, read_annotations
-from .drift import DriftCheck, check_drift, reestimate_without
-from .errors import (
+from heroeval._version import __version__
+from heroeval.checks.drift import DriftCheck, check_drift, reestimate_without
+from heroeval.errors import (
     CalibrationFileError,
     ConvergenceWarning,
     CovariateShiftWarning,
@@ -25,9 +31,8 @@ from .errors import (
     TransportabilityWarning,
     UnknownLabelerError,
 )
-from .estimators import (
+from heroeval.estimators._methods import (
     dawid_skene,
-    estimate,
     gold_proportion,
     hero1,
     hero2,
@@ -35,7 +40,9 @@ from .estimators import (
     majority_vote,
     rogan_gladen,
 )
-from .inference import (
+from heroeval.estimators.newlabelers import hero1_anchored
+from heroeval.estimators.results import METHODS, ConfidenceInterval, EstimateCollection, EstimateResult, Influence
+from heroeval.inference._inference import (
     BootstrapResult,
     ClassifierMetrics,
     Comparison,
@@ -45,9 +52,11 @@ from .inference import (
     classifier_metrics,
     compare,
 )
-from .newlabelers import hero1_anchored
-from .planning import Plan, plan
-from .results import METHODS, ConfidenceInterval, EstimateCollection, EstimateResult, Influence
+from heroeval.inference.planning import Plan, plan
+from heroeval.ingest.annotations import AnnotationSet, IngestReport, TableReport
+from heroeval.ingest.read import read_annotations
+from heroeval.stage_a.calibration import Calibration, ConvergenceInfo, load_calibration
+from heroeval.workflows.api import calibrate, estimate
 
 __all__ = [
     "METHODS",

@@ -13,8 +13,8 @@ import numpy as np
 from scipy import integrate
 from scipy.special import expit
 
-from .data import AnnotationSet
-from .errors import HeroEvalError
+from heroeval.errors import HeroEvalError
+from heroeval.ingest.annotations import AnnotationSet
 
 __all__ = ["PaperData", "ShiftData", "dependent_dgp", "paper_dgp", "paper_target", "shift_dgp"]
 

@@ -21,8 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 from heroeval.cli import app
-from heroeval.demo import run_demo
-from heroeval.report import build_report
+from heroeval.report.html import build_report
+from heroeval.workflows.demo import run_demo
 from tests.hostile import HOSTILE, hostile
 
 CHROMIUM = os.environ.get("HEROEVAL_CHROMIUM", "/usr/bin/chromium")

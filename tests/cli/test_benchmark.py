@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from heroeval.benchmark import load_folder, run_benchmark, summarize_benchmark
 from heroeval.cli import app
 from heroeval.errors import DataError, HeroEvalError
+from heroeval.workflows.benchmark import load_folder, run_benchmark, summarize_benchmark
 from tests.conftest import simulate
 
 
@@ -60,7 +60,7 @@ def test_runs_with_a_first_resample_extend_a_run(folder: Path) -> None:
 
 
 def test_rate_shift_moves_the_current_rate_and_nothing_else(folder: Path) -> None:
-    from heroeval.benchmark import RATE_SHIFT_ODDS, make_split
+    from heroeval.workflows.benchmark import RATE_SHIFT_ODDS, make_split
 
     data = load_folder(folder, text_components=0)
     y = data.gold["gold"].to_numpy()

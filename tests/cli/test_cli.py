@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import heroeval as he
 from heroeval.cli import app
-from heroeval.demo import example_paths
+from heroeval.workflows.demo import example_paths
 from tests.conftest import Sim
 
 runner = CliRunner()

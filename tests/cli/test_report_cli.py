@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from heroeval.cli import app
-from heroeval.demo import example_paths
+from heroeval.workflows.demo import example_paths
 from tests.cli.test_cli import files  # noqa: F401  (fixture)
 from tests.conftest import Sim
 
@@ -124,7 +124,7 @@ def test_progress_and_spinner_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch
     import io
     import sys
 
-    from heroeval import cli
+    from heroeval.cli import commands as cli
 
     with cli._progress("x") as tick:  # pytest's captured stderr is not a terminal
         assert tick is None

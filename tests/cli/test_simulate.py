@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 import heroeval as he
-from heroeval import montecarlo
 from heroeval.cli import app
 from heroeval.errors import HeroEvalError
+from heroeval.workflows import montecarlo
 
 
 def test_experiment_configs() -> None:

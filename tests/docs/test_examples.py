@@ -34,7 +34,7 @@ import pytest
 from typer.testing import CliRunner
 
 from heroeval.cli import app
-from heroeval.demo import example_paths
+from heroeval.workflows.demo import example_paths
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]

@@ -43,7 +43,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import heroeval as he
-from heroeval.drift import check_drift
+from heroeval.checks.drift import check_drift
 from heroeval.errors import HeroEvalError, HeroEvalWarning
 
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True,

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import heroeval as he
-from heroeval.demo import example_paths
 from heroeval.multiclass import (
     calibrate_multiclass,
     dawid_skene_multiclass,
@@ -19,6 +18,7 @@ from heroeval.multiclass import (
     load_multiclass_calibration,
     majority_vote_multiclass,
 )
+from heroeval.workflows.demo import example_paths
 
 TOL = 1e-10
 EM = {"tol": 1e-13, "max_iter": 100_000}

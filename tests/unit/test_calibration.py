@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import heroeval as he
-from heroeval.calibration import initial_values
 from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError
+from heroeval.stage_a.calibration import initial_values
 from tests.conftest import Sim, simulate
 
 
@@ -214,7 +214,7 @@ def test_labelers_at_bound_are_listed() -> None:
 
 
 def test_csc_and_csr_m_step_agree(monkeypatch: pytest.MonkeyPatch, sim: Sim) -> None:
-    from heroeval import _em
+    from heroeval.stage_a import _em
 
     base = he.calibrate(sim.history, tol=1e-11)
     monkeypatch.setattr(_em, "_CSC_ITEMS", 0)  # force the CSC path used for large histories
@@ -224,7 +224,7 @@ def test_csc_and_csr_m_step_agree(monkeypatch: pytest.MonkeyPatch, sim: Sim) -> 
 
 
 def test_gold_counts_match_a_plain_count(sim: Sim) -> None:
-    from heroeval.calibration import gold_counts
+    from heroeval.stage_a.calibration import gold_counts
 
     h = sim.history
     g = h.gold[h.annotation_item]

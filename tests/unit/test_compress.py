@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import heroeval as he
-from heroeval import _em
-from heroeval.calibration import weighted_design
 from heroeval.simulate import paper_dgp
+from heroeval.stage_a import _em
+from heroeval.stage_a.calibration import weighted_design
 
 
 def _few_judges(seed: int, repeated: bool = False) -> he.AnnotationSet:

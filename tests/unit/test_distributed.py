@@ -16,7 +16,7 @@ from heroeval.errors import DataError
 
 dd = pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
-from heroeval.distributed import calibrate_dask  # noqa: E402
+from heroeval.stage_a.distributed import calibrate_dask  # noqa: E402
 
 EXAMPLE = Path(glob.glob(str(Path(he.__file__).parent / "examples" / "*" / "history.csv.gz"))[0]).parent
 

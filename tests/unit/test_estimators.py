@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import heroeval as he
-from heroeval._score import psi, solve_score
 from heroeval.errors import DataError, HeroEvalError, UnknownLabelerError
+from heroeval.estimators._score import psi, solve_score
 from tests.conftest import Sim, simulate
 
 
@@ -128,7 +128,7 @@ def test_hero2_gamma_is_the_score_regression(calibration: he.Calibration, sim: S
     r1 = he.hero1(sim.current, calibration)
     r2 = he.hero2(sim.current, calibration)
     X = np.asarray(sim.current.covariates)[:, 0]
-    from heroeval.estimators import _align, _llr
+    from heroeval.estimators._methods import _align, _llr
 
     al = _align(sim.current, calibration, False)
     ps = psi(r1.estimate, _llr(al.data, al.to_calib, calibration.alpha, calibration.beta))

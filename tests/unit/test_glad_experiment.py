@@ -12,8 +12,8 @@ from scipy.optimize import minimize_scalar
 from scipy.special import expit, logit
 
 import heroeval as he
-from heroeval.calibration import initial_values
 from heroeval.simulate import paper_dgp
+from heroeval.stage_a.calibration import initial_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import glad_experiment as gl

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 import heroeval as he
-from heroeval import _em, _influence
-from heroeval._score import psi, solve_score
-from heroeval.calibration import design_of
 from heroeval.errors import DataError, HeroEvalError
-from heroeval.estimators import _align, _codes, _llr
+from heroeval.estimators._methods import _align, _codes, _llr
+from heroeval.estimators._score import psi, solve_score
 from heroeval.simulate import paper_dgp
+from heroeval.stage_a import _em, _influence
+from heroeval.stage_a.calibration import design_of
 from tests.conftest import Sim, simulate
 
 # ------------------------------------------------------------------ derivatives
@@ -152,7 +152,7 @@ def test_majority_vote_variance_is_binomial() -> None:
 
 
 def test_intervals() -> None:
-    from heroeval.results import rate_interval
+    from heroeval.estimators.results import rate_interval
 
     w = rate_interval(0.3, 0.05, 0.95, "wald")
     assert (w.low, w.high) == pytest.approx((0.3 - 1.959964 * 0.05, 0.3 + 1.959964 * 0.05), rel=1e-6)

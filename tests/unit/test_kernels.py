@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import heroeval as he
-from heroeval import _em, _kernels
-from heroeval.calibration import initial_values, weighted_design
 from heroeval.errors import HeroEvalError
 from heroeval.simulate import paper_dgp
+from heroeval.stage_a import _em, _kernels
+from heroeval.stage_a.calibration import initial_values, weighted_design
 
 pytestmark = pytest.mark.skipif(not _kernels.HAVE_NUMBA, reason="numba is not installed")
 

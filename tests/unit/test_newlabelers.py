@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import heroeval as he
-from heroeval.newlabelers import hero1_anchored
+from heroeval.estimators.newlabelers import hero1_anchored
 from heroeval.simulate import shift_dgp
 
 A = np.array([0.85, 0.8, 0.9, 0.75, 0.8])

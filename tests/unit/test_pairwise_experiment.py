@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import heroeval as he
-from heroeval.calibration import initial_values
 from heroeval.simulate import paper_dgp
+from heroeval.stage_a.calibration import initial_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import pairwise_experiment as pw

@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import norm
 
 import heroeval as he
-from heroeval.planning import hero1_variance, plan, simulate_round
+from heroeval.inference.planning import hero1_variance, plan, simulate_round
 from heroeval.simulate import shift_dgp
 
 A = np.array([0.85, 0.8, 0.9, 0.75, 0.8, 0.85])

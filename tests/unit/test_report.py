@@ -16,7 +16,7 @@ import pytest
 from scipy.stats import norm
 
 import heroeval as he
-from heroeval.report import (
+from heroeval.report.html import (
     build_comparison_report,
     build_report,
     collect_warnings,
@@ -189,7 +189,7 @@ def test_labeler_intervals_from_the_parameter_covariance(calibration: he.Calibra
     J = calibration.n_labelers
     V = calibration.parameter_covariance
     assert V is not None
-    from heroeval.report import _labelers
+    from heroeval.report.html import _labelers
 
     rows = _labelers(calibration, 0.95)
     z = norm.ppf(0.975)
@@ -295,7 +295,7 @@ def test_nan_shown_as_dash_and_bad_settings(sim: Sim, calibration: he.Calibratio
 
 
 def test_error_correlation_by_hand() -> None:
-    from heroeval.report import error_correlation
+    from heroeval.report.html import error_correlation
 
     # 12 gold-1 items; a and b wrong on the same items 0-3, c wrong on 4-6, d on 0 and 7
     items = [f"i{k:02d}" for k in range(12)]
@@ -313,7 +313,7 @@ def test_error_correlation_by_hand() -> None:
 
 
 def test_error_correlation_near_zero_when_independent_and_flags_copies(sim: Sim) -> None:
-    from heroeval.report import error_correlation
+    from heroeval.report.html import error_correlation
 
     # the conftest simulation draws labels independently given the truth
     indep = error_correlation(sim.history)

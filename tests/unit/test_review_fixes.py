@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 import heroeval as he
-from heroeval import _em
 from heroeval.cli import app
 from heroeval.errors import HeroEvalError
+from heroeval.stage_a import _em
 from tests.conftest import Sim, simulate
 
 

@@ -17,7 +17,8 @@ from scipy.special import expit
 from scipy.stats import norm
 
 import heroeval as he
-from heroeval import checks
+from heroeval.checks import dependence, model_checks
+from heroeval.choice import auto as choice
 from heroeval.errors import HeroEvalError
 from heroeval.simulate import dependent_dgp, paper_dgp
 
@@ -291,7 +292,7 @@ def test_dependence_pair_statistic_by_hand() -> None:
     labs = ["a", "b"] * 6
     lab = [v for pair in zip(z1, z2, strict=False) for v in pair]
     ds = he.AnnotationSet.from_arrays(items, labs, lab, gold=(range(6), [1] * 6))
-    t = checks.dependence_test(ds)
+    t = dependence.dependence_test(ds)
     ts = []
     for r in range(6):
         a1 = (sum(z1) - z1[r]) / 5
@@ -305,10 +306,10 @@ def test_dependence_pair_statistic_by_hand() -> None:
 
 def test_dependence_test_size_and_power() -> None:
     """False alarms near 5 % with independent labelers; fires on shared errors (fixed seeds)."""
-    null = [checks.dependence_test(paper_dgp(s).history).p_value for s in range(200)]
+    null = [dependence.dependence_test(paper_dgp(s).history).p_value for s in range(200)]
     size = float(np.mean(np.array(null) < 0.05))
     assert 0.02 <= size <= 0.09, size
-    alt = [checks.dependence_test(dependent_dgp(s).history).p_value for s in range(30)]
+    alt = [dependence.dependence_test(dependent_dgp(s).history).p_value for s in range(30)]
     assert np.mean(np.array(alt) < 0.05) >= 0.9
 
 
@@ -319,8 +320,8 @@ def test_dependence_test_size_and_power() -> None:
 
 def test_checks_mock_round_is_the_cross_fitted_hero1() -> None:
     d = paper_dgp(7, labels_per_item=3, rho=0.2)
-    chk = checks.run_checks(d.history, folds=4, weight_grid=(1.0,), seed=3)
-    folds = checks._folds(d.history, 4, 3)
+    chk = model_checks.run_checks(d.history, folds=4, weight_grid=(1.0,), seed=3)
+    folds = model_checks._folds(d.history, 4, 3)
     # stratified: every fold's share of gold 1 within one item of the overall share
     gold_all = np.flatnonzero(d.history.gold >= 0)
     assert sorted(np.concatenate(folds).tolist()) == gold_all.tolist()
@@ -387,8 +388,8 @@ def test_auto_predicted_rmse_by_hand_and_joint_default() -> None:
         warnings.simplefilter("ignore")
         d = paper_dgp(4)
         cal = he.calibrate(d.history, checks=True)
-        rec = checks.recommend(d.current, cal)
-    assert cal.checks is not None and cal.checks.dependence.p_value >= checks.DEPENDENCE_ALPHA
+        rec = choice.recommend(d.current, cal)
+    assert cal.checks is not None and cal.checks.dependence.p_value >= model_checks.DEPENDENCE_ALPHA
     assert (rec.method, rec.history_weight) == ("hero_joint", 1.0)
     methods = {r["method"] for r in rec.table}
     assert {"gold_proportion", "rogan_gladen", "hero1", "hero_joint"} <= methods
@@ -407,8 +408,8 @@ def test_auto_chooses_by_predicted_rmse_when_labelers_err_together() -> None:
         warnings.simplefilter("ignore")
         d = dependent_dgp(5)
         cal = he.calibrate(d.history, checks=True)
-        rec = checks.recommend(d.current, cal)
-    assert cal.checks is not None and cal.checks.dependence.p_value < checks.DEPENDENCE_ALPHA
+        rec = choice.recommend(d.current, cal)
+    assert cal.checks is not None and cal.checks.dependence.p_value < model_checks.DEPENDENCE_ALPHA
     best = min(r["predicted_rmse"] for r in rec.table if "predicted_rmse" in r and math.isfinite(r["predicted_rmse"]))
     chosen = next(r for r in rec.table if (r["method"], r["history_weight"]) == (rec.method, rec.history_weight))
     assert chosen["predicted_rmse"] == best

@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._version import __version__
-from ..calibration import ConvergenceInfo
-from ..data import AnnotationSet
-from ..errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError
-from . import _model
-from ._data import MultiClassData, as_multiclass
+from heroeval._version import __version__
+from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError
+from heroeval.ingest.annotations import AnnotationSet
+from heroeval.multiclass import _model
+from heroeval.multiclass._data import MultiClassData, as_multiclass
+from heroeval.stage_a.calibration import ConvergenceInfo
 
 __all__ = ["MultiClassCalibration", "calibrate_multiclass", "load_multiclass_calibration"]
 

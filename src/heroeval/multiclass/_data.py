@@ -11,7 +11,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from ..data import (
+from heroeval.errors import DataError, HeroEvalError
+from heroeval.ingest.annotations import (
     GOLD_COLUMNS,
     ITEM_COLUMNS,
     AnnotationSet,
@@ -25,7 +26,6 @@ from ..data import (
     _stem,
     _Table,
 )
-from ..errors import DataError, HeroEvalError
 
 __all__ = ["MultiClassData", "multiclass_from_arrays", "read_multiclass"]
 

@@ -13,13 +13,13 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import norm
 
-from ..calibration import ConvergenceInfo
-from ..data import AnnotationSet
-from ..errors import ConvergenceWarning, DataError, HeroEvalError, UnknownLabelerError
-from ..results import EstimateResult, Influence, rate_interval
-from . import _model
-from ._calibration import MultiClassCalibration, design_of
-from ._data import MultiClassData, as_multiclass
+from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError, UnknownLabelerError
+from heroeval.estimators.results import EstimateResult, Influence, rate_interval
+from heroeval.ingest.annotations import AnnotationSet
+from heroeval.multiclass import _model
+from heroeval.multiclass._calibration import MultiClassCalibration, design_of
+from heroeval.multiclass._data import MultiClassData, as_multiclass
+from heroeval.stage_a.calibration import ConvergenceInfo
 
 __all__ = [
     "MC_METHODS",

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from . import _model
-from ._data import MultiClassData, multiclass_from_arrays
+from heroeval.multiclass import _model
+from heroeval.multiclass._data import MultiClassData, multiclass_from_arrays
 
 __all__ = ["SimulatedRounds", "simulate_rounds"]
 

@@ -1,0 +1,299 @@
+"""Model checks on the history's gold items, and the recommended estimate.
+
+HERO's Stage A fits the two-coin (Dawid–Skene) likelihood, which assumes
+that labelers err independently given the gold label. Real crowds and LLM
+judges do not: hard items fool many of them at once. The gold items of the
+history are the only evidence about how wrong the model is, so every check
+here is computed on them:
+
+* **Cross-validation.** The gold items are split into ``folds`` folds
+  (stratified by gold label). For each fold, Stage A is refitted on the
+  history without those items, once per history weight ``w`` in
+  :data:`WEIGHT_GRID`; the held-out items are then
+
+  - *predicted*: the posterior ``P(Y = 1 | labels)`` of each held-out item
+    gives the cross-validated log score and a calibration curve;
+  - *estimated*: they form a mock current round whose true rate is known,
+    and every candidate method estimates it. The mean error over folds
+    estimates each method's bias on rounds like the history.
+
+* **Conditional dependence.** For every pair of labelers that labelled the
+  same gold items, the standardised residual products
+  ``t = (z_j - a_j)(z_k - a_k) / sqrt(a_j (1 - a_j) a_k (1 - a_k))``, with
+  ``a_j`` labeler j's leave-this-item-out rate of saying 1 among gold items
+  of the item's class, have mean 0 under conditional independence. Per pair,
+  ``z = sum t / sqrt(n)`` (one-sided: labelers that agree beyond what
+  independence implies), with Benjamini–Hochberg adjustment; overall,
+  ``Z = sum t / sqrt(number of pair-items)``: under independence each ``t``
+  has mean 0 and variance 1 and the products of different pairs are
+  uncorrelated (even on one item), so ``Z`` is approximately standard normal.
+
+:func:`recommend` (``method="auto"``) gives every candidate an estimated mean
+squared error on the current round from the mock rounds. When the dependence
+test rejects independence (the model behind the likelihood methods is then
+known to be wrong) it takes the smallest; otherwise it keeps HERO joint
+unless its mock-round error, or its paired difference from the Rogan–Gladen
+estimate on the same items, is significant at 1 %, and then takes the
+smallest estimated MSE.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import expit, logit
+
+from heroeval.checks.dependence import dependence_test
+from heroeval.errors import ConvergenceWarning, HeroEvalError
+from heroeval.estimators._methods import _llr, dawid_skene, estimate_methods, majority_vote
+from heroeval.estimators._score import psi, solve_score
+from heroeval.ingest.annotations import AnnotationSet
+from heroeval.stage_a.calibration import fit_stage_a
+from heroeval.stage_a.checks_record import ModelChecks
+
+if TYPE_CHECKING:
+    from heroeval.estimators.results import EstimateResult
+
+__all__ = ["CANDIDATES", "MOCK_METHODS", "WEIGHT_GRID", "run_checks"]
+
+FloatArray = npt.NDArray[np.float64]
+
+WEIGHT_GRID: tuple[float, ...] = (0.0, 0.1, 0.3, 1.0)
+"""History weights tried by ``fit_stage_a(history_weight="cv")`` and the checks."""
+
+CANDIDATES: tuple[str, ...] = ("gold_proportion", "rogan_gladen", "hero1", "hero_joint")
+"""Methods ``method="auto"`` chooses among (``hero1`` at w = 1 and at the w > 0 the log score chose).
+
+HERO joint (the current round as one more gold-free round of Stage A) is the
+default: it is HERO-1's model fitted to every label, and where that model
+holds it was 3-5 % more accurate than HERO-1 (docs/robustness.md); it rests
+on HERO-1's likelihood, so it is judged by HERO-1's mock round at the same
+weight. HERO-1 at w = 0 (gold-only maximum likelihood, without smoothing) is
+not a candidate: with little gold its labelers sit on the boundary and its
+mock-round standard error is degenerate; the gold-proportion calibration is
+the gold-only candidate.
+
+Current-round Dawid–Skene is not a candidate: with few labels per item its
+standard error is too small (coverage 0.78 in the paper's sparse design,
+docs/robustness.md), and the rule below trusts the candidates' standard
+errors. Majority vote is not one either: it corrects nothing, so its bias
+moves with the rate and the labeler mix, and its bias on the gold's mock
+rounds does not carry over to a round with another rate (in the paper's
+design it was picked with a mock bias of +0.03 and erred by +0.11).
+"""
+
+MOCK_METHODS: tuple[str, ...] = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1")
+"""Methods whose error on the mock rounds the checks report."""
+
+MIN_GOLD_PER_FOLD = 4
+
+ROBUST_REFERENCE = "rogan_gladen"
+"""The estimator every candidate is compared with, paired on the mock rounds (it assumes no independence)."""
+
+BIAS_TEST_ALPHA = 0.01
+"""The default (HERO joint) is kept unless its mock-round error, or its difference from the robust reference,
+is significant at this level (when the dependence test has not rejected independence)."""
+
+DEPENDENCE_ALPHA = 0.01
+
+
+# ---------------------------------------------------------------------------
+# Cross-validation on the gold items
+# ---------------------------------------------------------------------------
+
+
+def _folds(history: AnnotationSet, folds: int, seed: int) -> list[npt.NDArray[np.int64]]:
+    """Gold items split into folds, stratified by gold label."""
+    rng = np.random.default_rng(seed)
+    out: list[list[npt.NDArray[np.int64]]] = [[] for _ in range(folds)]
+    offset = 0
+    for y in (0, 1):
+        idx = rng.permutation(np.flatnonzero(history.gold == y))
+        for k in range(folds):
+            out[(k + offset) % folds].append(idx[k::folds])
+        offset += idx.size % folds
+    return [np.sort(np.concatenate(f)) for f in out]
+
+
+def run_checks(
+    history: AnnotationSet,
+    *,
+    folds: int = 5,
+    weight_grid: Sequence[float] = WEIGHT_GRID,
+    seed: int = 0,
+    em_settings: Mapping[str, Any] | None = None,
+    candidates: Sequence[str] = MOCK_METHODS,
+) -> ModelChecks:
+    """Cross-validated model checks on the history's gold items (see the module docstring).
+
+    Parameters
+    ----------
+    history : AnnotationSet
+        The history, with gold on some items.
+    folds : int, default 5
+        Folds of the gold items (fewer when there are fewer than
+        ``4 * folds`` gold items; at least 2 folds are needed).
+    weight_grid : sequence of float
+        History weights ``w`` to refit Stage A with.
+    seed : int
+        Seed of the fold assignment.
+    em_settings : mapping, optional
+        ``tol``, ``max_iter``, ``criterion``, ``accelerate``, ``pseudo_count``
+        for the refits (defaults of :func:`heroeval.calibrate`).
+    candidates : sequence of str
+        Methods to run on the mock rounds (``hero_joint`` is judged by
+        HERO-1's mock round).
+
+    Examples
+    --------
+    >>> import heroeval as he
+    >>> from heroeval.simulate import paper_dgp
+    >>> chk = he.checks.run_checks(paper_dgp(0, rho=0.3).history)
+    >>> chk.chosen_weight in chk.weight_grid
+    True
+    """
+    from dataclasses import replace
+
+
+    if not isinstance(history, AnnotationSet):
+        raise HeroEvalError(f"history must be an AnnotationSet, got {type(history).__name__}")
+    if not (isinstance(folds, int) and folds >= 2):
+        raise HeroEvalError(f"folds must be an integer >= 2, got {folds!r}")
+    grid = tuple(sorted({float(w) for w in weight_grid}))
+    if not grid or any(not 0 <= w <= 1 for w in grid):
+        raise HeroEvalError(f"weight_grid must hold numbers in [0, 1], got {list(weight_grid)!r}")
+    n_gold = history.n_gold
+    notes: list[str] = []
+    k_eff = min(folds, n_gold // MIN_GOLD_PER_FOLD)
+    dep = dependence_test(history)
+    if k_eff < 2:
+        notes.append(f"only {n_gold} gold items: too few for cross-validation ({2 * MIN_GOLD_PER_FOLD} needed)")
+        return ModelChecks(0, n_gold, grid, {}, 1.0, [], [], dep, notes)
+    if k_eff < folds:
+        notes.append(f"{n_gold} gold items: {k_eff} folds instead of {folds}")
+    settings = dict(em_settings or {})
+    fold_items = _folds(history, k_eff, seed)
+    all_items = np.arange(history.n_items)
+    gold_items = np.concatenate(fold_items)
+    y_all = history.gold[gold_items].astype(np.float64)
+    ybar = float(y_all.mean())
+    yfold = np.concatenate([np.full(f.size, history.gold[f].mean()) for f in fold_items])
+    logp: dict[float, list[FloatArray]] = {w: [] for w in grid}
+    preds: dict[float, list[FloatArray]] = {w: [] for w in grid}
+    llr: dict[float, list[FloatArray]] = {w: [] for w in grid}
+    llr_gp: list[FloatArray] = []
+    rg_est: list[float] = []
+    rg_if: list[FloatArray] = []
+    for test in fold_items:
+        train = np.setdiff1d(all_items, test, assume_unique=True)
+        h_k = history.take_items(train, name="history (fold)")
+        m_k = history.take_items(test, name="mock round")
+        y = history.gold[test].astype(np.float64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            for j, w in enumerate(grid):
+                cal = fit_stage_a(h_k, history_weight=w, covariance=False, **settings)
+                L = _mock_llr(m_k, cal.alpha, cal.beta)
+                llr[w].append(L)
+                post = expit(logit(np.clip(np.asarray(cal.round_prevalence)[m_k.item_round], 1e-9, 1 - 1e-9)) + L)
+                preds[w].append(post)
+                pc = np.clip(post, 1e-12, 1 - 1e-12)
+                logp[w].append(y * np.log(pc) + (1 - y) * np.log1p(-pc))
+                if j == 0:
+                    tp, fn, tn, fp = cal.gold_tp, cal.gold_fn, cal.gold_tn, cal.gold_fp
+                    llr_gp.append(_mock_llr(m_k, (tp + 1.0) / (tp + fn + 2.0), (tn + 1.0) / (tn + fp + 2.0)))
+                    if "rogan_gladen" in candidates:
+                        r = estimate_methods(m_k, replace(cal, history=None), method="rogan_gladen")
+                        assert not isinstance(r, Mapping)
+                        if r.influence is not None and math.isfinite(r.estimate):
+                            rg_est.append(r.estimate)
+                            rg_if.append(r.influence.current)
+                        else:
+                            rg_est.append(math.nan)
+                            rg_if.append(np.zeros(test.size))
+    log_score = {}
+    for w in grid:
+        v = np.concatenate(logp[w])
+        log_score[w] = (float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else math.nan)
+    chosen = max(grid, key=lambda w: (round(log_score[w][0], 12), w))
+    curve = _curve(np.concatenate(preds[chosen]), y_all)
+    mock: list[dict[str, Any]] = []
+    infls: list[FloatArray] = []
+
+    def add(method: str, w: float | None, est: float, infl: FloatArray, yc: FloatArray, how: str) -> None:
+        n = infl.size
+        d = infl - (yc - yc.mean()) if how == "pooled" else infl - (y_all - yfold)
+        mock.append({"method": method, "history_weight": w, "n_items": int(n), "estimate": est, "truth": ybar,
+                     "bias": est - ybar, "bias_se": float(np.sqrt(d @ d) / n), "how": how})
+        infls.append(infl)
+
+    for w in grid:
+        if "hero1" in candidates:
+            est, infl = _score_fit(np.concatenate(llr[w]))
+            add("hero1", w, est, infl, y_all, "pooled")
+    if "gold_proportion" in candidates:
+        est, infl = _score_fit(np.concatenate(llr_gp))
+        add("gold_proportion", None, est, infl, y_all, "pooled")
+    if "rogan_gladen" in candidates and rg_est and np.isfinite(rg_est).all():
+        sizes = np.array([f.size for f in fold_items], dtype=float)
+        est = float(np.dot(sizes, rg_est) / sizes.sum())
+        # each fold's influence values average to that fold's linear term; pooled: one array
+        add("rogan_gladen", None, est, np.concatenate(rg_if), y_all, "per fold")
+    gold_set = history.take_items(gold_items, name="mock round (all gold items)")
+    for mname in ("majority_vote", "dawid_skene"):
+        if mname in candidates:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                cr = _current_only(gold_set, mname)
+            if cr.influence is not None and math.isfinite(cr.estimate):
+                add(mname, None, cr.estimate, cr.influence.current, y_all, "pooled")
+    # paired with the dependence-robust reference: the same mock items, so common noise cancels
+    ref = next((k for k, row in enumerate(mock) if row["method"] == ROBUST_REFERENCE), None)
+    for k, row in enumerate(mock):
+        if ref is None or k == ref:
+            row["vs_robust"], row["vs_robust_se"] = math.nan, math.nan
+            continue
+        dd = infls[k] - infls[ref]
+        row["vs_robust"] = row["estimate"] - mock[ref]["estimate"]
+        row["vs_robust_se"] = float(np.sqrt(dd @ dd) / dd.size)
+    return ModelChecks(k_eff, n_gold, grid, log_score, chosen, curve, mock, dep, notes)
+
+
+def _current_only(items: AnnotationSet, method: str) -> EstimateResult:
+
+    return majority_vote(items) if method == "majority_vote" else dawid_skene(items)
+
+
+def _mock_llr(items: AnnotationSet, alpha: FloatArray, beta: FloatArray) -> FloatArray:
+    """Per-item log-likelihood ratio of items taken from the calibration's own history."""
+
+    return _llr(items, np.arange(alpha.size, dtype=np.int64), np.asarray(alpha), np.asarray(beta))
+
+
+def _score_fit(L: FloatArray) -> tuple[float, FloatArray]:
+    """HERO's score equation on cross-fitted log-likelihood ratios: the estimate and its influence values."""
+
+    mu, status = solve_score(L)
+    if status == "unidentified":
+        return math.nan, np.zeros(L.size)
+    ps = psi(mu, L)
+    info = float(np.mean(ps**2))
+    infl: FloatArray = ps / info if info > 0 else np.zeros(L.size)
+    return mu, infl
+
+
+def _curve(pred: FloatArray, y: FloatArray, bins: int = 10) -> list[dict[str, Any]]:
+    edges = np.linspace(0, 1, bins + 1)
+    which = np.clip(np.digitize(pred, edges[1:-1]), 0, bins - 1)
+    out = []
+    for b in range(bins):
+        m = which == b
+        if m.any():
+            out.append({"bin": [float(edges[b]), float(edges[b + 1])], "mean_predicted": float(pred[m].mean()),
+                        "observed": float(y[m].mean()), "n": int(m.sum())})
+    return out

@@ -1,0 +1,210 @@
+"""The recommended estimate (``method="auto"``): which candidate to report for this round, and why.
+
+:func:`recommend` gives every candidate an estimated mean squared error on the
+current round from the model checks' mock rounds (:mod:`heroeval.checks`).
+When the dependence test rejects independence (the model behind the
+likelihood methods is then known to be wrong) it takes the smallest;
+otherwise it keeps HERO joint unless its mock-round error, or its paired
+difference from the Rogan–Gladen estimate on the same items, is significant
+at 1 %, and then takes the smallest estimated MSE.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from scipy.stats import norm
+
+from heroeval.checks.model_checks import (
+    BIAS_TEST_ALPHA,
+    CANDIDATES,
+    DEPENDENCE_ALPHA,
+    ROBUST_REFERENCE,
+    run_checks,
+)
+from heroeval.errors import ConvergenceWarning, HeroEvalError
+from heroeval.estimators._methods import estimate_methods
+from heroeval.estimators.results import EstimateResult
+from heroeval.ingest.annotations import AnnotationSet
+from heroeval.stage_a.calibration import Calibration, fit_stage_a
+from heroeval.stage_a.checks_record import ModelChecks, _fin
+
+__all__ = ["Recommendation", "recommend"]
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What ``method="auto"`` chose, the result, and why.
+
+    ``table`` lists every candidate with its estimate, standard error on the
+    current round, mock-round bias (and its standard error) and the
+    predicted root mean squared error that decided.
+    """
+
+    method: str
+    history_weight: float | None
+    result: EstimateResult
+    reason: str
+    table: list[dict[str, Any]]
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        ci = self.result.confidence_interval(confidence_level)
+        return {
+            "method": self.method, "history_weight": self.history_weight,
+            "estimate": _fin(self.result.estimate), "standard_error": _fin(self.result.standard_error or math.nan),
+            "ci_low": _fin(ci.low), "ci_high": _fin(ci.high), "confidence_level": confidence_level,
+            "reason": self.reason,
+            "candidates": [{k: (_fin(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.table],
+        }
+
+
+def recommend(
+    current: AnnotationSet,
+    calibration: Calibration,
+    *,
+    exclude_new_labelers: bool = False,
+    candidates: Sequence[str] = CANDIDATES,
+) -> Recommendation:
+    """The estimate to report for this round (``method="auto"``), and why.
+
+    Uses ``calibration.checks`` (computed from ``calibration.history`` when
+    absent). Every candidate (:data:`CANDIDATES`; ``hero1`` at w = 1 and at
+    the weight w > 0 the log score chose, which needs the history to refit
+    when it is not the calibration's own; ``hero_joint`` at the calibration's
+    weight, judged by HERO-1's mock round at that weight) gets an **estimated
+    mean squared error on this round** from the mock rounds of held-out gold
+    items: ``max(b^2 - s_b^2, 0) + v``, with ``b`` its mock-round error,
+    ``s_b`` that error's standard error (mock items and history part), and
+    ``v = (s_b^2 - v_h) m / n + v_h`` its error variance relative to the
+    round's realised rate scaled from the ``m`` mock items to the ``n``
+    current items, ``v_h`` the history part of its variance on this round.
+
+    * If the dependence test rejected independence (p below
+      :data:`DEPENDENCE_ALPHA`), the model behind the likelihood methods is
+      known to be wrong, and the candidate with the smallest estimated MSE
+      is chosen.
+    * Otherwise HERO joint (or, without the history, HERO-1 at the
+      calibration's weight) is kept unless its mock-round error, or its paired
+      difference there from the Rogan–Gladen estimate, is significant at
+      :data:`BIAS_TEST_ALPHA`; if it is, the smallest estimated MSE wins.
+
+    The interval of the chosen method is reported as it is: the choice uses
+    the history's gold and the candidates' standard errors, not the current
+    labels' agreement with any estimate (docs/robustness.md measures the
+    coverage that results).
+    """
+    cal = calibration
+    checks: ModelChecks | None = cal.checks
+    hist = cal.history
+    if checks is None:
+        if hist is None:
+            raise HeroEvalError(
+                "method='auto' needs the model checks: calibrate with checks=True (CLI: hero calibrate "
+                "saves them) or pass the history"
+            )
+        s = cal.settings
+        checks = run_checks(hist, em_settings={k: s[k] for k in ("tol", "max_iter", "criterion", "accelerate",
+                                                                  "pseudo_count") if k in s})
+        cal = replace(cal, checks=checks)
+    own_w = float(cal.settings.get("history_weight", 1.0))
+    # HERO-1 at w = 0 is gold-only maximum likelihood without smoothing: not a candidate unless it is the user's own
+    weights = (sorted({own_w, 1.0} | ({checks.chosen_weight} if checks.chosen_weight > 0 else set()))
+               if hist is not None else [own_w])
+    cals = {own_w: cal}
+    rows: list[dict[str, Any]] = []
+    results: dict[tuple[str, float | None], EstimateResult] = {}
+    for m in candidates:
+        ws: list[float | None] = list(weights) if m == "hero1" else [own_w] if m == "hero_joint" else [None]
+        for w in ws:
+            if m == "hero_joint" and (hist is None or w == 0.0):
+                continue
+            if w is not None and w not in cals:
+                assert hist is not None
+                s = cal.settings
+                cals[w] = fit_stage_a(hist, history_weight=w, **{k: s[k] for k in (
+                    "tol", "max_iter", "criterion", "accelerate", "pseudo_count") if k in s})
+            c_use = cals[own_w if w is None else w]
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    r = estimate_methods(current, c_use, method=m, exclude_new_labelers=exclude_new_labelers)
+            except HeroEvalError as exc:
+                rows.append({"method": m, "history_weight": w, "skipped": str(exc)})
+                continue
+            assert not isinstance(r, Mapping)
+            # hero_joint rests on HERO-1's likelihood: it is judged by HERO-1's mock round at the same weight
+            mrow = checks.mock_row("hero1" if m == "hero_joint" else m, w)
+            se = r.standard_error
+            b = float(mrow["bias"]) if mrow else math.nan
+            vh = r.variance_history if math.isfinite(r.variance_history) else 0.0
+            sb = math.sqrt(float(mrow["bias_se"]) ** 2 + vh) if mrow else math.nan
+            if mrow is None or se is None or not math.isfinite(se) or not math.isfinite(r.estimate) \
+                    or not math.isfinite(b) or not math.isfinite(sb):
+                pred = math.nan
+            else:
+                # error variance relative to the realised rate: the mock items' part scaled to this round's size
+                b2 = max(b * b - sb * sb, 0.0)
+                v_mock = float(mrow["bias_se"]) ** 2 * float(mrow["n_items"]) / max(current.n_items, 1)
+                pred = math.sqrt(b2 + v_mock + vh)
+            results[(m, w)] = r
+            vs = float(mrow.get("vs_robust", math.nan)) if mrow else math.nan
+            vs_se = float(mrow.get("vs_robust_se", math.nan)) if mrow else math.nan
+            rows.append({"method": m, "history_weight": w, "estimate": r.estimate,
+                         "standard_error": se if se is not None else math.nan, "mock_bias": b, "mock_bias_se": sb,
+                         "mock_vs_robust": vs, "mock_vs_robust_se": vs_se, "variance_history": vh,
+                         "predicted_rmse": pred})
+    scored = [r for r in rows if "predicted_rmse" in r and math.isfinite(r["predicted_rmse"])]
+    dep = checks.dependence
+    dep_txt = ("labelers agree beyond independence given gold (dependence test p = "
+               f"{dep.p_value:.2g})" if math.isfinite(dep.p_value) and dep.p_value < 0.05
+               else "no evidence of dependent errors on the gold (p = "
+               f"{dep.p_value:.2g})" if math.isfinite(dep.p_value) else "dependence not testable on the gold")
+    first = ("hero_joint", own_w) if ("hero_joint", own_w) in results else ("hero1", own_w)
+    if not scored:
+        r = results.get(first) or estimate_methods(current, cal, method="hero1", exclude_new_labelers=exclude_new_labelers)
+        assert not isinstance(r, Mapping)
+        if first not in results:
+            first = ("hero1", own_w)
+        why = "; ".join(checks.notes) or "no candidate could be scored on mock rounds"
+        return Recommendation(first[0], own_w, r, f"{first[0]} by default: {why}", rows)
+    dependent = math.isfinite(dep.p_value) and dep.p_value < DEPENDENCE_ALPHA
+    level = BIAS_TEST_ALPHA
+    crit = float(norm.ppf(1 - level / 2))
+    vh_ref = next((row["variance_history"] for row in scored if row["method"] == ROBUST_REFERENCE), 0.0)
+    for row in scored:
+        sb = row["mock_bias_se"]
+        flag = bool(math.isfinite(sb) and abs(row["mock_bias"]) > crit * sb)
+        vs, vs_se = row["mock_vs_robust"], row["mock_vs_robust_se"]
+        if math.isfinite(vs) and math.isfinite(vs_se):
+            row["mock_vs_robust_se"] = vs_se = math.sqrt(vs_se**2 + row["variance_history"] + vh_ref)
+            flag = flag or abs(vs) > crit * vs_se
+        row["bias_flagged"] = flag
+    default = next((r for r in scored if (r["method"], r["history_weight"]) == first), None)
+    # ties: the default first, then the order of CANDIDATES
+    order = {k: i for i, k in enumerate(results)}
+    by_mse = min(scored, key=lambda r: (r["predicted_rmse"], 0 if (r["method"], r["history_weight"]) == first
+                                        else 1, order.get((r["method"], r["history_weight"]), 0)))
+    if dependent:
+        best = by_mse
+        rule = (f"labelers err together, so the model behind the likelihood methods is wrong: the smallest "
+                f"predicted RMSE on the mock rounds ({best['predicted_rmse']:.3g})")
+    elif default is not None and not default["bias_flagged"]:
+        best = default
+        rule = f"{first[0]} shows no significant bias on the mock rounds (level {level:g})"
+    else:
+        best = by_mse
+        rule = (f"{first[0]} is biased on the mock rounds (level {level:g}): the smallest predicted RMSE "
+                f"({best['predicted_rmse']:.3g})")
+    m, w = best["method"], best["history_weight"]
+    wtxt = f" (history weight {w:g})" if w is not None else ""
+    reason = (f"{m}{wtxt}: {rule}; its mock-round bias {best['mock_bias']:+.3g} ± {best['mock_bias_se']:.2g} "
+              f"over {checks.folds} folds of {checks.n_gold} gold items; {dep_txt}")
+    h1 = next((r for r in scored if r["method"] == "hero1" and r["history_weight"] == 1.0), None)
+    if h1 is not None and h1 is not best and h1["bias_flagged"]:
+        reason += (f"; the paper's HERO-1 is biased on the mock rounds ({h1['mock_bias']:+.3g} ± "
+                   f"{h1['mock_bias_se']:.2g})")
+    return Recommendation(m, w, results[(m, w)], reason, rows)
+

@@ -1,0 +1,882 @@
+"""The ``hero`` command line. It reads, calls the public API and renders; it computes nothing."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.console import Console
+
+from heroeval._version import __version__
+from heroeval.checks.drift import check_drift, reestimate_without
+from heroeval.cli import multiclass as _mc
+from heroeval.errors import HeroEvalError, HeroEvalWarning
+from heroeval.estimators._methods import hero1
+from heroeval.estimators.results import METHODS, EstimateCollection, EstimateResult
+from heroeval.inference._inference import bootstrap as run_bootstrap
+from heroeval.inference._inference import compare
+from heroeval.inference.planning import plan
+from heroeval.ingest.annotations import AnnotationSet
+from heroeval.ingest.read import read_annotations
+from heroeval.report import terminal as _render
+from heroeval.report.html import build_comparison_report, build_report, collect_warnings, write_report
+from heroeval.report.plots import plot_benchmark, plot_sweep
+from heroeval.stage_a.calibration import Calibration, load_calibration
+from heroeval.workflows import montecarlo
+from heroeval.workflows.api import calibrate, estimate
+from heroeval.workflows.benchmark import load_folder, run_benchmark, summarize_benchmark
+from heroeval.workflows.demo import example_paths, run_demo
+
+app = typer.Typer(
+    name="hero",
+    help="HERO: estimate a model's gold-label rate from noisy silver labels, calibrated on your label history.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+
+
+class Duplicates(str, Enum):
+    keep = "keep"
+    first = "first"
+    error = "error"
+
+
+class Criterion(str, Enum):
+    parameters = "parameters"
+    loglik = "loglik"
+
+
+class Engine(str, Enum):
+    auto = "auto"
+    numpy = "numpy"
+    numba = "numba"
+
+
+class Reader(str, Enum):
+    auto = "auto"
+    pandas = "pandas"
+    duckdb = "duckdb"
+
+
+class CiMethod(str, Enum):
+    wald = "wald"
+    logit = "logit"
+
+
+class Variance(str, Enum):
+    sandwich = "sandwich"
+    model = "model"
+
+
+class NewLabelers(str, Enum):
+    error = "error"
+    exclude = "exclude"
+    estimate = "estimate"
+
+
+class OnShift(str, Enum):
+    warn = "warn"
+    fallback = "fallback"
+    ignore = "ignore"
+
+
+class Tie(str, Enum):
+    half = "half"
+    positive = "positive"
+    negative = "negative"
+    random = "random"
+
+
+def _console() -> Console:
+    # a wide, plain layout when piped; rich detects colour and width on a terminal
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 132)
+
+
+def _err(msg: str) -> None:
+    Console(stderr=True, highlight=False).print(f"[bold red]error:[/bold red] {msg}", soft_wrap=True)
+
+
+ItemCol = Annotated[str | None, typer.Option(help="Item id column (default item_id or crowd-kit's task).")]
+LabelerCol = Annotated[str | None, typer.Option(help="Labeler id column (default labeler_id or worker).")]
+LabelCol = Annotated[str | None, typer.Option(help="Label column (default label).")]
+DupOpt = Annotated[Duplicates, typer.Option(help="Repeated (item, labeler) pairs: keep, first or error.")]
+FmtOpt = Annotated[Format, typer.Option("--format", "-f", help="Output: a rich table or JSON on stdout.")]
+
+
+def _read(path: Path, *, gold: Path | None = None, covariates: Path | None = None, name: str,
+          item_col: str | None, labeler_col: str | None, label_col: str | None,
+          round_col: str | None, duplicates: Duplicates,
+          label_map: dict[str, int | None] | None = None, reader: str = "auto", memory_limit: str | None = None,
+          progress: bool = False) -> AnnotationSet:
+    rc: Any = None if round_col is None else (False if round_col == "none" else round_col)
+    return read_annotations(
+        path, gold=gold, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
+        label_col=label_col, round_col=rc, duplicates=duplicates.value, name=name, label_map=label_map,
+        engine=reader, memory_limit=memory_limit, progress=progress,  # type: ignore[arg-type]
+    )
+
+
+def _current_and_calibration(
+    current: Path, covariates: Path | None, calibration: Path | None, history: Path | None, gold: Path | None,
+    history_covariates: Path | None, label_map: dict[str, int | None] | None, history_weight: float | Literal["cv"],
+    *, item_col: str | None, labeler_col: str | None, label_col: str | None, round_col: str | None,
+    duplicates: Duplicates,
+) -> tuple[AnnotationSet, AnnotationSet | None, Calibration]:
+    """Read the current round, and load the calibration file or calibrate the history (with model checks)."""
+    with _busy("reading and calibrating"):
+        cur = read_annotations(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
+                               label_col=label_col, round_col=False, duplicates=duplicates.value,
+                               label_map=label_map, name="current")
+        if calibration is not None:
+            return cur, None, load_calibration(calibration)
+        assert history is not None
+        hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
+                     labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
+                     label_map=label_map)
+        return cur, hist, calibrate(hist, history_weight=history_weight, checks=True)
+
+
+def _run(fn: Any) -> Any:
+    """Run ``fn`` turning heroeval errors into a clean message and exit code 2."""
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", HeroEvalWarning)
+            out = fn()
+    except HeroEvalError as exc:
+        _err(str(exc))
+        raise typer.Exit(2) from None
+    finally:
+        for w in caught:
+            if issubclass(w.category, HeroEvalWarning):
+                Console(stderr=True, highlight=False).print(
+                    f"[yellow]warning ({w.category.__name__}):[/yellow] {w.message}", soft_wrap=True)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return out
+
+
+@app.command("calibrate")
+def calibrate_cmd(
+    history: Annotated[Path, typer.Argument(help="History annotations (CSV, Parquet or JSONL).")],
+    gold: Annotated[Path, typer.Option(help="Gold labels for some history items.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the calibration JSON.")],
+    covariates: Annotated[Path | None, typer.Option(help="History item covariates (for HERO-2).")] = None,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    round_col: Annotated[str | None, typer.Option(help="Round column (default 'round' if present; 'none' ignores it).")] = None,
+    duplicates: DupOpt = Duplicates.keep,
+    tol: Annotated[float, typer.Option(help="EM tolerance.")] = 1e-8,
+    max_iter: Annotated[int, typer.Option(help="EM iteration limit.")] = 10_000,
+    criterion: Annotated[Criterion, typer.Option(help="Stop on parameter change or on log-likelihood.")] = Criterion.parameters,
+    accelerate: Annotated[bool, typer.Option(help="SQUAREM acceleration.")] = True,
+    pseudo_count: Annotated[float, typer.Option(help="Beta pseudo-counts per labeler in the M-step (0 = maximum likelihood).")] = 0.0,
+    variance: Annotated[Variance, typer.Option(help="Parameter covariance: sandwich (influence values) or model (inverse information).")] = Variance.sandwich,
+    history_weight: Annotated[str, typer.Option(help="Weight of gold-free history items in Stage A: a number in [0, 1] (1 = the paper) or 'cv' (chosen by cross-validated log score on the gold).")] = "1",
+    checks: Annotated[bool, typer.Option(help="Model checks on the gold items (cross-validation, mock rounds, dependence test); saved in the calibration and used by --method auto.")] = True,
+    label_map: MapOpt = None,
+    fmt: FmtOpt = Format.table,
+    classes: ClassesOpt = None,
+    ordinal: OrdinalOpt = False,
+    structure: StructureOpt = "full",
+    engine: Annotated[Engine, typer.Option(help="Stage A engine: numpy, numba (compiled; pip install 'heroeval[fast]') or auto (numba from 1e6 annotations when installed).")] = Engine.auto,
+    reader: Annotated[Reader, typer.Option(help="Reader: pandas, duckdb (globs, directories, files larger than memory) or auto (duckdb for globs, directories and files from 256 MB).")] = Reader.auto,
+    memory_limit: Annotated[str | None, typer.Option(help="DuckDB memory limit for the duckdb reader, e.g. 2GB (it spills to disk beyond).")] = None,
+) -> None:
+    """Stage A: learn each labeler's sensitivity and specificity from the history.
+
+    HISTORY may be a glob ('logs/*.parquet') or a directory with the duckdb reader.
+    """
+    hw = _history_weight(history_weight)
+    if classes is not None or ordinal:
+
+        _run(lambda: _mc.calibrate(
+            history, gold, output, classes=classes, ordinal=ordinal, structure=structure,
+            read_kw=_mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map), round_col=round_col,
+            tol=tol, max_iter=max_iter, pseudo_count=pseudo_count, json_out=fmt is Format.json))
+        return
+
+    def go() -> tuple[AnnotationSet, Calibration]:
+        with _busy("reading the history"):
+            h = _read(history, gold=gold, covariates=covariates, name="history", item_col=item_col,
+                      labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
+                      label_map=_label_map(label_map), reader=reader.value, memory_limit=memory_limit)
+        what = "Stage A: EM on the history" + (" and model checks" if checks or hw == "cv" else "")
+        with _busy(what) as say:
+            def em_progress(n: int, ll: float, change: float) -> None:
+                if say is not None:
+                    ll_s = "" if ll != ll else f", log-likelihood {ll:,.3f}"
+                    say(f"{what}: {n} EM maps{ll_s}, largest parameter change {change:.1e}")
+
+            c = calibrate(h, tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate,
+                          pseudo_count=pseudo_count, variance=variance.value, history_weight=hw, checks=checks,
+                          engine=engine.value, progress=em_progress)
+        c.save(output)
+        return h, c
+
+    h, c = _run(go)
+    if fmt is Format.json:
+        print(json.dumps({"calibration": c.to_dict(), "output": str(output),
+                          "ingest": h.report.to_dict()}, indent=1))
+        return
+    con = _console()
+    _render.print_all(con, _render.ingest_table(h.report, "Ingest: history"), _render.calibration_table(c),
+                      _render.rounds_table(c), *_render.checks_tables(c))
+    con.print(f"calibration written to {output}")
+
+
+CalOpt = Annotated[Path | None, typer.Option(help="Calibration JSON from 'hero calibrate'.")]
+HistOpt = Annotated[Path | None, typer.Option(help="History annotations (instead of --calibration).")]
+GoldOpt = Annotated[Path | None, typer.Option(help="History gold labels (with --history).")]
+HistCovOpt = Annotated[Path | None, typer.Option(help="History covariates (HERO-2, with --history).")]
+MethodOpt = Annotated[str, typer.Option(help=f"One of {', '.join(METHODS)}, a comma list, or all.")]
+RidgeOpt = Annotated[float, typer.Option(help="HERO-2 ridge penalty (standardised scale).")]
+TieOpt = Annotated[Tie, typer.Option(help="Majority-vote tie rule.")]
+NewLabOpt = Annotated[bool, typer.Option(help="Leave out labelers the calibration does not know (counted).")]
+RoundOpt = Annotated[str | None, typer.Option(help="History round column (default 'round' if present; 'none' ignores it).")]
+LevelOpt = Annotated[float, typer.Option(help="Confidence level of the intervals.")]
+CiOpt = Annotated[CiMethod, typer.Option(help="Interval: wald, or logit-transformed.")]
+MapOpt = Annotated[str | None, typer.Option(help="Recode labels, e.g. 'A=1,B=0,tie=drop' for a side-by-side win rate.")]
+ClassesOpt = Annotated[str | None, typer.Option(help="Multi-class labels: the class order, comma-separated (e.g. 1,2,3,4,5).")]
+OrdinalOpt = Annotated[bool, typer.Option(help="Multi-class labels that are ordered grades (Likert); enables --structure ordinal.")]
+StructureOpt = Annotated[str, typer.Option(help="Multi-class confusion structure: full, symmetric, ordinal or auto (BIC).")]
+
+
+def _mc_read_kw(item_col: str | None, labeler_col: str | None, label_col: str | None, duplicates: Duplicates,
+                label_map: str | None) -> dict[str, Any]:
+    if label_map is not None:
+        raise HeroEvalError("--label-map is for binary labels; with --classes give the classes themselves")
+    return {"item_col": item_col, "labeler_col": labeler_col, "label_col": label_col, "duplicates": duplicates.value}
+
+
+def _label_map(spec: str | None) -> dict[str, int | None] | None:
+    if spec is None:
+        return None
+    out: dict[str, int | None] = {}
+    for part in spec.split(","):
+        if "=" not in part:
+            raise HeroEvalError(f"--label-map: expected KEY=1, KEY=0 or KEY=drop, got {part!r}")
+        k, v = (x.strip() for x in part.split("=", 1))
+        if v not in ("0", "1", "drop"):
+            raise HeroEvalError(f"--label-map: {k!r} must map to 1, 0 or drop, got {v!r}")
+        out[k] = None if v == "drop" else int(v)
+    return out
+
+
+def _check_sources(calibration: Path | None, history: Path | None, gold: Path | None,
+                   history_covariates: Path | None, round_col: str | None = None,
+                   confidence_level: float = 0.95) -> None:
+    if not 0 < confidence_level < 1:
+        _err(f"--confidence-level must be in (0, 1), got {confidence_level:g}")
+        raise typer.Exit(2)
+    if calibration is not None and round_col is not None:
+        _err("--round-col goes with --history; a calibration file already holds the history's rounds")
+        raise typer.Exit(2)
+    if (calibration is None) == (history is None):
+        _err("give exactly one of --calibration or --history (with --gold)")
+        raise typer.Exit(2)
+    if history is not None and gold is None:
+        _err("--history needs --gold (the history's gold labels)")
+        raise typer.Exit(2)
+    if calibration is not None and history_covariates is not None:
+        _err("--history-covariates goes with --history; a calibration file already holds the history's covariate mean")
+        raise typer.Exit(2)
+
+
+def _history_weight(spec: str) -> float | Literal["cv"]:
+    if spec.strip().lower() == "cv":
+        return "cv"
+    try:
+        w = float(spec)
+    except ValueError:
+        w = math.nan
+    if not 0 <= w <= 1:
+        _err(f"--history-weight must be a number in [0, 1] or 'cv', got {spec!r}")
+        raise typer.Exit(2)
+    return w
+
+
+HistWeightOpt = Annotated[str, typer.Option(help="With --history: weight of gold-free history items in Stage A, a number in [0, 1] or 'cv'.")]
+
+
+def _methods(method: str) -> Any:
+    return "all" if method == "all" else [m.strip() for m in method.split(",") if m.strip()]
+
+
+@app.command("estimate")
+def estimate_cmd(
+    current: Annotated[Path, typer.Argument(help="Current-round annotations (no gold needed).")],
+    calibration: CalOpt = None,
+    history: HistOpt = None,
+    gold: GoldOpt = None,
+    covariates: Annotated[Path | None, typer.Option(help="Current-round covariates (HERO-2).")] = None,
+    history_covariates: HistCovOpt = None,
+    method: MethodOpt = "all",
+    ridge: RidgeOpt = 0.0,
+    tie: TieOpt = Tie.half,
+    exclude_new_labelers: NewLabOpt = False,
+    history_weight: HistWeightOpt = "1",
+    new_labelers: Annotated[NewLabelers | None, typer.Option(help="Labelers unknown to the calibration: error, exclude, or estimate them from the current round (HERO-1, anchored by the calibrated ones).")] = None,
+    on_shift: Annotated[OnShift, typer.Option(help="HERO-2 on covariate shift: warn, fallback (return HERO-1) or ignore.")] = OnShift.warn,
+    drift_check: Annotated[bool, typer.Option("--check-drift/--no-check-drift", help="With hero1: test whether each labeler's current positive rate matches its calibration (warns; JSON key 'drift').")] = True,
+    confidence_level: LevelOpt = 0.95,
+    ci_method: CiOpt = CiMethod.logit,
+    bootstrap: Annotated[int, typer.Option(help="Also run a two-sample cluster bootstrap with this many resamples (needs --history).")] = 0,
+    seed: Annotated[int | None, typer.Option(help="Seed of the bootstrap and of --tie random.")] = None,
+    label_map: MapOpt = None,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    round_col: RoundOpt = None,
+    duplicates: DupOpt = Duplicates.keep,
+    fmt: FmtOpt = Format.table,
+    classes: ClassesOpt = None,
+    ordinal: OrdinalOpt = False,
+    structure: StructureOpt = "full",
+) -> None:
+    """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals.
+
+    The recommended estimate (method auto) comes first: the method the model
+    checks on the history's gold expect to err least for this round.
+    """
+    _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
+    hw = _history_weight(history_weight)
+    if classes is not None or ordinal:
+        if bootstrap:
+            _err("--bootstrap is not available for multi-class labels yet")
+            raise typer.Exit(2)
+
+        _run(lambda: _mc.estimate(
+            current, calibration=calibration, history=history, gold=gold, classes=classes, ordinal=ordinal,
+            structure=structure, method=method, exclude_new_labelers=exclude_new_labelers, level=confidence_level,
+            read_kw=_mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map), round_col=round_col,
+            json_out=fmt is Format.json, covariates=covariates, history_covariates=history_covariates, ridge=ridge))
+        return
+    if bootstrap and history is None:
+        _err("--bootstrap refits Stage A: it needs --history and --gold, not a calibration file")
+        raise typer.Exit(2)
+
+    def go() -> tuple[AnnotationSet, AnnotationSet | None, EstimateCollection, dict[str, Any]]:
+        lm = _label_map(label_map)
+        cur, hist, cal = _current_and_calibration(
+            current, covariates, calibration, history, gold, history_covariates, lm, hw, item_col=item_col,
+            labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates)
+        kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": exclude_new_labelers}
+        ms = _methods(method)
+        ms = ms if ms == "all" else [m for m in ms if m != "auto"]
+        res = estimate(cur, cal, method=ms, rng=seed, recommend=True, on_shift=on_shift.value,
+                       new_labelers=None if new_labelers is None else new_labelers.value, **kw)
+        if isinstance(res, EstimateResult):  # pragma: no cover - a list always gives a collection
+            res = EstimateCollection({res.method: res}, ingest=cur.report)
+        boot: dict[str, Any] = {}
+        if bootstrap:
+            boot = run_bootstrap(cur, cal, method=list(res), n_resamples=bootstrap, rng=seed,  # auto is not bootstrapped
+                                 progress=fmt is Format.table and sys.stderr.isatty(), **kw)
+        if drift_check and "hero1" in res:
+
+            try:
+                drift_out["drift"] = check_drift(cur, cal).to_dict()
+            except HeroEvalError as exc:  # e.g. no calibrated labeler: nothing to test
+                drift_out["drift"] = {"error": str(exc)}
+        return cur, hist, res, boot
+
+    drift_out: dict[str, Any] = {}
+    cur, hist, res, boot = _run(go)
+    if fmt is Format.json:
+        out = res.to_dict(confidence_level)
+        out.update(drift_out)
+        for m, r in res.items():  # intervals by the requested method
+            ci = r.confidence_interval(confidence_level, ci_method.value)
+            out["estimates"][m].update(ci_low=_num(ci.low), ci_high=_num(ci.high), ci_method=ci.method)
+            if m in boot:
+                out["estimates"][m]["bootstrap"] = boot[m].to_dict(confidence_level)
+        out["ingest"] = {"current": cur.report.to_dict(),
+                         "history": None if hist is None else hist.report.to_dict()}
+        print(json.dumps(out, indent=1))
+        return
+    con = _console()
+    _render.print_all(con, _render.ingest_table(cur.report, "Ingest: current round"))
+    if hist is not None:
+        _render.print_all(con, _render.ingest_table(hist.report, "Ingest: history"))
+    _render.print_all(con, _render.estimates_table(res, confidence_level=confidence_level,
+                                                   ci_method=ci_method.value, bootstrap=boot))
+
+
+@app.command("compare")
+def compare_cmd(
+    a_current: Annotated[Path, typer.Argument(help="Round A's annotations (e.g. model A's outputs).")],
+    b_current: Annotated[Path, typer.Argument(help="Round B's annotations (e.g. model B's outputs).")],
+    calibration: CalOpt = None,
+    history: HistOpt = None,
+    gold: GoldOpt = None,
+    a_covariates: Annotated[Path | None, typer.Option(help="Round A's covariates (HERO-2).")] = None,
+    b_covariates: Annotated[Path | None, typer.Option(help="Round B's covariates (HERO-2).")] = None,
+    history_covariates: HistCovOpt = None,
+    method: MethodOpt = "all",
+    ridge: RidgeOpt = 0.0,
+    tie: TieOpt = Tie.half,
+    exclude_new_labelers: NewLabOpt = False,
+    confidence_level: LevelOpt = 0.95,
+    label_map: MapOpt = None,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    round_col: RoundOpt = None,
+    duplicates: DupOpt = Duplicates.keep,
+    fmt: FmtOpt = Format.table,
+    report: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report of both rounds and the difference.")] = None,
+    classes: ClassesOpt = None,
+    ordinal: OrdinalOpt = False,
+    structure: StructureOpt = "full",
+) -> None:
+    """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values."""
+    _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
+    if classes is not None or ordinal:
+        if report is not None:
+            _err("--report is not available for multi-class labels yet")
+            raise typer.Exit(2)
+
+        _run(lambda: _mc.compare(
+            a_current, b_current, calibration=calibration, history=history, gold=gold, classes=classes,
+            ordinal=ordinal, structure=structure, method=method, exclude_new_labelers=exclude_new_labelers,
+            level=confidence_level, read_kw=_mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map),
+            round_col=round_col, json_out=fmt is Format.json))
+        return
+    if report is not None and method != "all" and len(_methods(method)) < 2:
+        method = "all"  # the report shows every method; one method alone gives no collection
+
+    def go() -> tuple[Any, AnnotationSet, AnnotationSet]:
+        lm = _label_map(label_map)
+        rd: dict[str, Any] = {"item_col": item_col, "labeler_col": labeler_col, "label_col": label_col,
+                              "round_col": False, "duplicates": duplicates.value, "label_map": lm}
+        with _busy("reading and calibrating"):
+            a = read_annotations(a_current, covariates=a_covariates, name="A", **rd)
+            b = read_annotations(b_current, covariates=b_covariates, name="B", **rd)
+            hist = None
+            if calibration is not None:
+                cal = load_calibration(calibration)
+            else:
+                assert history is not None
+                hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
+                             labeler_col=labeler_col, label_col=label_col, round_col=round_col,
+                             duplicates=duplicates, label_map=lm)
+                cal = calibrate(hist)
+        wanted = _methods(method)
+        cc, warns = collect_warnings(lambda: compare(
+            a, b, cal, method=wanted if wanted == "all" else list(wanted), ridge=ridge, tie=tie.value,
+            exclude_new_labelers=exclude_new_labelers))
+        if report is not None:
+            src = {"A": a_current, "B": b_current, "calibration": calibration, "history": history, "gold": gold}
+            page = build_comparison_report(
+                cc, a, b, cal, history=None if calibration is not None else hist, warnings=warns,
+                confidence_level=confidence_level, sources={k: str(v) for k, v in src.items() if v is not None})
+            write_report(report, page)
+        return cc, a, b
+
+    cc, a, b = _run(go)
+    if fmt is Format.json:
+        out = cc.to_dict(confidence_level)
+        out["ingest"] = {"a": a.report.to_dict(), "b": b.report.to_dict()}
+        print(json.dumps(out, indent=1))
+        return
+    con = _console()
+    _render.print_all(con, _render.ingest_table(a.report, "Ingest: round A"), _render.ingest_table(b.report, "Ingest: round B"),
+                      _render.comparison_table(cc, confidence_level))
+    if report is not None:
+        con.print(f"report written to {report}")
+
+
+def _num(x: float) -> float | None:
+    return x if x == x and abs(x) != float("inf") else None
+
+
+class Experiment(str, Enum):
+    gold_rate = "gold-rate"
+    heterogeneity = "heterogeneity"
+    labels = "labels"
+    custom = "custom"
+
+
+def _floats(spec: str | None, what: str) -> list[float] | None:
+    if spec is None:
+        return None
+    try:
+        return [float(x) for x in spec.split(",") if x.strip()]
+    except ValueError:
+        raise HeroEvalError(f"--{what}: expected comma-separated numbers, got {spec!r}") from None
+
+
+@app.command("simulate")
+def simulate_cmd(
+    experiment: Annotated[Experiment, typer.Option(help="gold-rate (paper Exp. 1), heterogeneity (Exp. 2), labels (labels per item, not in the paper), custom.")] = Experiment.heterogeneity,
+    reps: Annotated[int, typer.Option(help="Replications per setting (the paper: 200).")] = 200,
+    seed: Annotated[int, typer.Option(help="Seed; replication r of every setting uses the stream (seed, r).")] = 2026,
+    out: Annotated[Path | None, typer.Option(help="Folder for replications.csv.gz, summary.csv, summary.md and figures.")] = None,
+    workers: Annotated[int | None, typer.Option(help="Processes (default: all cores).")] = None,
+    rho: Annotated[str | None, typer.Option(help="History gold rates, comma-separated (overrides the experiment's).")] = None,
+    k: Annotated[str | None, typer.Option(help="Beta concentrations k, comma-separated.")] = None,
+    labels_per_item: Annotated[str | None, typer.Option(help="Labels per item, comma-separated; 0 = every labeler labels every item.")] = None,
+    n: Annotated[int, typer.Option(help="Current items.")] = 300,
+    history_items: Annotated[int, typer.Option("--history-items", help="History items N.")] = 800,
+    labelers: Annotated[int, typer.Option(help="Labelers J.")] = 10,
+    pool_shift: Annotated[float, typer.Option(help="Weight of the first half of the labelers in the current round (1 = no shift; needs labels per item).")] = 1.0,
+    target: Annotated[str, typer.Option(help="mu0 (population rate, the paper's) or current_rate (realised rate of the current items).")] = "mu0",
+    fmt: FmtOpt = Format.table,
+) -> None:
+    """Reproduce the paper's simulation study (and sweeps it did not run): bias, SD, RMSE, coverage per method."""
+
+    if target not in ("mu0", "current_rate"):
+        _err(f"--target must be mu0 or current_rate, got {target!r}")
+        raise typer.Exit(2)
+
+    def go() -> tuple[Any, Any, float]:
+        lpi: list[int | None] | None = None
+        lp = _floats(labels_per_item, "labels-per-item")
+        if lp is not None:
+            lpi = [None if v == 0 else int(v) for v in lp]
+        base = montecarlo.SimConfig(n=n, N=history_items, J=labelers, pool_shift=pool_shift,
+                                    labels_per_item=lpi[0] if lpi and experiment is Experiment.gold_rate else None)
+        if experiment is not Experiment.labels and experiment is not Experiment.custom and lpi:
+            base = replace(base, labels_per_item=lpi[0])
+        configs = montecarlo.experiment_configs(experiment.value, rhos=_floats(rho, "rho"), ks=_floats(k, "k"),
+                                                labels=lpi, base=base)
+        if pool_shift != 1.0 and any(c.labels_per_item is None for c in configs):
+            raise HeroEvalError("--pool-shift needs --labels-per-item (a dense design has no pool to shift)")
+        t0 = time.perf_counter()
+        if fmt is Format.table and sys.stderr.isatty():
+            from rich.progress import Progress
+
+            with Progress(transient=True) as prog:
+                task = prog.add_task("simulating", total=len(configs) * reps)
+                df = montecarlo.run(configs, reps, seed=seed, workers=workers,
+                                    progress=lambda d, t: prog.update(task, completed=d))
+        else:
+            df = montecarlo.run(configs, reps, seed=seed, workers=workers)
+        secs = time.perf_counter() - t0
+        return df, montecarlo.summarize(df, target), secs
+
+    df, summ, secs = _run(go)
+    if out is not None:
+
+        out.mkdir(parents=True, exist_ok=True)
+        df.to_csv(out / "replications.csv.gz", index=False)
+        summ.to_csv(out / "summary.csv", index=False)
+        (out / "summary.md").write_text(_render.summary_markdown(summ, secs, reps))
+        x = {"gold-rate": "rho", "heterogeneity": "k", "labels": "labels_per_item"}.get(experiment.value)
+        if x is not None:
+            plot_sweep(summ, x, out, f"{experiment.value}: {reps} replications", logx=x == "k")
+    if fmt is Format.json:
+        print(json.dumps({"seconds": secs, "reps": reps, "target": target,
+                          "summary": json.loads(summ.to_json(orient="records"))}, indent=1))
+        return
+    con = _console()
+    con.print(_render.simulation_table(summ, f"{experiment.value}: {reps} replications per setting, target {target}"))
+    con.print(f"{len(df) // max(1, summ['method'].nunique()) } replications in {secs:.1f} s"
+              + (f"; written to {out}" if out is not None else ""))
+
+
+@app.command("benchmark")
+def benchmark_cmd(
+    dataset_dir: Annotated[Path, typer.Argument(help="A folder with labels.csv, gold.csv and optionally items.csv (text).")],
+    resamples: Annotated[int, typer.Option(help="Random history/current splits per setting.")] = 20,
+    rho: Annotated[str, typer.Option(help="Shares of history items with gold revealed, comma-separated.")] = "0.05,0.10",
+    n: Annotated[int, typer.Option(help="Current items per split (at most 40% of the gold items).")] = 200,
+    shift: Annotated[str, typer.Option(help="none, half (the current round keeps half of the labelers) and/or rate (its items drawn with 3x the odds of a positive), comma-separated.")] = "none,half",
+    binary_suffix: Annotated[str, typer.Option(help="Read labels<suffix>.csv and gold<suffix>.csv, e.g. _binary.")] = "",
+    split: Annotated[str, typer.Option(help="random splits, or groups: leave one real round out (needs --group-col).")] = "random",
+    group_col: Annotated[str | None, typer.Option(help="Column of items.csv that groups items into real rounds.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the splits.")] = 2026,
+    workers: Annotated[int | None, typer.Option(help="Processes (default: all cores).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Folder for resamples.csv.gz, summary.csv and a figure.")] = None,
+    fmt: FmtOpt = Format.table,
+) -> None:
+    """Every method on a real annotation set with gold labels, by resampling (|bias|, SD, RMSE, coverage)."""
+
+    def go() -> tuple[Any, Any, float]:
+        rhos = _floats(rho, "rho") or []
+        shifts = [x.strip() for x in shift.split(",") if x.strip()]
+        data = load_folder(dataset_dir, binary_suffix=binary_suffix, group_col=group_col)
+        t0 = time.perf_counter()
+        with _progress("benchmark", fmt is Format.table) as tick:
+            df = run_benchmark(data, resamples=resamples, rhos=rhos, n=n, shifts=shifts, seed=seed, workers=workers,
+                               split=split, progress=tick)
+        return df, summarize_benchmark(df), time.perf_counter() - t0
+
+    df, summ, secs = _run(go)
+    if out is not None:
+
+        out.mkdir(parents=True, exist_ok=True)
+        df.to_csv(out / "resamples.csv.gz", index=False)
+        summ.to_csv(out / "summary.csv", index=False)
+        plot_benchmark(summ, out, f"{summ['dataset'].iloc[0]}: {resamples} resamples")
+    if fmt is Format.json:
+        print(json.dumps({"seconds": secs, "summary": json.loads(summ.to_json(orient="records"))}, indent=1))
+        return
+    con = _console()
+    con.print(_render.benchmark_table(summ, f"{summ['dataset'].iloc[0]}: {resamples} resamples per setting; "
+                                            "target = the current items' gold rate"))
+    con.print(f"done in {secs:.1f} s" + (f"; written to {out}" if out is not None else ""))
+
+
+@app.command("demo")
+def demo_cmd(
+    fmt: FmtOpt = Format.table,
+    report: Annotated[Path | None, typer.Option(help="Also write the demo's self-contained HTML report here.")] = None,
+) -> None:
+    """Run every method on the bundled real example (LLM judges grading TriviaQA answers)."""
+
+    t0 = time.perf_counter()
+    d = _run(run_demo)
+    secs = time.perf_counter() - t0
+    truth = float(d.truth["true_rate"])
+    if report is not None:
+        p = example_paths()
+        page = build_report(d.current, d.calibration, d.estimates, history=d.history, truth=truth,
+                            title=f"heroeval demo: accuracy of {d.truth['current_round']} on TriviaQA",
+                            sources={k: str(p[k]) for k in ("current", "history", "gold")})
+        _run(lambda: write_report(report, page))
+    if fmt is Format.json:
+        out = d.estimates.to_dict()
+        out["truth"] = d.truth
+        out["seconds"] = secs
+        print(json.dumps(out, indent=1))
+        return
+    con = _console()
+    con.print(
+        "[bold]heroeval demo[/bold]: nine LLM judges and two lexical judges say whether an exam-taker "
+        "LLM's TriviaQA answer is correct; gold is human judgment (Thakur et al. 2024).\n"
+        f"History: {len(d.truth['history_rounds'])} exam-taker models, {d.history.n_items} items, gold on "
+        f"{d.history.n_gold} ({d.truth['gold_rate']:.0%}). Current round: {d.truth['current_round']}, "
+        f"{d.current.n_items} items, no gold.\nData: {example_paths()['provenance'].parent}"
+    )
+    _render.print_all(
+        con,
+        _render.ingest_table(d.history.report, "Ingest: history"),
+        _render.ingest_table(d.current.report, "Ingest: current round"),
+        _render.calibration_table(d.calibration),
+        _render.rounds_table(d.calibration),
+        _render.estimates_table(d.estimates, truth=truth,
+                                title=f"Accuracy of {d.truth['current_round']}: estimates vs the true gold rate"),
+    )
+    con.print(f"demo finished in {secs:.2f} s")
+    if report is not None:
+        con.print(f"HTML report written to {report}")
+
+
+@contextmanager
+def _progress(what: str, enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
+    """A transient rich progress bar on stderr fed by ``tick(done, total)``; None when stderr is not a terminal."""
+    if not (enabled and sys.stderr.isatty()):
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as prog:
+        task = prog.add_task(what, total=None)
+        yield lambda done, total: prog.update(task, completed=done, total=total)
+
+
+@contextmanager
+def _busy(what: str) -> Iterator[Callable[[str], None] | None]:
+    """A transient spinner on stderr while a long step (reading, Stage A's EM) runs; nothing when piped.
+
+    Yields ``say(text)``, which replaces the spinner's text (None when stderr is not a terminal).
+    """
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with Console(stderr=True).status(what) as status:
+        yield lambda text: status.update(text)
+
+
+@app.command("report")
+def report_cmd(
+    current: Annotated[Path, typer.Argument(help="Current-round annotations (no gold needed).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the HTML report.")],
+    calibration: CalOpt = None,
+    history: HistOpt = None,
+    gold: GoldOpt = None,
+    covariates: Annotated[Path | None, typer.Option(help="Current-round covariates (HERO-2).")] = None,
+    history_covariates: HistCovOpt = None,
+    title: Annotated[str | None, typer.Option(help="Title of the page.")] = None,
+    ridge: RidgeOpt = 0.0,
+    tie: TieOpt = Tie.half,
+    exclude_new_labelers: NewLabOpt = False,
+    confidence_level: LevelOpt = 0.95,
+    ci_method: CiOpt = CiMethod.logit,
+    seed: Annotated[int | None, typer.Option(help="Seed of --tie random.")] = None,
+    label_map: MapOpt = None,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    round_col: RoundOpt = None,
+    duplicates: DupOpt = Duplicates.keep,
+    classes: ClassesOpt = None,
+    ordinal: OrdinalOpt = False,
+    structure: StructureOpt = "full",
+) -> None:
+    """Write one self-contained HTML report: every estimate, the labelers, the pool shift and the checks."""
+    _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
+    if classes is not None or ordinal:
+
+        _run(lambda: _mc.report(
+            current, output, calibration=calibration, history=history, gold=gold, classes=classes, ordinal=ordinal,
+            structure=structure, exclude_new_labelers=exclude_new_labelers, level=confidence_level,
+            read_kw=_mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map), round_col=round_col,
+            title=title))
+        return
+
+    def go() -> EstimateCollection:
+        lm = _label_map(label_map)
+        cur, hist, cal = _current_and_calibration(
+            current, covariates, calibration, history, gold, history_covariates, lm, 1.0, item_col=item_col,
+            labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates)
+        kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": exclude_new_labelers}
+        res, warns = collect_warnings(lambda: estimate(cur, cal, method="all", history=hist, rng=seed,
+                                                       recommend=True, **kw))
+        assert isinstance(res, EstimateCollection)
+        src = {"current": current, "calibration": calibration, "history": history, "gold": gold}
+        page = build_report(cur, cal, res, history=hist, title=title, warnings=warns,
+                            confidence_level=confidence_level, ci_method=ci_method.value,
+                            sources={k: str(v) for k, v in src.items() if v is not None})
+        write_report(output, page)
+        return res
+
+    res = _run(go)
+    con = _console()
+    _render.print_all(con, _render.estimates_table(res, confidence_level=confidence_level, ci_method=ci_method.value))
+    con.print(f"report written to {output}")
+
+
+@app.command("drift")
+def drift_cmd(
+    current: Annotated[Path, typer.Argument(help="Current-round annotations.")],
+    calibration: CalOpt = None,
+    history: HistOpt = None,
+    gold: GoldOpt = None,
+    significance: Annotated[float, typer.Option(help="Level of the per-labeler (adjusted) and overall tests.")] = 0.05,
+    adjust: Annotated[str, typer.Option(help="Multiple-testing adjustment: holm or bh.")] = "holm",
+    reestimate: Annotated[str, typer.Option(help="Also re-estimate HERO-1 without trusting flagged labelers: none, drop or estimate.")] = "drop",
+    label_map: MapOpt = None,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    round_col: RoundOpt = None,
+    duplicates: DupOpt = Duplicates.keep,
+    fmt: FmtOpt = Format.table,
+) -> None:
+    """Labeler drift check: does each labeler's current positive rate match its calibration?"""
+
+    _check_sources(calibration, history, gold, None, round_col)
+    if reestimate not in ("none", "drop", "estimate"):
+        _err(f"--reestimate must be none, drop or estimate, got {reestimate!r}")
+        raise typer.Exit(2)
+
+    def go() -> tuple[Any, Any, Any]:
+        lm = _label_map(label_map)
+        cur = read_annotations(current, item_col=item_col, labeler_col=labeler_col, label_col=label_col,
+                               round_col=False, duplicates=duplicates.value, label_map=lm, name="current")
+        if calibration is not None:
+            cal = load_calibration(calibration)
+        else:
+            assert history is not None
+            cal = calibrate(_read(history, gold=gold, name="history", item_col=item_col, labeler_col=labeler_col,
+                                  label_col=label_col, round_col=round_col, duplicates=duplicates, label_map=lm))
+        chk = check_drift(cur, cal, significance=significance, adjust=adjust)  # type: ignore[arg-type]
+        before = after = None
+        if reestimate != "none" and chk.flagged:
+            before = hero1(cur, cal, new_labelers="exclude")
+            after = reestimate_without(cur, cal, chk, how=reestimate)  # type: ignore[arg-type]
+        return chk, before, after
+
+    chk, before, after = _run(go)
+    if fmt is Format.json:
+        out = chk.to_dict()
+        if after is not None:
+            out["hero1_all_labelers"] = before.to_dict()
+            out["hero1_reestimated"] = after.to_dict()
+        print(json.dumps(out, indent=1))
+        return
+    con = _console()
+    con.print(chk.summary(), soft_wrap=True)
+    if after is not None:
+        for title, r in (("HERO-1, all labelers", before), (f"HERO-1, flagged labelers {reestimate}", after)):
+            ci = r.confidence_interval()
+            con.print(f"{title}: {r.estimate:.4f} (SE {r.standard_error:.4f}, 95% CI [{ci.low:.4f}, {ci.high:.4f}])")
+
+
+@app.command("plan")
+def plan_cmd(
+    calibration: Annotated[Path, typer.Option(help="Calibration JSON from 'hero calibrate'.")],
+    mu: Annotated[float, typer.Option(help="Guessed gold rate of the round (round A for --difference).")],
+    half_width: Annotated[float | None, typer.Option(help="Target half-width of the confidence interval.")] = None,
+    difference: Annotated[float | None, typer.Option(help="Difference between two rounds to detect (B - A).")] = None,
+    n_items: Annotated[int | None, typer.Option(help="Report the half-width at this many items instead.")] = None,
+    power: Annotated[float, typer.Option(help="Power for --difference.")] = 0.8,
+    confidence_level: LevelOpt = 0.95,
+    labels_per_item: Annotated[str | None, typer.Option(help="Labels per item, comma-separated (default: every labeler of the pool).")] = None,
+    pool: Annotated[str | None, typer.Option(help="Labelers who will label, e.g. 'a,b,c' or with shares 'a=2,b=1'.")] = None,
+    score_r2: Annotated[float, typer.Option(help="HERO-2: share of score variance the covariates explain (from an earlier round).")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Seed of the Monte Carlo expectation (when not enumerated exactly).")] = 0,
+    fmt: FmtOpt = Format.table,
+) -> None:
+    """Plan a round: items (per labels-per-item) for a CI half-width or to detect a difference."""
+
+    def go() -> Any:
+        cal = load_calibration(calibration)
+        lp = _floats(labels_per_item, "labels-per-item")
+        ks: Any = None if lp is None else [int(v) for v in lp]
+        pl: Any = None
+        if pool is not None:
+            parts = [x.strip() for x in pool.split(",") if x.strip()]
+            if all("=" in x for x in parts):
+                try:
+                    pl = {k.strip(): float(v) for k, v in (x.split("=", 1) for x in parts)}
+                except ValueError:
+                    raise HeroEvalError(f"--pool: shares must be numbers, got {pool!r}") from None
+            elif any("=" in x for x in parts):
+                raise HeroEvalError(f"--pool: give shares for every labeler or for none, got {pool!r}")
+            else:
+                pl = parts
+        return plan(cal, mu=mu, half_width=half_width, difference=difference, n_items=n_items, power=power,
+                    confidence_level=confidence_level, labels_per_item=ks, pool=pl, score_r2=score_r2, rng=seed)
+
+    p = _run(go)
+    if fmt is Format.json:
+        print(json.dumps(p.to_dict(), indent=1))
+        return
+    _console().print(p.summary(), soft_wrap=True)
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    if version:
+        print(f"heroeval {__version__}")
+        raise typer.Exit(0)
+
+
+def main() -> None:  # pragma: no cover - console-script entry
+    app(prog_name="hero")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,169 @@
+"""The multi-class paths of ``hero calibrate / estimate / compare`` (``--classes`` / ``--ordinal``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from heroeval.errors import HeroEvalError
+from heroeval.multiclass._calibration import MultiClassCalibration, calibrate_multiclass, load_multiclass_calibration
+from heroeval.multiclass._data import MultiClassData, read_multiclass
+from heroeval.multiclass._estimators import MC_METHODS, MultiClassEstimate, compare_multiclass, estimate_multiclass
+from heroeval.report.html import write_report
+from heroeval.report.multiclass import build_multiclass_report
+
+
+def _read(path: Path, *, gold: Path | None, classes: str | None, ordinal: bool, name: str, read_kw: dict[str, Any],
+          round_col: Any = False, covariates: Path | None = None) -> MultiClassData:
+    return read_multiclass(path, gold=gold, classes=classes, ordinal=ordinal, name=name, round_col=round_col,
+                           covariates=covariates, **read_kw)
+
+
+def _round_col(rc: str | None) -> Any:
+    return None if rc is None else (False if rc == "none" else rc)
+
+
+def _calibration(calibration: Path | None, history: Path | None, gold: Path | None, classes: str | None,
+                 ordinal: bool, structure: str, read_kw: dict[str, Any], round_col: str | None,
+                 history_covariates: Path | None = None) -> tuple[MultiClassCalibration, str | None]:
+    if calibration is not None:
+        cal = load_multiclass_calibration(calibration)
+        if classes is not None and tuple(c.strip() for c in classes.split(",")) != cal.classes:
+            raise HeroEvalError(f"--classes {classes!r} differ from the calibration's classes {list(cal.classes)}")
+        return cal, ",".join(cal.classes)
+    assert history is not None
+    h = _read(history, gold=gold, classes=classes, ordinal=ordinal, name="history", read_kw=read_kw,
+              round_col=_round_col(round_col), covariates=history_covariates)
+    return calibrate_multiclass(h, structure=structure), ",".join(h.classes)
+
+
+def calibrate(history: Path, gold: Path, output: Path, *, classes: str | None, ordinal: bool, structure: str,
+              read_kw: dict[str, Any], round_col: str | None, tol: float, max_iter: int, pseudo_count: float,
+              json_out: bool) -> None:
+    h = _read(history, gold=gold, classes=classes, ordinal=ordinal, name="history", read_kw=read_kw,
+              round_col=_round_col(round_col))
+    cal = calibrate_multiclass(h, structure=structure, tol=tol, max_iter=max_iter, pseudo_count=pseudo_count)
+    cal.save(output)
+    if json_out:
+        print(json.dumps({"calibration": cal.to_dict(), "output": str(output), "ingest": h.annotations.report.to_dict()},
+                         indent=1))
+        return
+    con = Console(highlight=False, width=132)
+    t = Table(title=f"Multi-class calibration ({cal.structure}; classes {', '.join(cal.classes)})")
+    t.add_column("labeler")
+    t.add_column("labels", justify="right")
+    for c in cal.classes:
+        t.add_column(f"P({c}|{c})", justify="right")
+    for j in range(min(cal.n_labelers, 50)):
+        t.add_row(cal.labeler_ids[j], str(int(cal.n_annotations[j])),
+                  *[f"{cal.confusion[j, k, k]:.3f}" for k in range(cal.n_classes)])
+    con.print(t)
+    if cal.n_labelers > 50:
+        con.print(f"... {cal.n_labelers - 50} more labelers in {output}")
+    r = Table(title="History rounds: class prevalences")
+    r.add_column("round")
+    for c in cal.classes:
+        r.add_column(c, justify="right")
+    for g, rid in enumerate(cal.round_ids):
+        r.add_row(rid, *[f"{v:.3f}" for v in cal.round_prevalence[g]])
+    con.print(r)
+    if cal.candidates:
+        con.print("structure chosen by BIC: " + ", ".join(f"{k} {v:.1f}" for k, v in cal.candidates.items()))
+    con.print(f"EM: converged={cal.convergence.converged}, iterations {cal.convergence.n_iter}, "
+              f"log-likelihood {cal.convergence.loglik:.3f}")
+    con.print(f"calibration written to {output}")
+
+
+def _methods(method: str) -> Any:
+    if method == "all":
+        return "all"
+    out = [m.strip() for m in method.split(",") if m.strip()]
+    for m in out:
+        if m not in MC_METHODS:
+            raise HeroEvalError(f"--method {m!r}: multi-class methods are {list(MC_METHODS)} or all")
+    return out
+
+
+def _table(res: dict[str, MultiClassEstimate], level: float, title: str) -> Table:
+    first = next(iter(res.values()))
+    t = Table(title=title)
+    t.add_column("method")
+    for c in first.classes:
+        t.add_column(f"{c}", justify="right")
+    t.add_column("mean score", justify="right")
+    for m, r in res.items():
+        ci = r.intervals(level)
+        ms = r.mean_score(level)
+        t.add_row(m, *[f"{r.estimate[k]:.3f} [{ci[k][0]:.3f}, {ci[k][1]:.3f}]" for k in range(len(r.classes))],
+                  f"{ms['estimate']:.3f} [{ms['ci_low']:.3f}, {ms['ci_high']:.3f}]")
+    return t
+
+
+def estimate(current: Path, *, calibration: Path | None, history: Path | None, gold: Path | None,
+             classes: str | None, ordinal: bool, structure: str, method: str, exclude_new_labelers: bool,
+             level: float, read_kw: dict[str, Any], round_col: str | None, json_out: bool,
+             covariates: Path | None = None, history_covariates: Path | None = None, ridge: float = 0.0) -> None:
+    cal, cls = _calibration(calibration, history, gold, classes, ordinal, structure, read_kw, round_col,
+                            history_covariates)
+    cur = _read(current, gold=None, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw,
+                covariates=covariates)
+    res = estimate_multiclass(cur, cal, method=_methods(method), exclude_new_labelers=exclude_new_labelers,
+                              ridge=ridge)
+    if json_out:
+        print(json.dumps({"estimates": {m: r.to_dict(level) for m, r in res.items()},
+                          "ingest": cur.annotations.report.to_dict()}, indent=1))
+        return
+    con = Console(highlight=False, width=160)
+    con.print(_table(res, level, f"Class prevalences of the current round ({100 * level:g}% CI)"))
+    for m, r in res.items():
+        for note in r.notes:
+            con.print(f"{m}: {note}")
+
+
+def compare(a_current: Path, b_current: Path, *, calibration: Path | None, history: Path | None, gold: Path | None,
+            classes: str | None, ordinal: bool, structure: str, method: str, exclude_new_labelers: bool,
+            level: float, read_kw: dict[str, Any], round_col: str | None, json_out: bool) -> None:
+    cal, cls = _calibration(calibration, history, gold, classes, ordinal, structure, read_kw, round_col)
+    a = _read(a_current, gold=None, classes=cls, ordinal=cal.ordinal, name="A", read_kw=read_kw)
+    b = _read(b_current, gold=None, classes=cls, ordinal=cal.ordinal, name="B", read_kw=read_kw)
+    ra = estimate_multiclass(a, cal, method=_methods(method), exclude_new_labelers=exclude_new_labelers)
+    rb = estimate_multiclass(b, cal, method=list(ra), exclude_new_labelers=exclude_new_labelers)
+    comps = {m: compare_multiclass(ra[m], rb[m]) for m in ra}
+    if json_out:
+        print(json.dumps({"comparisons": {m: c.to_dict(level) for m, c in comps.items()}}, indent=1))
+        return
+    con = Console(highlight=False, width=160)
+    t = Table(title=f"Difference of class prevalences, A - B ({100 * level:g}% CI)")
+    t.add_column("method")
+    for c in cal.classes:
+        t.add_column(c, justify="right")
+    t.add_column("mean score", justify="right")
+    for m, cmp in comps.items():
+        cells = []
+        for k in range(len(cal.classes)):
+            w = [0.0] * len(cal.classes)
+            w[k] = 1.0
+            f = cmp.functional(w, level)
+            cells.append(f"{f['estimate']:+.3f} [{f['ci_low']:+.3f}, {f['ci_high']:+.3f}]")
+        f = cmp.functional(cmp.values, level)
+        cells.append(f"{f['estimate']:+.3f} [{f['ci_low']:+.3f}, {f['ci_high']:+.3f}] p={f['p_value']:.3g}")
+        t.add_row(m, *cells)
+    con.print(t)
+
+
+def report(current: Path, output: Path, *, calibration: Path | None, history: Path | None, gold: Path | None,
+           classes: str | None, ordinal: bool, structure: str, exclude_new_labelers: bool, level: float,
+           read_kw: dict[str, Any], round_col: str | None, title: str | None) -> None:
+    """``hero report --classes/--ordinal``: the multi-class HTML page (prevalences, mean score, confusion heatmaps)."""
+
+    cal, cls = _calibration(calibration, history, gold, classes, ordinal, structure, read_kw, round_col)
+    cur = _read(current, gold=None, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw)
+    res = estimate_multiclass(cur, cal, method="all", exclude_new_labelers=exclude_new_labelers)
+    write_report(output, build_multiclass_report(cur, cal, res, title=title, confidence_level=level))
+    con = Console(highlight=False, width=160)
+    con.print(_table(res, level, f"Class prevalences of the current round ({100 * level:g}% CI)"))
+    con.print(f"report written to {output}")

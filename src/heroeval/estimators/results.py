@@ -1,0 +1,318 @@
+"""Immutable result objects."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import expit, logit
+from scipy.stats import norm
+
+from heroeval.errors import HeroEvalError
+from heroeval.ingest.annotations import IngestReport
+from heroeval.stage_a.calibration import ConvergenceInfo
+
+__all__ = [
+    "METHODS",
+    "METHOD_TITLES",
+    "ConfidenceInterval",
+    "EstimateCollection",
+    "EstimateResult",
+    "Influence",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+DEFAULT_CI_METHOD = "logit"
+
+
+def _check_level(confidence_level: float) -> float:
+    if not (isinstance(confidence_level, (int, float)) and 0 < confidence_level < 1):
+        raise HeroEvalError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+    return float(confidence_level)
+
+
+@dataclass(frozen=True)
+class ConfidenceInterval:
+    """A confidence interval: ``low``, ``high``, its level and how it was made."""
+
+    low: float
+    high: float
+    confidence_level: float
+    method: str
+
+    def __iter__(self) -> Iterator[float]:
+        return iter((self.low, self.high))
+
+
+def rate_interval(est: float, se: float, confidence_level: float, method: str) -> ConfidenceInterval:
+    """Wald interval ``est +- z se``, or the logit-transformed one (``se`` mapped by the delta method).
+
+    The logit interval stays inside [0, 1]; at an estimate of exactly 0 or 1
+    it degenerates to that point, so the Wald interval (clipped) is used there.
+    """
+    level = _check_level(confidence_level)
+    if method not in ("wald", "logit"):
+        raise HeroEvalError(f"interval method must be 'wald' or 'logit', got {method!r}")
+    if not (math.isfinite(est) and math.isfinite(se)):
+        return ConfidenceInterval(math.nan, math.nan, level, method)
+    z = float(norm.ppf(0.5 + level / 2))
+    if method == "logit" and 0.0 < est < 1.0:
+        lo = float(logit(est))
+        s = se / (est * (1 - est))
+        return ConfidenceInterval(float(expit(lo - z * s)), float(expit(lo + z * s)), level, method)
+    return ConfidenceInterval(max(0.0, est - z * se), min(1.0, est + z * se), level, method)
+
+
+@dataclass(frozen=True, eq=False)
+class Influence:
+    """The linear representation behind every standard error.
+
+    ``estimate - truth ~= mean(current) + history term``, where ``current``
+    holds one influence value per current item and the history term is
+    represented in one of three spaces:
+
+    * ``"stage_a"``: ``history`` is a gradient ``c`` over the calibration's
+      parameters (sensitivities, specificities, round prevalences, covariate
+      means) and the history term's variance is ``c' V c`` with ``V`` the
+      calibration's ``parameter_covariance`` (kept in ``gram``);
+    * ``"gold_counts"``: ``c`` over the gold-only sensitivities and
+      specificities, ``gram`` their (independent) variances;
+    * ``"items"``: ``history`` holds one value per history item (the joint fit).
+
+    Differences of estimates that share a calibration subtract their history
+    representations before squaring (see :func:`heroeval.compare`).
+    """
+
+    current: FloatArray
+    space: str | None = None
+    history: FloatArray | None = None
+    gram: FloatArray | None = None
+    calibration_id: int | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.current.shape[0])
+
+    def variance_current(self) -> float:
+        n = self.n
+        return float(self.current @ self.current) / n**2 if n else math.nan
+
+    def history_covariance(self, other: Influence) -> float:
+        """Covariance of the two history terms (0 when either has none)."""
+        if self.space is None or other.space is None or self.history is None or other.history is None:
+            return 0.0
+        if self.space != other.space or self.calibration_id != other.calibration_id:
+            raise HeroEvalError(
+                "the two estimates do not share one calibration (or use different methods): "
+                "their history terms cannot be combined"
+            )
+        if self.space == "items":
+            if self.history.shape != other.history.shape:
+                raise HeroEvalError("history influence arrays differ in length")
+            return float(self.history @ other.history)
+        if self.gram is None or other.gram is None:
+            return math.nan  # the calibration carries no parameter covariance
+        if self.space == "gold_counts":
+            return float(np.sum(self.history * other.history * self.gram))
+        return float(self.history @ self.gram @ other.history)
+
+    def variance_history(self) -> float:
+        return self.history_covariance(self)
+
+    def variance(self) -> float:
+        return self.variance_current() + self.variance_history()
+
+METHODS = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1", "hero2", "hero_joint")
+METHOD_TITLES = {
+    "majority_vote": "Majority vote",
+    "dawid_skene": "Dawid-Skene (current only)",
+    "gold_proportion": "Gold-proportion calibration",
+    "rogan_gladen": "Rogan-Gladen (per labeler, pooled)",
+    "hero1": "HERO-1",
+    "hero2": "HERO-2",
+    "hero_joint": "HERO joint",
+}
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if hasattr(x, "tolist"):
+        return _jsonable(x.tolist())
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+@dataclass(frozen=True)
+class EstimateResult:
+    """The estimate of the current round's gold rate by one method.
+
+    Attributes
+    ----------
+    method : str
+        One of ``majority_vote, dawid_skene, gold_proportion, hero1, hero2,
+        hero_joint``.
+    estimate : float
+        The estimated rate.
+    n_items, n_annotations, n_labelers : int
+        Current-round data the estimate used.
+    status : str
+        ``"interior"`` for a root inside (0, 1); ``"boundary_0"`` or
+        ``"boundary_1"`` when the score equation has no interior root and the
+        estimate sits on the boundary (for EM methods: a prevalence within 1e-6
+        of 0 or 1); ``"unidentified"`` (estimate NaN) when no current label
+        carries information; ``"ok"`` for methods without a root.
+    convergence : ConvergenceInfo or None
+        For methods that run an EM (dawid_skene, hero_joint).
+    details : mapping
+        Method-specific values (HERO-2's ``gamma``, majority vote's tie count,
+        labelers excluded, ...).
+    standard_error : float or None
+        Filled by the inference layer; None until then.
+    notes : tuple of str
+        Plain-language remarks (for example, labelers excluded).
+    """
+
+    method: str
+    estimate: float
+    n_items: int
+    n_annotations: int
+    n_labelers: int
+    status: str = "ok"
+    convergence: ConvergenceInfo | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    influence: Influence | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
+
+    @property
+    def title(self) -> str:
+        return METHOD_TITLES.get(self.method, self.method)
+
+    @property
+    def variance_current(self) -> float:
+        """Variance from sampling the current round's items."""
+        return math.nan if self.influence is None else self.influence.variance_current()
+
+    @property
+    def variance_history(self) -> float:
+        """Variance from the history-estimated parameters (0 for current-only methods)."""
+        return math.nan if self.influence is None else self.influence.variance_history()
+
+    @property
+    def standard_error(self) -> float:
+        """Influence-function standard error; NaN on a boundary estimate (0 or 1)."""
+        if self.influence is None or self.status.startswith("boundary") or self.status == "unidentified":
+            return math.nan
+        return math.sqrt(max(self.influence.variance(), 0.0))
+
+    def confidence_interval(
+        self, confidence_level: float = 0.95, method: str = DEFAULT_CI_METHOD
+    ) -> ConfidenceInterval:
+        """Confidence interval for the rate.
+
+        ``method="wald"`` is ``estimate +- z * SE`` clipped to [0, 1];
+        ``"logit"`` builds it on the logit scale and maps back (it stays
+        inside (0, 1) and is asymmetric near the ends). For majority vote
+        the interval is for the majority-label rate, not the gold rate.
+        """
+        return rate_interval(self.estimate, self.standard_error, confidence_level, method)
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        ci = self.confidence_interval(confidence_level)
+        return {
+            "method": self.method,
+            "estimate": self.estimate,
+            "standard_error": _jsonable(self.standard_error),
+            "ci_low": _jsonable(ci.low),
+            "ci_high": _jsonable(ci.high),
+            "confidence_level": confidence_level,
+            "ci_method": ci.method,
+            "variance_current": _jsonable(self.variance_current),
+            "variance_history": _jsonable(self.variance_history),
+            "status": self.status,
+            "n_items": self.n_items,
+            "n_annotations": self.n_annotations,
+            "n_labelers": self.n_labelers,
+            "convergence": None if self.convergence is None else self.convergence.to_dict(),
+            "details": _jsonable(dict(self.details)),
+            "notes": list(self.notes),
+        }
+
+    def summary(self) -> str:
+        """A one-method plain-text table."""
+        return EstimateCollection({self.method: self}).summary()
+
+
+@dataclass(frozen=True)
+class EstimateCollection(Mapping[str, EstimateResult]):
+    """Several methods' estimates of the same current round, by method name."""
+
+    results: Mapping[str, EstimateResult]
+    ingest: IngestReport | None = None
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    recommended: Any = None  # heroeval.checks.Recommendation when method="auto" was asked for
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "results", MappingProxyType(dict(self.results)))
+        object.__setattr__(self, "skipped", MappingProxyType(dict(self.skipped)))
+
+    def __getitem__(self, key: str) -> EstimateResult:
+        try:
+            return self.results[key]
+        except KeyError:
+            reason = self.skipped.get(key)
+            if reason:
+                raise KeyError(f"{key} was not computed: {reason}") from None
+            raise
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        return {
+            "recommended": None if self.recommended is None else self.recommended.to_dict(confidence_level),
+            "estimates": {m: r.to_dict(confidence_level) for m, r in self.results.items()},
+            "skipped": dict(self.skipped),
+            "ingest": None if self.ingest is None else self.ingest.to_dict(),
+        }
+
+    def to_json(self, indent: int | None = 1, confidence_level: float = 0.95) -> str:
+        return json.dumps(self.to_dict(confidence_level), indent=indent)
+
+    def summary(self, confidence_level: float = 0.95) -> str:
+        pct = f"{100 * confidence_level:g}% CI"
+        rows = [("method", "estimate", "SE", pct, "items", "labels", "labelers", "status")]
+        for r in self.results.values():
+            ci = r.confidence_interval(confidence_level)
+            rows.append(
+                (r.title, f"{r.estimate:.4f}", f"{r.standard_error:.4f}", f"[{ci.low:.4f}, {ci.high:.4f}]",
+                 str(r.n_items), str(r.n_annotations), str(r.n_labelers), r.status)
+            )
+        widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+        lines = ["  ".join(c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(zip(row, widths, strict=True)))
+                 for row in rows]
+        lines.insert(1, "-" * len(lines[0]))
+        if self.recommended is not None:
+            rec = self.recommended
+            ci = rec.result.confidence_interval(confidence_level)
+            lines[:0] = [f"Recommended: {METHOD_TITLES.get(rec.method, rec.method)} {rec.result.estimate:.4f} "
+                         f"[{ci.low:.4f}, {ci.high:.4f}]", f"  why: {rec.reason}", ""]
+        for m, why in self.skipped.items():
+            lines.append(f"{METHOD_TITLES.get(m, m)}: not computed ({why})")
+        return "\n".join(lines)

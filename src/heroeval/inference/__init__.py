@@ -1,0 +1,30 @@
+"""Inference beyond one estimate: differences between rounds, the bootstrap, classifier metrics, and planning.
+
+Standard errors come from the estimators' influence values (current round
+plus history); see docs/inference.md.
+"""
+
+from heroeval.inference._inference import (
+    BootstrapResult,
+    ClassifierMetrics,
+    Comparison,
+    ComparisonCollection,
+    MetricEstimate,
+    bootstrap,
+    classifier_metrics,
+    compare,
+)
+from heroeval.inference.planning import Plan, plan
+
+__all__ = [
+    "BootstrapResult",
+    "ClassifierMetrics",
+    "Comparison",
+    "ComparisonCollection",
+    "MetricEstimate",
+    "Plan",
+    "bootstrap",
+    "classifier_metrics",
+    "compare",
+    "plan",
+]

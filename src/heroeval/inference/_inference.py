@@ -1,0 +1,453 @@
+"""Inference built on influence values: comparisons, the bootstrap, classifier metrics.
+
+Every standard error here comes from the :class:`~heroeval.results.Influence`
+attached to each estimate. Two estimates that share a calibration have
+correlated history terms; a difference subtracts their history
+representations before squaring rather than adding variances.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy.stats import norm
+
+from heroeval.errors import ConvergenceWarning, HeroEvalError
+from heroeval.estimators._methods import estimate_methods
+from heroeval.estimators.results import (
+    METHODS,
+    ConfidenceInterval,
+    EstimateCollection,
+    EstimateResult,
+    _check_level,
+    _jsonable,
+    rate_interval,
+)
+from heroeval.ingest.annotations import AnnotationSet
+from heroeval.stage_a.calibration import Calibration, fit_stage_a
+
+__all__ = [
+    "BootstrapResult",
+    "ClassifierMetrics",
+    "Comparison",
+    "ComparisonCollection",
+    "MetricEstimate",
+    "bootstrap",
+    "classifier_metrics",
+    "compare",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def _jsonable_dict(d: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = _jsonable(d)
+    return out
+
+
+def _interval_fields(estimate: float, se: float, ci: ConfidenceInterval) -> dict[str, Any]:
+    """The JSON fields every estimate with an interval shares."""
+    return {"estimate": estimate, "standard_error": se, "ci_low": ci.low, "ci_high": ci.high,
+            "confidence_level": ci.confidence_level}
+
+
+def _wald(est: float, se: float, level: float, lo: float = -1.0, hi: float = 1.0) -> ConfidenceInterval:
+    level = _check_level(level)
+    if not (math.isfinite(est) and math.isfinite(se)):
+        return ConfidenceInterval(math.nan, math.nan, level, "wald")
+    z = float(norm.ppf(0.5 + level / 2))
+    return ConfidenceInterval(max(lo, est - z * se), min(hi, est + z * se), level, "wald")
+
+
+# ---------------------------------------------------------------------------
+# Comparing two rounds
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The difference ``a - b`` of two rounds' rates by one method.
+
+    ``variance_current`` adds the two rounds' current-item variances (the
+    rounds' items are independent); ``variance_history`` is the variance of
+    the *difference* of their history terms, which share one calibration.
+    """
+
+    method: str
+    estimate: float
+    variance_current: float
+    variance_history: float
+    a: EstimateResult
+    b: EstimateResult
+
+    @property
+    def standard_error(self) -> float:
+        v = self.variance_current + self.variance_history
+        return math.sqrt(v) if v >= 0 else math.nan
+
+    @property
+    def p_value(self) -> float:
+        """Two-sided p-value for no difference (normal approximation)."""
+        se = self.standard_error
+        if not (math.isfinite(se) and se > 0):
+            return math.nan
+        return float(2 * norm.sf(abs(self.estimate) / se))
+
+    def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        return _wald(self.estimate, self.standard_error, confidence_level)
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        return _jsonable_dict(
+            {
+                **_interval_fields(self.estimate, self.standard_error, self.confidence_interval(confidence_level)),
+                "p_value": self.p_value,
+                "variance_current": self.variance_current,
+                "variance_history": self.variance_history,
+            }
+        )
+
+
+@dataclass(frozen=True)
+class ComparisonCollection(Mapping[str, Comparison]):
+    """Comparisons of the same two rounds by several methods."""
+
+    comparisons: Mapping[str, Comparison]
+    a: EstimateCollection
+    b: EstimateCollection
+    skipped: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "comparisons", MappingProxyType(dict(self.comparisons)))
+        object.__setattr__(self, "skipped", MappingProxyType(dict(self.skipped)))
+
+    def __getitem__(self, key: str) -> Comparison:
+        return self.comparisons[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.comparisons)
+
+    def __len__(self) -> int:
+        return len(self.comparisons)
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        return {
+            "difference": {m: c.to_dict(confidence_level) for m, c in self.comparisons.items()},
+            "skipped": dict(self.skipped),
+            "a": self.a.to_dict(confidence_level),
+            "b": self.b.to_dict(confidence_level),
+        }
+
+
+def _compare_results(a: EstimateResult, b: EstimateResult) -> Comparison:
+    if a.influence is None or b.influence is None:
+        raise HeroEvalError(f"{a.method}: no influence values, cannot compare")
+    vc = a.influence.variance_current() + b.influence.variance_current()
+    ia, ib = a.influence, b.influence
+    vh = ia.variance_history() + ib.variance_history() - 2 * ia.history_covariance(ib)
+    if a.status.startswith("boundary") or b.status.startswith("boundary"):
+        vc = math.nan
+    return Comparison(a.method, a.estimate - b.estimate, vc, max(vh, 0.0) if math.isfinite(vh) else vh, a, b)
+
+
+def compare(
+    round_a: AnnotationSet,
+    round_b: AnnotationSet,
+    calibration: Calibration | None = None,
+    *,
+    method: str | Sequence[str] = "hero1",
+    history: AnnotationSet | None = None,
+    **kwargs: Any,
+) -> Comparison | ComparisonCollection:
+    """Difference of two rounds' gold rates (``a - b``) with an interval and a p-value.
+
+    Both rounds are estimated with the same calibration, so their errors
+    share the history's: the difference's variance is
+    ``Var_a,current + Var_b,current + Var(history term of a - history term of b)``.
+    Labeler pools may differ between the rounds. Extra keyword arguments go
+    to :func:`~heroeval.estimate`.
+
+    Examples
+    --------
+    >>> import heroeval as he
+    >>> from heroeval.simulate import paper_dgp
+    >>> d1, d2 = paper_dgp(1), paper_dgp(2)
+    >>> cal = he.calibrate(d1.history)
+    >>> c = he.compare(d1.current, d2.current.take_items(range(300)), cal)
+    >>> c.method, round(c.standard_error, 3) > 0
+    ('hero1', True)
+    """
+    if calibration is None:
+        if history is None:
+            raise HeroEvalError("pass a calibration or a history to calibrate from")
+        calibration = fit_stage_a(history)
+    single = isinstance(method, str) and method != "all"
+    wanted: str | list[str] = [str(method)] if single else (method if isinstance(method, str) else list(method))
+    ra = estimate_methods(round_a, calibration, method=wanted, history=history, **kwargs)
+    rb = estimate_methods(round_b, calibration, method=wanted, history=history, **kwargs)
+    assert isinstance(ra, EstimateCollection) and isinstance(rb, EstimateCollection)
+    comps = {m: _compare_results(ra[m], rb[m]) for m in ra if m in rb}
+    if single:
+        return comps[str(method)]
+    skipped = {m: why for m, why in {**rb.skipped, **ra.skipped}.items()}
+    skipped.update({m: "computed for only one of the rounds" for m in set(ra) ^ set(rb)})
+    return ComparisonCollection(comps, ra, rb, skipped)
+
+
+# ---------------------------------------------------------------------------
+# Bootstrap
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """A two-sample cluster bootstrap of one method's estimate.
+
+    History items and current items are resampled with replacement (each
+    item with all its labels), Stage A is refitted, and the method rerun.
+    """
+
+    method: str
+    estimate: float
+    replicates: FloatArray = field(repr=False)
+    n_failed: int = 0
+
+    @property
+    def standard_error(self) -> float:
+        r = self.replicates[np.isfinite(self.replicates)]
+        return float(np.std(r, ddof=1)) if r.size > 1 else math.nan
+
+    def confidence_interval(self, confidence_level: float = 0.95, method: str = "percentile") -> ConfidenceInterval:
+        """``"percentile"``: quantiles of the replicates; ``"basic"``: 2 * estimate minus them."""
+        level = _check_level(confidence_level)
+        r = self.replicates[np.isfinite(self.replicates)]
+        if r.size < 2:
+            return ConfidenceInterval(math.nan, math.nan, level, method)
+        lo_q, hi_q = np.quantile(r, [(1 - level) / 2, (1 + level) / 2])
+        if method == "percentile":
+            return ConfidenceInterval(float(lo_q), float(hi_q), level, method)
+        if method == "basic":
+            return ConfidenceInterval(
+                max(0.0, 2 * self.estimate - float(hi_q)), min(1.0, 2 * self.estimate - float(lo_q)), level, method
+            )
+        raise HeroEvalError(f"bootstrap interval method must be 'percentile' or 'basic', got {method!r}")
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        p = self.confidence_interval(confidence_level, "percentile")
+        b = self.confidence_interval(confidence_level, "basic")
+        return _jsonable_dict(
+            {
+                "estimate": self.estimate,
+                "standard_error": self.standard_error,
+                "n_resamples": int(self.replicates.size),
+                "n_failed": self.n_failed,
+                "percentile": [p.low, p.high],
+                "basic": [b.low, b.high],
+                "confidence_level": confidence_level,
+            }
+        )
+
+
+def bootstrap(
+    current: AnnotationSet,
+    calibration: Calibration,
+    *,
+    method: str | Sequence[str] = "hero1",
+    n_resamples: int = 200,
+    rng: np.random.Generator | int | None = None,
+    progress: bool = False,
+    **kwargs: Any,
+) -> dict[str, BootstrapResult]:
+    """Two-sample cluster bootstrap: resample history and current items, refit everything.
+
+    Needs the history (``calibration.history``, i.e. a calibration fitted in
+    this process). Stage A is refitted on each resampled history with the
+    calibration's settings. Returns one :class:`BootstrapResult` per method.
+
+    Examples
+    --------
+    >>> import heroeval as he
+    >>> from heroeval.simulate import paper_dgp
+    >>> d = paper_dgp(0)
+    >>> b = he.bootstrap(d.current, he.calibrate(d.history), n_resamples=20, rng=1)
+    >>> b["hero1"].replicates.shape
+    (20,)
+    """
+    if calibration.history is None:
+        raise HeroEvalError("the bootstrap refits Stage A: it needs the history, not only a calibration file")
+    if not (isinstance(n_resamples, int) and n_resamples >= 2):
+        raise HeroEvalError(f"n_resamples must be an integer >= 2, got {n_resamples!r}")
+    gen = np.random.default_rng(rng)
+    hist = calibration.history
+    s = calibration.settings
+    methods = list(METHODS) if method == "all" else ([method] if isinstance(method, str) else list(method))
+    base = estimate_methods(current, calibration, method=methods, **kwargs)
+    assert isinstance(base, EstimateCollection)
+    methods = list(base)
+    reps = {m: np.full(n_resamples, np.nan) for m in methods}
+    failed = dict.fromkeys(methods, 0)
+    it: Any = range(n_resamples)
+    if progress:
+        from rich.progress import track
+
+        it = track(it, description="bootstrap", transient=True)
+    import warnings
+
+
+    for b in it:
+        hb = hist.take_items(gen.integers(0, hist.n_items, hist.n_items))
+        cb = current.take_items(gen.integers(0, current.n_items, current.n_items))
+        if not hb.has_gold:
+            for m in methods:
+                failed[m] += 1
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            cal_b = fit_stage_a(
+                hb,
+                tol=float(s.get("tol", 1e-8)),
+                max_iter=int(s.get("max_iter", 10_000)),
+                criterion=str(s.get("criterion", "parameters")),  # type: ignore[arg-type]
+                accelerate=bool(s.get("accelerate", True)),
+                pseudo_count=float(s.get("pseudo_count", 0.0)),
+                covariance=False,
+            )
+            res = estimate_methods(cb, cal_b, method=methods, **kwargs)
+        assert isinstance(res, EstimateCollection)
+        for m in methods:
+            if m in res:
+                reps[m][b] = res[m].estimate
+            else:
+                failed[m] += 1
+    return {m: BootstrapResult(m, base[m].estimate, reps[m], failed[m]) for m in methods}
+
+
+# ---------------------------------------------------------------------------
+# A binary classifier's precision and recall against the latent gold label
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetricEstimate:
+    """A derived quantity with a delta-method standard error."""
+
+    name: str
+    estimate: float
+    standard_error: float
+
+    def confidence_interval(self, confidence_level: float = 0.95, method: str = "wald") -> ConfidenceInterval:
+        return rate_interval(self.estimate, self.standard_error, confidence_level, method)
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        ci = self.confidence_interval(confidence_level)
+        return _jsonable_dict(_interval_fields(self.estimate, self.standard_error, ci))
+
+
+@dataclass(frozen=True)
+class ClassifierMetrics:
+    """Precision and recall of a binary classifier C against the (unobserved) gold label Y.
+
+    ``precision = P(Y=1 | C=1)`` and ``P(Y=1 | C=0)`` are each estimated by
+    the chosen method on the items the classifier flags and does not flag;
+    ``flag_rate = P(C=1)`` from the counts;
+    ``recall = flag_rate * precision / prevalence`` with
+    ``prevalence = flag_rate * precision + (1 - flag_rate) * P(Y=1 | C=0)``.
+    Standard errors by the delta method; the two strata's history terms are
+    correlated through the shared calibration and that covariance is used.
+    """
+
+    method: str
+    precision: MetricEstimate
+    miss_rate: MetricEstimate  # P(Y=1 | C=0)
+    flag_rate: MetricEstimate
+    prevalence: MetricEstimate
+    recall: MetricEstimate
+    flagged: EstimateResult
+    unflagged: EstimateResult
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            **{
+                k: getattr(self, k).to_dict(confidence_level)
+                for k in ("precision", "recall", "prevalence", "flag_rate", "miss_rate")
+            },
+        }
+
+
+def classifier_metrics(
+    current: AnnotationSet,
+    calibration: Calibration,
+    flags: str | Mapping[Any, Any] | Any,
+    *,
+    method: str = "hero1",
+    **kwargs: Any,
+) -> ClassifierMetrics:
+    """Precision and recall of a classifier's flags against the latent gold label.
+
+    Parameters
+    ----------
+    flags : str, mapping or pandas Series
+        The classifier's 0/1 decision per current item: the name of a
+        covariate column of ``current``, or a mapping / Series from item id
+        to 0/1. Every current item needs a flag.
+    method : str
+        The estimator used in each stratum (default ``"hero1"``).
+    """
+    ids = [str(x) for x in current.item_ids]
+    if isinstance(flags, str):
+        if flags not in current.covariate_names:
+            raise HeroEvalError(
+                f"flags {flags!r} is not a covariate column of the current round "
+                f"(columns: {list(current.covariate_names)})"
+            )
+        assert current.covariates is not None
+        c = current.covariates[:, current.covariate_names.index(flags)]
+    else:
+        lookup = {str(k): v for k, v in dict(flags).items()}
+        missing = [i for i in ids if i not in lookup]
+        if missing:
+            raise HeroEvalError(f"{len(missing)} current item(s) have no classifier flag, e.g. {missing[:5]}")
+        c = np.array([lookup[i] for i in ids], dtype=float)
+    if not np.isin(c, (0.0, 1.0)).all():
+        bad = float(c[~np.isin(c, (0.0, 1.0))][0])
+        raise HeroEvalError(f"classifier flags must be 0 or 1, got {bad:g}")
+    on = np.flatnonzero(c == 1)
+    off = np.flatnonzero(c == 0)
+    if on.size == 0 or off.size == 0:
+        raise HeroEvalError("the classifier flags all or none of the current items: precision and recall need both")
+    r1 = estimate_methods(current.take_items(on, name=f"{current.name}[flagged]"), calibration, method=method, **kwargs)
+    r0 = estimate_methods(current.take_items(off, name=f"{current.name}[unflagged]"), calibration, method=method, **kwargs)
+    assert isinstance(r1, EstimateResult) and isinstance(r0, EstimateResult)
+    assert r1.influence is not None and r0.influence is not None
+    n = c.size
+    pi = on.size / n
+    m1, m0 = r1.estimate, r0.estimate
+    v1, v0 = r1.standard_error ** 2, r0.standard_error ** 2
+    c10 = r1.influence.history_covariance(r0.influence)
+    vpi = pi * (1 - pi) / n
+    prev = pi * m1 + (1 - pi) * m0
+    g_prev = np.array([pi, 1 - pi, m1 - m0])
+    cov = np.array([[v1, c10, 0.0], [c10, v0, 0.0], [0.0, 0.0, vpi]])
+    se_prev = math.sqrt(float(g_prev @ cov @ g_prev))
+    if prev > 0:
+        rec = pi * m1 / prev
+        g_rec = np.array([pi * (1 - pi) * m0, -pi * (1 - pi) * m1, m1 * m0]) / prev**2
+        se_rec = math.sqrt(float(g_rec @ cov @ g_rec))
+    else:
+        rec, se_rec = math.nan, math.nan
+    return ClassifierMetrics(
+        method=method,
+        precision=MetricEstimate("precision", m1, r1.standard_error),
+        miss_rate=MetricEstimate("P(Y=1 | C=0)", m0, r0.standard_error),
+        flag_rate=MetricEstimate("P(C=1)", pi, math.sqrt(vpi)),
+        prevalence=MetricEstimate("prevalence", prev, se_prev),
+        recall=MetricEstimate("recall", rec, se_rec),
+        flagged=r1,
+        unflagged=r0,
+    )

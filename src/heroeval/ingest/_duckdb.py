@@ -1,0 +1,344 @@
+"""Ingest of large annotation logs through DuckDB (the embedded engine).
+
+DuckDB scans CSV or Parquet files (one file, a glob of many, or a list),
+validates and counts the rows in SQL, builds the item, labeler and round
+dictionaries, and returns the annotations as compact arrays sorted by item
+and labeler; it spills to disk when the data do not fit in memory. The
+result is the same :class:`~heroeval.data.AnnotationSet` and the same
+ingest report (rows read, used, and dropped by reason) as the pandas reader,
+with two differences that are documented in docs/data.md: an integer item
+column in Parquet keeps its integer ids (ordered as numbers), and the rows
+of a CSV file are named by their position in the file (found by a second,
+single-file scan) only when there is an error to report.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from heroeval._core.jit import HAVE_NUMBA
+from heroeval.errors import DataError
+from heroeval.ingest._csr import CsrBuilder
+from heroeval.ingest.annotations import (
+    GOLD_COLUMNS,
+    ITEM_COLUMNS,
+    AnnotationSet,
+    IngestReport,
+    TableLike,
+    TableReport,
+    _annotation_columns,
+    _attach_gold,
+    _load,
+    _parse_binary,
+    _resolve,
+    _stem,
+    _Table,
+    repeated_pair_error,
+)
+
+_log = logging.getLogger("heroeval")
+
+_TRUE_SQL = "('1', 'true', 't', 'yes', '1.0')"
+_FALSE_SQL = "('0', 'false', 'f', 'no', '0.0')"
+_INT_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "HUGEINT")
+_NUM_TYPES = (*_INT_TYPES, "FLOAT", "DOUBLE", "REAL")
+
+
+def expand_sources(source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> tuple[list[str], str]:
+    """The files named by a path, a glob or a list of them, and their format ('parquet' or 'csv')."""
+    items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    files: list[str] = []
+    for s in items:
+        p = str(s)
+        if os.path.isdir(p):
+            found = sorted(glob.glob(os.path.join(p, "*.parquet")) + glob.glob(os.path.join(p, "*.csv*")))
+        elif any(ch in p for ch in "*?["):
+            found = sorted(glob.glob(p, recursive=True))
+        else:
+            if not os.path.exists(p):
+                raise DataError(f"annotations file {p!r} does not exist")
+            found = [p]
+        if not found:
+            raise DataError(f"annotations: {p!r} matches no file")
+        files.extend(found)
+    fmts = {_format(f) for f in files}
+    if len(fmts) != 1 or None in fmts:
+        raise DataError(
+            f"annotations: the DuckDB engine reads Parquet or CSV/TSV files of one kind; got {sorted(files)[:5]}"
+        )
+    return files, str(fmts.pop())
+
+
+def _format(path: str) -> str | None:
+    suf = [s.lower() for s in Path(path).suffixes]
+    if suf and suf[-1] in (".gz", ".zst"):
+        suf = suf[:-1]
+    if not suf:
+        return None
+    return {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "tsv", ".txt": "csv"}.get(suf[-1])
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _lit(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def read_with_duckdb(
+    annotations: Any,
+    *,
+    gold: TableLike | None,
+    item_col: str | None,
+    labeler_col: str | None,
+    label_col: str | None,
+    round_col: str | Any | None,
+    gold_col: str | None,
+    gold_item_col: str | None,
+    duplicates: str,
+    missing: str,
+    name: str | None,
+    memory_limit: str | None = None,
+    temp_directory: str | None = None,
+    progress: bool = False,
+) -> AnnotationSet:
+    """See :func:`heroeval.read_annotations` (``engine="duckdb"``)."""
+    import duckdb
+
+    if duplicates not in ("keep", "first", "error"):
+        raise DataError(f"duplicates must be 'keep', 'first' or 'error', got {duplicates!r}")
+    if missing not in ("drop", "error"):
+        raise DataError(f"missing must be 'drop' or 'error', got {missing!r}")
+    files, fmt = expand_sources(annotations)
+    source = files[0] if len(files) == 1 else f"{len(files)} files like {files[0]}"
+    con = duckdb.connect()
+    tmp = temp_directory or tempfile.gettempdir()
+    con.execute(f"SET temp_directory = {_lit(tmp)}")
+    if memory_limit is not None:
+        con.execute(f"SET memory_limit = {_lit(memory_limit)}")
+    con.execute(f"SET enable_progress_bar = {'true' if progress else 'false'}")
+    flist = "[" + ", ".join(_lit(f) for f in files) + "]"
+    sep = "\\t" if fmt == "tsv" else ","
+    if fmt == "parquet":
+        scan = f"read_parquet({flist}, filename = true, file_row_number = true, union_by_name = true)"
+    else:
+        scan = (f"read_csv({flist}, header = true, all_varchar = true, filename = true, union_by_name = true, "
+                f"delim = '{sep}', quote = '\"')")
+    try:
+        desc = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
+    except duckdb.Error as exc:
+        raise DataError(f"could not read annotations {source!r}: {exc}") from exc
+    types = {str(r[0]): str(r[1]).upper() for r in desc}
+    cols = pd.DataFrame(columns=[c for c in types if c not in ("filename", "file_row_number")])
+    i_c, l_c, y_c, r_c = _annotation_columns(cols, item_col, labeler_col, label_col, round_col, source)
+
+    def id_expr(c: str, keep_int: bool) -> tuple[str, str]:
+        t = types[c]
+        if keep_int and t in _INT_TYPES:
+            return f"CAST({_q(c)} AS BIGINT)", f"({_q(c)} IS NULL)"
+        v = f"CAST({_q(c)} AS VARCHAR)"
+        return v, f"({v} IS NULL OR trim({v}) = '')"
+
+    i_e, i_m = id_expr(i_c, True)
+    l_e, l_m = id_expr(l_c, False)
+    yt = types[y_c]
+    if yt == "BOOLEAN":
+        y_val, y_m, y_bad = f"CAST({_q(y_c)} AS TINYINT)", f"({_q(y_c)} IS NULL)", "false"
+    elif yt in _NUM_TYPES or yt.startswith("DECIMAL"):
+        y_val = f"CAST({_q(y_c)} AS TINYINT)"
+        y_m = f"({_q(y_c)} IS NULL OR isnan(CAST({_q(y_c)} AS DOUBLE)))"
+        y_bad = f"(NOT {y_m} AND CAST({_q(y_c)} AS DOUBLE) NOT IN (0, 1))"
+    else:
+        low = f"lower(trim(CAST({_q(y_c)} AS VARCHAR)))"
+        y_m = f"({_q(y_c)} IS NULL OR {low} = '')"
+        y_val = f"CAST(({low} IN {_TRUE_SQL}) AS TINYINT)"
+        y_bad = f"(NOT {y_m} AND {low} NOT IN {_TRUE_SQL} AND {low} NOT IN {_FALSE_SQL})"
+    if r_c is not None:
+        r_e, r_m = id_expr(r_c, False)
+    else:
+        r_e, r_m = "'all'", "false"
+    pos = "filename, file_row_number" if fmt == "parquet" else "filename"
+    con.execute(
+        f"CREATE TEMP VIEW hv_flags AS SELECT {i_e} AS i, {l_e} AS l, {r_e} AS r, {y_val} AS y, "
+        f"{i_m} AS im, {l_m} AS lm, {y_m} AS ym, {y_bad} AS yb, {r_m} AS rm, {_q(y_c)} AS yraw, {pos} FROM {scan}"
+    )
+    _log.info("DuckDB: counting and validating the rows of %s", source)
+    try:
+        n, bad, m_item, m_lab, m_label, m_round = con.execute(
+            "SELECT count(*), count_if(yb), count_if(im), count_if(NOT im AND lm), count_if(NOT im AND NOT lm AND ym), "
+            "count_if(NOT im AND NOT lm AND NOT ym AND rm) FROM hv_flags"
+        ).fetchone() or (0, 0, 0, 0, 0, 0)
+    except duckdb.Error as exc:
+        raise DataError(f"could not read annotations {source!r}: {exc}") from exc
+
+    def where(cond: str) -> tuple[str, Any]:
+        """Position and raw label of the first row satisfying ``cond``."""
+        if fmt == "parquet":
+            f, r, y = con.execute(
+                f"SELECT filename, file_row_number, yraw FROM hv_flags WHERE {cond} "
+                "ORDER BY filename, file_row_number LIMIT 1").fetchone() or ("?", 0, None)
+            return f"{f}, row {int(r) + 1}", y
+        f, y = con.execute(f"SELECT filename, yraw FROM hv_flags WHERE {cond} ORDER BY filename LIMIT 1").fetchone() or (
+            "?", None)
+        one = con.execute(
+            f"SELECT rn FROM (SELECT row_number() OVER () AS rn, * FROM (SELECT {i_m} AS im, {l_m} AS lm, {y_m} AS ym, "
+            f"{y_bad} AS yb, {r_m} AS rm FROM read_csv({_lit(str(f))}, header = true, all_varchar = true, "
+            f"delim = '{sep}', quote = '\"'))) WHERE {cond} LIMIT 1").fetchone()
+        r = int(one[0]) if one else 0
+        return f"{f}, row {r} (line {r + 1})", y
+
+    if bad:
+        at, y = where("yb")
+        raise DataError(
+            f"{at}: label {y!r} in column {y_c!r} is not binary (expected 0/1 or true/false); {bad} such row(s) in "
+            "all. Multi-class labels are not supported yet."
+        )
+    dropped: dict[str, int] = {}
+    if missing == "error" and (m_item or m_lab or m_label or m_round):
+        at, _ = where("im OR lm OR ym OR rm")
+        raise DataError(f"{at}: missing item, labeler, label or round (missing='error')")
+    for reason, k in (("missing item id", m_item), ("missing labeler id", m_lab), ("missing label", m_label),
+                      ("missing round", m_round)):
+        if k:
+            dropped[reason] = int(k)
+    _log.info("DuckDB: %d rows read; building the item and labeler dictionaries", n)
+    con.execute("SET preserve_insertion_order = false")  # every result below is ordered explicitly
+    con.execute("CREATE TEMP VIEW hv_clean AS SELECT * FROM hv_flags WHERE NOT (im OR lm OR ym OR rm)")
+    con.execute("CREATE TEMP TABLE hv_items AS SELECT i, CAST(count(*) AS BIGINT) AS n, "
+                "CAST(row_number() OVER (ORDER BY i) - 1 AS INTEGER) AS ic FROM hv_clean GROUP BY i")
+    con.execute("CREATE TEMP TABLE hv_labs AS SELECT l, CAST(row_number() OVER (ORDER BY l) - 1 AS INTEGER) AS lc "
+                "FROM (SELECT DISTINCT l FROM hv_clean)")
+    con.execute("CREATE TEMP TABLE hv_rounds AS SELECT r, CAST(row_number() OVER (ORDER BY r) - 1 AS INTEGER) AS rc "
+                "FROM (SELECT DISTINCT r FROM hv_clean)")
+    sql = ("SELECT it.ic, lb.lc, c.y, rd.rc FROM hv_clean c JOIN hv_items it ON c.i = it.i "
+           "JOIN hv_labs lb ON c.l = lb.l JOIN hv_rounds rd ON c.r = rd.r")
+    n_used = int(n) - sum(dropped.values())
+    fast = duplicates != "first" and HAVE_NUMBA
+    try:
+        if fast:
+            # each item's row count is known (hv_items.n): scatter the streamed rows straight to their places
+            _log.info("DuckDB: streaming %d coded rows into item order", n_used)
+            counts = np.asarray(con.execute("SELECT n FROM hv_items ORDER BY ic").fetchnumpy()["n"], dtype=np.int64)
+            csr = CsrBuilder(counts)
+            del counts
+            for batch in con.sql(sql).to_arrow_reader(1 << 20):
+                csr.add(*(batch.column(j).to_numpy() for j in range(4)))
+        else:
+            # duplicates="first" needs the file order within each item: DuckDB sorts (spilling if need be)
+            order = "it.ic, lb.lc" + (", c.filename, c.file_row_number" if fmt == "parquet" else "")
+            if duplicates == "first" and fmt != "parquet":
+                raise DataError("duplicates='first' with engine='duckdb' needs Parquet (file row numbers); use "
+                                "engine='pandas' for CSV, or duplicates='keep'")
+            _log.info("DuckDB: sorting the annotations by item")
+            res = con.execute(f"{sql} ORDER BY {order}").fetchnumpy()
+            ic = np.asarray(res.pop("ic"), dtype=np.int32)
+            lc = np.asarray(res.pop("lc"), dtype=np.int32)
+            y = np.asarray(res.pop("y"), dtype=np.int8)
+            rc = np.asarray(res.pop("rc"), dtype=np.int32)
+            del res
+    except duckdb.OutOfMemoryException as exc:
+        raise DataError(f"annotations {source!r}: DuckDB ran out of memory ({exc}); raise memory_limit "
+                        f"(now {memory_limit or 'DuckDB default'}) or free disk space in {tmp}") from exc
+    item_ids: npt.NDArray[Any] = np.asarray(
+        con.execute("SELECT i FROM hv_items ORDER BY ic").fetchnumpy()["i"])
+    if item_ids.dtype.kind not in "iu":
+        item_ids = item_ids.astype(object)
+    labeler_ids = np.asarray(con.execute("SELECT l FROM hv_labs ORDER BY lc").fetchnumpy()["l"]).astype(object)
+    round_names = [str(x) for x in con.execute("SELECT r FROM hv_rounds ORDER BY rc").fetchnumpy()["r"]]
+    con.close()
+    n_items = int(item_ids.shape[0])
+    notes: dict[str, int] = {}
+    if fast:
+        try:
+            n_dup, first_dup = csr.finish()
+        except ValueError as exc:  # pragma: no cover - the files changed between DuckDB's passes
+            raise DataError(f"{source}: {exc}; did the files change while being read?") from exc
+        ptr, lc, y, item_round, conflict = csr.ptr, csr.labeler, csr.label, csr.item_round, int(csr.conflict[0])
+        del csr
+        if conflict >= 0 and r_c is not None:
+            raise DataError(
+                f"{source}: item {item_ids[conflict]!r} appears in more than one round (column {r_c!r}); an item "
+                "must belong to one round; pass round_col=False to ignore the column")
+        if n_dup:
+            if duplicates == "error":
+                k = int(np.searchsorted(ptr, first_dup, side="right") - 1)
+                raise repeated_pair_error(source, item_ids[k], labeler_ids[lc[first_dup]], int(n_dup))
+            notes["repeated (item, labeler) pair kept as separate labels"] = int(n_dup)
+        used = int(lc.shape[0])
+        reports = [TableReport("annotations", source, int(n), used, dropped, notes)]
+        return _finish(reports, item_ids, labeler_ids, ptr, lc, y, item_round, r_c, round_names, gold, gold_item_col,
+                       item_col, gold_col, name, files, bool(n_dup))
+    dup = np.zeros(ic.shape[0], dtype=bool)
+    if ic.size > 1:
+        dup[1:] = (ic[1:] == ic[:-1]) & (lc[1:] == lc[:-1])
+    n_dup = int(dup.sum())
+    if n_dup:
+        if duplicates == "error":
+            k = int(np.flatnonzero(dup)[0])
+            raise repeated_pair_error(source, item_ids[ic[k]], labeler_ids[lc[k]], n_dup)
+        if duplicates == "first":
+            dropped["repeated (item, labeler) pair, later rows dropped"] = n_dup
+            keep = ~dup
+            ic, lc, y, rc = ic[keep], lc[keep], y[keep], rc[keep]
+        else:
+            notes["repeated (item, labeler) pair kept as separate labels"] = n_dup
+    counts = np.bincount(ic, minlength=n_items)
+    ptr = np.zeros(n_items + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    starts = ptr[:-1]
+    item_round = np.minimum.reduceat(rc, starts) if n_items else np.zeros(0, dtype=np.int32)
+    if n_items and r_c is not None:
+        conflict_mask = np.maximum.reduceat(rc, starts) != item_round
+        if conflict_mask.any():
+            k = int(np.flatnonzero(conflict_mask)[0])
+            raise DataError(
+                f"{source}: item {item_ids[k]!r} appears in more than one round (column {r_c!r}); an item must "
+                "belong to one round; pass round_col=False to ignore the column")
+    reports = [TableReport("annotations", source, int(n), int(ic.shape[0]), dropped, notes)]
+    return _finish(reports, item_ids, labeler_ids, ptr, lc, y, item_round, r_c, round_names, gold, gold_item_col,
+                   item_col, gold_col, name, files, bool(n_dup) and duplicates == "keep")
+
+
+def _finish(
+    reports: list[TableReport], item_ids: npt.NDArray[Any], labeler_ids: npt.NDArray[Any], ptr: npt.NDArray[np.int64],
+    lc: npt.NDArray[Any], y: npt.NDArray[np.int8], item_round: npt.NDArray[Any], r_c: str | None,
+    round_names: list[str], gold: TableLike | None, gold_item_col: str | None, item_col: str | None,
+    gold_col: str | None, name: str | None, files: list[str], repeated: bool,
+) -> AnnotationSet:
+    """Attach the gold table and assemble the AnnotationSet."""
+    n_items = int(item_ids.shape[0])
+    gold_arr = np.full(n_items, -1, dtype=np.int8)
+    if gold is not None:
+        gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
+        gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols)
+        g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
+        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "item", gsrc), ghdr)
+        gold_arr, g_rep = _attach_gold(gold_t, _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc), item_ids, None,
+                                       _parse_binary)
+        reports.append(g_rep)
+    return AnnotationSet(
+        item_ids=item_ids,
+        labeler_ids=labeler_ids,
+        item_ptr=ptr,
+        labeler=np.ascontiguousarray(lc, dtype=np.int32),
+        label=y,
+        gold=gold_arr,
+        item_round=np.ascontiguousarray(item_round, dtype=np.int32),
+        round_ids=tuple(round_names) if r_c is not None else ("all",),
+        covariates=None,
+        covariate_names=(),
+        report=IngestReport(tuple(reports)),
+        name=name if name is not None else _stem(files[0]),
+        repeated_pairs=repeated,
+    )

@@ -1,0 +1,188 @@
+"""Ingest's entry point: :func:`read_annotations` reads a table with pandas or DuckDB.
+
+The pandas engine validates and int-codes in memory
+(:mod:`heroeval.ingest.annotations`); the DuckDB engine
+(:mod:`heroeval.ingest._duckdb`) reads files larger than memory with the
+same validation, policies and ingest report.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from heroeval.errors import DataError
+from heroeval.ingest._duckdb import read_with_duckdb
+from heroeval.ingest.annotations import (
+    GOLD_COLUMNS,
+    ITEM_COLUMNS,
+    AnnotationSet,
+    TableLike,
+    _annotation_table,
+    _build,
+    _load,
+    _resolve,
+    _stem,
+    _Table,
+)
+
+__all__ = ["DUCKDB_MIN_BYTES", "read_annotations"]
+
+
+def read_annotations(
+    annotations: TableLike,
+    *,
+    gold: TableLike | None = None,
+    covariates: TableLike | None = None,
+    item_col: str | None = None,
+    labeler_col: str | None = None,
+    label_col: str | None = None,
+    round_col: str | Literal[False] | None = None,
+    gold_col: str | None = None,
+    gold_item_col: str | None = None,
+    covariate_item_col: str | None = None,
+    covariate_cols: Sequence[str] | None = None,
+    duplicates: Literal["keep", "first", "error"] = "keep",
+    missing: Literal["drop", "error"] = "drop",
+    label_map: Mapping[Any, int | None] | None = None,
+    name: str | None = None,
+    engine: Literal["auto", "pandas", "duckdb"] = "auto",
+    memory_limit: str | None = None,
+    progress: bool = False,
+) -> AnnotationSet:
+    """Read, validate and int-code an annotation log.
+
+    Parameters
+    ----------
+    annotations : path or table
+        Long format, one row per silver label. A CSV/TSV, Parquet or JSONL
+        file, or a pandas, polars or pyarrow table. Default columns
+        ``item_id, labeler_id, label``; crowd-kit's ``task, worker, label``
+        are recognised.
+    gold : path or table, optional
+        Gold labels: ``item_id, gold`` (``true_label`` or ``label`` are
+        recognised too), or a pandas Series indexed by item as crowd-kit takes.
+    covariates : path or table, optional
+        One row per item: the item column and numeric covariate columns.
+    item_col, labeler_col, label_col : str, optional
+        Column names in ``annotations`` when they differ from the defaults.
+    round_col : str or False, optional
+        Column that groups items into rounds, each with its own prevalence.
+        By default a column named ``round`` is used if present; ``False``
+        ignores it. An item whose rows name different rounds is an error.
+    gold_col, gold_item_col : str, optional
+        Column names in ``gold``; the item column defaults to ``item_col``
+        when the gold table has it.
+    covariate_item_col, covariate_cols : optional
+        Item column and the covariate columns to use (default: every column
+        other than the item column).
+    duplicates : {"keep", "first", "error"}
+        Policy for repeated (item, labeler) pairs; see the module docstring.
+    missing : {"drop", "error"}
+        Policy for annotation rows with a missing item, labeler or label.
+    label_map : mapping, optional
+        Recode raw labels (silver and gold alike) before validation, e.g. a
+        side-by-side preference ``{"A": 1, "B": 0, "tie": None}``: the rate is
+        then A's win rate. A value mapped to None is dropped and counted
+        (that is the tie rule: ties dropped means the win rate among
+        decisive judgments; map ties to 0 for "A strictly preferred" or to 1
+        for "A at least as good"). A raw value missing from the map is an
+        error naming the row.
+    name : str, optional
+        A name shown in reports (default: the file name).
+    engine : {"auto", "pandas", "duckdb"}, default "auto"
+        ``"duckdb"`` reads CSV/TSV or Parquet files through DuckDB: a path, a
+        glob (``"logs/*.parquet"``), a directory or a list of paths, larger
+        than memory if need be (DuckDB spills to disk), and builds the compact
+        arrays without a pandas copy of the rows. Same validation, policies
+        and ingest report; covariates and ``label_map`` need the pandas
+        engine; an integer item column in Parquet keeps integer ids. ``"auto"``
+        takes DuckDB for globs, directories, lists and files of at least
+        :data:`DUCKDB_MIN_BYTES`, pandas otherwise.
+    memory_limit : str, optional
+        DuckDB's memory limit (e.g. ``"2GB"``); beyond it DuckDB spills to
+        the temporary directory.
+    progress : bool, default False
+        DuckDB's progress bar and log messages for long ingests.
+
+    Returns
+    -------
+    AnnotationSet
+
+    Examples
+    --------
+    >>> import pandas as pd, heroeval as he
+    >>> df = pd.DataFrame({"task": [1, 1, 2], "worker": ["a", "b", "a"], "label": [1, 0, 1]})
+    >>> ds = he.read_annotations(df)
+    >>> ds.n_items, ds.n_annotations
+    (2, 3)
+    """
+    if _use_duckdb(engine, annotations, covariates, label_map):
+        return read_with_duckdb(annotations, gold=gold, item_col=item_col, labeler_col=labeler_col,
+                                label_col=label_col, round_col=round_col, gold_col=gold_col,
+                                gold_item_col=gold_item_col, duplicates=duplicates, missing=missing, name=name,
+                                memory_limit=memory_limit, progress=progress)
+    ann, lab_c, lbl_c, rnd_c = _annotation_table(annotations, item_col, labeler_col, label_col, round_col,
+                                                 duplicates, missing)
+    gold_t = None
+    if gold is not None:
+        gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
+        gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols)
+        g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
+        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "item", gsrc), ghdr)
+        gold_col = _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
+    cov_t = None
+    if covariates is not None:
+        ccols = [c for c in (covariate_item_col, item_col, *ITEM_COLUMNS) if c]
+        cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols)
+        c_item = covariate_item_col if covariate_item_col is not None else (item_col if item_col in cdf.columns else None)
+        cov_t = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "item", csrc), chdr)
+    if name is None:
+        name = _stem(ann.source) if not ann.source.startswith("<") else "annotations"
+    return _build(
+        ann,
+        labeler_col=lab_c,
+        label_col=lbl_c,
+        round_col=rnd_c,
+        gold=gold_t,
+        gold_col=gold_col or "gold",
+        covariates=cov_t,
+        covariate_cols=covariate_cols,
+        duplicates=duplicates,
+        missing=missing,
+        name=name,
+        label_map=label_map,
+    )
+
+
+DUCKDB_MIN_BYTES = 256 * 2**20
+"""``engine="auto"`` reads a single file of at least this size through DuckDB."""
+
+
+def _use_duckdb(engine: str, annotations: Any, covariates: Any, label_map: Any) -> bool:
+    if engine not in ("auto", "pandas", "duckdb"):
+        raise DataError(f"engine must be 'auto', 'pandas' or 'duckdb', got {engine!r}")
+    if engine == "pandas":
+        return False
+    is_paths = isinstance(annotations, (str, os.PathLike)) or (
+        isinstance(annotations, (list, tuple)) and all(isinstance(a, (str, os.PathLike)) for a in annotations))
+    if engine == "duckdb":
+        if not is_paths:
+            raise DataError("engine='duckdb' reads files: pass a path, a glob, a directory or a list of paths")
+        if covariates is not None or label_map is not None:
+            raise DataError("engine='duckdb' does not take covariates or label_map yet; use engine='pandas'")
+        return True
+    if not is_paths or covariates is not None or label_map is not None:
+        return False
+    if isinstance(annotations, (list, tuple)):
+        return True
+    p = str(annotations)
+    if os.path.isdir(p) or any(ch in p for ch in "*?["):
+        return not os.path.exists(p) or os.path.isdir(p)
+    try:
+        return os.path.getsize(p) >= DUCKDB_MIN_BYTES
+    except OSError:
+        return False
+
+

@@ -1,0 +1,107 @@
+"""A self-contained HTML page for a multi-class round: prevalences with intervals, mean score, confusion heatmaps.
+
+Built like :mod:`heroeval.report` (same stylesheet, content-security policy,
+escaping and embedded JSON), with the figures of this package.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from heroeval._version import __version__
+from heroeval.estimators.results import METHOD_TITLES
+from heroeval.multiclass._calibration import MultiClassCalibration
+from heroeval.multiclass._data import MultiClassData
+from heroeval.multiclass._estimators import MultiClassEstimate
+from heroeval.multiclass._plot import plot_confusion_matrices
+from heroeval.report.html import _CSS, _e, _num, _svg_img
+
+__all__ = ["build_multiclass_report", "multiclass_report_data"]
+
+
+def multiclass_report_data(current: MultiClassData, calibration: MultiClassCalibration,
+                           results: Mapping[str, MultiClassEstimate], *, title: str | None = None,
+                           confidence_level: float = 0.95) -> dict[str, Any]:
+    """The numbers a multi-class report shows (embedded in the page as JSON)."""
+    return {
+        "kind": "multiclass",
+        "title": title or f"Class prevalences of {current.annotations.name}",
+        "heroeval_version": __version__,
+        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+        "classes": list(calibration.classes),
+        "ordinal": bool(calibration.ordinal),
+        "confidence_level": confidence_level,
+        "estimates": {m: r.to_dict(confidence_level) for m, r in results.items()},
+        "ingest": current.annotations.report.to_dict(),
+        "n_labelers": calibration.n_labelers,
+    }
+
+
+def _estimates_html(d: Mapping[str, Any]) -> str:
+    classes: Sequence[str] = d["classes"]
+    level = 100 * float(d["confidence_level"])
+    head = "".join(f"<th>{_e(c)}</th>" for c in classes)
+    rows = []
+    for m, r in d["estimates"].items():
+        cells = "".join(
+            f'<td data-method="{_e(m)}" data-class="{_e(c)}">{_num(r["classes"][c]["estimate"])}<br>'
+            f'<span class="muted">[{_num(r["classes"][c]["ci_low"])}, {_num(r["classes"][c]["ci_high"])}]</span></td>'
+            for c in classes)
+        ms = r.get("mean_score") or {}
+        score = (f'{_num(ms.get("estimate"))}<br><span class="muted">[{_num(ms.get("ci_low"))}, '
+                 f'{_num(ms.get("ci_high"))}]</span>') if ms.get("estimate") is not None else "–"
+        rows.append(f"<tr><td>{_e(METHOD_TITLES.get(m, m))}</td>{cells}<td>{score}</td></tr>")
+    return (f"<p>Each cell: the estimated share of the class and its {level:g}% interval.</p>"
+            f'<div class="scroll"><table><thead><tr><th>method</th>{head}<th>mean score</th></tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table></div>")
+
+
+def _ingest_html(ing: Mapping[str, Any]) -> str:
+    rows = "".join(
+        f"<tr><td>{_e(t.get('table'))}</td><td>{_e(t.get('source'))}</td><td>{_num(t.get('rows_read'), 'd')}</td>"
+        f"<td>{_num(t.get('rows_used'), 'd')}</td><td>{_e(', '.join(f'{k}: {v}' for k, v in (t.get('dropped') or {}).items()) or '–')}</td></tr>"
+        for t in ing.get("tables", []))
+    return ("<table><thead><tr><th>table</th><th>source</th><th>read</th><th>used</th><th>dropped</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>")
+
+
+def build_multiclass_report(current: MultiClassData, calibration: MultiClassCalibration,
+                            results: Mapping[str, MultiClassEstimate], *, title: str | None = None,
+                            confidence_level: float = 0.95) -> str:
+    """One self-contained HTML page (no network fetches; untrusted names escaped).
+
+    Examples
+    --------
+    >>> from heroeval.multiclass import multiclass_from_arrays, calibrate_multiclass, estimate_multiclass
+    >>> h = multiclass_from_arrays([1, 1, 2, 2, 3, 3], ["a", "<b>"] * 3, [0, 0, 1, 1, 2, 1], classes=[0, 1, 2],
+    ...                            gold=([1, 2, 3], [0, 1, 2]))
+    >>> cal = calibrate_multiclass(h, structure="symmetric")
+    >>> cur = multiclass_from_arrays([5, 5, 6, 6], ["a", "<b>"] * 2, [0, 0, 2, 2], classes=[0, 1, 2])
+    >>> page = build_multiclass_report(cur, cal, estimate_multiclass(cur, cal, method=["hero1"]))
+    >>> page.startswith("<!DOCTYPE html>") and "<b>" not in page
+    True
+    """
+    d = multiclass_report_data(current, calibration, results, title=title, confidence_level=confidence_level)
+    fig = _svg_img(plot_confusion_matrices(calibration), "confusion matrices of the labelers", "fig-confusion")
+    ing = d["ingest"]
+    data = json.dumps(d, allow_nan=False, default=str).replace("<", "\\u003c").replace(">", "\\u003e").replace(
+        "&", "\\u0026")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
+        "style-src 'unsafe-inline'\">"
+        f"<title>{_e(d['title'])}</title><style>{_CSS}</style></head><body><main>"
+        f"<header><h1>{_e(d['title'])}</h1><p class=\"meta\">heroeval {_e(d['heroeval_version'])}, "
+        f"{_e(d['generated'])}; classes {_e(', '.join(d['classes']))}"
+        f"{' (ordinal)' if d['ordinal'] else ''}</p></header>"
+        f'<section id="estimates"><h2>Class prevalences</h2>{_estimates_html(d)}</section>'
+        f'<section id="labelers"><h2>Labelers: P(label | true class)</h2><figure>{fig}<figcaption>Rows are the '
+        "true classes, columns the labels given; the labelers with the most history labels.</figcaption></figure>"
+        "</section>"
+        f'<section id="ingest"><h2>Ingest</h2>{_ingest_html(ing)}</section>'
+        f'</main><script type="application/json" id="hero-data">{data}</script></body></html>\n'
+    )

@@ -1,0 +1,290 @@
+"""Terminal rendering with rich. Presentation only: computes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from heroeval.estimators.results import EstimateCollection, EstimateResult
+from heroeval.ingest.annotations import IngestReport
+from heroeval.stage_a.calibration import Calibration
+
+
+def estimates_table(
+    res: EstimateCollection,
+    truth: float | None = None,
+    title: str = "Estimates",
+    confidence_level: float = 0.95,
+    ci_method: str = "logit",
+    bootstrap: Mapping[str, Any] | None = None,
+) -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column("method")
+    t.add_column("estimate", justify="right")
+    t.add_column("SE", justify="right")
+    t.add_column(f"{100 * confidence_level:g}% CI ({ci_method})", justify="center")
+    if bootstrap:
+        t.add_column("bootstrap SE / percentile CI", justify="center")
+    if truth is not None:
+        t.add_column("error", justify="right")
+    t.add_column("items", justify="right")
+    t.add_column("labels", justify="right")
+    t.add_column("status / notes")
+    rec = getattr(res, "recommended", None)
+    if rec is not None:  # the recommended estimate first, then every method
+        r = rec.result
+        ci = r.confidence_interval(confidence_level, ci_method)
+        wtxt = "" if rec.history_weight is None else f", w={rec.history_weight:g}"
+        row = [f"[bold]recommended ({r.title}{wtxt})[/bold]", f"[bold]{r.estimate:.4f}[/bold]", _f(r.standard_error),
+               f"[bold][{_f(ci.low)}, {_f(ci.high)}][/bold]"]
+        row += [""] * ((1 if bootstrap else 0) + (1 if truth is not None else 0))
+        if truth is not None:
+            row[-1] = f"{r.estimate - truth:+.4f}"
+        row += [str(r.n_items), str(r.n_annotations), "auto: see why below"]
+        t.add_row(*row, end_section=True)
+        t.caption = f"why: {escape(rec.reason)}"
+        t.caption_justify = "left"
+    for r in res.values():
+        ci = r.confidence_interval(confidence_level, ci_method)
+        row = [r.title, f"{r.estimate:.4f}", _f(r.standard_error), f"[{_f(ci.low)}, {_f(ci.high)}]"]
+        if bootstrap:
+            b = bootstrap.get(r.method)
+            if b is None:
+                row.append("")
+            else:
+                bc = b.confidence_interval(confidence_level)
+                row.append(f"{_f(b.standard_error)} [{_f(bc.low)}, {_f(bc.high)}]")
+        if truth is not None:
+            row.append(f"{r.estimate - truth:+.4f}")
+        row += [str(r.n_items), str(r.n_annotations), _status(r)]
+        t.add_row(*row)
+    extra = (1 if bootstrap else 0) + (1 if truth is not None else 0)
+    for m, why in res.skipped.items():
+        t.add_row(m, "-", "", "", *([""] * extra), "", "", f"[dim]not computed: {why}[/dim]")
+    if truth is not None:
+        t.add_row("[bold]true gold rate[/bold]", f"[bold]{truth:.4f}[/bold]", *([""] * (5 + extra)))
+    return t
+
+
+def comparison_table(cc: Any, confidence_level: float = 0.95) -> Table:
+    t = Table(title="Difference A - B (shared calibration)", title_justify="left")
+    for col, just in (("method", "left"), ("A", "right"), ("B", "right"), ("A - B", "right"), ("SE", "right"),
+                      (f"{100 * confidence_level:g}% CI", "center"), ("p-value", "right")):
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for c in cc.values():
+        ci = c.confidence_interval(confidence_level)
+        p = c.p_value
+        ptxt = _f(p) if p == p else "-"
+        if p == p and p < 0.05:
+            ptxt = f"[bold]{ptxt}[/bold]"
+        t.add_row(c.a.title, f"{c.a.estimate:.4f}", f"{c.b.estimate:.4f}", f"{c.estimate:+.4f}",
+                  _f(c.standard_error), f"[{_f(ci.low, True)}, {_f(ci.high, True)}]", ptxt)
+    t.caption = "majority vote's interval is for the difference of majority-label rates, not of gold rates"
+    t.caption_justify = "left"
+    return t
+
+
+def _f(x: float, signed: bool = False) -> str:
+    if x != x:
+        return "-"
+    return f"{x:+.4f}" if signed else f"{x:.4f}"
+
+
+def _status(r: EstimateResult) -> str:
+    parts = []
+    if r.status not in ("ok", "interior"):
+        parts.append(f"[yellow]{r.status}[/yellow]")
+    if r.convergence is not None:
+        c = r.convergence
+        parts.append(f"EM {c.n_iter} it" + ("" if c.converged else " [red]not converged[/red]"))
+    if r.method == "hero2":
+        g = r.details.get("gamma", {})
+        parts.append("gamma " + ", ".join(f"{k}={v:.3g}" for k, v in g.items()))
+        eff = r.details.get("effective_n")
+        if eff is not None and eff == eff:
+            saved = r.details.get("items_saved", 0.0)
+            parts.append(f"worth {eff:.0f} items to HERO-1 ({saved:+.0f})" if eff != float("inf")
+                         else "below HERO-1's history variance")
+    if r.method == "majority_vote":
+        parts.append(f"ties={r.details.get('n_ties')} ({r.details.get('tie_rule')})")
+    parts.extend(r.notes)
+    return "; ".join(parts)
+
+
+def ingest_table(rep: IngestReport, title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column("table")
+    t.add_column("source", overflow="fold")
+    t.add_column("read", justify="right")
+    t.add_column("used", justify="right")
+    t.add_column("dropped / notes")
+    for tr in rep.tables:
+        why = [f"[yellow]dropped {n}[/yellow]: {k}" for k, n in tr.dropped.items()]
+        why += [f"{n}: {k}" for k, n in tr.notes.items()]
+        src = tr.source if tr.source.startswith("<") else Path(tr.source).name
+        t.add_row(tr.table, src, str(tr.rows_read), str(tr.rows_used), "\n".join(why) or "-")
+    return t
+
+
+def calibration_table(cal: Calibration, max_rows: int = 30) -> Table:
+    c = cal.convergence
+    state = "converged" if c.converged else "[red]NOT converged[/red]"
+    t = Table(
+        title=(
+            f"Stage A calibration: {cal.n_labelers} labelers, {cal.n_history_items} history items "
+            f"({cal.n_gold_items} gold), {len(cal.round_ids)} round(s); EM {state} in {c.n_iter} "
+            f"iterations, log-lik {c.loglik:.2f}"
+        ),
+        title_justify="left",
+    )
+    t.add_column("labeler")
+    t.add_column("sensitivity", justify="right")
+    t.add_column("specificity", justify="right")
+    t.add_column("labels", justify="right")
+    t.add_column("gold pos/neg", justify="right")
+    order = sorted(range(cal.n_labelers), key=lambda k: -int(cal.n_annotations[k]))
+    for k in order[:max_rows]:
+        t.add_row(
+            cal.labeler_ids[k],
+            f"{cal.alpha[k]:.3f}",
+            f"{cal.beta[k]:.3f}",
+            str(int(cal.n_annotations[k])),
+            f"{int(cal.gold_tp[k] + cal.gold_fn[k])}/{int(cal.gold_tn[k] + cal.gold_fp[k])}",
+        )
+    if cal.n_labelers > max_rows:
+        t.add_row(f"... {cal.n_labelers - max_rows} more", "", "", "", "")
+    bound = cal.labelers_at_bound
+    if bound:
+        shown = ", ".join(bound[:8]) + (" ..." if len(bound) > 8 else "")
+        t.caption = (
+            f"[yellow]{len(bound)} labeler(s) fitted as never erring on one side ({shown}): one contrary label "
+            "from them outweighs about 20 nats of other evidence. More gold on them is the remedy; "
+            "--pseudo-count shrinks towards 1/2 and can bias the rate (docs/methods.md)[/yellow]"
+        )
+        t.caption_justify = "left"
+    return t
+
+
+def rounds_table(cal: Calibration) -> Table:
+    t = Table(title="History rounds", title_justify="left")
+    t.add_column("round")
+    t.add_column("prevalence", justify="right")
+    t.add_column("items", justify="right")
+    t.add_column("gold", justify="right")
+    for g, r in enumerate(cal.round_ids):
+        t.add_row(r, f"{cal.round_prevalence[g]:.4f}", str(int(cal.round_n_items[g])), str(int(cal.round_n_gold[g])))
+    return t
+
+
+def print_all(console: Console, *renderables: Any) -> None:
+    for r in renderables:
+        console.print(r)
+
+
+def _cell(v: Any, fmt: str) -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return "-" if f != f else format(f, fmt)
+
+
+def _lpi(v: Any) -> str:
+    import pandas as pd
+
+    return "all" if v is None or pd.isna(v) else str(int(v))
+
+
+def simulation_table(summ: Any, title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    for c in ("rho", "k", "labels", "method", "|bias|", "SD", "RMSE", "coverage", "CI width"):
+        t.add_column(c, justify="left" if c == "method" else "right")
+    prev = None
+    for r in summ.itertuples():
+        key = (r.rho, r.k, r.labels_per_item, r.pool_shift)
+        if prev is not None and key != prev:
+            t.add_section()
+        prev = key
+        lpi = _lpi(r.labels_per_item)
+        t.add_row(_cell(r.rho, "g"), _cell(r.k, "g"), lpi, r.method, _cell(r.abs_bias, ".3f"), _cell(r.sd, ".3f"),
+                  _cell(r.rmse, ".3f"), _cell(r.coverage, ".3f"), _cell(r.ci_width, ".3f"))
+    return t
+
+
+def summary_markdown(summ: Any, secs: float, reps: int) -> str:
+    lines = [f"{reps} replications per setting, {secs:.1f} s.", "",
+             "| rho | k | labels/item | method | abs bias | SD | RMSE | coverage | CI width |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in summ.itertuples():
+        lpi = _lpi(r.labels_per_item)
+        lines.append(f"| {_cell(r.rho, 'g')} | {_cell(r.k, 'g')} | {lpi} | {r.method} | {_cell(r.abs_bias, '.3f')} | "
+                     f"{_cell(r.sd, '.3f')} | {_cell(r.rmse, '.3f')} | {_cell(r.coverage, '.3f')} | {_cell(r.ci_width, '.3f')} |")
+    return "\n".join(lines) + "\n"
+
+
+def benchmark_table(summ: Any, title: str) -> Table:
+    t = Table(title=title, title_justify="left")
+    for c in ("rho", "shift", "method", "|bias|", "SD", "RMSE", "coverage", "current n", "score R2"):
+        t.add_column(c, justify="left" if c in ("method", "shift") else "right")
+    prev = None
+    for r in summ.itertuples():
+        key = (r.rho, r.shift)
+        if prev is not None and key != prev:
+            t.add_section()
+        prev = key
+        t.add_row(_cell(r.rho, "g"), str(r.shift), str(r.method), _cell(r.abs_bias, ".3f"), _cell(r.sd, ".3f"),
+                  _cell(r.rmse, ".3f"), _cell(r.coverage, ".2f"), _cell(r.n_current, ".0f"), _cell(r.score_r2, ".3f"))
+    t.caption = "majority vote's interval is not for the gold rate (no coverage); score R2 = HERO-2's covariate fit"
+    t.caption_justify = "left"
+    return t
+
+
+def checks_tables(cal: Calibration) -> list[Table]:
+    """The model checks kept in a calibration (``calibrate(checks=True)``), as tables."""
+    chk = cal.checks
+    if chk is None:
+        return []
+    out = []
+    dep = chk.dependence
+    t = Table(title="Model check: labelers' errors independent given gold?", title_justify="left")
+    for col in ("test", "z", "p-value", "pairs", "pairs significant (BH 5%)", "gold items"):
+        t.add_column(col, justify="left" if col == "test" else "right")
+    pv = _f(dep.p_value)
+    if dep.p_value == dep.p_value and dep.p_value < 0.05:
+        pv = f"[bold red]{pv}[/bold red]"
+    t.add_row("excess agreement (one-sided)", _f(dep.z), pv, str(dep.n_pairs), str(dep.n_pairs_significant),
+              str(dep.n_items))
+    out.append(t)
+    if chk.log_score:
+        t = Table(title=f"Model check: {chk.folds}-fold cross-validation on {chk.n_gold} gold items",
+                  title_justify="left")
+        t.add_column("history weight w", justify="right")
+        t.add_column("log score (higher is better)", justify="right")
+        t.add_column("HERO-1 mock-round error", justify="right")
+        for w, (m, se) in chk.log_score.items():
+            row = chk.mock_row("hero1", w)
+            mark = " *" if w == chk.chosen_weight else ""
+            err = "" if row is None else f"{row['bias']:+.4f} ± {row['bias_se']:.4f}"
+            t.add_row(f"{w:g}{mark}", f"{m:.4f} ± {se:.4f}", err)
+        t.caption = "* chosen by log score; mock round = held-out gold items, rate estimated from their labels"
+        t.caption_justify = "left"
+        out.append(t)
+        t = Table(title="Model check: mock-round error of the other methods", title_justify="left")
+        for col in ("method", "mock estimate", "gold rate", "error", "vs rogan_gladen"):
+            t.add_column(col, justify="left" if col == "method" else "right")
+        for row in chk.mock:
+            if row["method"] == "hero1":
+                continue
+            vs = row.get("vs_robust", float("nan"))
+            t.add_row(escape(str(row["method"])), _f(row["estimate"]), _f(row["truth"]),
+                      f"{row['bias']:+.4f} ± {row['bias_se']:.4f}",
+                      "" if vs != vs else f"{vs:+.4f} ± {row.get('vs_robust_se', float('nan')):.4f}")
+        out.append(t)
+    for note in chk.notes:
+        t = Table(title=f"Model check note: {escape(note)}", title_justify="left")
+        out.append(t)
+    return out

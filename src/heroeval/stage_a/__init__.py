@@ -1,0 +1,14 @@
+"""Stage A: each silver labeler's sensitivity and specificity from the gold-anchored history, and their covariance.
+
+The EM (:mod:`~heroeval.stage_a._em`, NumPy; :mod:`~heroeval.stage_a._kernels`,
+compiled), the information and influence values (:mod:`~heroeval.stage_a._influence`),
+the :class:`Calibration` object and its JSON file, and the distributed engine
+(:mod:`~heroeval.stage_a.distributed`). Stage A knows nothing of the
+estimators or the checks; :func:`heroeval.calibrate` composes it with the
+checks.
+"""
+
+from heroeval.stage_a.calibration import Calibration, ConvergenceInfo, fit_stage_a, load_calibration
+from heroeval.stage_a.checks_record import DependenceTest, ModelChecks
+
+__all__ = ["Calibration", "ConvergenceInfo", "DependenceTest", "ModelChecks", "fit_stage_a", "load_calibration"]

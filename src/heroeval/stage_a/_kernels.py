@@ -1,0 +1,582 @@
+"""Compiled Stage A kernels (numba) on compact annotation arrays.
+
+The NumPy engine (:mod:`heroeval._em`) builds scipy sparse matrices with one
+float64 entry per (item, code) pair and runs each EM step as two sparse
+mat-vecs plus several whole-array temporaries. That is fast (7-9 ns per
+annotation-iteration) but holds about 20 bytes per annotation and makes
+several passes over memory per step.
+
+Here one annotation is one small integer ``code = 2 * labeler + label``
+(uint16 while ``2J <= 65535``, else uint32), items own the segments
+``ptr[r]:ptr[r + 1]``, and one fused pass per EM step computes each item's
+posterior, the per-code posterior sums of the M-step, the per-round sums and
+(when asked) the log-likelihood. Nothing per item or per annotation is
+written. Three things make that pass cost about 1.3-1.8 ns per annotation on
+two cores (docs/scale.md):
+
+- posterior odds are products of per-code likelihood ratios, so no item needs
+  an exp (or, for the log-likelihood, a log); items whose products leave
+  [1e-100, 1e100] are recomputed in logs;
+- items are stored sorted by their number of labels, so the inner loops run
+  in long stretches of equal length and their exits are predicted;
+- the chunks run as serial, GIL-free kernels on a small thread pool, balanced
+  by cost (see :func:`run_threads` for why not numba's ``prange``).
+
+The covariance pass streams the items once and accumulates the observed
+information and the Gram matrix of the scores without forming per-item
+score rows.
+
+The formulas are exactly those of :mod:`heroeval._em` and
+:mod:`heroeval._influence`; tests/unit/test_kernels.py checks both engines
+agree to 1e-10. numba is an optional dependency (``pip install
+heroeval[fast]``); :data:`HAVE_NUMBA` says whether it is importable.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from heroeval._core.jit import HAVE_NUMBA, serial
+from heroeval.stage_a import _em, _influence
+
+FloatArray = npt.NDArray[np.float64]
+
+
+
+_prange = range  # numba.prange once the kernels are compiled
+_compiled: dict[str, Any] = {}
+
+
+def _kernel(name: str) -> Any:
+    """The compiled version of the module function ``name`` (compiled on first use, cached on disk)."""
+    f = _compiled.get(name)
+    if f is None:
+        if not HAVE_NUMBA:
+            raise ImportError("the compiled engine needs numba: pip install 'heroeval[fast]'")
+        import numba
+
+        global _prange
+        _prange = numba.prange
+        f = numba.njit(cache=True, nogil=True, parallel=True)(globals()[name])
+        _compiled[name] = f
+    return f
+
+
+def threads() -> int:
+    """numba's thread count (1 without numba)."""
+    if not HAVE_NUMBA:
+        return 1
+    import numba
+
+    return max(1, int(numba.get_num_threads()))
+
+
+_TINY = 1e-100
+"""Below this an item's odds or likelihood factor is recomputed in logs (products of up to 1e100 stay normal)."""
+_HUGE = 1e100
+_LN2 = math.log(2.0)
+
+
+def _em_chunk(r0, r1, ptr, code, gold, group, weight, has_w, ed, elo, d, lo, need_ll, n_codes, n_groups):  # type: ignore[no-untyped-def]
+    """One fused E step over items ``r0:r1``: sums of gamma*w per code and per round, and the log-likelihood's item part.
+
+    An item's posterior odds are a product of table entries, ``o = elo[g] * prod ed[code]``
+    (prior odds times likelihood ratios), so a step needs no exp per item. Its
+    likelihood is ``(1 - p_g) * prod P(label | Y=0) * f`` with ``f = 1 + o`` (no gold),
+    ``o`` (gold 1) or 1 (gold 0); the first two factors summed over items in logs are
+    fixed sums over codes and rounds (:meth:`CompactDesign._pass` adds them), so only
+    ``sum w log f`` is returned, and unweighted it is a running product of the ``f``
+    whose binary exponent is taken out now and then: no log per item either. An item
+    whose odds leave [1e-100, 1e100] (many labels from nearly perfect labelers) is
+    recomputed from the log tables ``d, lo`` as the NumPy engine does.
+    """
+    # one buffer with 64 bytes of padding each side: no other thread's data shares its cache lines
+    buf = np.zeros(n_codes + n_groups + 16)
+    s1 = buf[8:8 + n_codes]
+    gs = buf[8 + n_codes:8 + n_codes + n_groups]
+    ll = 0.0
+    acc = 1.0  # running product of unweighted factors f, times 2**ex
+    ex = 0
+    for r in range(r0, r1):
+        a0 = ptr[r]
+        a1 = ptr[r + 1]
+        g = group[r]
+        gd = gold[r]
+        o = elo[g]
+        for k in range(a0, a1):
+            o *= ed[code[k]]
+        if o > _TINY and o < _HUGE:
+            gam = o / (1.0 + o)
+            if need_ll:
+                f = 1.0 + o if gd < 0 else (o if gd == 1 else 1.0)
+                if has_w:
+                    ll += weight[r] * math.log(f)
+                else:
+                    acc *= f
+                    if acc > 1e200 or acc < 1e-200:
+                        m, e2 = math.frexp(acc)
+                        acc = m
+                        ex += e2
+        else:
+            L = 0.0
+            for k in range(a0, a1):
+                L += d[code[k]]
+            eta = L + lo[g]
+            if eta >= 0.0:
+                e = math.exp(-eta)
+                gam = 1.0 / (1.0 + e)
+                sp = eta + math.log1p(e)  # softplus(eta) = log(1 + o)
+            else:
+                e = math.exp(eta)
+                gam = e / (1.0 + e)
+                sp = math.log1p(e)
+            if need_ll:
+                w = weight[r] if has_w else 1.0
+                ll += w * (sp if gd < 0 else (eta if gd == 1 else 0.0))
+        if gd >= 0:
+            gam = float(gd)
+        gw = gam * weight[r] if has_w else gam
+        for k in range(a0, a1):
+            s1[code[k]] += gw
+        gs[g] += gw
+    return s1.copy(), gs.copy(), ll + math.log(acc) + ex * _LN2
+
+
+def _posterior_chunk(r0, r1, ptr, code, gold, group, ed, elo, d, lo, order, has_order, out):  # type: ignore[no-untyped-def]
+    """Posteriors of items ``r0:r1`` into ``out[order[r]]`` (input order; ``out[r]`` without an order).
+
+    The odds product of :func:`_em_chunk`, in logs when out of range.
+    """
+    for r in range(r0, r1):
+        gd = gold[r]
+        if gd >= 0:
+            v = float(gd)
+        else:
+            g = group[r]
+            o = elo[g]
+            for k in range(ptr[r], ptr[r + 1]):
+                o *= ed[code[k]]
+            if o > _TINY and o < _HUGE:
+                v = o / (1.0 + o)
+            else:
+                L = 0.0
+                for k in range(ptr[r], ptr[r + 1]):
+                    L += d[code[k]]
+                eta = L + lo[g]
+                if eta >= 0.0:
+                    v = 1.0 / (1.0 + math.exp(-eta))
+                else:
+                    e = math.exp(eta)
+                    v = e / (1.0 + e)
+        out[order[r] if has_order else r] = v
+    return 0
+
+
+def _sorted_ptr(ptr_in, order, ptr_out):  # type: ignore[no-untyped-def]
+    """``ptr_out`` = offsets of the items taken in ``order`` (a cumulative sum of their sizes)."""
+    ptr_out[0] = 0
+    for r in range(order.shape[0]):
+        i = order[r]
+        ptr_out[r + 1] = ptr_out[r] + (ptr_in[i + 1] - ptr_in[i])
+    return 0
+
+
+def _sizes_u16(ptr, out):  # type: ignore[no-untyped-def]
+    """Item sizes into ``out`` as uint16 (capped at 65535), and the largest size: a sort key without an 8-byte array."""
+    m = 0
+    for r in range(out.shape[0]):
+        k = ptr[r + 1] - ptr[r]
+        m = max(m, k)
+        out[r] = min(k, 65535)
+    return m
+
+
+def _weighted_code_counts(ptr, code, bounds, weight, n_codes):  # type: ignore[no-untyped-def]
+    n_chunks = bounds.shape[0] - 1
+    C = np.zeros((n_chunks, n_codes))
+    for t in _prange(n_chunks):
+        for r in range(bounds[t], bounds[t + 1]):
+            w = weight[r]
+            for k in range(ptr[r], ptr[r + 1]):
+                C[t, code[k]] += w
+    return C
+
+
+def _gather_codes(ptr_in, labeler, label, order, ptr_out, out, bounds):  # type: ignore[no-untyped-def]
+    """``out`` = the codes ``2 * labeler + label`` with items taken in ``order`` (a gather, no temporaries)."""
+    for t in _prange(bounds.shape[0] - 1):
+        for r in range(bounds[t], bounds[t + 1]):
+            a = ptr_in[order[r]]
+            b = ptr_out[r]
+            for i in range(ptr_out[r + 1] - b):
+                out[b + i] = 2 * labeler[a + i] + label[a + i]
+
+
+def _cov_pass(ptr, code, bounds, group, gamma, weight, has_w, ua, ub, pg_of_group, J, P, X, gram):  # type: ignore[no-untyped-def]
+    """Streamed sums for the observed information and the sandwich.
+
+    Returns per-chunk ``missing = sum_r g(1-g) w u_r u_r'``, ``StS = sum_r
+    w^2 s_r s_r'`` (upper triangles only; the caller symmetrises),
+    ``SX = sum_r w s_r x_r'`` and per-code sums of gamma*w and (1-gamma)*w.
+    """
+    N = ptr.shape[0] - 1
+    n_chunks = bounds.shape[0] - 1
+    p = X.shape[1]
+    M = np.zeros((n_chunks, P, P))
+    S = np.zeros((n_chunks, P, P)) if gram else np.zeros((n_chunks, 1, 1))
+    SX = np.zeros((n_chunks, P, p))
+    GA = np.zeros((n_chunks, 2 * J))
+    GB = np.zeros((n_chunks, 2 * J))
+    kmax = 0
+    for r in range(N):
+        kmax = max(kmax, ptr[r + 1] - ptr[r])
+    for t in _prange(n_chunks):
+        col = np.empty(2 * kmax + 1, dtype=np.int64)
+        uu = np.empty(2 * kmax + 1)
+        ss = np.empty(2 * kmax + 1)
+        for r in range(bounds[t], bounds[t + 1]):
+            a0 = ptr[r]
+            k = ptr[r + 1] - a0
+            g = gamma[r]
+            w = weight[r] if has_w else 1.0
+            grp = group[r]
+            pg = pg_of_group[grp]
+            for i in range(k):
+                c = code[a0 + i]
+                lab = c // 2
+                col[i] = lab
+                uu[i] = ua[c]
+                ss[i] = g * ua[c]
+                col[k + i] = J + lab
+                uu[k + i] = -ub[c]
+                ss[k + i] = (1.0 - g) * ub[c]
+                GA[t, c] += g * w
+                GB[t, c] += (1.0 - g) * w
+            m = 2 * k
+            col[m] = 2 * J + grp
+            uu[m] = 1.0 / (pg * (1.0 - pg))
+            ss[m] = (g - pg) / (pg * (1.0 - pg))
+            n = m + 1
+            wm = g * (1.0 - g) * w
+            if wm != 0.0:
+                for i in range(n):
+                    ci = col[i]
+                    ui = uu[i] * wm
+                    for j in range(n):
+                        cj = col[j]
+                        if cj >= ci:
+                            M[t, ci, cj] += ui * uu[j]
+            if gram:
+                w2 = w * w
+                for i in range(n):
+                    ci = col[i]
+                    si = ss[i] * w2
+                    for j in range(n):
+                        cj = col[j]
+                        if cj >= ci:
+                            S[t, ci, cj] += si * ss[j]
+            if p > 0:
+                for i in range(n):
+                    ci = col[i]
+                    si = ss[i] * w
+                    for q in range(p):
+                        SX[t, ci, q] += si * X[r, q]
+    return M, S, SX, GA, GB
+
+
+def _sym_upper(U: FloatArray) -> FloatArray:
+    """A symmetric matrix from sums kept on and above the diagonal (entries (i, j) with i <= j)."""
+    out: FloatArray = np.triu(U) + np.triu(U, 1).T
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class CompactDesign:
+    """Stage A's data as compact arrays, for the compiled engine.
+
+    Same model and weights as :class:`heroeval._em.Design` (``weight``,
+    ``pseudo_count``), without the sparse matrices. Items are stored sorted
+    by their number of labels (``order[r]`` is the input item at position
+    ``r``; None: input order), so the per-item loops have runs of equal
+    length and the CPU predicts their exits; ``bounds`` splits the items into
+    chunks of about equal numbers of annotations, for the threads. Every
+    per-item array here (``gold``, ``group``, ``weight``) is in the stored
+    order; every method takes and returns per-item arrays in input order.
+    """
+
+    n_items: int
+    n_labelers: int
+    n_groups: int
+    ptr: npt.NDArray[np.int64]
+    code: npt.NDArray[np.integer[Any]]
+    gold: npt.NDArray[np.int8]
+    group: npt.NDArray[np.int32]
+    code_counts: FloatArray  # (2J,) weighted number of annotations per code
+    group_size: FloatArray  # (G,) weighted number of items per round
+    bounds: npt.NDArray[np.int64]  # (n_chunks + 1,) item positions where the chunks start
+    order: npt.NDArray[np.int32] | npt.NDArray[np.int64] | None = None
+    weight: FloatArray | None = None
+    pseudo_count: float = 0.0
+
+    @property
+    def n_annotations(self) -> int:
+        return int(self.code.shape[0])
+
+    @property
+    def n_chunks(self) -> int:
+        return int(self.bounds.shape[0] - 1)
+
+    def rechunked(self, n_chunks: int) -> CompactDesign:
+        """The same design split into ``n_chunks`` chunks (the sums change only in the order of additions)."""
+        return replace(self, bounds=chunk_bounds(self.ptr, n_chunks))
+
+    def _tables(
+        self, alpha: FloatArray, beta: FloatArray, prev: FloatArray
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, float]:
+        la1, la0 = _em.code_logprobs(alpha, beta)
+        p = np.clip(prev, _em.EPS, 1 - _em.EPS)
+        log1m = np.log1p(-p)
+        lo = np.log(p) - log1m
+        d = la1 - la0
+        # the product form's tables (likelihood ratios, prior odds), the log forms, and the fixed log-likelihood part
+        fixed = float(self.code_counts @ la0 + self.group_size @ log1m)
+        ed: FloatArray = np.exp(d)
+        return ed, p / (1 - p), d, lo, fixed
+
+    def _w(self) -> tuple[FloatArray, bool]:
+        return (self.weight, True) if self.weight is not None else (np.empty(0), False)
+
+    def _pass(
+        self, alpha: FloatArray, beta: FloatArray, prev: FloatArray, need_ll: bool
+    ) -> tuple[FloatArray, FloatArray, float]:
+        """Per-code and per-round posterior sums and the log-likelihood (NaN unless ``need_ll``)."""
+        w, has_w = self._w()
+        ed, elo, d, lo, fixed = self._tables(alpha, beta, prev)
+        parts = run_threads("_em_chunk", self.bounds, self.ptr, self.code, self.gold, self.group, w, has_w,
+                           ed, elo, d, lo, need_ll, 2 * self.n_labelers, self.n_groups)
+        s1: FloatArray = np.sum([q[0] for q in parts], axis=0)
+        gs: FloatArray = np.sum([q[1] for q in parts], axis=0)
+        ll = fixed + float(sum(q[2] for q in parts)) if need_ll else float("nan")
+        return s1, gs, ll
+
+    def em_map(
+        self, alpha: FloatArray, beta: FloatArray, prev: FloatArray, need_ll: bool
+    ) -> tuple[FloatArray, FloatArray, FloatArray, float]:
+        """One EM step ``(alpha, beta, prev) -> M(E(.))`` and the log-likelihood at the input (NaN unless asked)."""
+        s1, gsum, ll = self._pass(alpha, beta, prev, need_ll)
+        if need_ll:
+            ll += _prior(self.pseudo_count, alpha, beta)
+        a2, b2, p2 = _em.m_from_sums(s1, self.code_counts, gsum, self.group_size, self.pseudo_count,
+                                     weighted=self.weight is not None)
+        return a2, b2, p2, ll
+
+    def posterior(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> tuple[FloatArray, float]:
+        """Posteriors P(Y_r = 1 | data) in input item order (gold items: their gold) and the log-likelihood."""
+        _, _, ll = self._pass(alpha, beta, prev, True)
+        ed, elo, d, lo, _ = self._tables(alpha, beta, prev)
+        g = np.empty(self.n_items)
+        order, has_order = (self.order, True) if self.order is not None else (np.zeros(0, np.int32), False)
+        run_threads("_posterior_chunk", self.bounds, self.ptr, self.code, self.gold, self.group, ed, elo, d, lo,
+                   order, has_order, g)
+        return g, ll + _prior(self.pseudo_count, alpha, beta)
+
+    def covariance_sums(
+        self, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gamma: FloatArray, X: FloatArray | None,
+        gram: bool,
+    ) -> tuple[FloatArray, FloatArray, FloatArray | None]:
+        """Observed information H, Gram of the scores (NaN unless ``gram``) and scores' cross sums with X."""
+
+
+        J, G = self.n_labelers, self.n_groups
+        P = 2 * J + G
+        ua, ub, ia, ib = _influence._code_weights(alpha, beta)
+        p = np.clip(prev, _em.EPS, 1 - _em.EPS)
+        w, has_w = self._w()
+        Xc = np.zeros((self.n_items, 0)) if X is None else X - X.mean(axis=0)
+        if self.order is not None:  # to the stored item order
+            gamma = gamma[self.order]
+            Xc = Xc[self.order]
+        Xc = np.ascontiguousarray(Xc)
+        # one chunk per thread: each holds two P x P sums
+        M, S, SX, GA, GB = _kernel("_cov_pass")(self.ptr, self.code, self.bounds, self.group,
+                                                gamma, w, has_w, ua, ub, p, J, P, Xc, gram)
+        missing = _sym_upper(M.sum(axis=0))
+        StS = _sym_upper(S.sum(axis=0)) if gram else np.full((P, P), np.nan)
+        ga = GA.sum(axis=0)
+        gb = GB.sum(axis=0)
+        Da = (ga * ia)[0::2] + (ga * ia)[1::2]
+        Db = (gb * ib)[0::2] + (gb * ib)[1::2]
+        Dm = np.zeros(G)
+        for s0 in range(0, self.n_items, 1 << 22):  # in chunks: whole-array temporaries would be 8 bytes per item each
+            sl = slice(s0, s0 + (1 << 22))
+            g_ = gamma[sl]
+            gw = g_ if self.weight is None else g_ * self.weight[sl]
+            onew = (1 - g_) if self.weight is None else (1 - g_) * self.weight[sl]
+            pg = p[self.group[sl]]
+            Dm += np.bincount(self.group[sl], weights=gw / pg**2 + onew / (1 - pg) ** 2, minlength=G)
+        c = self.pseudo_count
+        if c > 0:
+            a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
+            b = np.clip(beta, _em.EPS, 1 - _em.EPS)
+            Da = Da + c * (1 / a**2 + 1 / (1 - a) ** 2)
+            Db = Db + c * (1 / b**2 + 1 / (1 - b) ** 2)
+        H = np.diag(np.concatenate([Da, Db, Dm])) - missing
+        return H, StS, (None if X is None else SX.sum(axis=0))
+
+
+def _prior(c: float, alpha: FloatArray, beta: FloatArray) -> float:
+    if c <= 0:
+        return 0.0
+    a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
+    b = np.clip(beta, _em.EPS, 1 - _em.EPS)
+    return c * float(np.sum(np.log(a) + np.log1p(-a) + np.log(b) + np.log1p(-b)))
+
+
+def code_dtype(n_labelers: int) -> type[np.integer[Any]]:
+    """The smallest unsigned integer type that holds every code ``2 * labeler + label``.
+
+    Unsigned, because numba checks signed indices for negative wrap-around on every access.
+    """
+    return np.uint16 if 2 * n_labelers <= np.iinfo(np.uint16).max else np.uint32
+
+
+def n_chunks() -> int:
+    """Chunks per pass: one per thread (the chunks are balanced by cost, see :func:`chunk_bounds`)."""
+    return threads()
+
+
+_ITEM_COST = 4
+"""An item's fixed cost in the E step (division, branches, loads), in annotations' worth; for load balance."""
+
+
+def chunk_bounds(ptr: npt.NDArray[np.int64], n_chunks: int) -> npt.NDArray[np.int64]:
+    """Item positions splitting the items into ``n_chunks`` runs of about equal cost.
+
+    An item costs its annotations plus :data:`_ITEM_COST`, so chunks of many small
+    items and chunks of few large ones take about equally long (items are sorted by
+    size). Found by bisection on ``ptr[r] + _ITEM_COST * r``, without a per-item array.
+    """
+    n_items = int(ptr.shape[0] - 1)
+    n_chunks = max(int(n_chunks), 1)
+    total = int(ptr[-1]) + _ITEM_COST * n_items
+    out = np.zeros(n_chunks + 1, dtype=np.int64)
+    out[-1] = n_items
+    for t in range(1, n_chunks):
+        target = total * t // n_chunks
+        lo, hi = int(out[t - 1]), n_items  # the first r with cost(r) >= target
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if int(ptr[mid]) + _ITEM_COST * mid < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[t] = lo
+    return out
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+
+
+def _forget_pool() -> None:
+    """After a fork the child has none of the parent's pool threads: start a new pool there."""
+    global _pool, _pool_size
+    _pool, _pool_size = None, 0
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def run_threads(name: str, bounds: npt.NDArray[np.int64], *args: Any) -> list[Any]:
+    """Run the serial compiled kernel ``name(r0, r1, *args)`` on each chunk, in parallel threads.
+
+    The kernels release the GIL (``nogil``), so plain threads run them on all cores;
+    this thread runs the last chunk. (Threads rather than numba's ``parallel=True``:
+    on this project's benchmark machine a ``prange`` kernel loaded from numba's disk
+    cache ran 15-25 % slower than freshly compiled, while a serial kernel does not.)
+    """
+    global _pool, _pool_size
+    f = _serial(name)
+    n = int(bounds.shape[0] - 1)
+    if n <= 1:
+        return [f(int(bounds[0]), int(bounds[-1]), *args)]
+    if _pool is None or _pool_size < n - 1:
+        _pool = ThreadPoolExecutor(max_workers=n - 1, thread_name_prefix="heroeval-em")
+        _pool_size = n - 1
+    futures = [_pool.submit(f, int(bounds[t]), int(bounds[t + 1]), *args) for t in range(n - 1)]
+    last = f(int(bounds[n - 1]), int(bounds[n]), *args)
+    return [fu.result() for fu in futures] + [last]
+
+
+def compact_design(
+    ptr: npt.NDArray[np.int64],
+    labeler: npt.NDArray[np.integer[Any]],
+    label: npt.NDArray[np.integer[Any]],
+    n_labelers: int,
+    gold: npt.NDArray[np.int8],
+    group: npt.NDArray[np.integer[Any]],
+    n_groups: int,
+    weight: FloatArray | None = None,
+    pseudo_count: float = 0.0,
+    sort_items: bool = True,
+) -> CompactDesign:
+    """Pack annotations into one code each, sort the items by label count and precompute the M-step's constants.
+
+    ``sort_items=False`` keeps the input item order (the results differ only by
+    the order of floating-point additions).
+    """
+    if not HAVE_NUMBA:
+        raise ImportError("the compiled engine needs numba: pip install 'heroeval[fast]'")
+    dt = code_dtype(n_labelers)
+    n_items = int(ptr.shape[0] - 1)
+    p64 = np.ascontiguousarray(ptr, dtype=np.int64)
+    order: npt.NDArray[np.int32] | npt.NDArray[np.int64] | None = None
+    ptr_out = p64
+    if sort_items and n_items > 1:
+        key: npt.NDArray[Any] = np.empty(n_items, dtype=np.uint16)
+        if int(_serial("_sizes_u16")(p64, key)) > np.iinfo(np.uint16).max:
+            key = np.diff(p64)
+        if int(key.min()) != int(key.max()):
+            idx = np.argsort(key, kind="stable")  # a radix sort for uint16 keys
+            del key
+            order = idx.astype(np.int32) if n_items < np.iinfo(np.int32).max else idx
+            del idx
+            ptr_out = np.empty(n_items + 1, dtype=np.int64)
+            _serial("_sorted_ptr")(p64, order, ptr_out)
+    bounds = chunk_bounds(ptr_out, n_chunks())
+    code = np.empty(labeler.shape[0], dtype=dt)
+    if order is None:
+        for s0 in range(0, code.shape[0], 1 << 22):  # in chunks: no whole-array temporaries
+            sl = slice(s0, s0 + (1 << 22))
+            np.multiply(labeler[sl], 2, out=code[sl], casting="unsafe")
+            code[sl] += label[sl].astype(dt)
+    else:
+        _kernel("_gather_codes")(p64, labeler, label, order, ptr_out, code, bounds)
+    n_codes = 2 * n_labelers
+    g32 = np.ascontiguousarray(group, dtype=np.int32)
+    g8 = np.ascontiguousarray(gold, dtype=np.int8)
+    if order is not None:
+        g32, g8 = g32[order], g8[order]
+        weight = None if weight is None else np.ascontiguousarray(weight[order], dtype=np.float64)
+    if weight is None:
+        counts = _em.bincount(code, n_codes)
+        gsize = _em.bincount(g32, n_groups)
+    else:
+        counts = _kernel("_weighted_code_counts")(ptr_out, code, bounds, weight, n_codes).sum(axis=0)
+        gsize = np.bincount(g32, weights=weight, minlength=n_groups).astype(np.float64)
+    return CompactDesign(
+        n_items=n_items, n_labelers=n_labelers, n_groups=n_groups, ptr=ptr_out, code=code, gold=g8, group=g32,
+        code_counts=counts, group_size=gsize, bounds=bounds, order=order, weight=weight, pseudo_count=pseudo_count,
+    )
+
+
+def _serial(name: str) -> Any:
+    """A single-threaded compiled kernel of this module (compiled on first use, cached on disk)."""
+    return serial(globals()[name])

@@ -1,0 +1,701 @@
+"""Stage A: gold-anchored EM on the history, and the calibration it produces."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import math
+import os
+import uuid
+import warnings
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from heroeval._version import __version__
+from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError
+from heroeval.ingest.annotations import AnnotationSet
+from heroeval.stage_a import _em, _influence, _kernels
+from heroeval.stage_a.checks_record import ModelChecks
+
+__all__ = ["Calibration", "ConvergenceInfo", "check_fit_settings", "fit_stage_a", "load_calibration"]
+
+FORMAT_NAME = "heroeval.calibration"
+FORMAT_VERSION = 1
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class ConvergenceInfo:
+    """How an EM fit ended.
+
+    ``n_iter`` counts EM map evaluations (an accelerated SQUAREM cycle costs
+    three), ``max_change`` is the largest change of any probability parameter
+    in the last plain EM step, ``loglik`` the final observed-data
+    log-likelihood.
+    """
+
+    converged: bool
+    n_iter: int
+    loglik: float
+    max_change: float
+    tol: float
+    max_iter: int
+    criterion: str
+    accelerate: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "converged": self.converged,
+            "n_iter": self.n_iter,
+            "loglik": self.loglik,
+            "max_change": self.max_change,
+            "tol": self.tol,
+            "max_iter": self.max_iter,
+            "criterion": self.criterion,
+            "accelerate": self.accelerate,
+        }
+
+    @classmethod
+    def from_fit(cls, fit: _em.EMFit, tol: float, max_iter: int, criterion: str, accelerate: bool) -> ConvergenceInfo:
+        return cls(fit.converged, fit.n_iter, fit.loglik, fit.max_change, tol, max_iter, criterion, accelerate)
+
+
+@dataclass(frozen=True, eq=False)
+class Calibration:
+    """Per-labeler sensitivity and specificity learned from a history (Stage A).
+
+    Attributes
+    ----------
+    labeler_ids : tuple of str
+    alpha, beta : ndarray, shape (J,)
+        Sensitivity P(Z=1 | Y=1) and specificity P(Z=0 | Y=0) per labeler.
+    n_annotations, n_items : ndarray of int, shape (J,)
+        History annotations and distinct items per labeler.
+    gold_tp, gold_fn, gold_tn, gold_fp : ndarray of int, shape (J,)
+        Each labeler's labels on gold items: true positives, false negatives,
+        true negatives, false positives (the gold-only calibration uses them).
+    round_ids : tuple of str
+    round_prevalence : ndarray, shape (G,)
+        Estimated gold rate of each history round.
+    round_n_items, round_n_gold : ndarray of int, shape (G,)
+    covariate_names : tuple of str
+    covariate_mean : ndarray, shape (p,), or None
+        Historical covariate mean used by HERO-2.
+    covariate_cov : ndarray, shape (p, p), or None
+        Historical covariate covariance (for inference).
+    n_covariate_items : int
+    convergence : ConvergenceInfo
+    parameter_covariance : ndarray, shape (2J + G + p, 2J + G + p), or None
+        Covariance of the history-estimated parameters (alpha, beta, round
+        prevalences, covariate means, in that order): the Gram matrix
+        ``sum_r h_r h_r'`` of the history items' influence values
+        ``h_r = (H^-1 s_r, (x_r - m_X) / N)``, with ``H`` the observed
+        information and ``s_r`` item r's score. Parameters fitted on the
+        boundary (within 1e-6 of 0 or 1) get zero rows. Every standard error
+        that involves the history is a quadratic form in this matrix.
+    checks : heroeval.checks.ModelChecks or None
+        Model checks on the history's gold items (``calibrate(checks=True)``
+        or ``history_weight="cv"``); saved with the calibration.
+    history : AnnotationSet or None
+        The history itself, when the calibration was fitted in this process
+        (never saved to JSON). ``hero_joint`` needs it.
+    """
+
+    labeler_ids: tuple[str, ...]
+    alpha: FloatArray
+    beta: FloatArray
+    n_annotations: IntArray
+    n_items: IntArray
+    gold_tp: IntArray
+    gold_fn: IntArray
+    gold_tn: IntArray
+    gold_fp: IntArray
+    round_ids: tuple[str, ...]
+    round_prevalence: FloatArray
+    round_n_items: IntArray
+    round_n_gold: IntArray
+    covariate_names: tuple[str, ...]
+    covariate_mean: FloatArray | None
+    covariate_cov: FloatArray | None
+    n_covariate_items: int
+    convergence: ConvergenceInfo
+    parameter_covariance: FloatArray | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    heroeval_version: str = __version__
+    created: str = ""
+    token: str = field(default_factory=lambda: uuid.uuid4().hex, repr=False, compare=False)
+    history: AnnotationSet | None = field(default=None, repr=False, compare=False)
+    history_fit: _em.EMFit | None = field(default=None, repr=False, compare=False)
+    checks: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for a in (self.alpha, self.beta, self.n_annotations, self.n_items, self.gold_tp,
+                  self.gold_fn, self.gold_tn, self.gold_fp, self.round_prevalence,
+                  self.round_n_items, self.round_n_gold):
+            a.setflags(write=False)
+
+    # ----------------------------------------------------------------- sizes
+    @property
+    def n_labelers(self) -> int:
+        return len(self.labeler_ids)
+
+    @property
+    def n_history_items(self) -> int:
+        return int(self.round_n_items.sum())
+
+    @property
+    def n_gold_items(self) -> int:
+        return int(self.round_n_gold.sum())
+
+    @property
+    def n_history_annotations(self) -> int:
+        return int(self.n_annotations.sum())
+
+    @property
+    def labelers_at_bound(self) -> tuple[str, ...]:
+        """Labelers whose fitted sensitivity or specificity is within 1e-6 of 0 or 1."""
+        a, b = self.alpha, self.beta
+        hit = (np.minimum(a, 1 - a) < 1e-6) | (np.minimum(b, 1 - b) < 1e-6)
+        return tuple(lab for lab, h in zip(self.labeler_ids, hit, strict=True) if h)
+
+    @property
+    def n_parameters(self) -> int:
+        """Length of the parameter vector (alpha, beta, prevalences, covariate means)."""
+        return 2 * self.n_labelers + len(self.round_ids) + len(self.covariate_names)
+
+    def index_of(self) -> dict[str, int]:
+        return {lab: k for k, lab in enumerate(self.labeler_ids)}
+
+    def __repr__(self) -> str:
+        return (
+            f"Calibration(labelers={self.n_labelers}, history_items={self.n_history_items}, "
+            f"gold_items={self.n_gold_items}, rounds={len(self.round_ids)}, "
+            f"converged={self.convergence.converged}, n_iter={self.convergence.n_iter})"
+        )
+
+    def labeler_table(self) -> list[dict[str, Any]]:
+        """One dict per labeler: id, sensitivity, specificity and counts."""
+        return [
+            {
+                "id": lab,
+                "sensitivity": float(self.alpha[k]),
+                "specificity": float(self.beta[k]),
+                "n_annotations": int(self.n_annotations[k]),
+                "n_items": int(self.n_items[k]),
+                "gold": {
+                    "tp": int(self.gold_tp[k]),
+                    "fn": int(self.gold_fn[k]),
+                    "tn": int(self.gold_tn[k]),
+                    "fp": int(self.gold_fp[k]),
+                },
+            }
+            for k, lab in enumerate(self.labeler_ids)
+        ]
+
+    # ------------------------------------------------------------- JSON I/O
+    def to_dict(self) -> dict[str, Any]:
+        cov: dict[str, Any] | None = None
+        if self.covariate_mean is not None:
+            assert self.covariate_cov is not None
+            cov = {
+                "names": list(self.covariate_names),
+                "mean": self.covariate_mean.tolist(),
+                "cov": self.covariate_cov.tolist(),
+                "n_items": self.n_covariate_items,
+            }
+        return {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "heroeval_version": self.heroeval_version,
+            "created": self.created,
+            "labelers": self.labeler_table(),
+            "rounds": [
+                {
+                    "id": r,
+                    "prevalence": float(self.round_prevalence[g]),
+                    "n_items": int(self.round_n_items[g]),
+                    "n_gold": int(self.round_n_gold[g]),
+                }
+                for g, r in enumerate(self.round_ids)
+            ],
+            "covariates": cov,
+            "parameter_covariance": None
+            if self.parameter_covariance is None
+            else {
+                "dim": int(self.parameter_covariance.shape[0]),
+                "order": "sensitivity[J], specificity[J], round prevalence[G], covariate mean[p]",
+                "float64_le_base64": base64.b64encode(
+                    np.ascontiguousarray(self.parameter_covariance, dtype="<f8").tobytes()
+                ).decode("ascii"),
+            },
+            "fit": self.convergence.to_dict(),
+            "settings": dict(self.settings),
+            "checks": None if self.checks is None else self.checks.to_dict(),
+        }
+
+    def to_json(self, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the calibration as versioned JSON (never pickle)."""
+        Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_dict(cls, obj: Any, source: str = "<dict>") -> Calibration:
+        return _from_dict(obj, source)
+
+
+def load_calibration(path: str | os.PathLike[str]) -> Calibration:
+    """Load and validate a calibration JSON file written by :meth:`Calibration.save`."""
+    p = Path(path)
+    if not p.exists():
+        raise CalibrationFileError(f"calibration file {str(p)!r} does not exist")
+    try:
+        obj = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise CalibrationFileError(f"{p}: not valid JSON ({exc})") from exc
+    return _from_dict(obj, str(p))
+
+
+def _from_dict(obj: Any, src: str) -> Calibration:
+    def fail(where: str, msg: str) -> CalibrationFileError:
+        return CalibrationFileError(f"{src}: {where}: {msg}")
+
+    if not isinstance(obj, dict):
+        raise fail("top level", "expected a JSON object")
+    if obj.get("format") != FORMAT_NAME:
+        raise fail("format", f"expected {FORMAT_NAME!r}, got {obj.get('format')!r}")
+    ver = obj.get("format_version")
+    if ver != FORMAT_VERSION:
+        raise fail("format_version", f"this heroeval reads version {FORMAT_VERSION}, file has {ver!r}")
+
+    def num(x: Any, where: str, lo: float = -math.inf, hi: float = math.inf, integer: bool = False) -> Any:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+            raise fail(where, f"expected a finite number, got {x!r}")
+        if integer and (not float(x).is_integer() or x < 0):
+            raise fail(where, f"expected a non-negative integer, got {x!r}")
+        if not lo <= x <= hi:
+            raise fail(where, f"{x!r} is outside [{lo}, {hi}]")
+        return int(x) if integer else float(x)
+
+    labs = obj.get("labelers")
+    if not isinstance(labs, list) or not labs:
+        raise fail("labelers", "expected a non-empty list")
+    ids: list[str] = []
+    cols: dict[str, list[Any]] = {k: [] for k in ("a", "b", "n", "ni", "tp", "fn", "tn", "fp")}
+    for k, rec in enumerate(labs):
+        w = f"labelers[{k}]"
+        if not isinstance(rec, dict):
+            raise fail(w, "expected an object")
+        lid = rec.get("id")
+        if not isinstance(lid, str):
+            raise fail(f"{w}.id", f"expected a string, got {lid!r}")
+        ids.append(lid)
+        cols["a"].append(num(rec.get("sensitivity"), f"{w}.sensitivity", 0, 1))
+        cols["b"].append(num(rec.get("specificity"), f"{w}.specificity", 0, 1))
+        cols["n"].append(num(rec.get("n_annotations"), f"{w}.n_annotations", integer=True))
+        cols["ni"].append(num(rec.get("n_items"), f"{w}.n_items", integer=True))
+        g = rec.get("gold")
+        if not isinstance(g, dict):
+            raise fail(f"{w}.gold", "expected an object with tp, fn, tn, fp")
+        for key in ("tp", "fn", "tn", "fp"):
+            cols[key].append(num(g.get(key), f"{w}.gold.{key}", integer=True))
+    if len(set(ids)) != len(ids):
+        dup = sorted({x for x in ids if ids.count(x) > 1})
+        raise fail("labelers", f"repeated labeler ids {dup[:5]}")
+    rounds = obj.get("rounds")
+    if not isinstance(rounds, list) or not rounds:
+        raise fail("rounds", "expected a non-empty list")
+    rid, rprev, rn, rg = [], [], [], []
+    for g, rec in enumerate(rounds):
+        w = f"rounds[{g}]"
+        if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
+            raise fail(w, "expected an object with a string id")
+        rid.append(rec["id"])
+        rprev.append(num(rec.get("prevalence"), f"{w}.prevalence", 0, 1))
+        rn.append(num(rec.get("n_items"), f"{w}.n_items", integer=True))
+        rg.append(num(rec.get("n_gold"), f"{w}.n_gold", integer=True))
+    cov = obj.get("covariates")
+    names: tuple[str, ...] = ()
+    mean = covm = None
+    ncov = 0
+    if cov is not None:
+        if not isinstance(cov, dict):
+            raise fail("covariates", "expected an object or null")
+        names_raw = cov.get("names")
+        if not isinstance(names_raw, list) or not all(isinstance(x, str) for x in names_raw) or not names_raw:
+            raise fail("covariates.names", "expected a non-empty list of strings")
+        names = tuple(names_raw)
+        p = len(names)
+        try:
+            mean = np.asarray(cov.get("mean"), dtype=np.float64)
+            covm = np.asarray(cov.get("cov"), dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise fail("covariates", f"mean/cov are not numeric ({exc})") from exc
+        if mean.shape != (p,) or not np.isfinite(mean).all():
+            raise fail("covariates.mean", f"expected {p} finite numbers")
+        if covm.shape != (p, p) or not np.isfinite(covm).all():
+            raise fail("covariates.cov", f"expected a finite {p}x{p} matrix")
+        ncov = num(cov.get("n_items"), "covariates.n_items", integer=True)
+    pc = obj.get("parameter_covariance")
+    pcov = None
+    if pc is not None:
+        dim = len(ids) * 2 + len(rid) + len(names)
+        if not isinstance(pc, dict) or not isinstance(pc.get("float64_le_base64"), str):
+            raise fail("parameter_covariance", "expected an object with float64_le_base64")
+        try:
+            raw = base64.b64decode(pc["float64_le_base64"], validate=True)
+        except ValueError as exc:
+            raise fail("parameter_covariance", f"not valid base64 ({exc})") from exc
+        if len(raw) != 8 * dim * dim:
+            raise fail("parameter_covariance", f"expected a {dim}x{dim} float64 matrix, got {len(raw)} bytes")
+        pcov = np.frombuffer(raw, dtype="<f8").reshape(dim, dim).astype(np.float64)
+        if not np.isfinite(pcov).all() or not np.allclose(pcov, pcov.T, rtol=1e-8, atol=1e-300):
+            raise fail("parameter_covariance", "not a finite symmetric matrix")
+        ev = np.linalg.eigvalsh(pcov) if dim else np.zeros(0)
+        if ev.size and ev.min() < -1e-8 * max(1e-300, float(np.abs(ev).max())):
+            raise fail("parameter_covariance", f"not positive semi-definite (smallest eigenvalue {ev.min():.3g})")
+    fit = obj.get("fit")
+    if not isinstance(fit, dict):
+        raise fail("fit", "expected an object")
+    try:
+        conv = ConvergenceInfo(
+            converged=bool(fit["converged"]),
+            n_iter=int(fit["n_iter"]),
+            loglik=float(fit["loglik"]),
+            max_change=float(fit["max_change"]),
+            tol=float(fit["tol"]),
+            max_iter=int(fit["max_iter"]),
+            criterion=str(fit["criterion"]),
+            accelerate=bool(fit["accelerate"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise fail("fit", f"missing or bad field ({exc})") from exc
+    settings = obj.get("settings", {})
+    if not isinstance(settings, dict):
+        raise fail("settings", "expected an object")
+    checks = None
+    if obj.get("checks") is not None:
+        if not isinstance(obj["checks"], dict):
+            raise fail("checks", "expected an object or null")
+        try:
+            checks = ModelChecks.from_dict(obj["checks"])
+        except HeroEvalError as exc:
+            raise fail("checks", str(exc)) from exc
+
+    def ia(key: str) -> IntArray:
+        return np.asarray(cols[key], dtype=np.int64)
+
+    return Calibration(
+        labeler_ids=tuple(ids),
+        alpha=np.asarray(cols["a"], dtype=np.float64),
+        beta=np.asarray(cols["b"], dtype=np.float64),
+        n_annotations=ia("n"),
+        n_items=ia("ni"),
+        gold_tp=ia("tp"),
+        gold_fn=ia("fn"),
+        gold_tn=ia("tn"),
+        gold_fp=ia("fp"),
+        round_ids=tuple(rid),
+        round_prevalence=np.asarray(rprev, dtype=np.float64),
+        round_n_items=np.asarray(rn, dtype=np.int64),
+        round_n_gold=np.asarray(rg, dtype=np.int64),
+        covariate_names=names,
+        covariate_mean=mean,
+        covariate_cov=covm,
+        n_covariate_items=ncov,
+        convergence=conv,
+        parameter_covariance=pcov,
+        settings=settings,
+        token=hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest(),
+        heroeval_version=str(obj.get("heroeval_version", "")),
+        created=str(obj.get("created", "")),
+        checks=checks,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Stage A
+# ---------------------------------------------------------------------------
+
+
+def gold_counts(ds: AnnotationSet) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    """Per-labeler (tp, fn, tn, fp) over the annotations of gold items."""
+    J = ds.n_labelers
+    gi = np.flatnonzero(ds.gold >= 0)
+    if gi.size == 0:
+        zero = np.zeros(J, dtype=np.int64)
+        return zero, zero.copy(), zero.copy(), zero.copy()
+    # only the gold items' annotations
+    starts, ends = ds.item_ptr[gi], ds.item_ptr[gi + 1]
+    lens = ends - starts
+    idx = np.repeat(starts - np.cumsum(np.r_[0, lens[:-1]]), lens) + np.arange(lens.sum())
+    g = np.repeat(ds.gold[gi], lens)
+    z = ds.label[idx]
+    lab = ds.labeler[idx]
+
+    def cnt(mask: npt.NDArray[np.bool_]) -> IntArray:
+        return np.bincount(lab[mask], minlength=J).astype(np.int64)
+
+    return (
+        cnt((g == 1) & (z == 1)),
+        cnt((g == 1) & (z == 0)),
+        cnt((g == 0) & (z == 0)),
+        cnt((g == 0) & (z == 1)),
+    )
+
+
+def initial_values(
+    ds: AnnotationSet,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Starting values from the gold subset.
+
+    Each labeler's sensitivity starts at ``(tp + a_pool) / (tp + fn + 1)``: its
+    gold-subset rate with one pseudo-observation at the pooled gold
+    sensitivity ``a_pool`` of all labelers, so a labeler with no gold
+    positives starts at the pooled value and none starts at exactly 0 or 1.
+    Specificity likewise. Each round's prevalence starts at its gold mean
+    (the pooled gold mean for rounds without gold), kept in [0.01, 0.99].
+    """
+    tp, fn, tn, fp = gold_counts(ds)
+    isg = ds.gold >= 0
+    G = ds.n_rounds
+    ng = np.bincount(ds.item_round[isg], minlength=G)
+    sg = np.bincount(ds.item_round[isg], weights=ds.gold[isg].astype(float), minlength=G)
+    return initial_from_counts(tp, fn, tn, fp, ng, sg)
+
+
+def initial_from_counts(
+    tp: IntArray, fn: IntArray, tn: IntArray, fp: IntArray, ng: npt.NDArray[Any], sg: npt.NDArray[Any]
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """:func:`initial_values` from per-labeler gold counts and per-round gold items (``ng``) and positives (``sg``)."""
+    pos, neg = tp.sum() + fn.sum(), tn.sum() + fp.sum()
+    a_pool = tp.sum() / pos if pos > 0 else 0.7
+    b_pool = tn.sum() / neg if neg > 0 else 0.7
+    alpha = (tp + a_pool) / (tp + fn + 1.0)
+    beta = (tn + b_pool) / (tn + fp + 1.0)
+    pooled = float(sg.sum() / ng.sum()) if ng.sum() > 0 else 0.5
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prev = np.where(ng > 0, sg / np.maximum(ng, 1), pooled)
+    return alpha, beta, np.clip(prev, 0.01, 0.99)
+
+
+def parameter_covariance(
+    d: _em.Design | _kernels.CompactDesign, fit: _em.EMFit, X: FloatArray | None, variance: str = "sandwich"
+) -> FloatArray:
+    """Covariance of (alpha, beta, prevalences[, covariate means]) from the history items' influence."""
+    gram = variance == "sandwich"
+    if isinstance(d, _em.Design):
+        si = _influence.scores_and_information(d, fit.alpha, fit.beta, fit.prev, fit.gamma, gram=gram)
+        H, StS, free = si.info, si.gram, si.free
+        SX = None if X is None else np.asarray(si.scores.T @ (X - X.mean(axis=0)))
+    else:
+        H, StS, SX = d.covariance_sums(fit.alpha, fit.beta, fit.prev, fit.gamma, X, gram)
+        free = _influence.free_parameters(fit.alpha, fit.beta, fit.prev)
+    Hinv = _influence.inverse_of(H, free)
+    Vtt = Hinv @ StS @ Hinv if gram else Hinv
+    if X is None:
+        out0: FloatArray = 0.5 * (Vtt + Vtt.T)
+        return out0
+    assert SX is not None
+    N = X.shape[0]
+    Xc = X - X.mean(axis=0)
+    Vtx = Hinv @ SX / N
+    Vxx = Xc.T @ Xc / N**2
+    V = np.block([[Vtt, Vtx], [Vtx.T, Vxx]])
+    out: FloatArray = 0.5 * (V + V.T)
+    return out
+
+
+def _distinct_items_per_labeler(ds: AnnotationSet) -> IntArray:
+    """Number of distinct items each labeler labelled (repeated pairs count once)."""
+    if not ds.repeated_pairs:
+        return _em.bincount(ds.labeler, ds.n_labelers).astype(np.int64)
+    m = sp.csr_matrix(
+        (np.ones(ds.n_annotations), ds.labeler.copy(), ds.item_ptr.copy()), shape=(ds.n_items, ds.n_labelers)
+    )
+    m.sum_duplicates()
+    return np.bincount(m.indices, minlength=ds.n_labelers).astype(np.int64)
+
+
+def _check_em_settings(tol: float, max_iter: int, criterion: str) -> None:
+    if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
+        raise HeroEvalError(f"tol must be a positive number, got {tol!r}")
+    if not (isinstance(max_iter, int) and max_iter >= 1):
+        raise HeroEvalError(f"max_iter must be a positive integer, got {max_iter!r}")
+    if criterion not in ("parameters", "loglik"):
+        raise HeroEvalError(f"criterion must be 'parameters' or 'loglik', got {criterion!r}")
+
+
+def design_of(ds: AnnotationSet) -> _em.Design:
+    return _em.make_design(
+        ds.item_ptr, ds.labeler, ds.label, ds.n_labelers, ds.gold, ds.item_round, ds.n_rounds,
+        repeated=ds.repeated_pairs,
+    )
+
+
+def check_fit_settings(history: Any, tol: float, max_iter: int, criterion: str, pseudo_count: float,
+                       variance: str) -> None:
+    """Validate Stage A's inputs (a clear error naming the parameter) before any work is done."""
+    if not isinstance(history, AnnotationSet):
+        raise HeroEvalError(
+            f"history must be an AnnotationSet (from read_annotations), got {type(history).__name__}"
+        )
+    _check_em_settings(tol, max_iter, criterion)
+    if not (isinstance(pseudo_count, (int, float)) and math.isfinite(pseudo_count) and pseudo_count >= 0):
+        raise HeroEvalError(f"pseudo_count must be a non-negative number, got {pseudo_count!r}")
+    if variance not in ("sandwich", "model"):
+        raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
+    if not history.has_gold:
+        raise DataError(
+            f"history {history.name!r} has no gold labels: Stage A needs gold anchors. "
+            "Pass gold= to read_annotations, or use dawid_skene for a gold-free estimate."
+        )
+
+
+def fit_stage_a(
+    history: AnnotationSet,
+    *,
+    tol: float = 1e-8,
+    max_iter: int = 10_000,
+    criterion: Literal["parameters", "loglik"] = "parameters",
+    accelerate: bool = True,
+    pseudo_count: float = 0.0,
+    variance: Literal["sandwich", "model"] = "sandwich",
+    covariance: bool = True,
+    history_weight: float = 1.0,
+    model_checks: ModelChecks | None = None,
+    compress: bool = True,
+    engine: Literal["auto", "numpy", "numba"] = "auto",
+    progress: bool | _em.Progress = False,
+) -> Calibration:
+    """Stage A at a fixed history weight: the fit behind :func:`heroeval.calibrate`.
+
+    The parameters are those of :func:`heroeval.calibrate` (which documents
+    them), except that ``history_weight`` is a number and the model checks,
+    when given, are a record already computed (``model_checks``), kept in
+    ``Calibration.checks``. Running the checks and choosing the weight by
+    cross-validation is the composition layer's work
+    (:mod:`heroeval.workflows.api`); this function knows nothing of them.
+    """
+    check_fit_settings(history, tol, max_iter, criterion, pseudo_count, variance)
+    w = _check_weight(history_weight)
+    use_numba = _choose_engine(engine, history.n_annotations)
+    a0, b0, p0 = initial_values(history)
+    dc: _em.Design | None = None
+    d_fit: _em.Design | _kernels.CompactDesign
+    if use_numba:
+        d_fit = _kernels.compact_design(
+            history.item_ptr, history.labeler, history.label, history.n_labelers, history.gold, history.item_round,
+            history.n_rounds, weight=None if w == 1.0 else np.where(history.gold >= 0, 1.0, w),
+            pseudo_count=float(pseudo_count))
+    else:
+        d = weighted_design(history, w, float(pseudo_count))
+        dc = _em.compress(d) if compress and history.covariates is None else None
+        d_fit = d if dc is None else dc
+    fit = _em.run_em(d_fit, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
+                     progress=_progress_callback(progress))
+    conv = ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate)
+    if not fit.converged:
+        warnings.warn(
+            f"Stage A EM did not converge in {fit.n_iter} iterations (last parameter change "
+            f"{fit.max_change:.2e} > tol {tol:.0e}); raise max_iter",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    tp, fn, tn, fp = gold_counts(history)
+    J = history.n_labelers
+    n_ann = _em.bincount(history.labeler, J).astype(np.int64)
+    n_items = _distinct_items_per_labeler(history)
+    isg = history.gold >= 0
+    G = history.n_rounds
+    cov_mean = cov_cov = None
+    if history.covariates is not None:
+        X = history.covariates
+        cov_mean = X.mean(axis=0)
+        cov_cov = np.atleast_2d(np.cov(X, rowvar=False, ddof=1)) if X.shape[0] > 1 else np.zeros((X.shape[1],) * 2)
+    pcov = parameter_covariance(d_fit, fit, history.covariates, variance) if covariance else None
+    if dc is not None:
+        assert dc.row_of_item is not None
+        fit = replace(fit, gamma=fit.gamma[dc.row_of_item])  # posteriors per item again
+    return Calibration(
+        labeler_ids=tuple(str(x) for x in history.labeler_ids),
+        alpha=fit.alpha,
+        beta=fit.beta,
+        n_annotations=n_ann,
+        n_items=n_items,
+        gold_tp=tp,
+        gold_fn=fn,
+        gold_tn=tn,
+        gold_fp=fp,
+        round_ids=history.round_ids,
+        round_prevalence=fit.prev,
+        round_n_items=_em.bincount(history.item_round, G).astype(np.int64),
+        round_n_gold=np.bincount(history.item_round[isg], minlength=G).astype(np.int64),
+        covariate_names=history.covariate_names,
+        covariate_mean=cov_mean,
+        covariate_cov=cov_cov,
+        n_covariate_items=0 if history.covariates is None else history.n_items,
+        convergence=conv,
+        parameter_covariance=pcov,
+        settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
+                  "pseudo_count": float(pseudo_count), "variance": variance, "history_weight": w,
+                  "init": "gold subset, one pseudo-observation at the pooled gold rate"},
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        history=history,
+        history_fit=fit,
+        checks=model_checks,
+    )
+
+
+NUMBA_MIN_ANNOTATIONS = 1_000_000
+"""``engine="auto"`` compiles (numba) from this many history annotations on."""
+
+_log = logging.getLogger("heroeval")
+
+
+def _choose_engine(engine: str, n_annotations: int) -> bool:
+    """True for the compiled engine."""
+    if engine not in ("auto", "numpy", "numba"):
+        raise HeroEvalError(f"engine must be 'auto', 'numpy' or 'numba', got {engine!r}")
+    if engine == "numba":
+        if not _kernels.HAVE_NUMBA:
+            raise HeroEvalError("engine='numba' needs numba, which is not installed: pip install 'heroeval[fast]'")
+        return True
+    return engine == "auto" and _kernels.HAVE_NUMBA and n_annotations >= NUMBA_MIN_ANNOTATIONS
+
+
+def _progress_callback(progress: bool | _em.Progress) -> _em.Progress | None:
+    if progress is False or progress is None:
+        return None
+    if callable(progress):
+        return progress
+    if progress is True:
+        def log(n: int, ll: float, change: float) -> None:
+            _log.info("Stage A EM: %d map evaluations, log-likelihood %.6f, max parameter change %.2e", n, ll, change)
+
+        return log
+    raise HeroEvalError(f"progress must be True, False or a callable, got {progress!r}")
+
+
+def _check_weight(w: Any) -> float:
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or not (0.0 <= float(w) <= 1.0):
+        raise HeroEvalError(f"history_weight must be a number in [0, 1] or 'cv', got {w!r}")
+    return float(w)
+
+
+def weighted_design(history: AnnotationSet, w: float, pseudo_count: float = 0.0) -> _em.Design:
+    """Stage A's design with gold-free items weighted by ``w`` (gold items keep weight 1)."""
+    d = design_of(history)
+    weight = None if w == 1.0 else np.where(history.gold >= 0, 1.0, w)
+    return replace(d, pseudo_count=pseudo_count, weight=weight)

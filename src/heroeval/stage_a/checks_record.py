@@ -1,0 +1,135 @@
+"""The record of the model checks a calibration carries and saves.
+
+The checks themselves are computed by :func:`heroeval.checks.run_checks` from
+the history's gold items; Stage A only keeps and serialises their record, so
+that a saved calibration carries the evidence ``method="auto"`` needs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from heroeval.errors import HeroEvalError
+
+__all__ = ["DependenceTest", "ModelChecks"]
+
+@dataclass(frozen=True)
+class DependenceTest:
+    """Excess agreement between labelers given the gold label (see the module docstring).
+
+    Attributes
+    ----------
+    z, p_value : float
+        Overall statistic and its one-sided p-value (small: labelers agree
+        more than independence given gold implies).
+    mean_correlation : float
+        Mean over labeler pairs and gold items of the standardised residual
+        product: an average conditional correlation of two labelers' errors.
+    n_items, n_pairs : int
+        Gold items with at least two labels, labeler pairs tested.
+    pairs : list of dict
+        The pairs with the smallest p-values (at most 20): labelers, items
+        shared, correlation, z, p and BH-adjusted p.
+    n_pairs_significant : int
+        Pairs with BH-adjusted p below 0.05.
+    """
+
+    z: float
+    p_value: float
+    mean_correlation: float
+    n_items: int
+    n_pairs: int
+    n_pairs_significant: int
+    pairs: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "z": _fin(self.z), "p_value": _fin(self.p_value), "mean_correlation": _fin(self.mean_correlation),
+            "n_items": self.n_items, "n_pairs": self.n_pairs, "n_pairs_significant": self.n_pairs_significant,
+            "pairs": self.pairs,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DependenceTest:
+        return cls(_nan(d["z"]), _nan(d["p_value"]), _nan(d["mean_correlation"]), int(d["n_items"]),
+                   int(d["n_pairs"]), int(d["n_pairs_significant"]), list(d.get("pairs", [])))
+
+
+def _fin(x: float) -> float | None:
+    return float(x) if x is not None and math.isfinite(x) else None
+
+
+def _nan(x: Any) -> float:
+    return math.nan if x is None else float(x)
+
+
+@dataclass(frozen=True)
+class ModelChecks:
+    """The checks :func:`run_checks` computes; kept in ``Calibration.checks`` and saved with it.
+
+    Attributes
+    ----------
+    folds, n_gold : int
+        Folds used and gold items checked.
+    weight_grid : tuple of float
+    log_score : dict
+        ``{w: (mean, standard error)}``: mean cross-validated log probability
+        of a held-out gold label at history weight ``w`` (higher is better;
+        ``log 0.5 = -0.693`` is a coin flip).
+    chosen_weight : float
+        The weight with the best log score (ties: the larger weight).
+    calibration_curve : list of dict
+        At the chosen weight: for bins of the predicted ``P(Y=1)``, the mean
+        prediction, the share of gold 1 and the count.
+    mock : list of dict
+        Per candidate (method, w): mean error over the mock rounds
+        (``bias``), its standard error across folds, RMSE, the folds used.
+    dependence : DependenceTest
+    notes : list of str
+    """
+
+    folds: int
+    n_gold: int
+    weight_grid: tuple[float, ...]
+    log_score: dict[float, tuple[float, float]]
+    chosen_weight: float
+    calibration_curve: list[dict[str, Any]]
+    mock: list[dict[str, Any]]
+    dependence: DependenceTest
+    notes: list[str] = field(default_factory=list)
+
+    def mock_row(self, method: str, weight: float | None = None) -> dict[str, Any] | None:
+        for r in self.mock:
+            if r["method"] == method and (r["history_weight"] is None or weight is None
+                                          or abs(r["history_weight"] - weight) < 1e-12):
+                return r
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "folds": self.folds, "n_gold": self.n_gold, "weight_grid": list(self.weight_grid),
+            "log_score": [{"history_weight": w, "mean": _fin(m), "se": _fin(s)} for w, (m, s) in self.log_score.items()],
+            "chosen_weight": self.chosen_weight, "calibration_curve": self.calibration_curve,
+            "mock": [{k: (_fin(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.mock],
+            "dependence": self.dependence.to_dict(), "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ModelChecks:
+        try:
+            return cls(
+                folds=int(d["folds"]), n_gold=int(d["n_gold"]),
+                weight_grid=tuple(float(x) for x in d["weight_grid"]),
+                log_score={float(r["history_weight"]): (_nan(r["mean"]), _nan(r["se"])) for r in d["log_score"]},
+                chosen_weight=float(d["chosen_weight"]), calibration_curve=list(d["calibration_curve"]),
+                mock=[{k: (math.nan if v is None and k not in ("history_weight",) else v) for k, v in r.items()}
+                      for r in d["mock"]],
+                dependence=DependenceTest.from_dict(d["dependence"]), notes=list(d.get("notes", [])),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HeroEvalError(f"model checks: missing or bad field ({exc})") from exc
+
+

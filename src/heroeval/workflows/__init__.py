@@ -1,0 +1,11 @@
+"""Composition: the public calibrate/estimate that combine Stage A, checks and choice, and the drivers built on them.
+
+:mod:`~heroeval.workflows.api` (``calibrate``, ``estimate``),
+:mod:`~heroeval.workflows.montecarlo` (``hero simulate``),
+:mod:`~heroeval.workflows.benchmark` (``hero benchmark``) and
+:mod:`~heroeval.workflows.demo` (``hero demo``). They compute nothing new.
+"""
+
+from heroeval.workflows.api import calibrate, estimate
+
+__all__ = ["calibrate", "estimate"]

@@ -1,0 +1,269 @@
+"""The public entry points that compose Stage A, the estimators, the model checks and the choice.
+
+This is the one layer that sees all of them:
+
+* :func:`calibrate` fits Stage A (:func:`heroeval.stage_a.calibration.fit_stage_a`)
+  and, when asked (``checks=True`` or ``history_weight="cv"``), runs the model
+  checks on the history's gold first (:func:`heroeval.checks.run_checks`) and
+  keeps them in ``Calibration.checks``;
+* :func:`estimate` runs the estimators (:func:`heroeval.estimators.estimate_methods`)
+  and, for ``method="auto"`` or ``recommend=True``, the choice
+  (:func:`heroeval.choice.auto`).
+
+Below this layer, Stage A knows nothing of the checks, the estimators know
+nothing of the choice, and the checks refit Stage A and run the estimators
+through their own lower-level entry points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Literal
+
+import numpy as np
+
+from heroeval.checks.model_checks import run_checks
+from heroeval.choice.auto import recommend as _recommend
+from heroeval.errors import HeroEvalError
+from heroeval.estimators._methods import (
+    NewLabelerRule,
+    ShiftRule,
+    TieRule,
+    _check_calibration,
+    _check_current,
+    _has_unknown,
+    _new_labeler_rule,
+    estimate_methods,
+    with_history,
+)
+from heroeval.estimators.results import EstimateCollection, EstimateResult
+from heroeval.ingest.annotations import AnnotationSet
+from heroeval.stage_a import _em
+from heroeval.stage_a.calibration import Calibration, _check_weight, check_fit_settings, fit_stage_a
+
+__all__ = ["calibrate", "estimate"]
+
+
+def calibrate(
+    history: AnnotationSet,
+    *,
+    tol: float = 1e-8,
+    max_iter: int = 10_000,
+    criterion: Literal["parameters", "loglik"] = "parameters",
+    accelerate: bool = True,
+    pseudo_count: float = 0.0,
+    variance: Literal["sandwich", "model"] = "sandwich",
+    covariance: bool = True,
+    history_weight: float | Literal["cv"] = 1.0,
+    checks: bool = False,
+    check_folds: int = 5,
+    seed: int = 0,
+    compress: bool = True,
+    engine: Literal["auto", "numpy", "numba"] = "auto",
+    progress: bool | _em.Progress = False,
+) -> Calibration:
+    """Stage A: learn each labeler's sensitivity and specificity from a history.
+
+    Gold-anchored EM (the paper's Stage A): gold items enter with their known
+    label, the others through the two-coin mixture; each history round has
+    its own prevalence and all rounds share the labeler parameters. Starting
+    values come from the gold subset (see :func:`initial_values`).
+
+    Parameters
+    ----------
+    history : AnnotationSet
+        Historical annotations with gold labels for some items.
+    tol : float, default 1e-8
+        Stop when one EM step changes no probability parameter by more than
+        ``tol`` (``criterion="parameters"``), or when the relative change of
+        the log-likelihood is below ``tol`` (``criterion="loglik"``).
+    max_iter : int, default 10000
+        Maximum number of EM map evaluations.
+    criterion : {"parameters", "loglik"}
+        The paper stops on the log-likelihood (tol 1e-6, 200 iterations);
+        with few labels per item that can stop early enough to bias HERO-1,
+        so the default stops on the parameters.
+    accelerate : bool, default True
+        SQUAREM extrapolation (Varadhan and Roland, 2008) with a monotone
+        safeguard.
+    pseudo_count : float, default 0
+        ``c > 0`` adds ``c`` pseudo-observations of each kind to every
+        labeler's M-step, ``alpha_j = (sum gamma z + c) / (sum gamma + 2c)``
+        (MAP-EM under a Beta(1 + c, 1 + c) prior). The default 0 is the
+        paper's maximum likelihood. Without it a labeler with few gold items
+        can be fitted as perfect (sensitivity or specificity 1); parameters
+        are kept in [1e-9, 1 - 1e-9], so a single contrary label by such a
+        labeler then counts about 20.7 nats. ``Calibration.labelers_at_bound``
+        lists them.
+    variance : {"sandwich", "model"}
+        How the uncertainty of the fitted parameters is estimated:
+        ``"sandwich"`` (default) sums the history items' influence values
+        ``H^-1 s_r`` (robust to some misspecification); ``"model"`` uses the
+        inverse observed information ``H^-1``.
+    covariance : bool, default True
+        Compute ``parameter_covariance`` (needed for standard errors). It
+        costs a few passes over the annotations after the fit.
+    history_weight : float in [0, 1] or "cv", default 1
+        Weight ``w`` of the gold-free history items' log-likelihood. ``w = 1``
+        is the paper's Stage A; ``w = 0`` calibrates on the gold items alone
+        (the gold-free items are ignored); values between
+        trade the history's volume against the two-coin model's misfit (the
+        model assumes labelers err independently given the gold label, which
+        real crowds and LLM judges violate). ``"cv"`` picks ``w`` from
+        :data:`heroeval.checks.WEIGHT_GRID` by the cross-validated log score
+        of held-out gold items (see :func:`heroeval.checks.run_checks`); the
+        choice, the scores and the other model checks are kept in
+        ``Calibration.checks``. Standard errors treat the chosen ``w`` as
+        fixed (the weighted likelihood is an estimating equation for any
+        fixed ``w``; docs/robustness.md has the argument and the coverage
+        measured with ``w`` chosen this way).
+    checks : bool, default False
+        Run the model checks on the history's gold items
+        (:func:`heroeval.checks.run_checks`: cross-validated log score and
+        calibration curve, mock current rounds made of held-out gold items,
+        the conditional-dependence test) and keep them in
+        ``Calibration.checks``. ``method="auto"`` uses them. Always on with
+        ``history_weight="cv"``.
+    check_folds : int, default 5
+        Folds of the gold items for the checks.
+    seed : int, default 0
+        Seed of the fold assignment.
+    compress : bool, default True
+        Fit the EM on (label pattern, count) rows when gold-free items with
+        identical patterns are at least twice fewer than items (small fixed
+        panels, such as a few LLM judges) and the history has no covariates.
+        The fit and its covariance are the same as on items (to rounding;
+        tests/unit/test_compress.py), only faster.
+    engine : {"auto", "numpy", "numba"}, default "auto"
+        ``"numpy"``: sparse mat-vecs (:mod:`heroeval._em`). ``"numba"``: fused,
+        multi-threaded compiled passes over one small integer per annotation
+        (:mod:`heroeval._kernels`; needs ``pip install 'heroeval[fast]'``),
+        several times faster and about a fifth of the memory, with the same
+        results (to 1e-10, tests/unit/test_kernels.py); it fits on items
+        (``compress`` is not used). ``"auto"`` takes numba when it is installed
+        and the history has at least :data:`NUMBA_MIN_ANNOTATIONS`
+        annotations. For histories on a cluster see
+        :func:`heroeval.distributed.calibrate_dask`.
+    progress : bool or callable, default False
+        Report each EM cycle: ``True`` logs map evaluations, log-likelihood
+        and the largest parameter change to the ``heroeval`` logger (the
+        ``hero`` CLI shows them on a terminal); a callable is called as
+        ``progress(map_evaluations, loglik, max_change)``.
+
+    Returns
+    -------
+    Calibration
+
+    Examples
+    --------
+    >>> import heroeval as he
+    >>> hist = he.AnnotationSet.from_arrays(
+    ...     [1, 1, 2, 2, 3, 3], ["a", "b", "a", "b", "a", "b"], [1, 1, 0, 1, 0, 0],
+    ...     gold=([1, 3], [1, 0]))
+    >>> cal = he.calibrate(hist)
+    >>> cal.labeler_ids
+    ('a', 'b')
+    """
+    check_fit_settings(history, tol, max_iter, criterion, pseudo_count, variance)
+    if history_weight != "cv":
+        _check_weight(history_weight)
+    model_checks = None
+    if history_weight == "cv" or checks:
+        model_checks = run_checks(
+            history, folds=check_folds, seed=seed,
+            em_settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
+                         "pseudo_count": float(pseudo_count)},
+        )
+        if history_weight == "cv":
+            history_weight = model_checks.chosen_weight
+    return fit_stage_a(
+        history, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate, pseudo_count=pseudo_count,
+        variance=variance, covariance=covariance, history_weight=1.0 if history_weight == "cv" else history_weight,
+        model_checks=model_checks, compress=compress, engine=engine, progress=progress,
+    )
+
+
+def estimate(
+    current: AnnotationSet,
+    calibration: Calibration | None = None,
+    *,
+    method: str | Sequence[str] = "hero1",
+    history: AnnotationSet | None = None,
+    ridge: float = 0.0,
+    tie: TieRule = "half",
+    exclude_new_labelers: bool = False,
+    rng: np.random.Generator | int | None = None,
+    recommend: bool = False,
+    new_labelers: NewLabelerRule | None = None,
+    on_shift: ShiftRule = "warn",
+) -> EstimateResult | EstimateCollection:
+    """Estimate the current round's gold rate by one method, several, or ``"all"``.
+
+    Parameters
+    ----------
+    current : AnnotationSet
+        The current round (no gold needed; gold in it is ignored).
+    calibration : Calibration, optional
+        From :func:`calibrate` or :func:`load_calibration`. If omitted,
+        ``history`` is calibrated with default settings.
+    method : str or sequence of str
+        A method name, a list of names, or ``"all"``: every method the inputs
+        allow (``hero2`` needs covariates on both sides, ``hero_joint`` needs
+        the history itself). A single name returns an :class:`EstimateResult`,
+        otherwise an :class:`EstimateCollection` that lists skipped methods
+        and why. ``"auto"`` returns the result of the method
+        :func:`heroeval.checks.recommend` picks from the model checks on the
+        history's gold (its ``details["auto"]`` says why); it needs
+        ``calibration.checks`` or the history.
+    recommend : bool, default False
+        With several methods: also run the ``"auto"`` choice and attach it
+        as ``EstimateCollection.recommended`` (skipped, with the reason,
+        when neither model checks nor the history are available).
+    new_labelers : {"error", "exclude", "estimate"}, optional
+        Labelers unknown to the calibration (see :func:`hero1`); ``"estimate"``
+        applies to HERO-1 only: with several methods the other calibrated
+        methods are skipped (listed with the reason) when new labelers are present.
+    on_shift : {"warn", "fallback", "ignore"}
+        HERO-2's rule on covariate shift (see :func:`hero2`).
+
+    Examples
+    --------
+    >>> import heroeval as he
+    >>> hist = he.AnnotationSet.from_arrays(
+    ...     [1, 1, 2, 2, 3, 3], ["a", "b"] * 3, [1, 1, 0, 1, 0, 0], gold=([1, 3], [1, 0]))
+    >>> cur = he.AnnotationSet.from_arrays([7, 7, 8, 8], ["a", "b"] * 2, [1, 1, 0, 0])
+    >>> res = he.estimate(cur, history=hist, method="all")
+    >>> sorted(res)
+    ['dawid_skene', 'gold_proportion', 'hero1', 'hero_joint', 'majority_vote', 'rogan_gladen']
+    """
+    data = _check_current(current)
+    if calibration is None:
+        if history is None:
+            raise HeroEvalError("pass a calibration or a history to calibrate from")
+        calibration = calibrate(history)
+    cal = with_history(_check_calibration(calibration), history)
+    if method == "auto":
+        rec = _recommend(data, cal, exclude_new_labelers=exclude_new_labelers)
+        auto = {"method": rec.method, "history_weight": rec.history_weight, "reason": rec.reason,
+                "candidates": rec.table}
+        return replace(rec.result, details={**rec.result.details, "auto": auto})
+    wanted: str | list[str]
+    if isinstance(method, str):
+        wanted = method
+    else:
+        wanted = list(method)
+        if "auto" in wanted:  # in a list, "auto" asks for the recommended estimate beside the others
+            wanted = [m for m in wanted if m != "auto"]
+            recommend = True
+    res = estimate_methods(data, cal, method=wanted, ridge=ridge, tie=tie, exclude_new_labelers=exclude_new_labelers,
+                           rng=rng, new_labelers=new_labelers, on_shift=on_shift)
+    if isinstance(res, EstimateResult) or not recommend:
+        return res
+    rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
+    anchored = rule == "estimate" and _has_unknown(data, cal)
+    if cal.checks is None and cal.history is None:
+        return replace(res, skipped={**res.skipped,
+                                     "auto": "needs model checks (calibrate with checks=True) or the history"})
+    recommended = _recommend(data, cal, exclude_new_labelers=rule == "exclude" or anchored)
+    return replace(res, recommended=recommended)

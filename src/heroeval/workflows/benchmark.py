@@ -1,0 +1,307 @@
+"""Real-data benchmark: every method on annotation sets with gold labels, by resampling.
+
+The protocol, in the spirit of the paper's Section 6, for a folder holding
+``labels.csv`` (item_id, labeler_id, label), ``gold.csv`` (item_id, gold) and
+optionally ``items.csv`` (item_id + text columns):
+
+1. For each of R resamples, draw the current round: ``n`` items among those
+   with gold (the target, the current items' gold rate, must be known), at
+   most 40 % of the gold items so the history keeps some. Every other
+   labelled item is history.
+2. Reveal gold on a random share ``rho`` of the history items (only items
+   that have gold can be revealed; when fewer exist, all are revealed and the
+   effective rho is recorded).
+3. Pool shift (``shift="half"``): the current round keeps only the labels of
+   a random half of the labelers (items left without labels are dropped), so
+   the labeler pool differs between history and current. Rate shift
+   (``shift="rate"``): the current round's items are drawn with their gold
+   label's odds multiplied by :data:`RATE_SHIFT_ODDS` (divided, when the gold
+   rate is above one half), so that its rate differs from the history's, as
+   a new model's defect rate differs from the last one's; the labelers'
+   error rates stay the same.
+4. Run every method with its 95 % interval; score against the current items'
+   gold rate.
+
+HERO-2's covariates, built as a user would: TF-IDF of the item text columns
+(scikit-learn ``TfidfVectorizer`` fitted on all items' text, reduced to a few
+components by ``TruncatedSVD``), with the ridge option.
+
+Real rounds (trec2011 rounds, mre_treat batches, triviaqa's answering models)
+are not used yet: every split here is random.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from heroeval._core.parallel import run_chunks
+from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError
+from heroeval.estimators.results import METHODS, EstimateCollection
+from heroeval.ingest.annotations import AnnotationSet
+from heroeval.ingest.read import read_annotations
+from heroeval.workflows.api import calibrate, estimate
+
+__all__ = ["BenchmarkData", "load_folder", "run_benchmark", "summarize_benchmark"]
+
+#: ``shift="rate"``: odds factor of a gold-positive item being drawn into the current round
+RATE_SHIFT_ODDS = 3.0
+SHIFTS = ("none", "half", "rate")
+
+
+@dataclass(frozen=True)
+class BenchmarkData:
+    name: str
+    labels: pd.DataFrame  # item_id, labeler_id, label (binary)
+    gold: pd.DataFrame  # item_id, gold (only items with labels)
+    covariates: pd.DataFrame | None  # item_id + numeric columns (TF-IDF components)
+    groups: pd.Series | None = None  # item_id -> group (round, batch, answering model) for split="groups"
+
+
+def load_folder(
+    path: str | os.PathLike[str], *, text_components: int = 10, binary_suffix: str = "", group_col: str | None = None
+) -> BenchmarkData:
+    """Read and check a benchmark folder (labels.csv, gold.csv, optional items.csv).
+
+    ``binary_suffix="_binary"`` reads ``labels_binary.csv`` and ``gold_binary.csv``
+    (adultcontent2's binary view). ``group_col`` names a column of
+    ``items.csv`` that groups items into real rounds (``split="groups"``).
+    Labels and gold must be binary; a folder
+    without the files, with other columns, or with fewer than 20 gold items
+    that have labels is an error naming what is wrong.
+    """
+    p = Path(path)
+    if not p.is_dir():
+        raise DataError(f"benchmark folder {str(p)!r} does not exist or is not a folder")
+    lab_f, gold_f = p / f"labels{binary_suffix}.csv", p / f"gold{binary_suffix}.csv"
+    for f in (lab_f, gold_f):
+        if not f.exists():
+            raise DataError(f"benchmark folder {str(p)!r} has no {f.name} (expected labels.csv and gold.csv)")
+    ann = read_annotations(lab_f, gold=gold_f, round_col=False)  # validates: binary labels, columns, rows
+    idx = ann.annotation_item
+    labels = pd.DataFrame({"item_id": ann.item_ids[idx].astype(str), "labeler_id": ann.labeler_ids[ann.labeler].astype(str),
+                           "label": ann.label.astype(int)})
+    g = ann.gold >= 0
+    gold = pd.DataFrame({"item_id": ann.item_ids[g].astype(str), "gold": ann.gold[g].astype(int)})
+    if len(gold) < 20:
+        raise DataError(f"{str(gold_f)!r}: only {len(gold)} gold items have silver labels; the benchmark needs at least 20")
+    cov = None
+    items_f = p / "items.csv"
+    if items_f.exists() and text_components > 0:
+        cov = _text_covariates(items_f, ann.item_ids.astype(str), text_components, exclude=(group_col,))
+    groups = None
+    if group_col is not None:
+        if not items_f.exists():
+            raise DataError(f"benchmark folder {str(p)!r}: group_col={group_col!r} needs items.csv")
+        items = pd.read_csv(items_f, dtype=str, keep_default_na=False)
+        if group_col not in items.columns:
+            raise DataError(f"{str(items_f)!r}: no column {group_col!r}; columns are {list(items.columns)}")
+        groups = items.drop_duplicates("item_id").set_index("item_id")[group_col]
+    return BenchmarkData(p.name + binary_suffix, labels, gold, cov, groups)
+
+
+def _text_covariates(
+    items_f: Path, item_ids: np.ndarray, k: int, exclude: Sequence[str | None] = ()
+) -> pd.DataFrame | None:
+    try:
+        from sklearn.decomposition import TruncatedSVD
+        from sklearn.feature_extraction.text import TfidfVectorizer
+    except ImportError as exc:  # pragma: no cover - optional dependency
+        raise HeroEvalError("text covariates need scikit-learn: pip install 'heroeval[benchmark]'") from exc
+    items = pd.read_csv(items_f, dtype=str, keep_default_na=False)
+    if "item_id" not in items.columns:
+        raise DataError(f"{str(items_f)!r}: no item_id column")
+    text_cols = [c for c in items.columns
+                 if c != "item_id" and c not in exclude and not c.endswith("_id") and not c.startswith("raw")]
+    if not text_cols:
+        return None
+    text = items[text_cols].astype(str).agg(" ".join, axis=1)
+    text.index = items["item_id"]
+    text = text[~text.index.duplicated()].reindex(item_ids).fillna("")
+    tf = TfidfVectorizer(max_features=5000, min_df=2, sublinear_tf=True).fit_transform(text.to_numpy())
+    k = min(k, tf.shape[1] - 1)
+    if k < 1:
+        return None
+    comp = TruncatedSVD(n_components=k, random_state=0).fit_transform(tf)
+    out = pd.DataFrame(comp, columns=[f"tfidf{j}" for j in range(k)])
+    out.insert(0, "item_id", item_ids)
+    return out
+
+
+@dataclass(frozen=True)
+class Split:
+    """One resample of the protocol: the history (gold revealed on a share), the current round, its true rate."""
+
+    history: AnnotationSet
+    current: AnnotationSet
+    truth: float
+    group: str
+
+
+def make_split(
+    data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random"
+) -> Split:
+    """Resample r of the protocol (module docstring), the same for every method and every caller."""
+    rng = np.random.default_rng([seed, r, int(rho * 1000)])
+    gold_items = data.gold["item_id"].to_numpy()
+    lab = data.labels
+    group = ""
+    if split == "groups":
+        assert data.groups is not None
+        names = np.sort(data.groups.unique())
+        group = str(names[r % names.size])
+        in_group = data.groups.reindex(lab["item_id"]).to_numpy() == group
+        g_gold = data.gold[data.groups.reindex(data.gold["item_id"]).to_numpy() == group]["item_id"].to_numpy()
+        cur_items = set(rng.choice(g_gold, min(n, g_gold.size), replace=False).tolist())
+        is_cur = lab["item_id"].isin(cur_items).to_numpy()
+        hist_lab, cur_lab = lab[~in_group], lab[is_cur]
+    else:
+        n_cur = min(n, int(0.4 * gold_items.size))
+        p = None
+        if shift == "rate":
+            y = data.gold["gold"].to_numpy()
+            up = RATE_SHIFT_ODDS if y.mean() <= 0.5 else 1.0 / RATE_SHIFT_ODDS
+            w = np.where(y == 1, up, 1.0)
+            p = w / w.sum()
+        cur_items = set(rng.choice(gold_items, n_cur, replace=False, p=p).tolist())
+        is_cur = lab["item_id"].isin(cur_items).to_numpy()
+        hist_lab, cur_lab = lab[~is_cur], lab[is_cur]
+    hist_item_ids = hist_lab["item_id"].unique()
+    want = round(rho * hist_item_ids.size)
+    hist_gold_pool = data.gold[data.gold["item_id"].isin(set(hist_item_ids))]
+    reveal = hist_gold_pool.sample(n=min(max(want, 1), len(hist_gold_pool)), random_state=int(rng.integers(2**31)))
+    if shift == "half":
+        labelers = np.sort(lab["labeler_id"].unique())
+        keep = set(rng.choice(labelers, max(1, labelers.size // 2), replace=False).tolist())
+        cur_lab = cur_lab[cur_lab["labeler_id"].isin(keep)]
+    cov = data.covariates
+    hcov = ccov = None
+    if cov is not None:
+        hcov = cov[cov["item_id"].isin(set(hist_item_ids))]
+        ccov = cov[cov["item_id"].isin(set(cur_lab["item_id"]))]
+    hist = read_annotations(hist_lab, gold=reveal, covariates=hcov, round_col=False, name="history")
+    cur = read_annotations(cur_lab, covariates=ccov, round_col=False, name="current")
+    truth = float(data.gold.set_index("item_id").loc[cur.item_ids.astype(str), "gold"].mean())
+    return Split(hist, cur, truth, group)
+
+
+def _one_resample(
+    data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random", auto: bool = True
+) -> list[dict[str, Any]]:
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    sp = make_split(data, r, rho, n, shift, seed, split)
+    hist, cur, truth, group = sp.history, sp.current, sp.truth, sp.group
+    cal = calibrate(hist, checks=auto)
+    res = estimate(cur, cal, method="all", ridge=1.0, exclude_new_labelers=True, recommend=auto)
+    assert isinstance(res, EstimateCollection)
+    rows = []
+    items = list(res.items())
+    if res.recommended is not None:
+        items.append(("auto", res.recommended.result))
+    for m, x in items:
+        ci = x.confidence_interval(0.95)
+        rows.append({"dataset": data.name, "split": split, "group": group, "rho": rho, "shift": shift,
+                     "resample": r, "method": m,
+                     "estimate": x.estimate, "se": x.standard_error, "ci_low": ci.low, "ci_high": ci.high,
+                     "truth": truth, "n_current": cur.n_items, "n_history": hist.n_items,
+                     "rho_effective": hist.n_gold / hist.n_items, "status": x.status,
+                     "score_r2": x.details.get("score_r2", math.nan),
+                     "picked": "" if m != "auto" else _picked(res.recommended),
+                     "candidates": "" if m != "auto" or res.recommended is None else json.dumps(
+                         res.recommended.to_dict()["candidates"]),
+                     "dependence_p": math.nan if cal.checks is None else cal.checks.dependence.p_value})
+    return rows
+
+
+def _picked(rec: Any) -> str:
+    return rec.method if rec.history_weight is None else f"{rec.method}@{rec.history_weight:g}"
+
+
+def _task(args: tuple[BenchmarkData, Sequence[int], float, int, str, int, str, bool]) -> list[dict[str, Any]]:
+    data, rs, rho, n, shift, seed, split, auto = args
+    out: list[dict[str, Any]] = []
+    for r in rs:
+        out.extend(_one_resample(data, r, rho, n, shift, seed, split, auto))
+    return out
+
+
+def run_benchmark(
+    data: BenchmarkData,
+    *,
+    resamples: int = 20,
+    rhos: Sequence[float] = (0.05, 0.10),
+    n: int = 200,
+    shifts: Sequence[str] = ("none", "half"),
+    seed: int = 2026,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    split: str = "random",
+    auto: bool = True,
+    first_resample: int = 0,
+) -> pd.DataFrame:
+    """Every method on ``resamples`` splits per (rho, shift); one row per resample and method.
+
+    The splits are resamples ``first_resample, ..., first_resample +
+    resamples - 1``; resample r is the same split in every call (seeded by
+    ``seed``, r and rho), so runs with different ``first_resample`` can be
+    concatenated into one larger run.
+
+    With ``auto`` (default) Stage A also runs the model checks and the
+    recommended estimate is scored as method ``"auto"`` (column ``picked``
+    says which method it chose).
+
+    ``split="random"``: random history/current splits. ``split="groups"``: the
+    data's real rounds (``BenchmarkData.groups``), leave one group out: resample
+    r takes group r mod G as the current round (up to ``n`` of its gold items)
+    and every other group as history, so the current round differs from the
+    history as a real next round would (prevalence, labeler pool, content).
+    """
+    if split not in ("random", "groups"):
+        raise HeroEvalError(f"split must be 'random' or 'groups', got {split!r}")
+    if split == "groups" and data.groups is None:
+        raise HeroEvalError(f"{data.name}: split='groups' needs item groups (load_folder(group_col=...))")
+    if not (isinstance(resamples, int) and resamples >= 2):
+        raise HeroEvalError(f"resamples must be an integer >= 2, got {resamples!r}")
+    if not (isinstance(first_resample, int) and first_resample >= 0):
+        raise HeroEvalError(f"first_resample must be an integer >= 0, got {first_resample!r}")
+    for s in shifts:
+        if s not in SHIFTS:
+            raise HeroEvalError(f"shift must be one of {', '.join(SHIFTS)}, got {s!r}")
+    for rho in rhos:
+        if not 0 < rho < 1:
+            raise HeroEvalError(f"rho must be in (0, 1), got {rho!r}")
+    per = max(1, resamples // (2 * (workers or os.cpu_count() or 1)))
+    end = first_resample + resamples
+    jobs = [(data, list(range(i, min(i + per, end))), rho, n, s, seed, split, auto)
+            for rho in rhos for s in shifts for i in range(first_resample, end, per)]
+    rows = run_chunks(_task, jobs, [len(j[1]) for j in jobs], workers, progress)
+    return pd.DataFrame(rows).sort_values(["rho", "shift", "resample", "method"], kind="stable").reset_index(drop=True)
+
+
+def summarize_benchmark(df: pd.DataFrame) -> pd.DataFrame:
+    """|bias|, SD, RMSE and 95 % coverage of the current round's gold rate, per dataset, rho, shift and method."""
+    d = df.copy()
+    d["err"] = d["estimate"] - d["truth"]
+    d["cover"] = (d["ci_low"] <= d["truth"]) & (d["truth"] <= d["ci_high"])
+    if "split" not in d.columns:
+        d["split"] = "random"
+    keys = ["dataset", "split", "rho", "shift", "method"]
+    out = d.groupby(keys, sort=False).agg(
+        resamples=("err", "size"), bias=("err", "mean"), sd=("err", "std"),
+        rmse=("err", lambda e: float(np.sqrt(np.nanmean(np.square(e))))), coverage=("cover", "mean"),
+        n_current=("n_current", "mean"), rho_effective=("rho_effective", "mean"), score_r2=("score_r2", "mean"),
+    ).reset_index()
+    out["abs_bias"] = out["bias"].abs()
+    out.loc[out["method"] == "majority_vote", "coverage"] = math.nan
+    order = {m: i for i, m in enumerate((*METHODS, "auto"))}
+    out["_o"] = out["method"].map(order)
+    return out.sort_values(["dataset", "split", "rho", "shift", "_o"], kind="stable").drop(columns="_o").reset_index(drop=True)
