@@ -213,7 +213,7 @@ def mock_errors(hist: Any, keys: tuple[str, ...], fold_llrs: Callable[[Any, Any,
                 folds: int = 5) -> dict[str, float]:
     """Mock-round errors on the history's gold, as heroeval's checks do them for HERO-1.
 
-    The gold items are split into folds (``heroeval.checks._folds``, seed 0);
+    The gold items are split into folds (``heroeval.checks.model_checks._folds``, seed 0);
     each fold is left out of the history, Stage A (``calibrate``) is refitted
     on the rest and ``fold_llrs(h_k, m_k, cal)`` gives the fold's items their
     log-likelihood ratios under each model in ``keys``; the ratios of all

@@ -4,7 +4,7 @@
 
 For every simulation replication (the four designs of ``robustness_sim.py``,
 seeds 0..reps-1) and every real-data resample (``robustness.py``'s splits),
-Stage A with the model checks runs once and :func:`heroeval.checks.recommend`
+Stage A with the model checks runs once and :func:`heroeval.choice.recommend`
 fills its candidate table (estimate, standard error, mock-round error and its
 standard error, paired difference from Rogan-Gladen, history variance); the
 rules below are then applied to the same tables. Writes

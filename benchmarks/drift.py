@@ -1,4 +1,4 @@
-"""Labeler drift: size and power of heroeval.drift.check_drift, and the bias it removes.
+"""Labeler drift: size and power of heroeval.checks.drift.check_drift, and the bias it removes.
 
 Design (heroeval.simulate.shift_dgp, every replication seeded by its index):
 six labelers with fixed sensitivities A and specificities B (below); history

@@ -48,7 +48,7 @@ shrunken classes, the fit losing 0.2-0.7 nats of log-likelihood to it).
 
 HERO-1 analogue: with every history parameter fixed, ``L_i = log sum_c pi_c
 P(labels_i | Y = 1, c) - log sum_c pi_c P(labels_i | Y = 0, c)`` and the
-rate solves heroeval's score equation (``heroeval._score.solve_score``).
+rate solves heroeval's score equation (``heroeval.estimators._score.solve_score``).
 Labelers unknown to the history are left out (as ``exclude_new_labelers=True``).
 Standard error: ``1 / sqrt(sum_i psi_i(mu)^2)`` (current round only, as the
 hard-class experiment's). Only the point estimate is judged.
@@ -68,7 +68,7 @@ git; it may hold more resamples than are run here: only resamples
 0..R-1 are used, for the seven methods and for ``auto``, whose rows there are
 the present rule's).
 
-Real data: the splits of ``benchmarks/robustness.py`` (``heroeval.benchmark.make_split``,
+Real data: the splits of ``benchmarks/robustness.py`` (``heroeval.workflows.benchmark.make_split``,
 seed 2026, rho 0.10, n 200, shift none and half, resamples 0..R-1): per
 resample HERO-1 (``calibrate`` + ``hero1(exclude_new_labelers=True)``,
 recomputed as an anchor: it must equal ``resamples.csv.gz``, column
@@ -118,7 +118,7 @@ import _latent_tables as lt
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-EPS = 1e-9  #: probabilities are kept in [EPS, 1 - EPS], as in heroeval._em
+EPS = 1e-9  #: probabilities are kept in [EPS, 1 - EPS], as in heroeval.stage_a._em
 _LMAX = float(logit(1 - EPS))
 SCALES = (1.0, 0.5, 0.15)  #: fixed difficulty grid: class 1 is the two-coin model
 PI_PSEUDO = (8.0, 1.0, 1.0)  #: pseudo-counts on pi (a Dirichlet(9, 2, 2) prior, MAP)
@@ -430,7 +430,7 @@ def mock_errors(hist: he.AnnotationSet, variants: list[str], pseudo_count: float
                 scales: tuple[float, ...] = SCALES, folds: int = 5) -> dict[str, float]:
     """Mock-round errors on the history's gold, as hard_class_experiment.mock_errors (and heroeval's checks for HERO-1).
 
-    The gold items are split into folds (``heroeval.checks._folds``, seed 0);
+    The gold items are split into folds (``heroeval.checks.model_checks._folds``, seed 0);
     each fold is left out of the history, the models are refitted on the rest
     and give the fold's items their log-likelihood ratios; the ratios of all
     folds are pooled into one score equation; the error is its root minus the

@@ -29,7 +29,7 @@ Against label switching it starts from heroeval's own ``calibrate()`` fit
 With ``h`` fixed at 0 it is heroeval's Stage A (tests/unit/test_hard_class_experiment.py).
 
 HERO-1 analogue: with every history parameter fixed, the current round's rate
-solves heroeval's score equation (``heroeval._score.solve_score``) with the
+solves heroeval's score equation (``heroeval.estimators._score.solve_score``) with the
 mixture's per-item log-likelihood ratio ``L_i = log P(labels_i | Y = 1) -
 log P(labels_i | Y = 0)``: the likelihood in ``mu`` has the same form as
 HERO-1's, so the root is unique. Labelers unknown to the history are left
@@ -53,7 +53,7 @@ them the mock rounds)::
 ``--ref`` is the folder holding robustness.py's ``resamples.csv.gz`` (not in
 git) and ``auto.csv``.
 
-Real data: the splits of ``benchmarks/robustness.py`` (``heroeval.benchmark.make_split``,
+Real data: the splits of ``benchmarks/robustness.py`` (``heroeval.workflows.benchmark.make_split``,
 seed 2026, rho 0.10, n 200, shift none and half, resamples 0..R-1): per
 resample HERO-1 (``calibrate`` + ``hero1(exclude_new_labelers=True)``,
 recomputed as an anchor: it must equal ``resamples.csv.gz``, column
@@ -105,7 +105,7 @@ import _latent_tables as lt
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-EPS = 1e-9  #: probabilities are kept in [EPS, 1 - EPS], as in heroeval._em
+EPS = 1e-9  #: probabilities are kept in [EPS, 1 - EPS], as in heroeval.stage_a._em
 _LMAX = float(logit(1 - EPS))
 H_PRIOR = (2.0, 10.0)  #: Beta prior of h: one pseudo hard item, nine pseudo easy items
 HARD_PSEUDO = 1.0  #: pseudo labels of each kind for a_H and b_H (Beta(2, 2))
@@ -376,7 +376,7 @@ def mock_errors(hist: he.AnnotationSet, variants: list[str], pseudo_count: float
                 folds: int = 5) -> dict[str, float]:
     """Mock-round errors on the history's gold, as heroeval's checks do them for HERO-1.
 
-    The gold items are split into folds (``heroeval.checks._folds``, seed 0);
+    The gold items are split into folds (``heroeval.checks.model_checks._folds``, seed 0);
     each fold is left out of the history, the models are refitted on the rest
     and give the fold's items their log-likelihood ratios; the ratios of all
     folds are pooled into one score equation; the error is its root minus the

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/multiclass.py --resamples 20 --out docs/multiclass
 
-Protocol (as heroeval.benchmark for binary data): per resample, the current
+Protocol (as heroeval.workflows.benchmark for binary data): per resample, the current
 round is n items drawn among the gold items (at most 40 % of them); every
 other labelled item is history; gold is revealed on a random share rho of
 the history items (all of the history's gold items when it has fewer). Each

@@ -3,7 +3,7 @@
 A pilot calibration is fitted once on a simulated history (six labelers with
 sensitivities A and specificities B below, N = 2000 items, 10 % gold, three
 labels per item). For each design (guessed rate ``mu``, labels per item
-``k``) :func:`heroeval.planning.plan` gives the items ``n`` needed for a 95 %
+``k``) :func:`heroeval.inference.planning.plan` gives the items ``n`` needed for a 95 %
 half-width of 0.04. Then, with ``n`` current items:
 
 * ``fixed``: 400 current rounds drawn from the calibration's own

@@ -1,4 +1,4 @@
-"""Every method on every binary data set in ../shared/data (see heroeval.benchmark for the protocol).
+"""Every method on every binary data set in ../shared/data (see heroeval.workflows.benchmark for the protocol).
 
     .venv/bin/python benchmarks/real_data.py --resamples 20 --out docs/benchmark
 

@@ -59,7 +59,7 @@ class TransportabilityWarning(HeroEvalWarning):
     """Some labelers' current-round behaviour does not match their calibration (labeler drift).
 
     HERO assumes each labeler's sensitivity and specificity transport from the
-    history to the current round; :func:`heroeval.drift.check_drift` tests it
+    history to the current round; :func:`heroeval.checks.drift.check_drift` tests it
     and names the labelers whose observed positive rate disagrees.
     """
 

@@ -10,6 +10,7 @@ import pytest
 
 import heroeval as he
 from heroeval.errors import HeroEvalError
+from heroeval.ingest._csr import CsrBuilder
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a import _em, _kernels
 from heroeval.stage_a.calibration import initial_values, weighted_design
@@ -189,7 +190,7 @@ def test_csr_builder_equals_a_stable_sort() -> None:
     y = rng.integers(0, 2, n).astype(np.int8)
     rc = (ic % 3).astype(np.int32)  # one round per item
     counts = np.bincount(ic, minlength=n_items)
-    b = _kernels.CsrBuilder(counts)
+    b = CsrBuilder(counts)
     for s in np.array_split(np.arange(n), 7):
         b.add(ic[s], lc[s], y[s], rc[s])
     n_dup, first = b.finish()
@@ -201,14 +202,14 @@ def test_csr_builder_equals_a_stable_sort() -> None:
     plain = sum(len(v) - len(set(v)) for v in (lc[order][b.ptr[k]:b.ptr[k + 1]].tolist() for k in range(n_items)))
     assert n_dup == plain and (n_dup == 0 or first >= 0)
     # a row more than counted is refused, a row fewer is found at the end, a second round is reported
-    b2 = _kernels.CsrBuilder(np.array([1, 1]))
+    b2 = CsrBuilder(np.array([1, 1]))
     with pytest.raises(ValueError, match="more streamed rows"):
         b2.add(np.array([0, 0], np.int32), np.array([0, 1], np.int32), np.zeros(2, np.int8), np.zeros(2, np.int32))
-    b3 = _kernels.CsrBuilder(np.array([2, 1]))
+    b3 = CsrBuilder(np.array([2, 1]))
     b3.add(np.array([0, 1], np.int32), np.array([0, 1], np.int32), np.zeros(2, np.int8), np.zeros(2, np.int32))
     with pytest.raises(ValueError, match="do not match"):
         b3.finish()
-    b4 = _kernels.CsrBuilder(np.array([2]))
+    b4 = CsrBuilder(np.array([2]))
     b4.add(np.array([0, 0], np.int32), np.array([0, 1], np.int32), np.zeros(2, np.int8), np.array([0, 1], np.int32))
     assert b4.conflict[0] == 0
 

@@ -299,7 +299,7 @@ def check_drift(
         warnings.warn(
             f"labeler drift in {current.name!r}: {who} (overall p = {p_all:.2g}); HERO assumes sensitivities and "
             "specificities transport from the history. Re-estimate without them: "
-            "heroeval.drift.reestimate_without(current, calibration, check.flagged)",
+            "heroeval.checks.drift.reestimate_without(current, calibration, check.flagged)",
             TransportabilityWarning,
             stacklevel=2,
         )
@@ -413,7 +413,7 @@ def reestimate_without(
 
     ``how="drop"`` leaves their labels out; ``how="estimate"`` keeps them and
     re-estimates their sensitivity and specificity from the current round,
-    anchored by the other labelers (:func:`heroeval.newlabelers.hero1_anchored`).
+    anchored by the other labelers (:func:`heroeval.estimators.newlabelers.hero1_anchored`).
 
     Examples
     --------

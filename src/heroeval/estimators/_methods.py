@@ -351,7 +351,7 @@ def hero1(
     ``"exclude"`` (same as ``exclude_new_labelers=True``) leaves their labels
     out, ``"estimate"`` estimates their sensitivity and specificity from the
     current round anchored by the calibrated labelers, with the added
-    uncertainty in the interval (:func:`heroeval.newlabelers.hero1_anchored`).
+    uncertainty in the interval (:func:`heroeval.estimators.newlabelers.hero1_anchored`).
     """
     data = _check_current(current)
     cal = _check_calibration(calibration)
@@ -731,7 +731,7 @@ def _eb_shrink(success: FloatArray, n: FloatArray) -> FloatArray:
 
     Examples
     --------
-    >>> from heroeval.estimators import _eb_shrink
+    >>> from heroeval.estimators._methods import _eb_shrink
     >>> import numpy as np
     >>> _eb_shrink(np.array([1.0, 3.0]), np.array([2.0, 6.0])).round(3).tolist()   # both at the pool: 1/2
     [0.5, 0.5]

@@ -13,7 +13,7 @@ Inference. Write ``eta = (mu, alpha_U, beta_U)`` and ``theta`` for the
 calibrated labelers' parameters. ``eta_hat`` solves ``sum_i S_i(eta; theta_hat)
 = 0`` with ``S_i`` item i's observed-data score (Fisher's identity). With
 ``H`` the total observed information of the current round (Louis' formula,
-:func:`heroeval._influence.scores_and_information`),
+:func:`heroeval.stage_a._influence.scores_and_information`),
 
     eta_hat - eta ~= H_ee^-1 [ sum_i S_i,e  -  H_et (theta_hat - theta) ],
 
@@ -60,7 +60,7 @@ def hero1_anchored(
 
     Labelers of ``current`` that are not in ``calibration`` (and those named
     in ``treat_as_new``, e.g. labelers flagged by
-    :func:`heroeval.drift.check_drift`) get their sensitivity and specificity
+    :func:`heroeval.checks.drift.check_drift`) get their sensitivity and specificity
     estimated jointly with the rate by EM on the current round, the other
     labelers' parameters fixed at the calibration's. The standard error adds
     the uncertainty of the new labelers' parameters (the joint M-estimator's

@@ -263,7 +263,7 @@ class EstimateCollection(Mapping[str, EstimateResult]):
     results: Mapping[str, EstimateResult]
     ingest: IngestReport | None = None
     skipped: Mapping[str, str] = field(default_factory=dict)
-    recommended: Any = None  # heroeval.checks.Recommendation when method="auto" was asked for
+    recommended: Any = None  # heroeval.choice.Recommendation when method="auto" was asked for
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "results", MappingProxyType(dict(self.results)))

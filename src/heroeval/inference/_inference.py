@@ -1,6 +1,6 @@
 """Inference built on influence values: comparisons, the bootstrap, classifier metrics.
 
-Every standard error here comes from the :class:`~heroeval.results.Influence`
+Every standard error here comes from the :class:`~heroeval.estimators.results.Influence`
 attached to each estimate. Two estimates that share a calibration have
 correlated history terms; a difference subtracts their history
 representations before squaring rather than adding variances.

@@ -4,7 +4,7 @@ DuckDB scans CSV or Parquet files (one file, a glob of many, or a list),
 validates and counts the rows in SQL, builds the item, labeler and round
 dictionaries, and returns the annotations as compact arrays sorted by item
 and labeler; it spills to disk when the data do not fit in memory. The
-result is the same :class:`~heroeval.data.AnnotationSet` and the same
+result is the same :class:`~heroeval.ingest.annotations.AnnotationSet` and the same
 ingest report (rows read, used, and dropped by reason) as the pandas reader,
 with two differences that are documented in docs/data.md: an integer item
 column in Parquet keeps its integer ids (ordered as numbers), and the rows

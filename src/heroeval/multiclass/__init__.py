@@ -1,6 +1,6 @@
 """Multi-class and ordinal (Likert) labels: K-class Stage A, HERO-1 on the simplex, baselines.
 
-The binary path (:mod:`heroeval.calibration`, :mod:`heroeval.estimators`) is
+The binary path (:mod:`heroeval.stage_a.calibration`, :mod:`heroeval.estimators`) is
 untouched; with K = 2 and the full structure this package reproduces it
 (tests/multiclass/test_binary_equivalence.py).
 

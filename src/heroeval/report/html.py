@@ -13,7 +13,7 @@ figures are ``<img>`` elements, in which a browser runs no script anyway.
 
 Examples
 --------
->>> from heroeval.demo import run_demo
+>>> from heroeval.workflows.demo import run_demo
 >>> from heroeval.report import build_report, report_data
 >>> d = run_demo()
 >>> page = build_report(d.current, d.calibration, d.estimates, history=d.history)
@@ -78,7 +78,7 @@ def _recommended(res: EstimateCollection) -> EstimateResult | None:
     if isinstance(rec, EstimateResult):
         return rec
     if rec is not None and isinstance(getattr(rec, "result", None), EstimateResult):
-        out: EstimateResult = rec.result  # heroeval.checks.Recommendation
+        out: EstimateResult = rec.result  # heroeval.choice.Recommendation
         return out
     for key in ("recommended", "auto"):
         if key in res.results:

@@ -1,6 +1,6 @@
 """Compiled Stage A kernels (numba) on compact annotation arrays.
 
-The NumPy engine (:mod:`heroeval._em`) builds scipy sparse matrices with one
+The NumPy engine (:mod:`heroeval.stage_a._em`) builds scipy sparse matrices with one
 float64 entry per (item, code) pair and runs each EM step as two sparse
 mat-vecs plus several whole-array temporaries. That is fast (7-9 ns per
 annotation-iteration) but holds about 20 bytes per annotation and makes
@@ -26,8 +26,8 @@ The covariance pass streams the items once and accumulates the observed
 information and the Gram matrix of the scores without forming per-item
 score rows.
 
-The formulas are exactly those of :mod:`heroeval._em` and
-:mod:`heroeval._influence`; tests/unit/test_kernels.py checks both engines
+The formulas are exactly those of :mod:`heroeval.stage_a._em` and
+:mod:`heroeval.stage_a._influence`; tests/unit/test_kernels.py checks both engines
 agree to 1e-10. numba is an optional dependency (``pip install
 heroeval[fast]``); :data:`HAVE_NUMBA` says whether it is importable.
 """
@@ -301,7 +301,7 @@ def _sym_upper(U: FloatArray) -> FloatArray:
 class CompactDesign:
     """Stage A's data as compact arrays, for the compiled engine.
 
-    Same model and weights as :class:`heroeval._em.Design` (``weight``,
+    Same model and weights as :class:`heroeval.stage_a._em.Design` (``weight``,
     ``pseudo_count``), without the sparse matrices. Items are stored sorted
     by their number of labels (``order[r]`` is the input item at position
     ``r``; None: input order), so the per-item loops have runs of equal

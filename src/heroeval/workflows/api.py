@@ -136,15 +136,15 @@ def calibrate(
         The fit and its covariance are the same as on items (to rounding;
         tests/unit/test_compress.py), only faster.
     engine : {"auto", "numpy", "numba"}, default "auto"
-        ``"numpy"``: sparse mat-vecs (:mod:`heroeval._em`). ``"numba"``: fused,
+        ``"numpy"``: sparse mat-vecs (:mod:`heroeval.stage_a._em`). ``"numba"``: fused,
         multi-threaded compiled passes over one small integer per annotation
-        (:mod:`heroeval._kernels`; needs ``pip install 'heroeval[fast]'``),
+        (:mod:`heroeval.stage_a._kernels`; needs ``pip install 'heroeval[fast]'``),
         several times faster and about a fifth of the memory, with the same
         results (to 1e-10, tests/unit/test_kernels.py); it fits on items
         (``compress`` is not used). ``"auto"`` takes numba when it is installed
         and the history has at least :data:`NUMBA_MIN_ANNOTATIONS`
         annotations. For histories on a cluster see
-        :func:`heroeval.distributed.calibrate_dask`.
+        :func:`heroeval.stage_a.distributed.calibrate_dask`.
     progress : bool or callable, default False
         Report each EM cycle: ``True`` logs map evaluations, log-likelihood
         and the largest parameter change to the ``heroeval`` logger (the
@@ -213,7 +213,7 @@ def estimate(
         the history itself). A single name returns an :class:`EstimateResult`,
         otherwise an :class:`EstimateCollection` that lists skipped methods
         and why. ``"auto"`` returns the result of the method
-        :func:`heroeval.checks.recommend` picks from the model checks on the
+        :func:`heroeval.choice.recommend` picks from the model checks on the
         history's gold (its ``details["auto"]`` says why); it needs
         ``calibration.checks`` or the history.
     recommend : bool, default False

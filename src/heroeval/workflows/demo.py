@@ -45,7 +45,7 @@ def run_demo() -> DemoResult:
 
     Examples
     --------
-    >>> from heroeval.demo import run_demo
+    >>> from heroeval.workflows.demo import run_demo
     >>> d = run_demo()
     >>> sorted(d.estimates)
     ['dawid_skene', 'gold_proportion', 'hero1', 'hero2', 'hero_joint', 'majority_vote', 'rogan_gladen']
