@@ -1,0 +1,88 @@
+"""The public surface of 0.1 is unchanged by the layering: API names, CLI options, JSON outputs, calibration files.
+
+``tests/data/v0.1/`` was written by heroeval 0.1 as released before the
+package was split into layers (commit 5a3a852, the flat package):
+
+* ``calibration.json``: ``hero calibrate`` on the bundled TriviaQA history
+  (gold and covariates; the model checks on, as the CLI saves them);
+* ``estimate.json``, ``compare.json``, ``drift.json``, ``plan.json``: the
+  JSON outputs of ``hero estimate --method all``, ``hero compare``,
+  ``hero drift`` and ``hero plan`` with that calibration file;
+* ``public_surface.json``: ``heroeval.__all__`` and every CLI command's options.
+
+This version must read the 0.1 calibration file and give the same JSON,
+number for number (to 1e-12: the layering moved code, it changed no
+arithmetic), and keep every public name and option.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+import heroeval as he
+from heroeval.cli import app
+from heroeval.workflows.demo import example_paths
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "v0.1"
+VOLATILE = {"created", "heroeval_version", "token", "source", "sources", "path"}
+
+
+def _same(a: Any, b: Any, where: str = "") -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        assert set(a) - VOLATILE == set(b) - VOLATILE, f"{where}: keys differ: {set(a) ^ set(b)}"
+        for k in a:
+            if k not in VOLATILE:
+                _same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list) and isinstance(b, list):
+        assert len(a) == len(b), f"{where}: lengths {len(a)} != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, rel=1e-12, abs=1e-12), f"{where}: {a} != {b}"
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def test_public_api_and_cli_options_unchanged() -> None:
+    old = json.loads((DATA / "public_surface.json").read_text())
+    assert sorted(he.__all__) == old["api"]
+    for name in old["api"]:
+        assert getattr(he, name) is not None
+    cmd = typer.main.get_command(app)
+    commands: dict[str, Any] = cmd.commands  # type: ignore[attr-defined]
+    now = {name: sorted(o for p in c.params for o in p.opts) for name, c in sorted(commands.items())}
+    for name, opts in old["cli"].items():
+        assert name in now, f"command {name} is gone"
+        assert set(opts) <= set(now[name]), f"hero {name} lost options {set(opts) - set(now[name])}"
+
+
+def test_calibration_file_of_0_1_loads_and_round_trips(tmp_path: Path) -> None:
+    cal = he.load_calibration(DATA / "calibration.json")
+    assert cal.checks is not None and cal.n_labelers == 11
+    cal.save(tmp_path / "again.json")
+    _same(json.loads((DATA / "calibration.json").read_text()), json.loads((tmp_path / "again.json").read_text()))
+
+
+@pytest.mark.parametrize("name", ["estimate", "compare", "drift", "plan"])
+def test_cli_json_outputs_equal_0_1(name: str) -> None:
+    ex = example_paths()
+    cal = str(DATA / "calibration.json")
+    cur = str(ex["current"])
+    args = {
+        "estimate": ["estimate", cur, "--calibration", cal, "--covariates", str(ex["current_covariates"]),
+                     "--method", "all", "-f", "json"],
+        "compare": ["compare", cur, cur, "--calibration", cal, "--method", "hero1,rogan_gladen,majority_vote",
+                    "-f", "json"],
+        "drift": ["drift", cur, "--calibration", cal, "-f", "json"],
+        "plan": ["plan", "--calibration", cal, "--half-width", "0.03", "--mu", "0.6", "-f", "json"],
+    }[name]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    _same(json.loads((DATA / f"{name}.json").read_text()), json.loads(res.stdout))
