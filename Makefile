@@ -23,7 +23,8 @@ demo: $(VENV)/.installed
 
 ## make test: create .venv, install with test extras, lint, type-check, run the whole suite
 test: $(VENV)/.installed-test
-	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff check src tests benchmarks experiments scripts
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
@@ -36,7 +37,8 @@ test-browser: $(VENV)/.installed-test
 	$(BIN)/python -m pytest tests/browser -v
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff check src tests benchmarks experiments scripts
+	$(BIN)/lint-imports
 	$(BIN)/ruff format --check src tests
 
 typecheck: $(VENV)/.installed-test

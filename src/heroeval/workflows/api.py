@@ -166,20 +166,20 @@ def calibrate(
     ('a', 'b')
     """
     check_fit_settings(history, tol, max_iter, criterion, pseudo_count, variance)
-    if history_weight != "cv":
-        _check_weight(history_weight)
+    cv = history_weight == "cv"
+    w = 1.0 if cv else _check_weight(history_weight)
     model_checks = None
-    if history_weight == "cv" or checks:
+    if cv or checks:
         model_checks = run_checks(
             history, folds=check_folds, seed=seed,
             em_settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
                          "pseudo_count": float(pseudo_count)},
         )
-        if history_weight == "cv":
-            history_weight = model_checks.chosen_weight
+        if cv:
+            w = model_checks.chosen_weight
     return fit_stage_a(
         history, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate, pseudo_count=pseudo_count,
-        variance=variance, covariance=covariance, history_weight=1.0 if history_weight == "cv" else history_weight,
+        variance=variance, covariance=covariance, history_weight=w,
         model_checks=model_checks, compress=compress, engine=engine, progress=progress,
     )
 
