@@ -1,6 +1,6 @@
 """Issue #5's real-data table: every method and ``auto`` on every binary set, rho = 0.10, with and without pool shift.
 
-    .venv/bin/python benchmarks/robustness.py --resamples 20 --out docs/robustness
+    .venv/bin/python benchmarks/robustness.py --resamples 20 --out docs/research/robustness
 
 ``--first 10 --resamples 20 --merge old/resamples.csv.gz`` adds resamples
 10..29 to an earlier run of resamples 0..9 (the splits are seeded by the
@@ -97,7 +97,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--rho", type=float, default=0.10)
     ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--out", default="docs/robustness")
+    ap.add_argument("--out", default="docs/research/robustness")
     ap.add_argument("--only", default="", help="comma-separated data set names")
     ap.add_argument("--shifts", default="none,half", help="comma-separated: none, half (pool shift), rate (rate shift)")
     ap.add_argument("--first", type=int, default=0, help="first resample index (to extend an earlier run)")

@@ -1,6 +1,6 @@
 """Issue #5's simulations: dependent errors (where plain HERO-1 is biased) and the paper's independent design.
 
-    .venv/bin/python benchmarks/robustness_sim.py --reps 200 --out docs/robustness
+    .venv/bin/python benchmarks/robustness_sim.py --reps 200 --out docs/research/robustness
 
 For each design and replication: Stage A with the model checks, every
 method and ``auto`` on the current round (target: its realised gold rate),
@@ -60,7 +60,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--out", default="docs/robustness")
+    ap.add_argument("--out", default="docs/research/robustness")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

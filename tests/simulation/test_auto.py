@@ -40,6 +40,6 @@ def test_auto_under_shared_errors() -> None:
 def test_auto_where_the_model_holds() -> None:
     e_auto, e_h1, p = _errors(paper_dgp, 40)
     rmse_auto, rmse_h1 = np.sqrt(np.mean(e_auto**2)), np.sqrt(np.mean(e_h1**2))
-    # 200 replications in docs/robustness.md; with 40 the tolerance is 10 %
+    # 200 replications in docs/research/robustness.md; with 40 the tolerance is 10 %
     assert rmse_auto <= 1.10 * rmse_h1
     assert np.mean(p < 0.05) <= 0.15

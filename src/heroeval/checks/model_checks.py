@@ -71,7 +71,7 @@ CANDIDATES: tuple[str, ...] = ("gold_proportion", "rogan_gladen", "hero1", "hero
 
 HERO joint (the current round as one more gold-free round of Stage A) is the
 default: it is HERO-1's model fitted to every label, and where that model
-holds it was 3-5 % more accurate than HERO-1 (docs/robustness.md); it rests
+holds it was 3-5 % more accurate than HERO-1 (docs/research/robustness.md); it rests
 on HERO-1's likelihood, so it is judged by HERO-1's mock round at the same
 weight. HERO-1 at w = 0 (gold-only maximum likelihood, without smoothing) is
 not a candidate: with little gold its labelers sit on the boundary and its
@@ -80,7 +80,7 @@ the gold-only candidate.
 
 Current-round Dawid–Skene is not a candidate: with few labels per item its
 standard error is too small (coverage 0.78 in the paper's sparse design,
-docs/robustness.md), and the rule below trusts the candidates' standard
+docs/research/robustness.md), and the rule below trusts the candidates' standard
 errors. Majority vote is not one either: it corrects nothing, so its bias
 moves with the rate and the labeler mix, and its bias on the gold's mock
 rounds does not carry over to a round with another rate (in the paper's

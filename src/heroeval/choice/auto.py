@@ -93,7 +93,7 @@ def recommend(
 
     The interval of the chosen method is reported as it is: the choice uses
     the history's gold and the candidates' standard errors, not the current
-    labels' agreement with any estimate (docs/robustness.md measures the
+    labels' agreement with any estimate (docs/research/robustness.md measures the
     coverage that results).
     """
     cal = calibration

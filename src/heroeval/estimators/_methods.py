@@ -560,7 +560,7 @@ def rogan_gladen(
       labelers selected by their shrunk Youden index. The ratio keeps the
       plain proportions, so shrinkage moves only the weights. Tried for
       crowds with little gold per labeler; it did not beat the diagonal
-      weights on the real sets (docs/robustness.md).
+      weights on the real sets (docs/research/robustness.md).
 
     Labelers whose Youden index ``alpha_j + beta_j - 1`` is at most
     ``min_youden`` (uninformative or adversarial on the gold) are left out and

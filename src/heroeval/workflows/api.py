@@ -116,7 +116,7 @@ def calibrate(
         choice, the scores and the other model checks are kept in
         ``Calibration.checks``. Standard errors treat the chosen ``w`` as
         fixed (the weighted likelihood is an estimating equation for any
-        fixed ``w``; docs/robustness.md has the argument and the coverage
+        fixed ``w``; docs/research/robustness.md has the argument and the coverage
         measured with ``w`` chosen this way).
     checks : bool, default False
         Run the model checks on the history's gold items

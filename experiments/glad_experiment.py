@@ -15,7 +15,7 @@ exact). Labels are independent given ``(Y, c)`` and dependent given ``Y``
 alone (hard items make every labeler noisier at once, but not wrong in the
 same direction). Class 1 (``s = 1``) is the two-coin model of heroeval's
 Stage A, so ``pi = (1, 0, ..., 0)`` is heroeval's Stage A and HERO-1
-(tests/unit/test_glad_experiment.py, to 1e-6). With ``lambda_r(y, c)`` the
+(tests/experiments/test_glad_experiment.py, to 1e-6). With ``lambda_r(y, c)`` the
 class-c log-likelihood of item r's labels,
 
     P(labels_r | Y = y) = sum_c pi_c exp(lambda_r(y, c)).
@@ -23,7 +23,7 @@ class-c log-likelihood of item r's labels,
 Stage A: EM over the 2K states (Y, c) of every item (gold items: Y known, c
 latent), one prevalence per history round (``AnnotationSet.item_round``, as
 heroeval's Stage A), SQUAREM-accelerated with a monotone safeguard exactly as
-``benchmarks/hard_class_experiment.py``, stopping when a plain EM step moves
+``experiments/hard_class_experiment.py``, stopping when a plain EM step moves
 no probability by more than ``tol``. M-step: prevalences and ``pi`` in closed
 form; ``logit(alpha_j)`` (and ``logit(beta_j)``) maximise the concave 1-D
 function ``sum_c [n1_jc log sigmoid(s_c x) + n0_jc log sigmoid(-s_c x)]``
@@ -55,13 +55,13 @@ hard-class experiment's). Only the point estimate is judged.
 
 Command (from the repository root; 2 worker processes)::
 
-    PYTHONPATH=src .venv/bin/python benchmarks/glad_experiment.py --resamples 10 --reps 50 \
-        --ref ../main/docs/robustness
+    PYTHONPATH=src .venv/bin/python experiments/glad_experiment.py --resamples 10 --reps 50 \
+        --ref ../main/docs/research/robustness
 
 (both variants: 7 min 7 s on 2 shared cores) and, for the mock rounds (7 min 43 s)::
 
-    PYTHONPATH=src .venv/bin/python benchmarks/glad_experiment.py --resamples 10 --skip-sim --mock \
-        --variants glad_grid --ref ../main/docs/robustness
+    PYTHONPATH=src .venv/bin/python experiments/glad_experiment.py --resamples 10 --skip-sim --mock \
+        --variants glad_grid --ref ../main/docs/research/robustness
 
 ``--ref`` is the folder holding robustness.py's ``resamples.csv.gz`` (not in
 git; it may hold more resamples than are run here: only resamples
@@ -79,7 +79,7 @@ GLAD, and HERO-1, HERO joint, ``rogan_gladen`` and ``auto`` recomputed on
 the same seeds. With ``--mock``, the mock-round errors of HERO-1 and of
 each variant on the history's gold (:func:`mock_errors`, as the hard-class
 experiment's).
-Writes to ``--out`` (default docs/robustness):
+Writes to ``--out`` (default docs/research/robustness):
 
 * ``glad_rows_real.csv.gz``, ``glad_rows_sim.csv.gz``: one row per resample /
   replication (estimates, truth, fitted pi, log-likelihood gain over the
@@ -112,6 +112,7 @@ from scipy.special import expit, logit, logsumexp
 
 import heroeval as he
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _latent_tables as lt
 
@@ -417,7 +418,7 @@ def estimate_rate(fit: GladFit, current: he.AnnotationSet) -> RateEstimate:
 
 
 # ---------------------------------------------------------------------------
-# the experiment (as benchmarks/hard_class_experiment.py)
+# the experiment (as experiments/hard_class_experiment.py)
 # ---------------------------------------------------------------------------
 
 #: variant -> pseudo-counts on pi. "glad_grid": the model as specified; "glad_grid_weak": a ten times weaker
@@ -560,6 +561,7 @@ def real_summary(tab: pd.DataFrame) -> str:
 def main() -> None:
     from heroeval._core.parallel import run_chunks
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from real_data import BINARY
 
@@ -573,7 +575,7 @@ def main() -> None:
     ap.add_argument("--scales", default=",".join(str(x) for x in SCALES), help="comma-separated difficulty grid, first 1")
     ap.add_argument("--out", default=str(here / "docs" / "robustness"))
     ap.add_argument("--ref", default=str(here / "docs" / "robustness"),
-                    help="folder of robustness.py's outputs (resamples.csv.gz is not in git: /work/main/docs/robustness)")
+                    help="folder of robustness.py's outputs (resamples.csv.gz is not in git: /work/main/docs/research/robustness)")
     ap.add_argument("--only", default="", help="comma-separated data set names")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated: " + ", ".join(VARIANTS))
     ap.add_argument("--mock", action="store_true",

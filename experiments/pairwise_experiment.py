@@ -16,7 +16,7 @@ decision would only re-parametrise the two-coin model). So
 
 exact and factorised over clusters, so HERO-1's likelihood ratios are exact.
 With every rho_k = 0 it is heroeval's Stage A and HERO-1
-(tests/unit/test_pairwise_experiment.py, to 1e-6). A labeler's repeated
+(tests/experiments/test_pairwise_experiment.py, to 1e-6). A labeler's repeated
 labels on one item are treated as separate labels (each copies or not).
 
 Clusters (:func:`choose_clusters`) are chosen on the history's gold before
@@ -34,7 +34,7 @@ is tuned.
 Stage A: EM over (Y, u_i1..u_iK, copy indicators) with gold items' Y known,
 one prevalence per history round (``AnnotationSet.item_round``, as heroeval's
 Stage A), SQUAREM-accelerated with a monotone safeguard exactly as
-``benchmarks/glad_experiment.py`` (in logit space), stopping when a plain EM
+``experiments/glad_experiment.py`` (in logit space), stopping when a plain EM
 step moves no probability by more than ``tol`` (at most ``max_iter`` EM map
 evaluations; fits that hit the cap are counted, ``converged``). M-steps are
 closed form (weighted proportions): alpha_j/beta_j from the posterior weights
@@ -56,15 +56,15 @@ experiment's). Only the point estimate is judged.
 
 Command (from the repository root; 2 worker processes)::
 
-    PYTHONPATH=src OMP_NUM_THREADS=1 .venv/bin/python benchmarks/pairwise_experiment.py --resamples 10 --reps 50 \
-        --ref ../main/docs/robustness
+    PYTHONPATH=src OMP_NUM_THREADS=1 .venv/bin/python experiments/pairwise_experiment.py --resamples 10 --reps 50 \
+        --ref ../main/docs/research/robustness
 
 (10 min 25 s on 2 cores, the real part 8 min 25 s) and, for the mock rounds
 (run on 5 resamples only, for lack of time: 12 min 58 s, about three times
 the real part's cost per resample)::
 
-    PYTHONPATH=src OMP_NUM_THREADS=1 .venv/bin/python benchmarks/pairwise_experiment.py --resamples 5 --skip-sim --mock \
-        --ref ../main/docs/robustness
+    PYTHONPATH=src OMP_NUM_THREADS=1 .venv/bin/python experiments/pairwise_experiment.py --resamples 5 --skip-sim --mock \
+        --ref ../main/docs/research/robustness
 
 ``--ref`` is the folder holding robustness.py's ``resamples.csv.gz`` (not in
 git; it may hold more resamples than are run here: only resamples
@@ -84,7 +84,7 @@ the pairwise model, and HERO-1, HERO joint, ``rogan_gladen`` and ``auto``
 recomputed on the same seeds. With ``--mock``, the mock-round errors of
 HERO-1 and of each variant on the history's gold (:func:`mock_errors`, as
 the GLAD experiment's; clusters re-chosen on each fold's history).
-Writes to ``--out`` (default docs/robustness):
+Writes to ``--out`` (default docs/research/robustness):
 
 * ``pairwise_rows_real.csv.gz``, ``pairwise_rows_sim.csv.gz``: one row per
   resample / replication (estimates, truth, cluster statistics, mean rho,
@@ -118,6 +118,7 @@ from scipy.special import expit, logit
 
 import heroeval as he
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _latent_tables as lt
 
@@ -465,7 +466,7 @@ def cluster_stats(fit: PairwiseFit) -> dict[str, float]:
             "clustered_labelers": float(sizes.sum()),
             "rho_mean": float(np.mean(fit.params.rho)) if fit.params.rho.size else math.nan}
 # ---------------------------------------------------------------------------
-# the experiment (as benchmarks/pairwise_experiment.py)
+# the experiment (as experiments/pairwise_experiment.py)
 # ---------------------------------------------------------------------------
 
 #: variant -> cluster-choice settings (link_alpha, max_cluster). Only the model as specified.
@@ -620,6 +621,7 @@ def _progress(t0: float) -> Any:
 def main() -> None:
     from heroeval._core.parallel import run_chunks
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from real_data import BINARY
 
@@ -631,7 +633,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default=str(here / "docs" / "robustness"))
     ap.add_argument("--ref", default=str(here / "docs" / "robustness"),
-                    help="folder of robustness.py's outputs (resamples.csv.gz is not in git: /work/main/docs/robustness)")
+                    help="folder of robustness.py's outputs (resamples.csv.gz is not in git: /work/main/docs/research/robustness)")
     ap.add_argument("--only", default="", help="comma-separated data set names")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated: " + ", ".join(VARIANTS))
     ap.add_argument("--mock", action="store_true",

@@ -1,4 +1,4 @@
-"""benchmarks/glad_experiment.py (issue #5, GLAD-style item difficulty): an experiment, checked here cheaply."""
+"""experiments/glad_experiment.py (issue #5, GLAD-style item difficulty): an experiment, checked here cheaply."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from heroeval.simulate import paper_dgp
 from heroeval.stage_a.calibration import initial_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import glad_experiment as gl
 
 

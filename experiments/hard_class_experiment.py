@@ -26,7 +26,7 @@ by more than ``tol``. It maximises the posterior under weak priors:
 labelers, heroeval's ``pseudo_count`` (default 0, as ``calibrate()``).
 Against label switching it starts from heroeval's own ``calibrate()`` fit
 (alpha, beta, prevalences) with ``h = 0.1``, ``a_H = 0.55``, ``b_H = 0.45``.
-With ``h`` fixed at 0 it is heroeval's Stage A (tests/unit/test_hard_class_experiment.py).
+With ``h`` fixed at 0 it is heroeval's Stage A (tests/experiments/test_hard_class_experiment.py).
 
 HERO-1 analogue: with every history parameter fixed, the current round's rate
 solves heroeval's score equation (``heroeval.estimators._score.solve_score``) with the
@@ -47,8 +47,8 @@ with the Beta(2, 10) prior).
 Command (from the repository root; 2 worker processes; about 40 min, 36 of
 them the mock rounds)::
 
-    PYTHONPATH=src .venv/bin/python benchmarks/hard_class_experiment.py --resamples 10 --reps 50 --mock \
-        --ref ../main/docs/robustness
+    PYTHONPATH=src .venv/bin/python experiments/hard_class_experiment.py --resamples 10 --reps 50 --mock \
+        --ref ../main/docs/research/robustness
 
 ``--ref`` is the folder holding robustness.py's ``resamples.csv.gz`` (not in
 git) and ``auto.csv``.
@@ -64,7 +64,7 @@ labelers per item) and ``paper_dgp`` (dense, 3 of 10), seeds 0..reps-1 as in
 ``benchmarks/robustness_sim.py``: the hard class, and HERO-1, HERO joint,
 ``rogan_gladen`` and ``auto`` (Stage A with the model checks, as
 robustness_sim.py) recomputed on the same seeds. Writes to ``--out``
-(default docs/robustness):
+(default docs/research/robustness):
 
 * ``hard_class_rows_real.csv.gz``, ``hard_class_rows_sim.csv.gz``: one row
   per resample / replication and variant (estimates, truth, fitted h, a_H,
@@ -99,6 +99,7 @@ from scipy.special import expit, logit, logsumexp
 
 import heroeval as he
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _latent_tables as lt
 
@@ -541,6 +542,7 @@ def sim_table(rows: pd.DataFrame) -> pd.DataFrame:
 def main() -> None:
     from heroeval._core.parallel import run_chunks
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from real_data import BINARY
 
@@ -553,7 +555,7 @@ def main() -> None:
     ap.add_argument("--pseudo-count", type=float, default=0.0, help="labelers' pseudo-count (heroeval's pseudo_count)")
     ap.add_argument("--out", default=str(here / "docs" / "robustness"))
     ap.add_argument("--ref", default=str(here / "docs" / "robustness"),
-                    help="folder of robustness.py's outputs (resamples.csv.gz is not in git: /work/main/docs/robustness)")
+                    help="folder of robustness.py's outputs (resamples.csv.gz is not in git: /work/main/docs/research/robustness)")
     ap.add_argument("--only", default="", help="comma-separated data set names")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated: free, ordered")
     ap.add_argument("--mock", action="store_true",

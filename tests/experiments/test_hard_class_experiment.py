@@ -1,4 +1,4 @@
-"""benchmarks/hard_class_experiment.py (issue #5, the latent hard-item class): an experiment, checked here cheaply."""
+"""experiments/hard_class_experiment.py (issue #5, the latent hard-item class): an experiment, checked here cheaply."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from heroeval.simulate import paper_dgp
 from heroeval.stage_a.calibration import initial_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
 import hard_class_experiment as hc
 
 

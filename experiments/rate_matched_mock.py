@@ -1,12 +1,12 @@
 """Issue #5 follow-up diagnostic: do rate-matched mock rounds show the bias at the current round's rate?
 
-    .venv/bin/python benchmarks/rate_matched_mock.py --resamples 10                # ~1 min on 2 cores
-    .venv/bin/python benchmarks/rate_matched_mock.py --resamples 10 --shift none
+    .venv/bin/python experiments/rate_matched_mock.py --resamples 10                # ~1 min on 2 cores
+    .venv/bin/python experiments/rate_matched_mock.py --resamples 10 --shift none
 
 Under ``shift="rate"`` (the current round drawn with 3x the odds of a
 positive) the mock rounds of ``heroeval.checks`` measure each candidate's
 error at the history gold's rate, and the likelihood methods' error at the
-current rate differs (docs/robustness.md, "Rate shift"). Proposed remedy:
+current rate differs (docs/research/robustness.md, "Rate shift"). Proposed remedy:
 weight the held-out gold items by class to the current round's rate
 (``mu_t / ybar`` for a positive, ``(1 - mu_t) / (1 - ybar)`` for a negative),
 solve the weighted score equation on the pooled cross-fitted log-likelihood
@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from real_data import BINARY
 
@@ -108,7 +109,7 @@ def main() -> None:
     ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
     ap.add_argument("--resamples", type=int, default=10)
     ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--out", default="docs/robustness")
+    ap.add_argument("--out", default="docs/research/robustness")
     ap.add_argument("--shift", default="rate", help="rate (default) or none: the random splits, where weighting should change little")
     a = ap.parse_args()
     jobs = [(a.data, n, sfx, list(range(i, min(i + 5, a.resamples))), a.shift) for n, sfx in BINARY

@@ -1,7 +1,7 @@
 """Issue #5 experiment: prediction-powered inference (PPI) with the history's gold as an ``auto`` candidate.
 
     .venv/bin/python benchmarks/robustness.py --resamples 30 --out OUT      # once: the splits and auto's candidates
-    .venv/bin/python benchmarks/ppi_experiment.py --from-benchmark OUT
+    .venv/bin/python experiments/ppi_experiment.py --from-benchmark OUT
 
 PPI (Angelopoulos et al. 2023; ppi_py's ``ppi_mean_ci``) estimates a mean from
 a predictor on unlabelled items and a rectifier from labelled ones. Here the
@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import auto_rules_experiment as ar
 from real_data import BINARY

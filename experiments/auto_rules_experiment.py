@@ -1,6 +1,6 @@
 """Issue #5: candidate rules for ``method="auto"``, compared on the same replications and resamples.
 
-    .venv/bin/python benchmarks/auto_rules_experiment.py --reps 100 --resamples 10 --out docs/robustness
+    .venv/bin/python experiments/auto_rules_experiment.py --reps 100 --resamples 10 --out docs/research/robustness
 
 For every simulation replication (the four designs of ``robustness_sim.py``,
 seeds 0..reps-1) and every real-data resample (``robustness.py``'s splits),
@@ -72,6 +72,7 @@ from heroeval.choice.auto import recommend
 from heroeval.simulate import dependent_dgp, paper_dgp
 from heroeval.workflows.benchmark import load_folder, make_split
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from real_data import BINARY
 from robustness import COMPARED
@@ -359,7 +360,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--resamples", type=int, default=10)
     ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--out", default="docs/robustness")
+    ap.add_argument("--out", default="docs/research/robustness")
     ap.add_argument("--only", default="", help="comma-separated data set names (a smoke run)")
     ap.add_argument("--from-records", action="store_true",
                     help="judge the rules on the candidate tables a previous run saved in --out (no refitting)")
