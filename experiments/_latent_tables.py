@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from heroeval._core.squarem import squarem as _squarem
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from robustness import COMPARED
@@ -140,42 +142,16 @@ def squarem(em_map: Callable[[np.ndarray], tuple[np.ndarray, float, float]], th0
     the plain double step is taken and the step bound shrinks. Returns the
     parameters, whether it converged and the number of map evaluations.
     """
-    n_eval = 0
+    moved = [np.inf]
 
-    def F(th: np.ndarray) -> tuple[np.ndarray, float, float]:
-        nonlocal n_eval
-        n_eval += 1
-        return em_map(th)
+    def step(th: np.ndarray, need_objective: bool) -> tuple[np.ndarray, float]:
+        nxt, obj, moved[0] = em_map(th)
+        return nxt, obj
 
-    th = th0
-    step_max, mstep = 1.0, 4.0
-    ll_ref = -np.inf
-    while n_eval < max_iter:
-        th1, obj0, moved = F(th)
-        ll_ref = max(ll_ref, obj0)
-        if moved <= tol:
-            return th1, True, n_eval
-        th2, _, _ = F(th1)
-        r = th1 - th
-        v = th2 - 2 * th1 + th
-        nr, nv = float(np.sqrt(r @ r)), float(np.sqrt(v @ v))
-        if nv == 0.0 or not np.isfinite(nv):
-            th = th2
-            continue
-        step = max(min(-nr / nv, -1.0), -step_max)
-        th_p = th - 2 * step * r + step * step * v
-        if project is not None:
-            th_p = project(th_p)
-        th_new, obj_p, _ = F(th_p)  # one EM step from the extrapolated point; obj_p is the value at th_p
-        if not np.isfinite(obj_p) or obj_p < ll_ref - 1e-10 * max(1.0, abs(ll_ref)):
-            th = th2
-            step_max = max(1.0, step_max / mstep)
-        else:
-            th = th_new
-            ll_ref = obj_p
-            if step == -step_max:
-                step_max *= mstep
-    return th, False, n_eval
+    # heroeval's one SQUAREM; the distance of a step is what the map reported for it
+    res = _squarem(step, th0, distance=lambda _new, _old: moved[0], tol=tol, max_iter=max_iter, project=project,
+                   reference="every")
+    return res.x, res.converged, res.n_eval
 
 
 @dataclass(frozen=True)

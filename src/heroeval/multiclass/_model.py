@@ -38,6 +38,8 @@ import numpy.typing as npt
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from heroeval._core.squarem import squarem
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 Structure = Literal["full", "symmetric", "ordinal"]
@@ -405,58 +407,22 @@ def run_em(d: Design, structure: str, pi0: FloatArray, theta0: FloatArray | None
     prevalence) by more than ``tol``; ``n_iter`` counts EM map evaluations.
     """
     J, K, G = d.J, d.K, d.G
-    n_eval = 0
-    th_hint: list[FloatArray | None] = [theta0]
 
-    def F(x: FloatArray) -> tuple[FloatArray, float, FloatArray]:
-        nonlocal n_eval
-        n_eval += 1
+    def em_map(x: FloatArray, need_objective: bool) -> tuple[FloatArray, float]:
+        """One EM step from ``x``, and the log posterior at ``x`` (always computed: the E step gives it)."""
         pi, theta, prev = _to_state(structure, x, J, K, G)
         w, ll = e_step(d, pi, prev)
-        pi2, theta2 = m_step_labelers(structure, soft_counts(d, w), theta if theta is not None else th_hint[0], pseudo)
-        prev2 = m_step_prev(d, w)
-        probs = np.concatenate([pi.ravel(), prev.ravel()])
-        return _to_vec(structure, pi2, theta2, prev2), ll + log_prior(structure, pi, pseudo), probs
+        pi2, theta2 = m_step_labelers(structure, soft_counts(d, w), theta if theta is not None else theta0, pseudo)
+        return _to_vec(structure, pi2, theta2, m_step_prev(d, w)), ll + log_prior(structure, pi, pseudo)
 
     def probs_of(x: FloatArray) -> FloatArray:
         pi, _, prev = _to_state(structure, x, J, K, G)
         return np.concatenate([pi.ravel(), prev.ravel()])
 
-    x = _to_vec(structure, np.clip(pi0, EPS, 1 - EPS), theta0, np.clip(prev0, EPS, 1 - EPS))
-    converged = False
-    change = np.inf
-    step_max, mstep = 1.0, 4.0
-    ll_ref = -np.inf
-    first = True
-    while n_eval < max_iter:
-        x1, ll0, p0 = F(x)
-        if first:
-            ll_ref, first = ll0, False
-        change = float(np.max(np.abs(probs_of(x1) - p0)))
-        if change <= tol:
-            x = x1
-            converged = True
-            break
-        if not accelerate:
-            x = x1
-            continue
-        x2, _, _ = F(x1)
-        r = x1 - x
-        v = x2 - 2 * x1 + x
-        nr, nv = float(np.sqrt(r @ r)), float(np.sqrt(v @ v))
-        if nv == 0.0 or not np.isfinite(nv):
-            x = x2
-            continue
-        step = max(min(-nr / nv, -1.0), -step_max)
-        xp = x - 2 * step * r + step * step * v
-        x_new, ll_p, _ = F(xp)
-        if not np.isfinite(ll_p) or ll_p < ll_ref - 1e-10 * max(1.0, abs(ll_ref)):
-            x = x2
-            step_max = max(1.0, step_max / mstep)
-        else:
-            x, ll_ref = x_new, ll_p
-            if step == -step_max:
-                step_max *= mstep
+    res = squarem(em_map, _to_vec(structure, np.clip(pi0, EPS, 1 - EPS), theta0, np.clip(prev0, EPS, 1 - EPS)),
+                  distance=lambda x1, x0: float(np.max(np.abs(probs_of(x1) - probs_of(x0)))), tol=tol,
+                  max_iter=max_iter, accelerate=accelerate)
+    x, n_eval, converged, change = res.x, res.n_eval, res.converged, res.change
     pi, theta, prev = _to_state(structure, x, J, K, G)
     w, ll = e_step(d, pi, prev)
     return Fit(pi, theta, prev, w, ll + log_prior(structure, pi, pseudo), n_eval, converged, change)

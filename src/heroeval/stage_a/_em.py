@@ -22,6 +22,8 @@ import numpy.typing as npt
 import scipy.sparse as sp
 from scipy.special import expit, logit
 
+from heroeval._core.squarem import squarem
+
 EPS = 1e-9
 """Sensitivities and specificities are kept in [EPS, 1 - EPS] so logs stay finite."""
 
@@ -304,7 +306,6 @@ def run_em(
     a_fix = alpha0.copy()
     b_fix = beta0.copy()
     n_eval = 0
-    trace: list[float] = []
 
     def F(th: FloatArray, need_ll: bool = True) -> tuple[FloatArray, float]:
         nonlocal n_eval
@@ -319,75 +320,12 @@ def run_em(
     def change(th_a: FloatArray, th_b: FloatArray) -> float:
         return float(np.max(np.abs(expit(th_a) - expit(th_b)))) if th_a.size else 0.0
 
-    th = _pack(alpha0, beta0, prev0)
-    converged = False
-    max_change = np.inf
-    ll_prev = -np.inf
-    if not accelerate:
-        while n_eval < max_iter:
-            th_new, ll = F(th)
-            trace.append(ll)
-            max_change = change(th_new, th)
-            if progress is not None:
-                progress(n_eval, ll, max_change)
-            if criterion == "loglik":
-                done = np.isfinite(ll_prev) and abs(ll - ll_prev) <= tol * abs(ll_prev)
-            else:
-                done = max_change <= tol
-            th = th_new
-            ll_prev = ll
-            if done:
-                converged = True
-                break
-    else:
-        step_max = 1.0
-        mstep = 4.0
-        # ll_ref is a lower bound on the log-likelihood at the current point: the value at the
-        # start, then at each accepted extrapolation (EM steps never lower it). Comparing the
-        # extrapolated point with it keeps the scheme monotone with one likelihood per cycle.
-        ll_ref = -np.inf
-        first = True
-        while n_eval < max_iter:
-            th1, ll0 = F(th, need_ll=first or criterion == "loglik")
-            if first:
-                ll_ref = ll0
-                first = False
-            if criterion == "loglik":
-                trace.append(ll0)
-            max_change = change(th1, th)
-            if progress is not None:
-                progress(n_eval, ll0, max_change)
-            if criterion == "loglik":
-                done = np.isfinite(ll_prev) and abs(ll0 - ll_prev) <= tol * abs(ll_prev)
-            else:
-                done = max_change <= tol
-            if done:
-                th = th1
-                converged = True
-                break
-            ll_prev = ll0
-            th2, _ = F(th1, need_ll=False)
-            r = th1 - th
-            v = th2 - 2 * th1 + th
-            nr = float(np.sqrt(r @ r))
-            nv = float(np.sqrt(v @ v))
-            if nv == 0.0 or not np.isfinite(nv):
-                th = th2
-                continue
-            step = max(min(-nr / nv, -1.0), -step_max)
-            th_p = np.clip(th - 2 * step * r + step * step * v, -_LOGIT_MAX, _LOGIT_MAX)
-            th_new, ll_p = F(th_p)
-            if criterion != "loglik":
-                trace.append(ll_p)
-            if not np.isfinite(ll_p) or ll_p < ll_ref - 1e-10 * max(1.0, abs(ll_ref)):
-                # extrapolation went downhill: keep the plain EM double step
-                th = th2
-                step_max = max(1.0, step_max / mstep)
-            else:
-                th = th_new
-                ll_ref = ll_p
-                if step == -step_max:
-                    step_max *= mstep
+    res = squarem(
+        F, _pack(alpha0, beta0, prev0), distance=change, tol=tol, max_iter=max_iter, accelerate=accelerate,
+        criterion="objective" if criterion == "loglik" else "distance",
+        project=lambda x: np.clip(x, -_LOGIT_MAX, _LOGIT_MAX), progress=progress,
+    )
+    th, converged, max_change, trace = res.x, res.converged, res.change, list(res.trace)
     a, b, p = _unpack(th, J)
     gamma, ll = posterior(d, a, b, p)
     return EMFit(
