@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 import heroeval as he
+from heroeval._core import jit
 from heroeval.errors import HeroEvalError
 from heroeval.ingest._csr import CsrBuilder
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a import _em, _kernels
 from heroeval.stage_a.calibration import initial_values, weighted_design
 
-pytestmark = pytest.mark.skipif(not _kernels.HAVE_NUMBA, reason="numba is not installed")
+pytestmark = pytest.mark.skipif(not jit.HAVE_NUMBA, reason="numba is not installed")
 
 
 def _history(seed: int, repeated: bool = False, covariates: bool = False) -> he.AnnotationSet:
@@ -155,7 +156,7 @@ def test_engine_errors(monkeypatch: pytest.MonkeyPatch) -> None:
         he.calibrate(hist, engine="gpu")  # type: ignore[arg-type]
     with pytest.raises(HeroEvalError, match="progress must be"):
         he.calibrate(hist, progress="yes")  # type: ignore[arg-type]
-    monkeypatch.setattr(_kernels, "HAVE_NUMBA", False)
+    monkeypatch.setattr(jit, "HAVE_NUMBA", False)
     with pytest.raises(HeroEvalError, match="needs numba"):
         he.calibrate(hist, engine="numba")
     # auto falls back to NumPy without numba

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from heroeval._core.jit import HAVE_NUMBA
+from heroeval._core import jit
 from heroeval.errors import DataError
 from heroeval.ingest._csr import CsrBuilder
 from heroeval.ingest.annotations import (
@@ -224,7 +224,7 @@ def read_with_duckdb(
     sql = ("SELECT it.ic, lb.lc, c.y, rd.rc FROM hv_clean c JOIN hv_items it ON c.i = it.i "
            "JOIN hv_labs lb ON c.l = lb.l JOIN hv_rounds rd ON c.r = rd.r")
     n_used = int(n) - sum(dropped.values())
-    fast = duplicates != "first" and HAVE_NUMBA
+    fast = duplicates != "first" and jit.HAVE_NUMBA
     try:
         if fast:
             # each item's row count is known (hv_items.n): scatter the streamed rows straight to their places

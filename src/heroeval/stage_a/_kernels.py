@@ -29,7 +29,7 @@ score rows.
 The formulas are exactly those of :mod:`heroeval.stage_a._em` and
 :mod:`heroeval.stage_a._influence`; tests/unit/test_kernels.py checks both engines
 agree to 1e-10. numba is an optional dependency (``pip install
-heroeval[fast]``); :data:`HAVE_NUMBA` says whether it is importable.
+heroeval[fast]``); :data:`heroeval._core.jit.HAVE_NUMBA` says whether it is importable.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from heroeval._core.jit import HAVE_NUMBA, serial
+from heroeval._core import jit
+from heroeval._core.jit import serial
 from heroeval.stage_a import _em, _influence
 
 FloatArray = npt.NDArray[np.float64]
@@ -58,7 +59,7 @@ def _kernel(name: str) -> Any:
     """The compiled version of the module function ``name`` (compiled on first use, cached on disk)."""
     f = _compiled.get(name)
     if f is None:
-        if not HAVE_NUMBA:
+        if not jit.HAVE_NUMBA:
             raise ImportError("the compiled engine needs numba: pip install 'heroeval[fast]'")
         import numba
 
@@ -71,7 +72,7 @@ def _kernel(name: str) -> Any:
 
 def threads() -> int:
     """numba's thread count (1 without numba)."""
-    if not HAVE_NUMBA:
+    if not jit.HAVE_NUMBA:
         return 1
     import numba
 
@@ -532,7 +533,7 @@ def compact_design(
     ``sort_items=False`` keeps the input item order (the results differ only by
     the order of floating-point additions).
     """
-    if not HAVE_NUMBA:
+    if not jit.HAVE_NUMBA:
         raise ImportError("the compiled engine needs numba: pip install 'heroeval[fast]'")
     dt = code_dtype(n_labelers)
     n_items = int(ptr.shape[0] - 1)

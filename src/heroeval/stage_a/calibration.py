@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from heroeval._core.jit import HAVE_NUMBA
+from heroeval._core import jit
 from heroeval._version import __version__
 from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet
@@ -670,10 +670,10 @@ def _choose_engine(engine: str, n_annotations: int) -> bool:
     if engine not in ("auto", "numpy", "numba"):
         raise HeroEvalError(f"engine must be 'auto', 'numpy' or 'numba', got {engine!r}")
     if engine == "numba":
-        if not HAVE_NUMBA:
+        if not jit.HAVE_NUMBA:
             raise HeroEvalError("engine='numba' needs numba, which is not installed: pip install 'heroeval[fast]'")
         return True
-    return engine == "auto" and HAVE_NUMBA and n_annotations >= NUMBA_MIN_ANNOTATIONS
+    return engine == "auto" and jit.HAVE_NUMBA and n_annotations >= NUMBA_MIN_ANNOTATIONS
 
 
 def _progress_callback(progress: bool | _em.Progress) -> _em.Progress | None:
