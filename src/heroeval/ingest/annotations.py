@@ -628,6 +628,27 @@ def _annotation_columns(
 _CELL_TYPES = (str, int, float, bool, np.generic, type(None), type(pd.NA), type(pd.NaT))
 
 
+def _side_tables(
+    gold: TableLike | None, covariates: TableLike | None, item_col: str | None, gold_item_col: str | None,
+    gold_col: str | None, covariate_item_col: str | None,
+) -> tuple[_Table | None, str | None, _Table | None]:
+    """Load the gold and covariate tables and resolve their item (and gold) columns: (gold table, gold column, covariates)."""
+    gold_t = None
+    if gold is not None:
+        gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
+        gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols)
+        g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
+        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "item", gsrc), ghdr)
+        gold_col = _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
+    cov_t = None
+    if covariates is not None:
+        ccols = [c for c in (covariate_item_col, item_col, *ITEM_COLUMNS) if c]
+        cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols)
+        c_item = covariate_item_col if covariate_item_col is not None else (item_col if item_col in cdf.columns else None)
+        cov_t = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "item", csrc), chdr)
+    return gold_t, gold_col, cov_t
+
+
 def _check_cells(t: _Table, cols: Sequence[str]) -> None:
     """Object columns may hold only scalars (str, numbers, bools, missing): else a DataError naming the row."""
     for c in cols:

@@ -13,16 +13,13 @@ import pandas as pd
 
 from heroeval.errors import DataError, HeroEvalError
 from heroeval.ingest.annotations import (
-    GOLD_COLUMNS,
-    ITEM_COLUMNS,
     AnnotationSet,
     TableLike,
     _annotation_table,
     _build,
     _ids_to_str,
-    _load,
     _pair,
-    _resolve,
+    _side_tables,
     _stem,
     _Table,
 )
@@ -239,21 +236,10 @@ def read_multiclass(
     ann, lab_c, lbl_c, rnd_c = _annotation_table(annotations, item_col, labeler_col, label_col, round_col,
                                                  duplicates, missing)
     df, src = ann.df, ann.source
-    gold_t = None
     series = [df[lbl_c]]
-    if gold is not None:
-        gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
-        gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols)
-        g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
-        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "item", gsrc), ghdr)
-        gold_col = _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
-        series.append(gdf[gold_col])
-    cov_t = None
-    if covariates is not None:
-        ccols = [c for c in (covariate_item_col, item_col, *ITEM_COLUMNS) if c]
-        cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols)
-        c_item = covariate_item_col if covariate_item_col is not None else (item_col if item_col in cdf.columns else None)
-        cov_t = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "item", csrc), chdr)
+    gold_t, gold_col, cov_t = _side_tables(gold, covariates, item_col, gold_item_col, gold_col, covariate_item_col)
+    if gold_t is not None:
+        series.append(gold_t.df[gold_col])
     cl = _resolve_classes(classes, ordinal, series, src)
     if name is None:
         name = _stem(src) if not src.startswith("<") else "annotations"
