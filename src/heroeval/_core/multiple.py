@@ -8,6 +8,13 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 
 
+def _finite_sorted(p: npt.ArrayLike) -> tuple[FloatArray, FloatArray, npt.NDArray[np.intp]]:
+    """The p-values as floats, an all-NaN output of their shape, and the positions of the finite ones, ascending."""
+    pv = np.asarray(p, dtype=np.float64)
+    ok = np.flatnonzero(np.isfinite(pv))
+    return pv, np.full(pv.shape, np.nan), ok[np.argsort(pv[ok], kind="stable")]
+
+
 def holm(p: npt.ArrayLike) -> FloatArray:
     """Holm's step-down adjusted p-values (controls the family-wise error rate).
 
@@ -16,13 +23,10 @@ def holm(p: npt.ArrayLike) -> FloatArray:
     >>> holm([0.01, 0.04, 0.03]).round(3).tolist()
     [0.03, 0.06, 0.06]
     """
-    pv = np.asarray(p, dtype=np.float64)
-    out = np.full(pv.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(pv))
-    m = ok.size
+    pv, out, order = _finite_sorted(p)
+    m = order.size
     if m == 0:
         return out
-    order = ok[np.argsort(pv[ok], kind="stable")]
     adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * pv[order]))
     out[order] = adj
     return out
@@ -34,13 +38,10 @@ def benjamini_hochberg(p: npt.ArrayLike) -> FloatArray:
     >>> benjamini_hochberg([0.01, 0.04, 0.03]).round(3).tolist()
     [0.03, 0.04, 0.04]
     """
-    pv = np.asarray(p, dtype=np.float64)
-    out = np.full(pv.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(pv))
-    m = ok.size
+    pv, out, order = _finite_sorted(p)
+    m = order.size
     if m == 0:
         return out
-    order = ok[np.argsort(pv[ok], kind="stable")]
     raw = pv[order] * m / (np.arange(m) + 1.0)
     adj = np.minimum(1.0, np.minimum.accumulate(raw[::-1])[::-1])
     out[order] = adj

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from heroeval._core.jsonfile import read_json
 from heroeval._version import __version__
 from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet
@@ -156,13 +157,7 @@ class MultiClassCalibration:
 
 def load_multiclass_calibration(path: str | os.PathLike[str]) -> MultiClassCalibration:
     """Load a calibration written by :meth:`MultiClassCalibration.save` (errors name the file and field)."""
-    p = Path(path)
-    if not p.exists():
-        raise CalibrationFileError(f"calibration file {str(p)!r} does not exist")
-    try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise CalibrationFileError(f"{p}: not valid JSON ({exc})") from exc
+    obj, p = read_json(path)
 
     def fail(where: str, msg: str) -> CalibrationFileError:
         return CalibrationFileError(f"{p}: {where}: {msg}")

@@ -594,6 +594,22 @@ def _table(head: Sequence[tuple[str, bool]], rows: Sequence[str], cls: str = "")
     return f'<div class="scroll"><table{c}><thead><tr>{h}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
 
 
+def page_start(d: Mapping[str, Any], meta_extra: str) -> str:
+    """A report page up to its header's meta line: the strict content-security policy, the styles, the title.
+
+    ``meta_extra`` (already escaped) follows the version and date in the meta line.
+    """
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
+        "style-src 'unsafe-inline'\">"
+        f"<title>{_e(d['title'])}</title><style>{_CSS}</style></head><body><main>"
+        f"<header><h1>{_e(d['title'])}</h1><p class=\"meta\">heroeval {_e(d['heroeval_version'])}, "
+        f"{_e(d['generated'])}{meta_extra}</p>"
+    )
+
+
 def _json_script(data: Any) -> str:
     text = json.dumps(_jsonable(data), ensure_ascii=True, allow_nan=False, sort_keys=False)
     # nothing in the block can close the script element or open a comment
@@ -858,13 +874,7 @@ def render_html(d: Mapping[str, Any]) -> str:
     nav = "".join(f'<a href="#{sid}">{_e(h)}</a>' for sid, h, _ in sections)
     body = "".join(f'<section id="{sid}"><h2>{_e(h)}</h2>{content}</section>' for sid, h, content in sections)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
-        "style-src 'unsafe-inline'\">"
-        f"<title>{_e(d['title'])}</title><style>{_CSS}</style></head><body><main>"
-        f"<header><h1>{_e(d['title'])}</h1><p class=\"meta\">heroeval {_e(d['heroeval_version'])}, "
-        f"{_e(d['generated'])}</p>" + (f"<ul class=\"meta\">{sources}</ul>" if sources else "")
+        page_start(d, "") + (f"<ul class=\"meta\">{sources}</ul>" if sources else "")
         + f"<nav>{nav}</nav></header>"
         + _headline_cards(d)
         + f'<section id="warnings"><h2>Warnings</h2>{_warnings_html(d)}</section>'

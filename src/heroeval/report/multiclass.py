@@ -17,7 +17,7 @@ from heroeval.multiclass._calibration import MultiClassCalibration
 from heroeval.multiclass._data import MultiClassData
 from heroeval.multiclass._estimators import MultiClassEstimate
 from heroeval.multiclass._plot import plot_confusion_matrices
-from heroeval.report.html import _CSS, _e, _num, _svg_img
+from heroeval.report.html import _e, _num, _svg_img, page_start
 
 __all__ = ["build_multiclass_report", "multiclass_report_data"]
 
@@ -90,14 +90,8 @@ def build_multiclass_report(current: MultiClassData, calibration: MultiClassCali
     data = json.dumps(d, allow_nan=False, default=str).replace("<", "\\u003c").replace(">", "\\u003e").replace(
         "&", "\\u0026")
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
-        "style-src 'unsafe-inline'\">"
-        f"<title>{_e(d['title'])}</title><style>{_CSS}</style></head><body><main>"
-        f"<header><h1>{_e(d['title'])}</h1><p class=\"meta\">heroeval {_e(d['heroeval_version'])}, "
-        f"{_e(d['generated'])}; classes {_e(', '.join(d['classes']))}"
-        f"{' (ordinal)' if d['ordinal'] else ''}</p></header>"
+        page_start(d, f"; classes {_e(', '.join(d['classes']))}{' (ordinal)' if d['ordinal'] else ''}")
+        + "</header>"
         f'<section id="estimates"><h2>Class prevalences</h2>{_estimates_html(d)}</section>'
         f'<section id="labelers"><h2>Labelers: P(label | true class)</h2><figure>{fig}<figcaption>Rows are the '
         "true classes, columns the labels given; the labelers with the most history labels.</figcaption></figure>"

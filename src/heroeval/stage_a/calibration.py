@@ -20,6 +20,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from heroeval._core import jit
+from heroeval._core.jsonfile import read_json
 from heroeval._version import __version__
 from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet
@@ -258,13 +259,7 @@ class Calibration:
 
 def load_calibration(path: str | os.PathLike[str]) -> Calibration:
     """Load and validate a calibration JSON file written by :meth:`Calibration.save`."""
-    p = Path(path)
-    if not p.exists():
-        raise CalibrationFileError(f"calibration file {str(p)!r} does not exist")
-    try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise CalibrationFileError(f"{p}: not valid JSON ({exc})") from exc
+    obj, p = read_json(path)
     return _from_dict(obj, str(p))
 
 
