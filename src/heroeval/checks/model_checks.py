@@ -17,24 +17,10 @@ here is computed on them:
     and every candidate method estimates it. The mean error over folds
     estimates each method's bias on rounds like the history.
 
-* **Conditional dependence.** For every pair of labelers that labelled the
-  same gold items, the standardised residual products
-  ``t = (z_j - a_j)(z_k - a_k) / sqrt(a_j (1 - a_j) a_k (1 - a_k))``, with
-  ``a_j`` labeler j's leave-this-item-out rate of saying 1 among gold items
-  of the item's class, have mean 0 under conditional independence. Per pair,
-  ``z = sum t / sqrt(n)`` (one-sided: labelers that agree beyond what
-  independence implies), with Benjamini–Hochberg adjustment; overall,
-  ``Z = sum t / sqrt(number of pair-items)``: under independence each ``t``
-  has mean 0 and variance 1 and the products of different pairs are
-  uncorrelated (even on one item), so ``Z`` is approximately standard normal.
-
-:func:`recommend` (``method="auto"``) gives every candidate an estimated mean
-squared error on the current round from the mock rounds. When the dependence
-test rejects independence (the model behind the likelihood methods is then
-known to be wrong) it takes the smallest; otherwise it keeps HERO joint
-unless its mock-round error, or its paired difference from the Rogan–Gladen
-estimate on the same items, is significant at 1 %, and then takes the
-smallest estimated MSE.
+The dependence test (:mod:`heroeval.checks.dependence`) runs with them and
+is kept in the same record. What the checks are used for, the recommended
+estimate (``method="auto"``), is chosen above this layer, in
+:mod:`heroeval.choice.auto`.
 """
 
 from __future__ import annotations
