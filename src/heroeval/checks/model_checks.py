@@ -1,4 +1,4 @@
-"""Model checks on the history's gold items, and the recommended estimate.
+"""Model checks on the history's gold items: cross-validated Stage A and mock current rounds.
 
 HERO's Stage A fits the two-coin (Dawid–Skene) likelihood, which assumes
 that labelers err independently given the gold label. Real crowds and LLM
