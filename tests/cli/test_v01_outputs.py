@@ -52,7 +52,7 @@ def _same(a: Any, b: Any, where: str = "") -> None:
 
 def test_public_api_and_cli_options_unchanged() -> None:
     old = json.loads((DATA / "public_surface.json").read_text())
-    assert sorted(he.__all__) == old["api"]
+    assert set(old["api"]) <= set(he.__all__), f"public names gone: {set(old['api']) - set(he.__all__)}"
     for name in old["api"]:
         assert getattr(he, name) is not None
     cmd = typer.main.get_command(app)
