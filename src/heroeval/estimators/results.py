@@ -264,6 +264,7 @@ class EstimateCollection(Mapping[str, EstimateResult]):
     ingest: IngestReport | None = None
     skipped: Mapping[str, str] = field(default_factory=dict)
     recommended: Any = None  # heroeval.choice.Recommendation when method="auto" was asked for
+    drift: Any = field(default=None, repr=False, compare=False)  # heroeval.DriftCheck, or why it could not run
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "results", MappingProxyType(dict(self.results)))

@@ -50,6 +50,7 @@ def read_annotations(
     engine: Literal["auto", "pandas", "duckdb"] = "auto",
     memory_limit: str | None = None,
     progress: bool = False,
+    encoding: str | None = None,
 ) -> AnnotationSet:
     """Read, validate and int-code an annotation log.
 
@@ -105,6 +106,9 @@ def read_annotations(
         the temporary directory.
     progress : bool, default False
         DuckDB's progress bar and log messages for long ingests.
+    encoding : str, optional
+        Text encoding of CSV/TSV/JSON files (default UTF-8), e.g. ``"cp1252"``
+        for a file saved by Excel on Windows. Pandas engine only.
 
     Returns
     -------
@@ -118,26 +122,26 @@ def read_annotations(
     >>> ds.n_items, ds.n_annotations
     (2, 3)
     """
-    if _use_duckdb(engine, annotations, covariates, label_map):
+    if _use_duckdb(engine, annotations, covariates, label_map if encoding is None else True):
         return read_with_duckdb(annotations, gold=gold, item_col=item_col, labeler_col=labeler_col,
                                 label_col=label_col, round_col=round_col, gold_col=gold_col,
                                 gold_item_col=gold_item_col, duplicates=duplicates, missing=missing, name=name,
                                 memory_limit=memory_limit, progress=progress)
     ann, lab_c, lbl_c, rnd_c = _annotation_table(annotations, item_col, labeler_col, label_col, round_col,
-                                                 duplicates, missing)
+                                                 duplicates, missing, encoding)
     gold_t = None
     if gold is not None:
         gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
-        gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols)
+        gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols, encoding=encoding)
         g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
-        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "item", gsrc), ghdr)
+        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc), ghdr)
         gold_col = _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
     cov_t = None
     if covariates is not None:
         ccols = [c for c in (covariate_item_col, item_col, *ITEM_COLUMNS) if c]
-        cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols)
+        cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols, encoding=encoding)
         c_item = covariate_item_col if covariate_item_col is not None else (item_col if item_col in cdf.columns else None)
-        cov_t = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "item", csrc), chdr)
+        cov_t = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "covariate item", csrc), chdr)
     if name is None:
         name = _stem(ann.source) if not ann.source.startswith("<") else "annotations"
     return _build(
@@ -171,7 +175,7 @@ def _use_duckdb(engine: str, annotations: Any, covariates: Any, label_map: Any) 
         if not is_paths:
             raise DataError("engine='duckdb' reads files: pass a path, a glob, a directory or a list of paths")
         if covariates is not None or label_map is not None:
-            raise DataError("engine='duckdb' does not take covariates or label_map yet; use engine='pandas'")
+            raise DataError("engine='duckdb' does not take covariates, label_map or encoding yet; use engine='pandas'")
         return True
     if not is_paths or covariates is not None or label_map is not None:
         return False

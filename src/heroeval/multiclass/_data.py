@@ -245,7 +245,7 @@ def read_multiclass(
         gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
         gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols)
         g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
-        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "item", gsrc), ghdr)
+        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc), ghdr)
         gold_col = _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
         series.append(gdf[gold_col])
     cov_t = None
@@ -253,7 +253,7 @@ def read_multiclass(
         ccols = [c for c in (covariate_item_col, item_col, *ITEM_COLUMNS) if c]
         cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols)
         c_item = covariate_item_col if covariate_item_col is not None else (item_col if item_col in cdf.columns else None)
-        cov_t = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "item", csrc), chdr)
+        cov_t = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "covariate item", csrc), chdr)
     cl = _resolve_classes(classes, ordinal, series, src)
     if name is None:
         name = _stem(src) if not src.startswith("<") else "annotations"

@@ -558,10 +558,23 @@ def check_fit_settings(history: Any, tol: float, max_iter: int, criterion: str, 
     if variance not in ("sandwich", "model"):
         raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
     if not history.has_gold:
-        raise DataError(
-            f"history {history.name!r} has no gold labels: Stage A needs gold anchors. "
-            "Pass gold= to read_annotations, or use dawid_skene for a gold-free estimate."
-        )
+        raise DataError(_no_gold_message(history))
+
+
+def _no_gold_message(history: AnnotationSet) -> str:
+    """Why the history has no gold: no gold table given, or a gold table none of whose rows matched an item."""
+    g = next((t for t in history.report.tables if t.table == "gold"), None)
+    if g is None:
+        return (f"history {history.name!r} has no gold labels: Stage A needs gold anchors. "
+                "Pass gold= to read_annotations, or use dawid_skene for a gold-free estimate.")
+    unmatched = int(g.dropped.get("gold for an item with no silver label", 0))
+    other = {k: v for k, v in g.dropped.items() if k != "gold for an item with no silver label"}
+    why = f"{g.rows_read} gold rows read, {g.rows_read - unmatched - sum(other.values())} match a history item"
+    if other:
+        why += " (" + "; ".join(f"{v} dropped: {k}" for k, v in other.items()) + ")"
+    return (f"history {history.name!r} has no gold labels: {why}. Check that the gold table's item column holds the "
+            f"history's item ids (history ids look like {list(map(str, history.item_ids[:3]))}); "
+            "name the gold table's columns with gold_item_col= and gold_col= if they differ.")
 
 
 def fit_stage_a(
