@@ -21,7 +21,7 @@ _PHRASES: tuple[tuple[str, str], ...] = (
     (r"new_labelers='exclude'", "--new-labelers exclude"),
     (r"new_labelers='error'", "--new-labelers error"),
     (r"(?:heroeval\.)?(?:checks\.)?(?:drift\.)?reestimate_without\([^)]*\)",
-     "hero drift CURRENT ... --reestimate drop (or estimate)"),
+     "hero drift with --reestimate drop (or estimate)"),
     (r"calibrate with checks=True \(CLI: ([^)]*)\)", r"\1"),
     (r"calibrate with checks=True", "hero calibrate (it saves the model checks)"),
     (r"\(CLI:? ?(--[^)]*)\)", ""),  # a remaining "(CLI: --x)" beside its Python form: the CLI form is below
@@ -42,7 +42,7 @@ _PHRASES: tuple[tuple[str, str], ...] = (
     (r"\(from read_annotations\)", ""),
     (r"give exactly one of half_width, difference or n_items", "give exactly one of --half-width, --difference or --n-items"),
     (r"compare two rounds with heroeval\.compare", "compare two rounds with hero compare"),
-    (r"mapped to None / drop", "mapped to drop"),
+    (r"mapped to None by label_map", "mapped to drop by --label-map"),
 )
 
 PARAMETER_OPTIONS: dict[str, str] = {

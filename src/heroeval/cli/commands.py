@@ -128,23 +128,23 @@ def _register(title: str, ds: AnnotationSet) -> AnnotationSet:
 
 
 def _ingest_tables() -> list[Any]:
-    return [_render.ingest_table(rep, title) for title, rep in _INGESTED]
+    return [_render.ingest_table(rep, title, say=to_cli) for title, rep in _INGESTED]
 
 
-def _check_output(path: Path | None, option: str) -> None:
+def _check_output(path: Path | None, option: str, what: str) -> None:
     """Fail before any work when an output file cannot be written (missing folder, a directory, read-only)."""
     if path is None:
         return
     parent = path.parent if str(path.parent) not in ("", ".") else Path(".")
+    head = f"cannot write {what} to {str(path)!r} ({option})"
     if path.is_dir():
-        _err(f"{option} {str(path)!r} is a folder; give a file name (nothing was computed)")
+        _err(f"{head}: it is a folder; give a file name (nothing was computed)")
         raise typer.Exit(2)
     if not parent.is_dir():
-        _err(f"{option} {str(path)!r}: the folder {str(parent)!r} does not exist; create it first "
-             "(nothing was computed)")
+        _err(f"{head}: the folder {str(parent)!r} does not exist; create it first (nothing was computed)")
         raise typer.Exit(2)
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        _err(f"{option} {str(path)!r}: not writable (nothing was computed)")
+        _err(f"{head}: not writable (nothing was computed)")
         raise typer.Exit(2)
 
 
@@ -304,7 +304,7 @@ def calibrate_cmd(
     HISTORY may be a glob ('logs/*.parquet') or a directory with the duckdb reader.
     """
     hw = _history_weight(history_weight)
-    _check_output(output, "--output")
+    _check_output(output, "--output", "the calibration")
     if covariates is not None:
         if history_covariates is not None:
             _err("give --history-covariates once (--covariates is its old name)")
@@ -566,7 +566,7 @@ def compare_cmd(
 ) -> None:
     """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values."""
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
-    _check_output(report, "--report")
+    _check_output(report, "--report", "the report")
     rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
     if classes is not None or ordinal:
         if report is not None:
@@ -776,7 +776,7 @@ def demo_cmd(
 ) -> None:
     """Run every method on the bundled real example (LLM judges grading TriviaQA answers)."""
 
-    _check_output(report, "--report")
+    _check_output(report, "--report", "the report")
     t0 = time.perf_counter()
     d, warns = _run(lambda: collect_warnings(run_demo))
     truth = float(d.truth["true_rate"])
@@ -887,7 +887,7 @@ def report_cmd(
 ) -> None:
     """Write one self-contained HTML report: every estimate, the labelers, the pool shift and the checks."""
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
-    _check_output(output, "--output")
+    _check_output(output, "--output", "the report")
     rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
     if classes is not None or ordinal:
         _mc_new_labelers(rule)
@@ -980,7 +980,9 @@ def drift_cmd(
                 estimate(cur, cal, method="hero1", drift_check=False)  # raises the error that names them
             cur, n_ann, n_items = cur.select_labelers(known)
             aside = {"labelers": new_ids, "annotations": n_ann, "items_left_without_labels": n_items}
-        chk = check_drift(cur, cal, significance=significance, adjust=adjust, warn=False)  # type: ignore[arg-type]
+        # the table names the flagged labelers; the warning is for JSON output, whose reader sees only stderr
+        chk = check_drift(cur, cal, significance=significance, adjust=adjust,  # type: ignore[arg-type]
+                          warn=fmt is Format.json)
         before = after = None
         if reestimate != "none" and chk.flagged:
             before = hero1(cur, cal, new_labelers="exclude")

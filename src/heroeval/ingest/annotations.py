@@ -840,7 +840,7 @@ def _build_checked(
             ("missing item id", miss_item),
             ("missing labeler id", ~miss_item & miss_lab),
             ("missing label", ~miss_item & ~miss_lab & label_missing),
-            ("label dropped by label_map (mapped to None / drop, e.g. a tie)", ~miss_item & ~miss_lab & mapped_out),
+            ("label mapped to None by label_map (e.g. a tie)", ~miss_item & ~miss_lab & mapped_out),
         ):
             if mask.any():
                 dropped[reason] = int(mask.sum())
@@ -1007,7 +1007,7 @@ def _attach_gold(
     g_miss = g_miss & ~g_mapped
     g_dropped: dict[str, int] = {}
     if g_mapped.any():
-        g_dropped["gold dropped by label_map (mapped to None / drop, e.g. a tie)"] = int(g_mapped.sum())
+        g_dropped["gold mapped to None by label_map (e.g. a tie)"] = int(g_mapped.sum())
     g_notes: dict[str, int] = {}
     gm_item = g_items.isna().to_numpy() & ~g_mapped
     if gm_item.any():

@@ -91,6 +91,12 @@ def comparison_table(cc: Any, confidence_level: float = 0.95) -> Table:
     return t
 
 
+ROGAN_GLADEN_FILE_NOTE = (
+    "SE from the calibration file's gold counts, which treat the labelers' gold errors as independent; with the "
+    "history itself (--history) the gold items' labels count together, and the SE is larger when labelers err "
+    "together")
+
+
 def p_text(p: float) -> str:
     """A p-value for a table: 4 decimals, or its order of magnitude below 1e-4 (never 0.0000)."""
     if p != p:
@@ -123,6 +129,8 @@ def _status(r: EstimateResult, say: Callable[[str], str] = str) -> str:
                          else "below HERO-1's history variance")
     if r.method == "majority_vote":
         parts.append(f"ties={r.details.get('n_ties')} ({r.details.get('tie_rule')})")
+    if r.method == "rogan_gladen" and r.influence is not None and r.influence.space == "gold_counts":
+        parts.append(ROGAN_GLADEN_FILE_NOTE)
     parts.extend(escape(say(n)) for n in r.notes)
     return "; ".join(parts)
 
@@ -136,7 +144,7 @@ def drift_table(d: Mapping[str, Any], show_all: bool = False) -> Table:
     p_all = ov.get("p_value")
     t = Table(title=(f"Labeler drift: {len(labs)} labeler(s) tested, {len(flagged)} flagged "
                      f"({d.get('adjust')}, level {d.get('significance')})"), title_justify="left")
-    for col in ("labeler", "labels", "observed", "expected", "z", f"p ({d.get('adjust')})"):
+    for col in ("labeler", "labels", "observed", "expected", "z", f"p ({d.get('adjust')})", ""):
         t.add_column(col, justify="left" if col == "labeler" else "right")
 
     def num(x: Any, fmt: str) -> str:
@@ -145,7 +153,8 @@ def drift_table(d: Mapping[str, Any], show_all: bool = False) -> Table:
     for x in rows:
         t.add_row(escape(str(x.get("id"))), str(x.get("n_annotations")), num(x.get("observed"), ".4f"),
                   num(x.get("expected"), ".4f"), num(x.get("z"), ".2f"),
-                  "-" if x.get("p_adjusted") is None else p_text(float(x["p_adjusted"])))
+                  "-" if x.get("p_adjusted") is None else p_text(float(x["p_adjusted"])),
+                  "DRIFT" if x.get("flagged") else "")
     stat = ov.get("stat")
     cap = [f"overall: chi2 = {num(stat, '.3f')} on {ov.get('df')} df, p = "
            f"{'-' if p_all is None else p_text(float(p_all))}"]
@@ -158,7 +167,7 @@ def drift_table(d: Mapping[str, Any], show_all: bool = False) -> Table:
     return t
 
 
-def ingest_table(rep: IngestReport, title: str) -> Table:
+def ingest_table(rep: IngestReport, title: str, say: Callable[[str], str] = str) -> Table:
     t = Table(title=title, title_justify="left")
     t.add_column("table")
     t.add_column("source", overflow="fold")
@@ -166,8 +175,8 @@ def ingest_table(rep: IngestReport, title: str) -> Table:
     t.add_column("used", justify="right")
     t.add_column("dropped / notes")
     for tr in rep.tables:
-        why = [f"[yellow]dropped {n}[/yellow]: {k}" for k, n in tr.dropped.items()]
-        why += [f"{n}: {k}" for k, n in tr.notes.items()]
+        why = [f"[yellow]dropped {n}[/yellow]: {escape(say(k))}" for k, n in tr.dropped.items()]
+        why += [f"{n}: {escape(say(k))}" for k, n in tr.notes.items()]
         src = tr.source if tr.source.startswith("<") else Path(tr.source).name
         t.add_row(tr.table, src, str(tr.rows_read), str(tr.rows_used), "\n".join(why) or "-")
     return t

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 import scipy.sparse as sp
 
 from heroeval._core.jit import HAVE_NUMBA
@@ -202,6 +203,22 @@ class Calibration:
             }
             for k, lab in enumerate(self.labeler_ids)
         ]
+
+    def labeler_frame(self) -> pd.DataFrame:
+        """:meth:`labeler_table` as a pandas DataFrame indexed by labeler id.
+
+        Columns: sensitivity, specificity, n_annotations, n_items, gold_tp, gold_fn, gold_tn, gold_fp, and
+        at_bound (fitted within 1e-6 of 0 or 1). ``labeler_table()`` keeps returning its list of dicts.
+        """
+        bound = set(self.labelers_at_bound)
+        return pd.DataFrame({
+            "sensitivity": np.asarray(self.alpha, dtype=float), "specificity": np.asarray(self.beta, dtype=float),
+            "n_annotations": np.asarray(self.n_annotations, dtype=np.int64),
+            "n_items": np.asarray(self.n_items, dtype=np.int64),
+            "gold_tp": np.asarray(self.gold_tp, dtype=np.int64), "gold_fn": np.asarray(self.gold_fn, dtype=np.int64),
+            "gold_tn": np.asarray(self.gold_tn, dtype=np.int64), "gold_fp": np.asarray(self.gold_fp, dtype=np.int64),
+            "at_bound": [lab in bound for lab in self.labeler_ids],
+        }, index=pd.Index(list(self.labeler_ids), name="labeler_id"))
 
     # ------------------------------------------------------------- JSON I/O
     def to_dict(self) -> dict[str, Any]:
