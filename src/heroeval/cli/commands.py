@@ -152,7 +152,8 @@ def _new_labeler_rule(new_labelers: NewLabelers | None, exclude_new_labelers: bo
     """--new-labelers, with 0.1's --exclude-new-labelers as its alias for 'exclude'."""
     if exclude_new_labelers:
         if new_labelers not in (None, NewLabelers.exclude):
-            _err(f"--exclude-new-labelers contradicts --new-labelers {new_labelers.value}")  # type: ignore[union-attr]
+            assert new_labelers is not None
+            _err(f"--exclude-new-labelers contradicts --new-labelers {new_labelers.value}")
             raise typer.Exit(2)
         return "exclude"
     return None if new_labelers is None else new_labelers.value
@@ -1083,6 +1084,7 @@ def plan_cmd(
 def _root(
     version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
 ) -> None:
+    _INGESTED.clear()  # a new command (the CLI's tests run many in one process)
     if version:
         print(f"heroeval {__version__}")
         raise typer.Exit(0)

@@ -473,7 +473,8 @@ def _load(obj: TableLike, role: str, string_cols: Sequence[str] = (),
 def _open_text_head(path: Path, n: int = 65536) -> bytes:
     """The first ``n`` bytes of a (possibly compressed) file."""
     suf = path.suffix.lower()
-    opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}.get(suf)
+    openers: dict[str, Callable[..., Any]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+    opener = openers.get(suf)
     if opener is not None:
         with opener(path, "rb") as fh:
             return bytes(fh.read(n))
@@ -532,7 +533,7 @@ _COL_PARAM = {"item": "item_col", "labeler": "labeler_col", "label": "label_col"
               "gold": "gold_col", "gold item": "gold_item_col", "covariate item": "covariate_item_col"}
 
 
-def columns_text(columns: Sequence[Any], limit: int = 12) -> str:
+def columns_text(columns: Any, limit: int = 12) -> str:
     """A table's column names for a message: the first ``limit`` and how many there are in all."""
     names = [str(c) for c in columns]
     if len(names) <= limit:
