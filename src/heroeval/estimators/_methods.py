@@ -124,7 +124,8 @@ def _foreign_calibration(current: AnnotationSet, calibration: Calibration, unkno
     known = int((~unknown).sum())
     ex = ", ".join(repr(str(x)) for x in current.labeler_ids[:3])
     cx = ", ".join(repr(x) for x in calibration.labeler_ids[:3])
-    return (f"the calibration probably belongs to other data: {known} of the {current.n_labelers} labelers of the "
+    lead = "every annotation is by a labeler unknown to the calibration: " if known == 0 else ""
+    return (f"{lead}the calibration probably belongs to other data: {known} of the {current.n_labelers} labelers of the "
             f"current round {current.name!r} are in it ({n_unknown_ann} of {current.n_annotations} annotations are by "
             f"labelers it does not know). The round's labelers look like {ex}, the calibration's like {cx}. Use the "
             "calibration of this data's history (and the same labeler column), rather than excluding or estimating "

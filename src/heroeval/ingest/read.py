@@ -175,7 +175,7 @@ def _use_duckdb(engine: str, annotations: Any, covariates: Any, label_map: Any) 
         if not is_paths:
             raise DataError("engine='duckdb' reads files: pass a path, a glob, a directory or a list of paths")
         if covariates is not None or label_map is not None:
-            raise DataError("engine='duckdb' does not take covariates, label_map or encoding yet; use engine='pandas'")
+            raise DataError("engine='duckdb' does not take covariates or label_map (nor encoding) yet; use engine='pandas'")
         return True
     if not is_paths or covariates is not None or label_map is not None:
         return False
