@@ -13,6 +13,7 @@ __all__ = [
     "DataError",
     "HeroEvalError",
     "HeroEvalWarning",
+    "MultipleRoundsWarning",
     "SharedCovariatesWarning",
     "TransportabilityWarning",
     "UnknownLabelerError",
@@ -70,3 +71,7 @@ class SharedCovariatesWarning(HeroEvalWarning):
     HERO-2's standard error treats the current and history covariate means as
     independent samples; identical rows make them the same sample.
     """
+
+
+class MultipleRoundsWarning(HeroEvalWarning):
+    """The current round's data name several rounds: they are estimated as one pooled round."""

@@ -97,7 +97,7 @@ def test_new_labelers_flag(files: dict[str, Path], tmp_path: Path) -> None:
     cur.to_csv(p, index=False)
     args = ["estimate", str(p), "--history", str(files["history"]), "--gold", str(files["gold"]), "--method", "hero1"]
     r = runner.invoke(app, args)
-    assert r.exit_code == 2 and "'newbie'" in r.stderr and "--exclude-new-labelers" in r.stderr
+    assert r.exit_code == 2 and "'newbie'" in r.stderr and "--new-labelers exclude" in r.stderr  # the option since issue 23 (item 19)
     r = runner.invoke(app, [*args, "--exclude-new-labelers", "-f", "json"])
     assert r.exit_code == 0
     est = json.loads(r.stdout)["estimates"]["hero1"]

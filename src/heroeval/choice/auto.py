@@ -2,8 +2,8 @@
 
 :func:`recommend` gives every candidate an estimated mean squared error on the
 current round from the model checks' mock rounds (:mod:`heroeval.checks`).
-When the dependence test rejects independence (the model behind the
-likelihood methods is then known to be wrong) it takes the smallest;
+When the dependence test rejects independence (the likelihood methods'
+independence model is then known to be wrong) it takes the smallest;
 otherwise it keeps HERO joint unless its mock-round error, or its paired
 difference from the Rogan–Gladen estimate on the same items, is significant
 at 1 %, and then takes the smallest estimated MSE.
@@ -189,15 +189,16 @@ def recommend(
                                         else 1, order.get((r["method"], r["history_weight"]), 0)))
     if dependent:
         best = by_mse
-        rule = (f"labelers err together, so the model behind the likelihood methods is wrong: the smallest "
-                f"predicted RMSE on the mock rounds ({best['predicted_rmse']:.3g})")
+        rule = (f"labelers err together, so the likelihood methods' independence model is wrong here; among the "
+                f"candidates, {best['method']} had the smallest predicted error on the mock rounds "
+                f"(RMSE {best['predicted_rmse']:.3g})")
     elif default is not None and not default["bias_flagged"]:
         best = default
         rule = f"{first[0]} shows no significant bias on the mock rounds (level {level:g})"
     else:
         best = by_mse
-        rule = (f"{first[0]} is biased on the mock rounds (level {level:g}): the smallest predicted RMSE "
-                f"({best['predicted_rmse']:.3g})")
+        rule = (f"{first[0]} is biased on the mock rounds (level {level:g}); among the candidates, {best['method']} "
+                f"had the smallest predicted error there (RMSE {best['predicted_rmse']:.3g})")
     m, w = best["method"], best["history_weight"]
     wtxt = f" (history weight {w:g})" if w is not None else ""
     reason = (f"{m}{wtxt}: {rule}; its mock-round bias {best['mock_bias']:+.3g} ± {best['mock_bias_se']:.2g} "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 import warnings
@@ -14,26 +15,30 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 
+from heroeval._core.jit import HAVE_NUMBA
 from heroeval._version import __version__
 from heroeval.checks.drift import check_drift, reestimate_without
 from heroeval.cli import multiclass as _mc
+from heroeval.cli._messages import to_cli
 from heroeval.errors import HeroEvalError, HeroEvalWarning
 from heroeval.estimators._methods import hero1
 from heroeval.estimators.results import METHODS, EstimateCollection, EstimateResult
 from heroeval.inference._inference import bootstrap as run_bootstrap
 from heroeval.inference._inference import compare
 from heroeval.inference.planning import plan
-from heroeval.ingest.annotations import AnnotationSet
+from heroeval.ingest.annotations import AnnotationSet, IngestReport
 from heroeval.ingest.read import read_annotations
 from heroeval.report import terminal as _render
 from heroeval.report.html import build_comparison_report, build_report, collect_warnings, write_report
 from heroeval.report.plots import plot_benchmark, plot_sweep
 from heroeval.stage_a.calibration import Calibration, load_calibration
 from heroeval.workflows import montecarlo
-from heroeval.workflows.api import calibrate, estimate
+from heroeval.workflows.api import calibrate, estimate, warn_multiple_rounds
 from heroeval.workflows.benchmark import load_folder, run_benchmark, summarize_benchmark
 from heroeval.workflows.demo import example_paths, run_demo
 
@@ -43,6 +48,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: no '<bool>' metavars, and '[fast]' in a help text is not eaten as markup
 )
 
 
@@ -109,10 +115,57 @@ def _console() -> Console:
 
 
 def _err(msg: str) -> None:
-    Console(stderr=True, highlight=False).print(f"[bold red]error:[/bold red] {msg}", soft_wrap=True)
+    Console(stderr=True, highlight=False).print(f"[bold red]error:[/bold red] {escape(to_cli(msg))}", soft_wrap=True)
 
 
+_INGESTED: list[tuple[str, IngestReport]] = []
+"""(title, report) of every table set the running command has read, in order: printed first, or before an error."""
+
+
+def _register(title: str, ds: AnnotationSet) -> AnnotationSet:
+    _INGESTED.append((title, ds.report))
+    return ds
+
+
+def _ingest_tables() -> list[Any]:
+    return [_render.ingest_table(rep, title, say=to_cli) for title, rep in _INGESTED]
+
+
+def _check_output(path: Path | None, option: str, what: str) -> None:
+    """Fail before any work when an output file cannot be written (missing folder, a directory, read-only)."""
+    if path is None:
+        return
+    parent = path.parent if str(path.parent) not in ("", ".") else Path(".")
+    head = f"cannot write {what} to {str(path)!r} ({option})"
+    if path.is_dir():
+        _err(f"{head}: it is a folder; give a file name (nothing was computed)")
+        raise typer.Exit(2)
+    if not parent.is_dir():
+        _err(f"{head}: the folder {str(parent)!r} does not exist; create it first (nothing was computed)")
+        raise typer.Exit(2)
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        _err(f"{head}: not writable (nothing was computed)")
+        raise typer.Exit(2)
+
+
+def _new_labeler_rule(new_labelers: NewLabelers | None, exclude_new_labelers: bool) -> str | None:
+    """--new-labelers, with 0.1's --exclude-new-labelers as its alias for 'exclude'."""
+    if exclude_new_labelers:
+        if new_labelers not in (None, NewLabelers.exclude):
+            assert new_labelers is not None
+            _err(f"--exclude-new-labelers contradicts --new-labelers {new_labelers.value}")
+            raise typer.Exit(2)
+        return "exclude"
+    return None if new_labelers is None else new_labelers.value
+
+
+FILES = "CSV, TSV, Parquet or JSONL; .gz allowed"
 ItemCol = Annotated[str | None, typer.Option(help="Item id column (default item_id or crowd-kit's task).")]
+GoldColOpt = Annotated[str | None, typer.Option(help="Gold label column of the gold file (default gold, true_label or label).")]
+GoldItemColOpt = Annotated[str | None, typer.Option(help="Item id column of the gold file (default: --item-col if the gold file has it, else item_id or task).")]
+EncodingOpt = Annotated[str | None, typer.Option(help="Text encoding of CSV/TSV/JSON inputs (default utf-8), e.g. cp1252 for a file saved by Excel on Windows.")]
+NewLabelersOpt = Annotated[NewLabelers | None, typer.Option(help="Labelers unknown to the calibration: error, exclude (leave their labels out, counted), or estimate them from the current round (HERO-1, anchored by the calibrated ones).")]
+ExcludeNewOpt = Annotated[bool, typer.Option("--exclude-new-labelers", hidden=True, help="Same as --new-labelers exclude (kept from 0.1).")]
 LabelerCol = Annotated[str | None, typer.Option(help="Labeler id column (default labeler_id or worker).")]
 LabelCol = Annotated[str | None, typer.Option(help="Label column (default label).")]
 DupOpt = Annotated[Duplicates, typer.Option(help="Repeated (item, labeler) pairs: keep, first or error.")]
@@ -123,33 +176,72 @@ def _read(path: Path, *, gold: Path | None = None, covariates: Path | None = Non
           item_col: str | None, labeler_col: str | None, label_col: str | None,
           round_col: str | None, duplicates: Duplicates,
           label_map: dict[str, int | None] | None = None, reader: str = "auto", memory_limit: str | None = None,
-          progress: bool = False) -> AnnotationSet:
+          progress: bool = False, gold_col: str | None = None, gold_item_col: str | None = None,
+          encoding: str | None = None, title: str = "Ingest: history") -> AnnotationSet:
     rc: Any = None if round_col is None else (False if round_col == "none" else round_col)
-    return read_annotations(
+    ds = read_annotations(
         path, gold=gold, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
         label_col=label_col, round_col=rc, duplicates=duplicates.value, name=name, label_map=label_map,
         engine=reader, memory_limit=memory_limit, progress=progress,  # type: ignore[arg-type]
+        gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding,
     )
+    return _register(title, ds)
+
+
+def _read_current(path: Path, *, name: str, title: str, covariates: Path | None = None,
+                  item_col: str | None, labeler_col: str | None, label_col: str | None, round_col: str | None,
+                  duplicates: Duplicates, label_map: dict[str, int | None] | None,
+                  encoding: str | None) -> AnnotationSet:
+    """A current round. Its round column (--round-col, or 'round') is read only to tell several rounds apart."""
+    rc: Any = None if round_col is None else (False if round_col == "none" else round_col)
+    if isinstance(rc, str) and not _has_column(path, rc):
+        rc = False  # the history's round column is not in this file
+    ds = read_annotations(path, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
+                          label_col=label_col, round_col=rc, duplicates=duplicates.value, label_map=label_map,
+                          name=name, encoding=encoding)
+    return _register(title, ds)
+
+
+def _has_column(path: Path, col: str) -> bool:
+    try:
+        return col in _columns_of(path)
+    except Exception:  # unreadable here: the reader itself reports it
+        return True
+
+
+def _columns_of(path: Path) -> list[str]:
+    import pandas as pd
+
+    suf = [x.lower() for x in path.suffixes]
+    if ".parquet" in suf or ".pq" in suf:
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    if ".jsonl" in suf or ".ndjson" in suf or ".json" in suf:
+        return list(pd.read_json(path, lines=True, nrows=1).columns)
+    sep = "\t" if ".tsv" in suf else None
+    return list(pd.read_csv(path, sep=sep, nrows=0, engine="python", encoding_errors="replace").columns)
 
 
 def _current_and_calibration(
     current: Path, covariates: Path | None, calibration: Path | None, history: Path | None, gold: Path | None,
     history_covariates: Path | None, label_map: dict[str, int | None] | None, history_weight: float | Literal["cv"],
     *, item_col: str | None, labeler_col: str | None, label_col: str | None, round_col: str | None,
-    duplicates: Duplicates,
+    duplicates: Duplicates, gold_col: str | None = None, gold_item_col: str | None = None,
+    encoding: str | None = None, checks: bool = True,
 ) -> tuple[AnnotationSet, AnnotationSet | None, Calibration]:
     """Read the current round, and load the calibration file or calibrate the history (with model checks)."""
     with _busy("reading and calibrating"):
-        cur = read_annotations(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
-                               label_col=label_col, round_col=False, duplicates=duplicates.value,
-                               label_map=label_map, name="current")
+        cur = _read_current(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
+                            label_col=label_col, round_col=round_col, duplicates=duplicates,
+                            label_map=label_map, name="current", title="Ingest: current round", encoding=encoding)
         if calibration is not None:
             return cur, None, load_calibration(calibration)
         assert history is not None
         hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
                      labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
-                     label_map=label_map)
-        return cur, hist, calibrate(hist, history_weight=history_weight, checks=True)
+                     label_map=label_map, gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding)
+        return cur, hist, calibrate(hist, history_weight=history_weight, checks=checks)
 
 
 def _run(fn: Any) -> Any:
@@ -160,13 +252,17 @@ def _run(fn: Any) -> Any:
             warnings.simplefilter("always", HeroEvalWarning)
             out = fn()
     except HeroEvalError as exc:
+        if _INGESTED:  # what was read before the failure: often the reason
+            _render.print_all(Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 132),
+                              *_ingest_tables())
         _err(str(exc))
         raise typer.Exit(2) from None
     finally:
         for w in caught:
             if issubclass(w.category, HeroEvalWarning):
                 Console(stderr=True, highlight=False).print(
-                    f"[yellow]warning ({w.category.__name__}):[/yellow] {w.message}", soft_wrap=True)
+                    f"[yellow]warning ({w.category.__name__}):[/yellow] {escape(to_cli(str(w.message)))}",
+                    soft_wrap=True)
             else:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     return out
@@ -174,10 +270,11 @@ def _run(fn: Any) -> Any:
 
 @app.command("calibrate")
 def calibrate_cmd(
-    history: Annotated[Path, typer.Argument(help="History annotations (CSV, Parquet or JSONL).")],
+    history: Annotated[Path, typer.Argument(help=f"History annotations ({FILES}).")],
     gold: Annotated[Path, typer.Option(help="Gold labels for some history items.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the calibration JSON.")],
-    covariates: Annotated[Path | None, typer.Option(help="History item covariates (for HERO-2).")] = None,
+    history_covariates: Annotated[Path | None, typer.Option(help="History item covariates (for HERO-2).")] = None,
+    covariates: Annotated[Path | None, typer.Option(hidden=True, help="Same as --history-covariates (kept from 0.1).")] = None,
     item_col: ItemCol = None,
     labeler_col: LabelerCol = None,
     label_col: LabelCol = None,
@@ -196,15 +293,24 @@ def calibrate_cmd(
     classes: ClassesOpt = None,
     ordinal: OrdinalOpt = False,
     structure: StructureOpt = "full",
-    engine: Annotated[Engine, typer.Option(help="Stage A engine: numpy, numba (compiled; pip install 'heroeval[fast]') or auto (numba from 1e6 annotations when installed).")] = Engine.auto,
+    engine: Annotated[Engine, typer.Option(help="Stage A engine: numpy, numba (compiled; " + ("installed" if HAVE_NUMBA else "needs numba, not installed: pip install numba") + ") or auto (numba from 1e6 annotations when installed).")] = Engine.auto,
     reader: Annotated[Reader, typer.Option(help="Reader: pandas, duckdb (globs, directories, files larger than memory) or auto (duckdb for globs, directories and files from 256 MB).")] = Reader.auto,
     memory_limit: Annotated[str | None, typer.Option(help="DuckDB memory limit for the duckdb reader, e.g. 2GB (it spills to disk beyond).")] = None,
+    gold_col: GoldColOpt = None,
+    gold_item_col: GoldItemColOpt = None,
+    encoding: EncodingOpt = None,
 ) -> None:
     """Stage A: learn each labeler's sensitivity and specificity from the history.
 
     HISTORY may be a glob ('logs/*.parquet') or a directory with the duckdb reader.
     """
     hw = _history_weight(history_weight)
+    _check_output(output, "--output", "the calibration")
+    if covariates is not None:
+        if history_covariates is not None:
+            _err("give --history-covariates once (--covariates is its old name)")
+            raise typer.Exit(2)
+        history_covariates = covariates
     if classes is not None or ordinal:
 
         _run(lambda: _mc.calibrate(
@@ -215,9 +321,10 @@ def calibrate_cmd(
 
     def go() -> tuple[AnnotationSet, Calibration]:
         with _busy("reading the history"):
-            h = _read(history, gold=gold, covariates=covariates, name="history", item_col=item_col,
+            h = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
                       labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
-                      label_map=_label_map(label_map), reader=reader.value, memory_limit=memory_limit)
+                      label_map=_label_map(label_map), reader=reader.value, memory_limit=memory_limit,
+                      gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding)
         what = "Stage A: EM on the history" + (" and model checks" if checks or hw == "cv" else "")
         with _busy(what) as say:
             def em_progress(n: int, ll: float, change: float) -> None:
@@ -237,7 +344,7 @@ def calibrate_cmd(
                           "ingest": h.report.to_dict()}, indent=1))
         return
     con = _console()
-    _render.print_all(con, _render.ingest_table(h.report, "Ingest: history"), _render.calibration_table(c),
+    _render.print_all(con, *_ingest_tables(), _render.calibration_table(c),
                       _render.rounds_table(c), *_render.checks_tables(c))
     con.print(f"calibration written to {output}")
 
@@ -249,7 +356,6 @@ HistCovOpt = Annotated[Path | None, typer.Option(help="History covariates (HERO-
 MethodOpt = Annotated[str, typer.Option(help=f"One of {', '.join(METHODS)}, a comma list, or all.")]
 RidgeOpt = Annotated[float, typer.Option(help="HERO-2 ridge penalty (standardised scale).")]
 TieOpt = Annotated[Tie, typer.Option(help="Majority-vote tie rule.")]
-NewLabOpt = Annotated[bool, typer.Option(help="Leave out labelers the calibration does not know (counted).")]
 RoundOpt = Annotated[str | None, typer.Option(help="History round column (default 'round' if present; 'none' ignores it).")]
 LevelOpt = Annotated[float, typer.Option(help="Confidence level of the intervals.")]
 CiOpt = Annotated[CiMethod, typer.Option(help="Interval: wald, or logit-transformed.")]
@@ -322,7 +428,7 @@ def _methods(method: str) -> Any:
 
 @app.command("estimate")
 def estimate_cmd(
-    current: Annotated[Path, typer.Argument(help="Current-round annotations (no gold needed).")],
+    current: Annotated[Path, typer.Argument(help=f"Current-round annotations ({FILES}; no gold needed).")],
     calibration: CalOpt = None,
     history: HistOpt = None,
     gold: GoldOpt = None,
@@ -331,11 +437,11 @@ def estimate_cmd(
     method: MethodOpt = "all",
     ridge: RidgeOpt = 0.0,
     tie: TieOpt = Tie.half,
-    exclude_new_labelers: NewLabOpt = False,
+    exclude_new_labelers: ExcludeNewOpt = False,
     history_weight: HistWeightOpt = "1",
-    new_labelers: Annotated[NewLabelers | None, typer.Option(help="Labelers unknown to the calibration: error, exclude, or estimate them from the current round (HERO-1, anchored by the calibrated ones).")] = None,
+    new_labelers: NewLabelersOpt = None,
     on_shift: Annotated[OnShift, typer.Option(help="HERO-2 on covariate shift: warn, fallback (return HERO-1) or ignore.")] = OnShift.warn,
-    drift_check: Annotated[bool, typer.Option("--check-drift/--no-check-drift", help="With hero1: test whether each labeler's current positive rate matches its calibration (warns; JSON key 'drift').")] = True,
+    drift_check: Annotated[bool, typer.Option("--check-drift/--no-check-drift", help="With hero1, hero2 or hero_joint: test whether each labeler's current positive rate matches its calibration (warns; JSON key 'drift').")] = True,
     confidence_level: LevelOpt = 0.95,
     ci_method: CiOpt = CiMethod.logit,
     bootstrap: Annotated[int, typer.Option(help="Also run a two-sample cluster bootstrap with this many resamples (needs --history).")] = 0,
@@ -350,22 +456,27 @@ def estimate_cmd(
     classes: ClassesOpt = None,
     ordinal: OrdinalOpt = False,
     structure: StructureOpt = "full",
+    gold_col: GoldColOpt = None,
+    gold_item_col: GoldItemColOpt = None,
+    encoding: EncodingOpt = None,
 ) -> None:
     """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals.
 
-    The recommended estimate (method auto) comes first: the method the model
-    checks on the history's gold expect to err least for this round.
+    With --method all (the default) or 'auto' in the list, the recommended
+    estimate comes first: the method the model checks on the history's gold
+    expect to err least for this round.
     """
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
     hw = _history_weight(history_weight)
+    rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
     if classes is not None or ordinal:
         if bootstrap:
             _err("--bootstrap is not available for multi-class labels yet")
             raise typer.Exit(2)
-
+        _mc_new_labelers(rule)
         _run(lambda: _mc.estimate(
             current, calibration=calibration, history=history, gold=gold, classes=classes, ordinal=ordinal,
-            structure=structure, method=method, exclude_new_labelers=exclude_new_labelers, level=confidence_level,
+            structure=structure, method=method, exclude_new_labelers=rule == "exclude", level=confidence_level,
             read_kw=_mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map), round_col=round_col,
             json_out=fmt is Format.json, covariates=covariates, history_covariates=history_covariates, ridge=ridge))
         return
@@ -377,31 +488,30 @@ def estimate_cmd(
         lm = _label_map(label_map)
         cur, hist, cal = _current_and_calibration(
             current, covariates, calibration, history, gold, history_covariates, lm, hw, item_col=item_col,
-            labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates)
-        kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": exclude_new_labelers}
+            labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
+            gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding)
+        kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": False}
         ms = _methods(method)
+        # the recommended estimate with every method, or when 'auto' is in the list; not for a list without it
+        recommend = ms == "all" or "auto" in ms
         ms = ms if ms == "all" else [m for m in ms if m != "auto"]
-        res = estimate(cur, cal, method=ms, rng=seed, recommend=True, on_shift=on_shift.value,
-                       new_labelers=None if new_labelers is None else new_labelers.value, **kw)
+        res = estimate(cur, cal, method=ms, rng=seed, recommend=recommend, on_shift=on_shift.value,
+                       new_labelers=rule, drift_check=drift_check, **kw)  # type: ignore[arg-type]
         if isinstance(res, EstimateResult):  # pragma: no cover - a list always gives a collection
             res = EstimateCollection({res.method: res}, ingest=cur.report)
         boot: dict[str, Any] = {}
         if bootstrap:
+            bkw = {**kw, "exclude_new_labelers": rule == "exclude"}
             boot = run_bootstrap(cur, cal, method=list(res), n_resamples=bootstrap, rng=seed,  # auto is not bootstrapped
-                                 progress=fmt is Format.table and sys.stderr.isatty(), **kw)
-        if drift_check and "hero1" in res:
-
-            try:
-                drift_out["drift"] = check_drift(cur, cal).to_dict()
-            except HeroEvalError as exc:  # e.g. no calibrated labeler: nothing to test
-                drift_out["drift"] = {"error": str(exc)}
+                                 progress=fmt is Format.table and sys.stderr.isatty(), **bkw)
         return cur, hist, res, boot
 
-    drift_out: dict[str, Any] = {}
     cur, hist, res, boot = _run(go)
     if fmt is Format.json:
         out = res.to_dict(confidence_level)
-        out.update(drift_out)
+        if res.drift is not None:
+            out["drift"] = res.drift if isinstance(res.drift, dict) else (
+                {"error": res.drift} if isinstance(res.drift, str) else res.drift.to_dict())
         for m, r in res.items():  # intervals by the requested method
             ci = r.confidence_interval(confidence_level, ci_method.value)
             out["estimates"][m].update(ci_low=_num(ci.low), ci_high=_num(ci.high), ci_method=ci.method)
@@ -412,17 +522,21 @@ def estimate_cmd(
         print(json.dumps(out, indent=1))
         return
     con = _console()
-    _render.print_all(con, _render.ingest_table(cur.report, "Ingest: current round"))
-    if hist is not None:
-        _render.print_all(con, _render.ingest_table(hist.report, "Ingest: history"))
-    _render.print_all(con, _render.estimates_table(res, confidence_level=confidence_level,
+    _render.print_all(con, *_ingest_tables())
+    _render.print_all(con, _render.estimates_table(res, confidence_level=confidence_level, say=to_cli,
                                                    ci_method=ci_method.value, bootstrap=boot))
+
+
+def _mc_new_labelers(rule: str | None) -> None:
+    if rule == "estimate":
+        _err("--new-labelers estimate is not available for multi-class labels yet; use exclude")
+        raise typer.Exit(2)
 
 
 @app.command("compare")
 def compare_cmd(
-    a_current: Annotated[Path, typer.Argument(help="Round A's annotations (e.g. model A's outputs).")],
-    b_current: Annotated[Path, typer.Argument(help="Round B's annotations (e.g. model B's outputs).")],
+    a_current: Annotated[Path, typer.Argument(help=f"Round A's annotations, e.g. model A's outputs ({FILES}).")],
+    b_current: Annotated[Path, typer.Argument(help=f"Round B's annotations, e.g. model B's outputs ({FILES}).")],
     calibration: CalOpt = None,
     history: HistOpt = None,
     gold: GoldOpt = None,
@@ -432,7 +546,7 @@ def compare_cmd(
     method: MethodOpt = "all",
     ridge: RidgeOpt = 0.0,
     tie: TieOpt = Tie.half,
-    exclude_new_labelers: NewLabOpt = False,
+    exclude_new_labelers: ExcludeNewOpt = False,
     confidence_level: LevelOpt = 0.95,
     label_map: MapOpt = None,
     item_col: ItemCol = None,
@@ -445,17 +559,24 @@ def compare_cmd(
     classes: ClassesOpt = None,
     ordinal: OrdinalOpt = False,
     structure: StructureOpt = "full",
+    new_labelers: NewLabelersOpt = None,
+    drift_check: Annotated[bool, typer.Option("--check-drift/--no-check-drift", help="Test each round's labelers against their calibration (warns on drift).")] = True,
+    gold_col: GoldColOpt = None,
+    gold_item_col: GoldItemColOpt = None,
+    encoding: EncodingOpt = None,
 ) -> None:
     """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values."""
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
+    _check_output(report, "--report", "the report")
+    rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
     if classes is not None or ordinal:
         if report is not None:
             _err("--report is not available for multi-class labels yet")
             raise typer.Exit(2)
-
+        _mc_new_labelers(rule)
         _run(lambda: _mc.compare(
             a_current, b_current, calibration=calibration, history=history, gold=gold, classes=classes,
-            ordinal=ordinal, structure=structure, method=method, exclude_new_labelers=exclude_new_labelers,
+            ordinal=ordinal, structure=structure, method=method, exclude_new_labelers=rule == "exclude",
             level=confidence_level, read_kw=_mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map),
             round_col=round_col, json_out=fmt is Format.json))
         return
@@ -465,10 +586,10 @@ def compare_cmd(
     def go() -> tuple[Any, AnnotationSet, AnnotationSet]:
         lm = _label_map(label_map)
         rd: dict[str, Any] = {"item_col": item_col, "labeler_col": labeler_col, "label_col": label_col,
-                              "round_col": False, "duplicates": duplicates.value, "label_map": lm}
+                              "round_col": round_col, "duplicates": duplicates, "label_map": lm, "encoding": encoding}
         with _busy("reading and calibrating"):
-            a = read_annotations(a_current, covariates=a_covariates, name="A", **rd)
-            b = read_annotations(b_current, covariates=b_covariates, name="B", **rd)
+            a = _read_current(a_current, covariates=a_covariates, name="A", title="Ingest: round A", **rd)
+            b = _read_current(b_current, covariates=b_covariates, name="B", title="Ingest: round B", **rd)
             hist = None
             if calibration is not None:
                 cal = load_calibration(calibration)
@@ -476,12 +597,25 @@ def compare_cmd(
                 assert history is not None
                 hist = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
                              labeler_col=labeler_col, label_col=label_col, round_col=round_col,
-                             duplicates=duplicates, label_map=lm)
+                             duplicates=duplicates, label_map=lm, gold_col=gold_col, gold_item_col=gold_item_col,
+                             encoding=encoding)
                 cal = calibrate(hist)
         wanted = _methods(method)
-        cc, warns = collect_warnings(lambda: compare(
-            a, b, cal, method=wanted if wanted == "all" else list(wanted), ridge=ridge, tie=tie.value,
-            exclude_new_labelers=exclude_new_labelers))
+
+        def run() -> Any:
+            for r in (a, b):
+                warn_multiple_rounds(r)
+            out = compare(a, b, cal, method=wanted if wanted == "all" else list(wanted), ridge=ridge, tie=tie.value,
+                          new_labelers=rule)
+            if drift_check:  # the same check, and warning, as hero estimate gives each round
+                for r in (a, b):
+                    try:
+                        check_drift(r, cal)
+                    except HeroEvalError:
+                        pass  # nothing to test (no calibrated labeler): the comparison says why
+            return out
+
+        cc, warns = collect_warnings(run)
         if report is not None:
             src = {"A": a_current, "B": b_current, "calibration": calibration, "history": history, "gold": gold}
             page = build_comparison_report(
@@ -497,8 +631,7 @@ def compare_cmd(
         print(json.dumps(out, indent=1))
         return
     con = _console()
-    _render.print_all(con, _render.ingest_table(a.report, "Ingest: round A"), _render.ingest_table(b.report, "Ingest: round B"),
-                      _render.comparison_table(cc, confidence_level))
+    _render.print_all(con, *_ingest_tables(), _render.comparison_table(cc, confidence_level))
     if report is not None:
         con.print(f"report written to {report}")
 
@@ -595,7 +728,7 @@ def simulate_cmd(
 @app.command("benchmark")
 def benchmark_cmd(
     dataset_dir: Annotated[Path, typer.Argument(help="A folder with labels.csv, gold.csv and optionally items.csv (text).")],
-    resamples: Annotated[int, typer.Option(help="Random history/current splits per setting.")] = 20,
+    reps: Annotated[int, typer.Option(help="Random history/current splits (resamples) per setting; as in hero simulate.")] = 20,
     rho: Annotated[str, typer.Option(help="Shares of history items with gold revealed, comma-separated.")] = "0.05,0.10",
     n: Annotated[int, typer.Option(help="Current items per split (at most 40% of the gold items).")] = 200,
     shift: Annotated[str, typer.Option(help="none, half (the current round keeps half of the labelers) and/or rate (its items drawn with 3x the odds of a positive), comma-separated.")] = "none,half",
@@ -606,8 +739,10 @@ def benchmark_cmd(
     workers: Annotated[int | None, typer.Option(help="Processes (default: all cores).")] = None,
     out: Annotated[Path | None, typer.Option(help="Folder for resamples.csv.gz, summary.csv and a figure.")] = None,
     fmt: FmtOpt = Format.table,
+    resamples_alias: Annotated[int | None, typer.Option("--resamples", hidden=True, help="Same as --reps (kept from 0.1).")] = None,
 ) -> None:
     """Every method on a real annotation set with gold labels, by resampling (|bias|, SD, RMSE, coverage)."""
+    resamples = reps if resamples_alias is None else resamples_alias
 
     def go() -> tuple[Any, Any, float]:
         rhos = _floats(rho, "rho") or []
@@ -642,16 +777,17 @@ def demo_cmd(
 ) -> None:
     """Run every method on the bundled real example (LLM judges grading TriviaQA answers)."""
 
+    _check_output(report, "--report", "the report")
     t0 = time.perf_counter()
-    d = _run(run_demo)
-    secs = time.perf_counter() - t0
+    d, warns = _run(lambda: collect_warnings(run_demo))
     truth = float(d.truth["true_rate"])
     if report is not None:
         p = example_paths()
         page = build_report(d.current, d.calibration, d.estimates, history=d.history, truth=truth,
                             title=f"heroeval demo: accuracy of {d.truth['current_round']} on TriviaQA",
-                            sources={k: str(p[k]) for k in ("current", "history", "gold")})
+                            sources={k: str(p[k]) for k in ("current", "history", "gold")}, warnings=warns)
         _run(lambda: write_report(report, page))
+    secs = time.perf_counter() - t0
     if fmt is Format.json:
         out = d.estimates.to_dict()
         out["truth"] = d.truth
@@ -675,9 +811,23 @@ def demo_cmd(
         _render.estimates_table(d.estimates, truth=truth,
                                 title=f"Accuracy of {d.truth['current_round']}: estimates vs the true gold rate"),
     )
-    con.print(f"demo finished in {secs:.2f} s")
+    wall = _process_seconds()
+    con.print(f"demo finished in {wall:.1f} s of wall time" if wall is not None else
+              f"demo finished in {secs:.1f} s (after start-up)")
     if report is not None:
         con.print(f"HTML report written to {report}")
+
+
+def _process_seconds() -> float | None:
+    """Wall time since this process started (what the user waited, start-up and imports included); Linux only."""
+    try:
+        with open("/proc/self/stat") as fh:
+            start_ticks = float(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as fh:
+            uptime = float(fh.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 @contextmanager
@@ -708,7 +858,7 @@ def _busy(what: str) -> Iterator[Callable[[str], None] | None]:
 
 @app.command("report")
 def report_cmd(
-    current: Annotated[Path, typer.Argument(help="Current-round annotations (no gold needed).")],
+    current: Annotated[Path, typer.Argument(help=f"Current-round annotations ({FILES}; no gold needed).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the HTML report.")],
     calibration: CalOpt = None,
     history: HistOpt = None,
@@ -718,7 +868,7 @@ def report_cmd(
     title: Annotated[str | None, typer.Option(help="Title of the page.")] = None,
     ridge: RidgeOpt = 0.0,
     tie: TieOpt = Tie.half,
-    exclude_new_labelers: NewLabOpt = False,
+    exclude_new_labelers: ExcludeNewOpt = False,
     confidence_level: LevelOpt = 0.95,
     ci_method: CiOpt = CiMethod.logit,
     seed: Annotated[int | None, typer.Option(help="Seed of --tie random.")] = None,
@@ -731,14 +881,20 @@ def report_cmd(
     classes: ClassesOpt = None,
     ordinal: OrdinalOpt = False,
     structure: StructureOpt = "full",
+    new_labelers: NewLabelersOpt = None,
+    gold_col: GoldColOpt = None,
+    gold_item_col: GoldItemColOpt = None,
+    encoding: EncodingOpt = None,
 ) -> None:
     """Write one self-contained HTML report: every estimate, the labelers, the pool shift and the checks."""
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
+    _check_output(output, "--output", "the report")
+    rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
     if classes is not None or ordinal:
-
+        _mc_new_labelers(rule)
         _run(lambda: _mc.report(
             current, output, calibration=calibration, history=history, gold=gold, classes=classes, ordinal=ordinal,
-            structure=structure, exclude_new_labelers=exclude_new_labelers, level=confidence_level,
+            structure=structure, exclude_new_labelers=rule == "exclude", level=confidence_level,
             read_kw=_mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map), round_col=round_col,
             title=title))
         return
@@ -747,8 +903,9 @@ def report_cmd(
         lm = _label_map(label_map)
         cur, hist, cal = _current_and_calibration(
             current, covariates, calibration, history, gold, history_covariates, lm, 1.0, item_col=item_col,
-            labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates)
-        kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": exclude_new_labelers}
+            labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
+            gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding)
+        kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "new_labelers": rule}
         res, warns = collect_warnings(lambda: estimate(cur, cal, method="all", history=hist, rng=seed,
                                                        recommend=True, **kw))
         assert isinstance(res, EstimateCollection)
@@ -761,13 +918,15 @@ def report_cmd(
 
     res = _run(go)
     con = _console()
-    _render.print_all(con, _render.estimates_table(res, confidence_level=confidence_level, ci_method=ci_method.value))
+    _render.print_all(con, *_ingest_tables(),
+                      _render.estimates_table(res, confidence_level=confidence_level, ci_method=ci_method.value,
+                                             say=to_cli))
     con.print(f"report written to {output}")
 
 
 @app.command("drift")
 def drift_cmd(
-    current: Annotated[Path, typer.Argument(help="Current-round annotations.")],
+    current: Annotated[Path, typer.Argument(help=f"Current-round annotations ({FILES}).")],
     calibration: CalOpt = None,
     history: HistOpt = None,
     gold: GoldOpt = None,
@@ -781,6 +940,12 @@ def drift_cmd(
     round_col: RoundOpt = None,
     duplicates: DupOpt = Duplicates.keep,
     fmt: FmtOpt = Format.table,
+    new_labelers: Annotated[NewLabelers, typer.Option(help="Labelers unknown to the calibration: exclude (set their annotations aside before the check, counted) or error. They have no calibration to test.")] = NewLabelers.exclude,
+    exclude_new_labelers: ExcludeNewOpt = False,
+    show_all: Annotated[bool, typer.Option("--all", help="List every labeler (default: the flagged ones only).")] = False,
+    gold_col: GoldColOpt = None,
+    gold_item_col: GoldItemColOpt = None,
+    encoding: EncodingOpt = None,
 ) -> None:
     """Labeler drift check: does each labeler's current positive rate match its calibration?"""
 
@@ -788,34 +953,64 @@ def drift_cmd(
     if reestimate not in ("none", "drop", "estimate"):
         _err(f"--reestimate must be none, drop or estimate, got {reestimate!r}")
         raise typer.Exit(2)
+    rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
+    if rule == "estimate":
+        _err("--new-labelers estimate: a labeler new in this round has no calibration to test for drift; "
+             "use exclude (the default) or error")
+        raise typer.Exit(2)
 
-    def go() -> tuple[Any, Any, Any]:
+    def go() -> tuple[Any, Any, Any, dict[str, Any] | None]:
         lm = _label_map(label_map)
-        cur = read_annotations(current, item_col=item_col, labeler_col=labeler_col, label_col=label_col,
-                               round_col=False, duplicates=duplicates.value, label_map=lm, name="current")
+        cur = _read_current(current, item_col=item_col, labeler_col=labeler_col, label_col=label_col,
+                            round_col=round_col, duplicates=duplicates, label_map=lm, name="current",
+                            title="Ingest: current round", encoding=encoding)
         if calibration is not None:
             cal = load_calibration(calibration)
         else:
             assert history is not None
             cal = calibrate(_read(history, gold=gold, name="history", item_col=item_col, labeler_col=labeler_col,
-                                  label_col=label_col, round_col=round_col, duplicates=duplicates, label_map=lm))
-        chk = check_drift(cur, cal, significance=significance, adjust=adjust)  # type: ignore[arg-type]
+                                  label_col=label_col, round_col=round_col, duplicates=duplicates, label_map=lm,
+                                  gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding))
+        warn_multiple_rounds(cur)
+        index = cal.index_of()
+        known = np.array([str(x) in index for x in cur.labeler_ids], dtype=bool)
+        aside: dict[str, Any] | None = None
+        if not known.all():
+            new_ids = [str(x) for x in cur.labeler_ids[~known]]
+            if rule == "error" or known.sum() == 0:
+                estimate(cur, cal, method="hero1", drift_check=False)  # raises the error that names them
+            cur, n_ann, n_items = cur.select_labelers(known)
+            aside = {"labelers": new_ids, "annotations": n_ann, "items_left_without_labels": n_items}
+        # the table names the flagged labelers; the warning is for JSON output, whose reader sees only stderr
+        chk = check_drift(cur, cal, significance=significance, adjust=adjust,  # type: ignore[arg-type]
+                          warn=fmt is Format.json)
         before = after = None
         if reestimate != "none" and chk.flagged:
             before = hero1(cur, cal, new_labelers="exclude")
             after = reestimate_without(cur, cal, chk, how=reestimate)  # type: ignore[arg-type]
-        return chk, before, after
+        return chk, before, after, aside
 
-    chk, before, after = _run(go)
+    chk, before, after, aside = _run(go)
     if fmt is Format.json:
         out = chk.to_dict()
         if after is not None:
             out["hero1_all_labelers"] = before.to_dict()
             out["hero1_reestimated"] = after.to_dict()
+        if aside is not None:
+            out["new_labelers_set_aside"] = aside
         print(json.dumps(out, indent=1))
         return
     con = _console()
-    con.print(chk.summary(), soft_wrap=True)
+    _render.print_all(con, *_ingest_tables())
+    if aside is not None:
+        shown = ", ".join(aside["labelers"][:8]) + (" ..." if len(aside["labelers"]) > 8 else "")
+        con.print(f"set aside {len(aside['labelers'])} labeler(s) new in this round (not in the calibration; "
+                  f"--new-labelers exclude): {aside['annotations']} annotations, "
+                  f"{aside['items_left_without_labels']} item(s) left without labels: {escape(shown)}", soft_wrap=True)
+    if show_all:
+        con.print(escape(chk.summary()), soft_wrap=True)
+    else:
+        con.print(_render.drift_table(chk.to_dict()))
     if after is not None:
         for title, r in (("HERO-1, all labelers", before), (f"HERO-1, flagged labelers {reestimate}", after)):
             ci = r.confidence_interval()
@@ -827,11 +1022,11 @@ def plan_cmd(
     calibration: Annotated[Path, typer.Option(help="Calibration JSON from 'hero calibrate'.")],
     mu: Annotated[float, typer.Option(help="Guessed gold rate of the round (round A for --difference).")],
     half_width: Annotated[float | None, typer.Option(help="Target half-width of the confidence interval.")] = None,
-    difference: Annotated[float | None, typer.Option(help="Difference between two rounds to detect (B - A).")] = None,
+    difference: Annotated[float | None, typer.Option(help="Difference between two rounds to detect, A - B as hero compare reports it (round B's rate is --mu minus it).")] = None,
     n_items: Annotated[int | None, typer.Option(help="Report the half-width at this many items instead.")] = None,
     power: Annotated[float, typer.Option(help="Power for --difference.")] = 0.8,
     confidence_level: LevelOpt = 0.95,
-    labels_per_item: Annotated[str | None, typer.Option(help="Labels per item, comma-separated (default: every labeler of the pool).")] = None,
+    labels_per_item: Annotated[str | None, typer.Option(help="Labels per item, comma-separated (default: the history's mean labels per item, or every labeler of --pool).")] = None,
     pool: Annotated[str | None, typer.Option(help="Labelers who will label, e.g. 'a,b,c' or with shares 'a=2,b=1'.")] = None,
     score_r2: Annotated[float, typer.Option(help="HERO-2: share of score variance the covariates explain (from an earlier round).")] = 0.0,
     seed: Annotated[int, typer.Option(help="Seed of the Monte Carlo expectation (when not enumerated exactly).")] = 0,
@@ -844,6 +1039,16 @@ def plan_cmd(
         lp = _floats(labels_per_item, "labels-per-item")
         ks: Any = None if lp is None else [int(v) for v in lp]
         pl: Any = None
+        if ks is None and pool is None:
+            # the history's design: its mean labels per item, labelers drawn as often as they labelled there
+            per_item = float(np.sum(cal.n_annotations)) / max(cal.n_history_items, 1)
+            k = max(1, round(per_item))
+            if k < cal.n_labelers:
+                ks = [k]
+                pl = {lab: float(n) for lab, n in zip(cal.labeler_ids, cal.n_annotations, strict=True) if n > 0}
+                notes.append(f"labels per item: {k}, the history's mean ({per_item:.2f}), each drawn from the "
+                             "history's labelers in proportion to their labels there (--labels-per-item and --pool "
+                             "change it)")
         if pool is not None:
             parts = [x.strip() for x in pool.split(",") if x.strip()]
             if all("=" in x for x in parts):
@@ -855,20 +1060,31 @@ def plan_cmd(
                 raise HeroEvalError(f"--pool: give shares for every labeler or for none, got {pool!r}")
             else:
                 pl = parts
-        return plan(cal, mu=mu, half_width=half_width, difference=difference, n_items=n_items, power=power,
-                    confidence_level=confidence_level, labels_per_item=ks, pool=pl, score_r2=score_r2, rng=seed)
+        # hero compare reports A - B; plan() takes B - A (round B's rate is mu + difference)
+        out = plan(cal, mu=mu, half_width=half_width, difference=None if difference is None else -difference,
+                   n_items=n_items, power=power, confidence_level=confidence_level, labels_per_item=ks, pool=pl,
+                   score_r2=score_r2, rng=seed)
+        if difference is not None:
+            out = replace(out, target=float(difference))
+        return replace(out, notes=(*out.notes, *notes)) if notes else out
 
+    notes: list[str] = []
     p = _run(go)
     if fmt is Format.json:
         print(json.dumps(p.to_dict(), indent=1))
         return
-    _console().print(p.summary(), soft_wrap=True)
+    text = p.summary()
+    if difference is not None:
+        text = text.replace(f"a difference of {p.target:g}", f"a difference A - B of {p.target:g} (B at "
+                            f"{mu - p.target:g})", 1)
+    _console().print(escape(text), soft_wrap=True)
 
 
 @app.callback(invoke_without_command=True)
 def _root(
     version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
 ) -> None:
+    _INGESTED.clear()  # a new command (the CLI's tests run many in one process)
     if version:
         print(f"heroeval {__version__}")
         raise typer.Exit(0)

@@ -86,18 +86,21 @@ def _align(current: AnnotationSet, calibration: Calibration, exclude_new_labeler
     if unknown.any():
         names = tuple(str(x) for x in current.labeler_ids[unknown])
         n_ann = int(np.isin(current.labeler, np.flatnonzero(unknown)).sum())
+        foreign = _foreign_calibration(current, calibration, unknown, n_ann)
         if not exclude_new_labelers:
             shown = ", ".join(repr(x) for x in names[:10]) + (" ..." if len(names) > 10 else "")
+            if foreign:
+                raise UnknownLabelerError(foreign, names)
             raise UnknownLabelerError(
                 f"{len(names)} labeler(s) of the current round {current.name!r} are not in the "
                 f"calibration ({n_ann} annotations): {shown}. Their reliability is unknown; pass "
-                "exclude_new_labelers=True (CLI: --exclude-new-labelers) to leave their labels out, or (HERO-1) "
-                "new_labelers='estimate' (CLI: --new-labelers estimate) to estimate it from the current round.",
+                "exclude_new_labelers=True to leave their labels out, or (HERO-1) "
+                "new_labelers='estimate' to estimate it from the current round.",
                 names,
             )
         data, n_removed, n_items_removed = current.select_labelers(~unknown)
         if data.n_items == 0:
-            raise DataError(
+            raise DataError(foreign or
                 f"current round {current.name!r}: every annotation is by a labeler unknown to the calibration"
             )
         idx = idx[~unknown]
@@ -111,6 +114,22 @@ def _align(current: AnnotationSet, calibration: Calibration, exclude_new_labeler
             f"{n_items_removed} item(s) left without labels"
         )
     return _Aligned(data=data, to_calib=idx, notes=tuple(notes), details=details)
+
+
+def _foreign_calibration(current: AnnotationSet, calibration: Calibration, unknown: npt.NDArray[np.bool_],
+                         n_unknown_ann: int) -> str:
+    """A message when the calibration seems to belong to other data (most of the round's labels are by strangers)."""
+    if n_unknown_ann * 2 <= current.n_annotations:
+        return ""
+    known = int((~unknown).sum())
+    ex = ", ".join(repr(str(x)) for x in current.labeler_ids[:3])
+    cx = ", ".join(repr(x) for x in calibration.labeler_ids[:3])
+    lead = "every annotation is by a labeler unknown to the calibration: " if known == 0 else ""
+    return (f"{lead}the calibration probably belongs to other data: {known} of the {current.n_labelers} labelers of the "
+            f"current round {current.name!r} are in it ({n_unknown_ann} of {current.n_annotations} annotations are by "
+            f"labelers it does not know). The round's labelers look like {ex}, the calibration's like {cx}. Use the "
+            "calibration of this data's history (and the same labeler column), rather than excluding or estimating "
+            "the unknown labelers.")
 
 
 def _codes(data: AnnotationSet, to_calib: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 from scipy.special import expit, logit
 from scipy.stats import norm
 
@@ -141,6 +142,10 @@ METHOD_TITLES = {
 }
 
 
+def _html_escape(x: Any) -> str:
+    return str(x).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _jsonable(x: Any) -> Any:
     if isinstance(x, Mapping):
         return {str(k): _jsonable(v) for k, v in x.items()}
@@ -177,8 +182,10 @@ class EstimateResult:
     details : mapping
         Method-specific values (HERO-2's ``gamma``, majority vote's tie count,
         labelers excluded, ...).
-    standard_error : float or None
-        Filled by the inference layer; None until then.
+    standard_error : float
+        The influence-function standard error (a property); NaN when the
+        result carries no influence values or the estimate is on a boundary
+        (0 or 1) or unidentified.
     notes : tuple of str
         Plain-language remarks (for example, labelers excluded).
     """
@@ -255,6 +262,28 @@ class EstimateResult:
         """A one-method plain-text table."""
         return EstimateCollection({self.method: self}).summary()
 
+    def __repr__(self) -> str:
+        ci = self.confidence_interval()
+        return (f"EstimateResult(method={self.method!r}, estimate={self.estimate:.4f}, "
+                f"standard_error={self.standard_error:.4f}, ci_95=[{ci.low:.4f}, {ci.high:.4f}], "
+                f"n_items={self.n_items}, n_labelers={self.n_labelers}, status={self.status!r}"
+                + (f", notes={len(self.notes)}" if self.notes else "") + ")")
+
+    def to_frame(self, confidence_level: float = 0.95, ci_method: str = DEFAULT_CI_METHOD) -> pd.DataFrame:
+        """A one-row DataFrame (index: the method): estimate, SE, interval, sizes, status and notes."""
+        return pd.DataFrame([_row(self, confidence_level, ci_method)]).set_index("method")
+
+    def _repr_html_(self) -> str:
+        return str(self.to_frame().to_html(float_format=lambda x: f"{x:.4f}"))
+
+
+def _row(r: EstimateResult, confidence_level: float, ci_method: str, label: str | None = None) -> dict[str, Any]:
+    ci = r.confidence_interval(confidence_level, ci_method)
+    return {"method": label or r.method, "title": r.title, "estimate": r.estimate,
+            "standard_error": r.standard_error, "ci_low": ci.low, "ci_high": ci.high,
+            "confidence_level": confidence_level, "n_items": r.n_items, "n_annotations": r.n_annotations,
+            "n_labelers": r.n_labelers, "status": r.status, "notes": "; ".join(r.notes)}
+
 
 @dataclass(frozen=True)
 class EstimateCollection(Mapping[str, EstimateResult]):
@@ -264,6 +293,7 @@ class EstimateCollection(Mapping[str, EstimateResult]):
     ingest: IngestReport | None = None
     skipped: Mapping[str, str] = field(default_factory=dict)
     recommended: Any = None  # heroeval.choice.Recommendation when method="auto" was asked for
+    drift: Any = field(default=None, repr=False, compare=False)  # heroeval.DriftCheck, or why it could not run
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "results", MappingProxyType(dict(self.results)))
@@ -294,6 +324,36 @@ class EstimateCollection(Mapping[str, EstimateResult]):
 
     def to_json(self, indent: int | None = 1, confidence_level: float = 0.95) -> str:
         return json.dumps(self.to_dict(confidence_level), indent=indent)
+
+    def to_frame(self, confidence_level: float = 0.95, ci_method: str = DEFAULT_CI_METHOD) -> pd.DataFrame:
+        """One row per method (index: the method name), the recommended estimate first as ``"recommended"``.
+
+        Columns: title, estimate, standard_error, ci_low, ci_high, confidence_level, n_items, n_annotations,
+        n_labelers, status, notes. Methods not computed are left out (``skipped`` says why).
+        """
+        rows = []
+        if self.recommended is not None:
+            rec = self.recommended
+            row = _row(rec.result, confidence_level, ci_method, label="recommended")
+            w = "" if rec.history_weight is None else f", w={rec.history_weight:g}"
+            row["title"] = f"recommended ({rec.result.title}{w})"
+            rows.append(row)
+        rows += [_row(r, confidence_level, ci_method) for r in self.results.values()]
+        cols = ["method", "title", "estimate", "standard_error", "ci_low", "ci_high", "confidence_level", "n_items",
+                "n_annotations", "n_labelers", "status", "notes"]
+        return pd.DataFrame(rows, columns=cols).set_index("method")
+
+    def _repr_html_(self) -> str:
+        html = str(self.to_frame().to_html(float_format=lambda x: f"{x:.4f}"))
+        if self.recommended is not None:
+            html += f"<p>why recommended: {_html_escape(self.recommended.reason)}</p>"
+        if self.skipped:
+            html += "<p>not computed: " + "; ".join(
+                f"{_html_escape(m)} ({_html_escape(w)})" for m, w in self.skipped.items()) + "</p>"
+        return html
+
+    def __repr__(self) -> str:
+        return f"<EstimateCollection: {len(self.results)} method(s)>\n{self.summary()}"
 
     def summary(self, confidence_level: float = 0.95) -> str:
         pct = f"{100 * confidence_level:g}% CI"

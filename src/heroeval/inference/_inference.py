@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 from scipy.stats import norm
 
 from heroeval.errors import ConvergenceWarning, HeroEvalError
@@ -55,6 +56,13 @@ def _interval_fields(estimate: float, se: float, ci: ConfidenceInterval) -> dict
     """The JSON fields every estimate with an interval shares."""
     return {"estimate": estimate, "standard_error": se, "ci_low": ci.low, "ci_high": ci.high,
             "confidence_level": ci.confidence_level}
+
+
+def _p(p: float) -> str:
+    """A p-value for text: 4 decimals, or its order of magnitude below 1e-4 (never 0.0000)."""
+    if p != p:
+        return "nan"
+    return f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
 
 
 def _wald(est: float, se: float, level: float, lo: float = -1.0, hi: float = 1.0) -> ConfidenceInterval:
@@ -112,6 +120,25 @@ class Comparison:
             }
         )
 
+    def _row(self, confidence_level: float) -> dict[str, Any]:
+        ci = self.confidence_interval(confidence_level)
+        return {"method": self.method, "a": self.a.estimate, "b": self.b.estimate, "difference": self.estimate,
+                "standard_error": self.standard_error, "ci_low": ci.low, "ci_high": ci.high,
+                "confidence_level": confidence_level, "p_value": self.p_value}
+
+    def to_frame(self, confidence_level: float = 0.95) -> pd.DataFrame:
+        """A one-row DataFrame (index: the method): A, B, A - B, SE, interval and p-value."""
+        return pd.DataFrame([self._row(confidence_level)]).set_index("method")
+
+    def _repr_html_(self) -> str:
+        return str(self.to_frame().to_html(float_format=lambda x: f"{x:.4g}"))
+
+    def __repr__(self) -> str:
+        ci = self.confidence_interval()
+        return (f"Comparison(method={self.method!r}, a={self.a.estimate:.4f}, b={self.b.estimate:.4f}, "
+                f"difference={self.estimate:+.4f}, standard_error={self.standard_error:.4f}, "
+                f"ci_95=[{ci.low:+.4f}, {ci.high:+.4f}], p_value={_p(self.p_value)})")
+
 
 @dataclass(frozen=True)
 class ComparisonCollection(Mapping[str, Comparison]):
@@ -134,6 +161,33 @@ class ComparisonCollection(Mapping[str, Comparison]):
 
     def __len__(self) -> int:
         return len(self.comparisons)
+
+    def to_frame(self, confidence_level: float = 0.95) -> pd.DataFrame:
+        """One row per method (index: the method): A, B, A - B, SE, interval and p-value."""
+        cols = ["method", "a", "b", "difference", "standard_error", "ci_low", "ci_high", "confidence_level", "p_value"]
+        return pd.DataFrame([c._row(confidence_level) for c in self.comparisons.values()],
+                            columns=cols).set_index("method")
+
+    def summary(self, confidence_level: float = 0.95) -> str:
+        """A plain-text table of the differences A - B, one row per method, and the methods not compared."""
+        pct = f"{100 * confidence_level:g}% CI"
+        rows = [("method", "A", "B", "A - B", "SE", pct, "p-value")]
+        for c in self.comparisons.values():
+            ci = c.confidence_interval(confidence_level)
+            rows.append((c.a.title, f"{c.a.estimate:.4f}", f"{c.b.estimate:.4f}", f"{c.estimate:+.4f}",
+                         f"{c.standard_error:.4f}", f"[{ci.low:+.4f}, {ci.high:+.4f}]", _p(c.p_value)))
+        widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+        lines = ["  ".join(x.ljust(w) if k == 0 else x.rjust(w) for k, (x, w) in enumerate(zip(r, widths, strict=True)))
+                 for r in rows]
+        lines.insert(1, "-" * len(lines[0]))
+        lines += [f"{m}: not compared ({why})" for m, why in self.skipped.items()]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        return str(self.to_frame().to_html(float_format=lambda x: f"{x:.4g}"))
+
+    def __repr__(self) -> str:
+        return f"<ComparisonCollection: {len(self.comparisons)} method(s), A - B>\n{self.summary()}"
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
         return {
@@ -236,6 +290,24 @@ class BootstrapResult:
                 max(0.0, 2 * self.estimate - float(hi_q)), min(1.0, 2 * self.estimate - float(lo_q)), level, method
             )
         raise HeroEvalError(f"bootstrap interval method must be 'percentile' or 'basic', got {method!r}")
+
+    def to_frame(self, confidence_level: float = 0.95) -> pd.DataFrame:
+        """A one-row DataFrame (index: the method): estimate, bootstrap SE, percentile and basic intervals."""
+        p = self.confidence_interval(confidence_level, "percentile")
+        b = self.confidence_interval(confidence_level, "basic")
+        return pd.DataFrame([{"method": self.method, "estimate": self.estimate, "standard_error": self.standard_error,
+                              "ci_low": p.low, "ci_high": p.high, "basic_low": b.low, "basic_high": b.high,
+                              "confidence_level": confidence_level, "n_resamples": int(self.replicates.size),
+                              "n_failed": self.n_failed}]).set_index("method")
+
+    def _repr_html_(self) -> str:
+        return str(self.to_frame().to_html(float_format=lambda x: f"{x:.4f}"))
+
+    def __repr__(self) -> str:
+        ci = self.confidence_interval()
+        return (f"BootstrapResult(method={self.method!r}, estimate={self.estimate:.4f}, "
+                f"standard_error={self.standard_error:.4f}, percentile_ci_95=[{ci.low:.4f}, {ci.high:.4f}], "
+                f"n_resamples={self.replicates.size}, n_failed={self.n_failed})")
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
         p = self.confidence_interval(confidence_level, "percentile")

@@ -323,7 +323,7 @@ def _finish(
         gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
         gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols)
         g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
-        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "item", gsrc), ghdr)
+        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc), ghdr)
         gold_arr, g_rep = _attach_gold(gold_t, _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc), item_ids, None,
                                        _parse_binary)
         reports.append(g_rep)

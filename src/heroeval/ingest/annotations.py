@@ -24,6 +24,9 @@ Row policies (all documented in ``docs/data.md``):
 
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -406,8 +409,14 @@ class _Table:
         return f"{self.source}, row {row + 1}"
 
 
-def _load(obj: TableLike, role: str, string_cols: Sequence[str] = ()) -> tuple[pd.DataFrame, str, bool]:
-    """Load a path or an in-memory table into pandas without altering values."""
+def _load(obj: TableLike, role: str, string_cols: Sequence[str] = (),
+          encoding: str | None = None) -> tuple[pd.DataFrame, str, bool]:
+    """Load a path or an in-memory table into pandas without altering values.
+
+    Text files are read in ``encoding`` (default UTF-8); a ``.csv`` or ``.txt`` file separated by tabs,
+    semicolons or pipes instead of commas is recognised from its header line.
+    """
+    enc = encoding or "utf-8"
     if isinstance(obj, (str, os.PathLike)):
         path = Path(obj)
         if not path.exists():
@@ -417,23 +426,30 @@ def _load(obj: TableLike, role: str, string_cols: Sequence[str] = ()) -> tuple[p
         ext = suffixes[-2] if compression and len(suffixes) >= 2 else (suffixes[-1] if suffixes else "")
         try:
             if ext in {".csv", ".tsv", ".txt"}:
-                sep = "\t" if ext == ".tsv" else ","
-                header = pd.read_csv(path, sep=sep, nrows=0)
+                sep = "\t" if ext == ".tsv" else _sniff_delimiter(path, enc)
+                header = pd.read_csv(path, sep=sep, nrows=0, encoding=enc)
                 dtype = {c: "string" for c in header.columns if c in string_cols}
                 # ids are strings: only an empty field is missing ("NA", "null", "None" are real ids);
                 # other columns keep pandas' usual missing-value tokens
                 na = {c: ([""] if c in string_cols else list(_NA_TOKENS)) for c in header.columns}
-                df = pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=False, na_values=na)
+                df = pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=False, na_values=na, encoding=enc)
                 return df, str(path), True
             if ext in {".parquet", ".pq"}:
                 return pd.read_parquet(path), str(path), False
             if ext in {".jsonl", ".ndjson", ".json"}:
-                df = pd.read_json(path, lines=True, dtype=False)
+                if _starts_with(path, "[", enc):  # a JSON array of records, not one record per line
+                    df = pd.read_json(path, orient="records", dtype=False, encoding=enc)
+                else:
+                    df = pd.read_json(path, lines=True, dtype=False, encoding=enc)
                 return df, str(path), False
         except DataError:
             raise
+        except UnicodeDecodeError as exc:
+            raise DataError(_decode_message(path, role, enc, exc)) from exc
+        except LookupError as exc:
+            raise DataError(f"{role} file {str(path)!r}: unknown encoding {enc!r} ({exc})") from exc
         except Exception as exc:  # parser errors: name the file
-            raise DataError(f"could not read {role} file {str(path)!r}: {exc}") from exc
+            raise DataError(f"could not read {role} file {str(path)!r}: {str(exc)[:500]}") from exc
         raise DataError(
             f"{role} file {str(path)!r}: unknown format {ext!r}; "
             "use .csv, .tsv, .parquet or .jsonl (optionally .gz)"
@@ -454,6 +470,54 @@ def _load(obj: TableLike, role: str, string_cols: Sequence[str] = ()) -> tuple[p
     )
 
 
+def _open_text_head(path: Path, n: int = 65536) -> bytes:
+    """The first ``n`` bytes of a (possibly compressed) file."""
+    suf = path.suffix.lower()
+    openers: dict[str, Callable[..., Any]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+    opener = openers.get(suf)
+    if opener is not None:
+        with opener(path, "rb") as fh:
+            return bytes(fh.read(n))
+    if suf == ".zst":
+        return b""
+    with open(path, "rb") as fh:
+        return fh.read(n)
+
+
+def _sniff_delimiter(path: Path, encoding: str) -> str:
+    """``","`` unless the header line has no comma but tabs, semicolons or pipes."""
+    head = _open_text_head(path).decode(encoding, errors="replace")
+    first = head.splitlines()[0] if head else ""
+    if "," in first:
+        return ","
+    counts = {sep: first.count(sep) for sep in ("\t", ";", "|")}
+    best = max(counts, key=lambda k: counts[k])
+    return best if counts[best] > 0 else ","
+
+
+def _starts_with(path: Path, char: str, encoding: str) -> bool:
+    head = _open_text_head(path, 4096).decode(encoding, errors="replace").lstrip("\ufeff \t\r\n")
+    return head.startswith(char)
+
+
+def _decode_message(path: Path, role: str, encoding: str, exc: UnicodeDecodeError) -> str:
+    """Where a text file stops being ``encoding``: the line and the bytes, and how to read it."""
+    line: int | None = None
+    bad = b""
+    try:
+        raw = _open_text_head(path, 1 << 30)
+        try:
+            raw.decode(encoding)
+        except UnicodeDecodeError as e2:
+            line = raw.count(b"\n", 0, e2.start) + 1
+            bad = raw[e2.start:e2.start + 4]
+    except OSError:  # pragma: no cover - the file was readable a moment ago
+        pass
+    where = f", line {line} (bytes {bad!r})" if line is not None else ""
+    return (f"{role} file {str(path)!r}{where}: not valid {encoding} ({exc.reason}). The file was probably saved in "
+            "another encoding, e.g. Windows' cp1252 or latin-1: pass encoding='cp1252' (or re-save it as UTF-8)")
+
+
 def _stem(path: str) -> str:
     """File name without its data and compression suffixes."""
     p = Path(path)
@@ -465,11 +529,36 @@ def _stem(path: str) -> str:
     return name
 
 
+_COL_PARAM = {"item": "item_col", "labeler": "labeler_col", "label": "label_col", "round": "round_col",
+              "gold": "gold_col", "gold item": "gold_item_col", "covariate item": "covariate_item_col"}
+
+
+def columns_text(columns: Any, limit: int = 12) -> str:
+    """A table's column names for a message: the first ``limit`` and how many there are in all."""
+    names = [str(c) for c in columns]
+    if len(names) <= limit:
+        return f"columns are {names}"
+    return f"{len(names)} columns, the first {limit} {names[:limit]}"
+
+
+def _delimiter_hint(df: pd.DataFrame) -> str:
+    """A hint when a text table was read with the wrong delimiter (one column whose name holds another)."""
+    if len(df.columns) != 1:
+        return ""
+    name = str(df.columns[0])
+    for sep, what in (("\t", "tab"), (";", "semicolon"), ("|", "pipe")):
+        if sep in name:
+            return (f"; the only column's name holds a {what} ({sep!r}): the file is probably {what}-separated "
+                    "(name it .tsv for tabs, or save it comma-separated)")
+    return ""
+
+
 def _resolve(df: pd.DataFrame, given: str | None, candidates: Sequence[str], what: str, where: str) -> str:
+    param = _COL_PARAM.get(what, f"{what.replace(' ', '_')}_col")
     if given is not None:
         if given not in df.columns:
             raise DataError(
-                f"{where}: no column {given!r} for the {what}; columns are {list(map(str, df.columns))}"
+                f"{where}: no column {given!r} for the {what}; {columns_text(df.columns)}{_delimiter_hint(df)}"
             )
         return given
     for c in candidates:
@@ -477,12 +566,17 @@ def _resolve(df: pd.DataFrame, given: str | None, candidates: Sequence[str], wha
             return c
     raise DataError(
         f"{where}: cannot find the {what} column (looked for {list(candidates)}); "
-        f"columns are {list(map(str, df.columns))}; name it with the matching *_col option"
+        f"{columns_text(df.columns)}{_delimiter_hint(df)}; name it with {param}="
     )
 
 
 def _ids_to_str(s: pd.Series) -> pd.Series:
-    """Identifiers as strings; missing stay missing; 3.0 from a float column becomes '3'."""
+    """Identifiers as strings; missing stay missing; 3.0 from a float column becomes '3'.
+
+    A column of text whose every id is an integer written as a float (``'3.0'``: what pandas writes for an
+    integer id column that had a missing value) is read the same way: ``'3.0'`` becomes ``'3'``. A column
+    that mixes such ids with others (``'3.0'`` and ``'x'``) is left as it is.
+    """
     if pd.api.types.is_float_dtype(s.dtype):
         vals = s.to_numpy(dtype=np.float64, na_value=np.nan)
         finite = vals[~np.isnan(vals)]
@@ -491,7 +585,19 @@ def _ids_to_str(s: pd.Series) -> pd.Series:
         ):
             s = s.astype("Int64")
     out = s.astype("string")
+    if not (pd.api.types.is_float_dtype(s.dtype) or pd.api.types.is_integer_dtype(s.dtype)) and len(out):
+        stripped = out.str.strip()
+        present = stripped.notna() & (stripped != "")
+        if present.any():
+            floaty = stripped[present].str.fullmatch(_FLOAT_INT_ID)
+            if bool(floaty.all()):
+                out = out.copy()
+                out[present] = stripped[present].str.replace(_FLOAT_INT_TAIL, "", regex=True)
     return out
+
+
+_FLOAT_INT_ID = r"[+-]?\d+\.0+"
+_FLOAT_INT_TAIL = r"\.0+$"
 
 
 def _id_codes(s: pd.Series) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.object_]]:
@@ -533,14 +639,22 @@ def _apply_label_map(
     miss = raw.isna().to_numpy()
     keys = raw.astype("string").str.strip()
     known = keys.isin(list(table)).fillna(False).to_numpy(dtype=bool)
-    unknown = ~miss & ~known
+    # values already binary (0/1, true/false, ...) that the map does not name pass through unchanged
+    low = keys.str.lower()
+    binary = {**{k: 1 for k in _TRUE}, **{k: 0 for k in _FALSE}}
+    passthrough = ~miss & ~known & low.isin(list(binary)).fillna(False).to_numpy(dtype=bool)
+    unknown = ~miss & ~known & ~passthrough
     if unknown.any():
         r = int(np.flatnonzero(unknown)[0])
         raise DataError(
             f"{t.where(r)}: {what} {raw.iloc[r]!r} in column {col!r} is not in label_map "
-            f"(keys {sorted(table)}); {int(unknown.sum())} such row(s) in all"
+            f"(keys {sorted(table)}; values already 0/1 or true/false pass through); "
+            f"{int(unknown.sum())} such row(s) in all"
         )
     mapped = keys.map(table)
+    if passthrough.any():
+        mapped = mapped.astype(object)
+        mapped[passthrough] = low[passthrough].map(binary).to_numpy(dtype=object)
     drop = (~miss & mapped.isna().to_numpy()).astype(bool)
     out = df.copy()
     out[col] = pd.to_numeric(mapped, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
@@ -588,13 +702,14 @@ def _bad_value(t: _Table, col: str, what: str, bad: npt.NDArray[np.bool_], s: pd
     raise DataError(
         f"{t.where(r)}: {what} {value!r} in column {col!r} is not binary "
         f"(expected 0/1 or true/false); {rows.size} such row(s) in all. "
-        "Multi-class labels are not supported yet."
+        "Recode other values with label_map= (e.g. {'A': 1, 'B': 0, 'tie': None}), or read multi-class labels "
+        "with heroeval.multiclass (classes=)."
     )
 
 
 def _annotation_table(
     annotations: TableLike, item_col: str | None, labeler_col: str | None, label_col: str | None,
-    round_col: str | Literal[False] | None, duplicates: str, missing: str,
+    round_col: str | Literal[False] | None, duplicates: str, missing: str, encoding: str | None = None,
 ) -> tuple[_Table, str, str, str | None]:
     """Check the policies, load the annotations table and resolve its item, labeler, label and round columns."""
     if duplicates not in ("keep", "first", "error"):
@@ -602,7 +717,8 @@ def _annotation_table(
     if missing not in ("drop", "error"):
         raise DataError(f"missing must be 'drop' or 'error', got {missing!r}")
     id_cols = [c for c in (item_col, labeler_col, *ITEM_COLUMNS, *LABELER_COLUMNS) if c]
-    df, src, hdr = _load(annotations, "annotations", string_cols=[*id_cols, "label", label_col or ""])
+    df, src, hdr = _load(annotations, "annotations", string_cols=[*id_cols, "label", label_col or ""],
+                         encoding=encoding)
     ann = _Table("annotations", src, df, "", hdr)
     ann.item_col, lab_c, lbl_c, rnd_c = _annotation_columns(df, item_col, labeler_col, label_col, round_col, src)
     return ann, lab_c, lbl_c, rnd_c
@@ -630,22 +746,22 @@ _CELL_TYPES = (str, int, float, bool, np.generic, type(None), type(pd.NA), type(
 
 def _side_tables(
     gold: TableLike | None, covariates: TableLike | None, item_col: str | None, gold_item_col: str | None,
-    gold_col: str | None, covariate_item_col: str | None,
+    gold_col: str | None, covariate_item_col: str | None, encoding: str | None = None,
 ) -> tuple[_Table | None, str | None, _Table | None]:
     """Load the gold and covariate tables and resolve their item (and gold) columns: (gold table, gold column, covariates)."""
     gold_t = None
     if gold is not None:
         gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
-        gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols)
+        gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols, encoding=encoding)
         g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
-        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "item", gsrc), ghdr)
+        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc), ghdr)
         gold_col = _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
     cov_t = None
     if covariates is not None:
         ccols = [c for c in (covariate_item_col, item_col, *ITEM_COLUMNS) if c]
-        cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols)
+        cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols, encoding=encoding)
         c_item = covariate_item_col if covariate_item_col is not None else (item_col if item_col in cdf.columns else None)
-        cov_t = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "item", csrc), chdr)
+        cov_t = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "covariate item", csrc), chdr)
     return gold_t, gold_col, cov_t
 
 

@@ -46,6 +46,7 @@ def read_annotations(
     engine: Literal["auto", "pandas", "duckdb"] = "auto",
     memory_limit: str | None = None,
     progress: bool = False,
+    encoding: str | None = None,
 ) -> AnnotationSet:
     """Read, validate and int-code an annotation log.
 
@@ -101,6 +102,9 @@ def read_annotations(
         the temporary directory.
     progress : bool, default False
         DuckDB's progress bar and log messages for long ingests.
+    encoding : str, optional
+        Text encoding of CSV/TSV/JSON files (default UTF-8), e.g. ``"cp1252"``
+        for a file saved by Excel on Windows. Pandas engine only.
 
     Returns
     -------
@@ -114,14 +118,15 @@ def read_annotations(
     >>> ds.n_items, ds.n_annotations
     (2, 3)
     """
-    if _use_duckdb(engine, annotations, covariates, label_map):
+    if _use_duckdb(engine, annotations, covariates, label_map if encoding is None else True):
         return read_with_duckdb(annotations, gold=gold, item_col=item_col, labeler_col=labeler_col,
                                 label_col=label_col, round_col=round_col, gold_col=gold_col,
                                 gold_item_col=gold_item_col, duplicates=duplicates, missing=missing, name=name,
                                 memory_limit=memory_limit, progress=progress)
     ann, lab_c, lbl_c, rnd_c = _annotation_table(annotations, item_col, labeler_col, label_col, round_col,
-                                                 duplicates, missing)
-    gold_t, gold_col, cov_t = _side_tables(gold, covariates, item_col, gold_item_col, gold_col, covariate_item_col)
+                                                 duplicates, missing, encoding)
+    gold_t, gold_col, cov_t = _side_tables(gold, covariates, item_col, gold_item_col, gold_col, covariate_item_col,
+                                           encoding)
     if name is None:
         name = _stem(ann.source) if not ann.source.startswith("<") else "annotations"
     return _build(
@@ -155,7 +160,7 @@ def _use_duckdb(engine: str, annotations: Any, covariates: Any, label_map: Any) 
         if not is_paths:
             raise DataError("engine='duckdb' reads files: pass a path, a glob, a directory or a list of paths")
         if covariates is not None or label_map is not None:
-            raise DataError("engine='duckdb' does not take covariates or label_map yet; use engine='pandas'")
+            raise DataError("engine='duckdb' does not take covariates or label_map (nor encoding) yet; use engine='pandas'")
         return True
     if not is_paths or covariates is not None or label_map is not None:
         return False

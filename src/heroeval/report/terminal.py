@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,9 @@ def estimates_table(
     confidence_level: float = 0.95,
     ci_method: str = "logit",
     bootstrap: Mapping[str, Any] | None = None,
+    say: Callable[[str], str] = str,
 ) -> Table:
+    """Every estimate; ``say`` rewrites the notes and reasons (the CLI names its options there)."""
     t = Table(title=title, title_justify="left")
     t.add_column("method")
     t.add_column("estimate", justify="right")
@@ -45,9 +47,9 @@ def estimates_table(
         row += [""] * ((1 if bootstrap else 0) + (1 if truth is not None else 0))
         if truth is not None:
             row[-1] = f"{r.estimate - truth:+.4f}"
-        row += [str(r.n_items), str(r.n_annotations), "auto: see why below"]
+        row += [str(r.n_items), str(r.n_annotations), escape(say("; ".join(["auto: see why below", *r.notes])))]
         t.add_row(*row, end_section=True)
-        t.caption = f"why: {escape(rec.reason)}"
+        t.caption = f"why: {escape(say(rec.reason))}"
         t.caption_justify = "left"
     for r in res.values():
         ci = r.confidence_interval(confidence_level, ci_method)
@@ -61,11 +63,11 @@ def estimates_table(
                 row.append(f"{_f(b.standard_error)} [{_f(bc.low)}, {_f(bc.high)}]")
         if truth is not None:
             row.append(f"{r.estimate - truth:+.4f}")
-        row += [str(r.n_items), str(r.n_annotations), _status(r)]
+        row += [str(r.n_items), str(r.n_annotations), _status(r, say)]
         t.add_row(*row)
     extra = (1 if bootstrap else 0) + (1 if truth is not None else 0)
     for m, why in res.skipped.items():
-        t.add_row(m, "-", "", "", *([""] * extra), "", "", f"[dim]not computed: {why}[/dim]")
+        t.add_row(m, "-", "", "", *([""] * extra), "", "", f"[dim]not computed: {escape(say(why))}[/dim]")
     if truth is not None:
         t.add_row("[bold]true gold rate[/bold]", f"[bold]{truth:.4f}[/bold]", *([""] * (5 + extra)))
     return t
@@ -79,7 +81,7 @@ def comparison_table(cc: Any, confidence_level: float = 0.95) -> Table:
     for c in cc.values():
         ci = c.confidence_interval(confidence_level)
         p = c.p_value
-        ptxt = _f(p) if p == p else "-"
+        ptxt = p_text(p)
         if p == p and p < 0.05:
             ptxt = f"[bold]{ptxt}[/bold]"
         t.add_row(c.a.title, f"{c.a.estimate:.4f}", f"{c.b.estimate:.4f}", f"{c.estimate:+.4f}",
@@ -89,13 +91,28 @@ def comparison_table(cc: Any, confidence_level: float = 0.95) -> Table:
     return t
 
 
+ROGAN_GLADEN_FILE_NOTE = (
+    "SE from the calibration file's gold counts, which treat the labelers' gold errors as independent; with the "
+    "history itself (--history) the gold items' labels count together, and the SE is larger when labelers err "
+    "together")
+
+
+def p_text(p: float) -> str:
+    """A p-value for a table: 4 decimals, or its order of magnitude below 1e-4 (never 0.0000)."""
+    if p != p:
+        return "-"
+    if p >= 1e-4:
+        return f"{p:.4f}"
+    return "<1e-300" if p < 1e-300 else f"{p:.1e}"
+
+
 def _f(x: float, signed: bool = False) -> str:
     if x != x:
         return "-"
     return f"{x:+.4f}" if signed else f"{x:.4f}"
 
 
-def _status(r: EstimateResult) -> str:
+def _status(r: EstimateResult, say: Callable[[str], str] = str) -> str:
     parts = []
     if r.status not in ("ok", "interior"):
         parts.append(f"[yellow]{r.status}[/yellow]")
@@ -112,11 +129,45 @@ def _status(r: EstimateResult) -> str:
                          else "below HERO-1's history variance")
     if r.method == "majority_vote":
         parts.append(f"ties={r.details.get('n_ties')} ({r.details.get('tie_rule')})")
-    parts.extend(r.notes)
+    if r.method == "rogan_gladen" and r.influence is not None and r.influence.space == "gold_counts":
+        parts.append(ROGAN_GLADEN_FILE_NOTE)
+    parts.extend(escape(say(n)) for n in r.notes)
     return "; ".join(parts)
 
 
-def ingest_table(rep: IngestReport, title: str) -> Table:
+def drift_table(d: Mapping[str, Any], show_all: bool = False) -> Table:
+    """The drift check (``DriftCheck.to_dict()``): the flagged labelers (every one with ``show_all``), the overall test."""
+    labs = list(d.get("labelers", []))
+    flagged = [x for x in labs if x.get("flagged")]
+    rows = labs if show_all else flagged
+    ov = d.get("overall", {})
+    p_all = ov.get("p_value")
+    t = Table(title=(f"Labeler drift: {len(labs)} labeler(s) tested, {len(flagged)} flagged "
+                     f"({d.get('adjust')}, level {d.get('significance')})"), title_justify="left")
+    for col in ("labeler", "labels", "observed", "expected", "z", f"p ({d.get('adjust')})", ""):
+        t.add_column(col, justify="left" if col == "labeler" else "right")
+
+    def num(x: Any, fmt: str) -> str:
+        return "-" if x is None else format(float(x), fmt)
+
+    for x in rows:
+        t.add_row(escape(str(x.get("id"))), str(x.get("n_annotations")), num(x.get("observed"), ".4f"),
+                  num(x.get("expected"), ".4f"), num(x.get("z"), ".2f"),
+                  "-" if x.get("p_adjusted") is None else p_text(float(x["p_adjusted"])),
+                  "DRIFT" if x.get("flagged") else "")
+    stat = ov.get("stat")
+    cap = [f"overall: chi2 = {num(stat, '.3f')} on {ov.get('df')} df, p = "
+           f"{'-' if p_all is None else p_text(float(p_all))}"]
+    if not show_all:
+        cap.append("no labeler flagged" if not flagged else "")
+        cap.append("--all lists every labeler")
+    cap.extend(escape(str(n)) for n in d.get("notes", []))
+    t.caption = "\n".join(c for c in cap if c)
+    t.caption_justify = "left"
+    return t
+
+
+def ingest_table(rep: IngestReport, title: str, say: Callable[[str], str] = str) -> Table:
     t = Table(title=title, title_justify="left")
     t.add_column("table")
     t.add_column("source", overflow="fold")
@@ -124,8 +175,8 @@ def ingest_table(rep: IngestReport, title: str) -> Table:
     t.add_column("used", justify="right")
     t.add_column("dropped / notes")
     for tr in rep.tables:
-        why = [f"[yellow]dropped {n}[/yellow]: {k}" for k, n in tr.dropped.items()]
-        why += [f"{n}: {k}" for k, n in tr.notes.items()]
+        why = [f"[yellow]dropped {n}[/yellow]: {escape(say(k))}" for k, n in tr.dropped.items()]
+        why += [f"{n}: {escape(say(k))}" for k, n in tr.notes.items()]
         src = tr.source if tr.source.startswith("<") else Path(tr.source).name
         t.add_row(tr.table, src, str(tr.rows_read), str(tr.rows_used), "\n".join(why) or "-")
     return t
@@ -160,14 +211,41 @@ def calibration_table(cal: Calibration, max_rows: int = 30) -> Table:
         t.add_row(f"... {cal.n_labelers - max_rows} more", "", "", "", "")
     bound = cal.labelers_at_bound
     if bound:
-        shown = ", ".join(bound[:8]) + (" ..." if len(bound) > 8 else "")
-        t.caption = (
-            f"[yellow]{len(bound)} labeler(s) fitted as never erring on one side ({shown}): one contrary label "
-            "from them outweighs about 20 nats of other evidence. More gold on them is the remedy; "
-            "--pseudo-count shrinks towards 1/2 and can bias the rate (docs/methods.md)[/yellow]"
-        )
+        index = cal.index_of()
+        # a labeler with gold on the side where it is fitted perfect has evidence of it; one without has none
+        sparse = [lab for lab in bound if _bound_unsupported(cal, index[lab])]
+        evidenced = [lab for lab in bound if lab not in set(sparse)]
+        parts = []
+        if evidenced:
+            shown = escape(", ".join(evidenced[:8]) + (" ..." if len(evidenced) > 8 else ""))
+            parts.append(
+                f"{len(evidenced)} labeler(s) fitted at a bound, as never (or always) erring on one side ({shown}): "
+                "one contrary label "
+                "from them outweighs about 20 nats of other evidence. More gold on them is the remedy; "
+                "--pseudo-count shrinks towards 1/2 and can bias the rate (docs/methods.md)")
+        if sparse:
+            shown = escape(", ".join(sparse[:8]) + (" ..." if len(sparse) > 8 else ""))
+            parts.append(
+                f"{len(sparse)} labeler(s) with no gold on that side and few labels are fitted at a bound "
+                f"(sensitivity or specificity 0 or 1: {shown}); their labels barely inform it, so it says little "
+                "about them. --pseudo-count shrinks such labelers towards 1/2")
+        t.caption = "[yellow]" + "\n".join(parts) + "[/yellow]"
         t.caption_justify = "left"
     return t
+
+
+SPARSE_LABELS = 20
+"""A labeler fitted at a bound with no gold on that side and fewer labels than this is called sparse, not perfect."""
+
+
+def _bound_unsupported(cal: Calibration, k: int) -> bool:
+    a, b = float(cal.alpha[k]), float(cal.beta[k])
+    pos = int(cal.gold_tp[k] + cal.gold_fn[k])  # gold positives: evidence on the sensitivity
+    neg = int(cal.gold_tn[k] + cal.gold_fp[k])  # gold negatives: evidence on the specificity
+    few = int(cal.n_annotations[k]) < SPARSE_LABELS
+    sens_bound = min(a, 1 - a) < 1e-6
+    spec_bound = min(b, 1 - b) < 1e-6
+    return few and ((sens_bound and pos == 0) or not sens_bound) and ((spec_bound and neg == 0) or not spec_bound)
 
 
 def rounds_table(cal: Calibration) -> Table:
@@ -253,7 +331,7 @@ def checks_tables(cal: Calibration) -> list[Table]:
     t = Table(title="Model check: labelers' errors independent given gold?", title_justify="left")
     for col in ("test", "z", "p-value", "pairs", "pairs significant (BH 5%)", "gold items"):
         t.add_column(col, justify="left" if col == "test" else "right")
-    pv = _f(dep.p_value)
+    pv = p_text(dep.p_value)
     if dep.p_value == dep.p_value and dep.p_value < 0.05:
         pv = f"[bold red]{pv}[/bold red]"
     t.add_row("excess agreement (one-sided)", _f(dep.z), pv, str(dep.n_pairs), str(dep.n_pairs_significant),
@@ -270,7 +348,11 @@ def checks_tables(cal: Calibration) -> list[Table]:
             mark = " *" if w == chk.chosen_weight else ""
             err = "" if row is None else f"{row['bias']:+.4f} ± {row['bias_se']:.4f}"
             t.add_row(f"{w:g}{mark}", f"{m:.4f} ± {se:.4f}", err)
-        t.caption = "* chosen by log score; mock round = held-out gold items, rate estimated from their labels"
+        own = float(cal.settings.get("history_weight", 1.0))
+        t.caption = (f"* the best log score: a candidate weight for --method auto, which compares HERO-1 at w = 1 and "
+                     f"at this weight on the mock rounds (the recommended row names the weight it took); this "
+                     f"calibration itself is fitted at w = {own:g} (--history-weight cv fits it at the * weight). "
+                     "Mock round = held-out gold items, rate estimated from their labels")
         t.caption_justify = "left"
         out.append(t)
         t = Table(title="Model check: mock-round error of the other methods", title_justify="left")

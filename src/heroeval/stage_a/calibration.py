@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 import scipy.sparse as sp
 
 from heroeval._core import jit
@@ -203,6 +204,22 @@ class Calibration:
             }
             for k, lab in enumerate(self.labeler_ids)
         ]
+
+    def labeler_frame(self) -> pd.DataFrame:
+        """:meth:`labeler_table` as a pandas DataFrame indexed by labeler id.
+
+        Columns: sensitivity, specificity, n_annotations, n_items, gold_tp, gold_fn, gold_tn, gold_fp, and
+        at_bound (fitted within 1e-6 of 0 or 1). ``labeler_table()`` keeps returning its list of dicts.
+        """
+        bound = set(self.labelers_at_bound)
+        return pd.DataFrame({
+            "sensitivity": np.asarray(self.alpha, dtype=float), "specificity": np.asarray(self.beta, dtype=float),
+            "n_annotations": np.asarray(self.n_annotations, dtype=np.int64),
+            "n_items": np.asarray(self.n_items, dtype=np.int64),
+            "gold_tp": np.asarray(self.gold_tp, dtype=np.int64), "gold_fn": np.asarray(self.gold_fn, dtype=np.int64),
+            "gold_tn": np.asarray(self.gold_tn, dtype=np.int64), "gold_fp": np.asarray(self.gold_fp, dtype=np.int64),
+            "at_bound": [lab in bound for lab in self.labeler_ids],
+        }, index=pd.Index(list(self.labeler_ids), name="labeler_id"))
 
     # ------------------------------------------------------------- JSON I/O
     def to_dict(self) -> dict[str, Any]:
@@ -553,10 +570,23 @@ def check_fit_settings(history: Any, tol: float, max_iter: int, criterion: str, 
     if variance not in ("sandwich", "model"):
         raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
     if not history.has_gold:
-        raise DataError(
-            f"history {history.name!r} has no gold labels: Stage A needs gold anchors. "
-            "Pass gold= to read_annotations, or use dawid_skene for a gold-free estimate."
-        )
+        raise DataError(_no_gold_message(history))
+
+
+def _no_gold_message(history: AnnotationSet) -> str:
+    """Why the history has no gold: no gold table given, or a gold table none of whose rows matched an item."""
+    g = next((t for t in history.report.tables if t.table == "gold"), None)
+    if g is None:
+        return (f"history {history.name!r} has no gold labels: Stage A needs gold anchors. "
+                "Pass gold= to read_annotations, or use dawid_skene for a gold-free estimate.")
+    unmatched = int(g.dropped.get("gold for an item with no silver label", 0))
+    other = {k: v for k, v in g.dropped.items() if k != "gold for an item with no silver label"}
+    why = f"{g.rows_read} gold rows read, {g.rows_read - unmatched - sum(other.values())} match a history item"
+    if other:
+        why += " (" + "; ".join(f"{v} dropped: {k}" for k, v in other.items()) + ")"
+    return (f"history {history.name!r} has no gold labels: {why}. Check that the gold table's item column holds the "
+            f"history's item ids (history ids look like {list(map(str, history.item_ids[:3]))}); "
+            "name the gold table's columns with gold_item_col= and gold_col= if they differ.")
 
 
 def fit_stage_a(

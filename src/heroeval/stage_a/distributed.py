@@ -263,7 +263,7 @@ def calibrate_dask(
     cols = pd.DataFrame(columns=list(ddf.columns))
     i_c, l_c, y_c, r_c = _annotation_columns(cols, item_col, labeler_col, label_col, round_col, where)
     gdf, gsrc, _ = _load(gold, "gold", string_cols=[c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c])
-    gi_c = _resolve(gdf, gold_item_col, ITEM_COLUMNS, "item", gsrc)
+    gi_c = _resolve(gdf, gold_item_col, ITEM_COLUMNS, "gold item", gsrc)
     gv_c = _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
     gt = _Table("gold", gsrc, gdf, gi_c, False)
     gv, gmiss = _parse_binary(gdf[gv_c], gt, gv_c, "gold label")

@@ -17,15 +17,17 @@ through their own lower-level entry points.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Literal
 
 import numpy as np
 
+from heroeval.checks.drift import DriftCheck, check_drift
 from heroeval.checks.model_checks import run_checks
 from heroeval.choice.auto import recommend as _recommend
-from heroeval.errors import HeroEvalError
+from heroeval.errors import HeroEvalError, MultipleRoundsWarning
 from heroeval.estimators._methods import (
     NewLabelerRule,
     ShiftRule,
@@ -42,7 +44,29 @@ from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import _em
 from heroeval.stage_a.calibration import Calibration, _check_weight, check_fit_settings, fit_stage_a
 
-__all__ = ["calibrate", "estimate"]
+__all__ = ["DRIFT_METHODS", "calibrate", "estimate", "warn_multiple_rounds"]
+
+DRIFT_METHODS = frozenset({"hero1", "hero2", "hero_joint", "auto"})
+"""Methods that trust the calibration's sensitivities on the current round: :func:`estimate` checks drift with them."""
+
+
+def warn_multiple_rounds(current: AnnotationSet) -> None:
+    """Warn when a "current round" holds several rounds (its round column names more than one): they are pooled."""
+    if current.n_rounds > 1:
+        shown = ", ".join(repr(r) for r in current.round_ids[:8]) + (" ..." if current.n_rounds > 8 else "")
+        warnings.warn(MultipleRoundsWarning(
+            f"the current round {current.name!r} holds {current.n_rounds} rounds ({shown}); they are estimated as "
+            "one round, so the rate is their pooled rate. Pass one round at a time (filter its rows by the round "
+            "column), or compare two rounds with heroeval.compare."), stacklevel=3)
+
+
+def _drift(current: AnnotationSet, cal: Calibration) -> DriftCheck | str:
+    """The drift check of ``current`` against ``cal`` (warns on drift), or why it could not run."""
+    try:
+        return check_drift(current, cal)
+    except HeroEvalError as exc:  # e.g. no calibrated labeler in the round: nothing to test
+        return str(exc)
+
 
 
 def calibrate(
@@ -197,6 +221,7 @@ def estimate(
     recommend: bool = False,
     new_labelers: NewLabelerRule | None = None,
     on_shift: ShiftRule = "warn",
+    drift_check: bool = True,
 ) -> EstimateResult | EstimateCollection:
     """Estimate the current round's gold rate by one method, several, or ``"all"``.
 
@@ -219,13 +244,27 @@ def estimate(
     recommend : bool, default False
         With several methods: also run the ``"auto"`` choice and attach it
         as ``EstimateCollection.recommended`` (skipped, with the reason,
-        when neither model checks nor the history are available).
+        when neither model checks nor the history are available). The
+        ``hero`` CLI always asks for it with ``--method all``. It stays off
+        by default because, with a calibration made without model checks
+        and a history, the choice first runs the checks (a 5-fold refit of
+        Stage A) on every call.
     new_labelers : {"error", "exclude", "estimate"}, optional
         Labelers unknown to the calibration (see :func:`hero1`); ``"estimate"``
         applies to HERO-1 only: with several methods the other calibrated
         methods are skipped (listed with the reason) when new labelers are present.
     on_shift : {"warn", "fallback", "ignore"}
         HERO-2's rule on covariate shift (see :func:`hero2`).
+    drift_check : bool, default True
+        When a method that trusts the calibration on this round is computed
+        (``hero1``, ``hero2``, ``hero_joint`` or ``auto``), test each
+        labeler's current positive rate against its calibration
+        (:func:`heroeval.check_drift`), which warns with a
+        :class:`~heroeval.TransportabilityWarning` on drift; a collection
+        keeps the check in ``EstimateCollection.drift``.
+
+    A "current round" whose round column names several rounds is estimated
+    as one (pooled) round, with a :class:`~heroeval.errors.MultipleRoundsWarning`.
 
     Examples
     --------
@@ -238,6 +277,7 @@ def estimate(
     ['dawid_skene', 'gold_proportion', 'hero1', 'hero_joint', 'majority_vote', 'rogan_gladen']
     """
     data = _check_current(current)
+    warn_multiple_rounds(data)
     if calibration is None:
         if history is None:
             raise HeroEvalError("pass a calibration or a history to calibrate from")
@@ -247,6 +287,8 @@ def estimate(
         rec = _recommend(data, cal, exclude_new_labelers=exclude_new_labelers)
         auto = {"method": rec.method, "history_weight": rec.history_weight, "reason": rec.reason,
                 "candidates": rec.table}
+        if drift_check:
+            _drift(data, cal)
         return replace(rec.result, details={**rec.result.details, "auto": auto})
     wanted: str | list[str]
     if isinstance(method, str):
@@ -258,7 +300,12 @@ def estimate(
             recommend = True
     res = estimate_methods(data, cal, method=wanted, ridge=ridge, tie=tie, exclude_new_labelers=exclude_new_labelers,
                            rng=rng, new_labelers=new_labelers, on_shift=on_shift)
-    if isinstance(res, EstimateResult) or not recommend:
+    computed = {res.method} if isinstance(res, EstimateResult) else set(res)
+    drift = _drift(data, cal) if drift_check and computed & DRIFT_METHODS else None
+    if isinstance(res, EstimateResult):
+        return res
+    res = replace(res, drift=drift)
+    if not recommend:
         return res
     rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
     anchored = rule == "estimate" and _has_unknown(data, cal)
@@ -266,4 +313,12 @@ def estimate(
         return replace(res, skipped={**res.skipped,
                                      "auto": "needs model checks (calibrate with checks=True) or the history"})
     recommended = _recommend(data, cal, exclude_new_labelers=rule == "exclude" or anchored)
+    if anchored:
+        # the choice's candidates use calibrated labelers only: say so beside HERO-1's estimate of the new ones
+        r = recommended.result
+        note = (f"new labelers left out of the recommended estimate ({r.n_items} of {data.n_items} items, "
+                f"{r.n_labelers} of {data.n_labelers} labelers): new_labelers='estimate' applies to HERO-1 only, "
+                "whose row estimates them")
+        recommended = replace(recommended, result=replace(r, notes=(*r.notes, note)),
+                              reason=f"{recommended.reason}; {note}")
     return replace(res, recommended=recommended)
