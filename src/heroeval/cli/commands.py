@@ -75,8 +75,19 @@ class Reader(str, Enum):
 
 
 class CiMethod(str, Enum):
+    auto = "auto"
+    score = "score"
     wald = "wald"
     logit = "logit"
+
+
+class Alternative(str, Enum):
+    two_sided = "two-sided"
+    less = "less"
+    greater = "greater"
+
+
+AltOpt = Annotated[Alternative, typer.Option(help="two-sided interval, or a one-sided bound: less = 'the rate is at most ...' (upper bound), greater = 'at least ...'.")]
 
 
 class Variance(str, Enum):
@@ -252,7 +263,7 @@ TieOpt = Annotated[Tie, typer.Option(help="Majority-vote tie rule.")]
 NewLabOpt = Annotated[bool, typer.Option(help="Leave out labelers the calibration does not know (counted).")]
 RoundOpt = Annotated[str | None, typer.Option(help="History round column (default 'round' if present; 'none' ignores it).")]
 LevelOpt = Annotated[float, typer.Option(help="Confidence level of the intervals.")]
-CiOpt = Annotated[CiMethod, typer.Option(help="Interval: wald, or logit-transformed.")]
+CiOpt = Annotated[CiMethod, typer.Option(help="Interval: auto (score-test inversion near 0 or 1, logit elsewhere), score, wald, or logit-transformed.")]
 MapOpt = Annotated[str | None, typer.Option(help="Recode labels, e.g. 'A=1,B=0,tie=drop' for a side-by-side win rate.")]
 ClassesOpt = Annotated[str | None, typer.Option(help="Multi-class labels: the class order, comma-separated (e.g. 1,2,3,4,5).")]
 OrdinalOpt = Annotated[bool, typer.Option(help="Multi-class labels that are ordered grades (Likert); enables --structure ordinal.")]
@@ -337,7 +348,8 @@ def estimate_cmd(
     on_shift: Annotated[OnShift, typer.Option(help="HERO-2 on covariate shift: warn, fallback (return HERO-1) or ignore.")] = OnShift.warn,
     drift_check: Annotated[bool, typer.Option("--check-drift/--no-check-drift", help="With hero1: test whether each labeler's current positive rate matches its calibration (warns; JSON key 'drift').")] = True,
     confidence_level: LevelOpt = 0.95,
-    ci_method: CiOpt = CiMethod.logit,
+    ci_method: CiOpt = CiMethod.auto,
+    alternative: AltOpt = Alternative.two_sided,
     bootstrap: Annotated[int, typer.Option(help="Also run a two-sample cluster bootstrap with this many resamples (needs --history).")] = 0,
     seed: Annotated[int | None, typer.Option(help="Seed of the bootstrap and of --tie random.")] = None,
     label_map: MapOpt = None,
@@ -403,8 +415,9 @@ def estimate_cmd(
         out = res.to_dict(confidence_level)
         out.update(drift_out)
         for m, r in res.items():  # intervals by the requested method
-            ci = r.confidence_interval(confidence_level, ci_method.value)
-            out["estimates"][m].update(ci_low=_num(ci.low), ci_high=_num(ci.high), ci_method=ci.method)
+            ci = r.confidence_interval(confidence_level, ci_method.value, alternative.value)
+            out["estimates"][m].update(ci_low=_num(ci.low), ci_high=_num(ci.high), ci_method=ci.method,
+                                       ci_alternative=ci.alternative, ci_text=ci.describe())
             if m in boot:
                 out["estimates"][m]["bootstrap"] = boot[m].to_dict(confidence_level)
         out["ingest"] = {"current": cur.report.to_dict(),
@@ -416,7 +429,8 @@ def estimate_cmd(
     if hist is not None:
         _render.print_all(con, _render.ingest_table(hist.report, "Ingest: history"))
     _render.print_all(con, _render.estimates_table(res, confidence_level=confidence_level,
-                                                   ci_method=ci_method.value, bootstrap=boot))
+                                                   ci_method=ci_method.value, bootstrap=boot,
+                                                   alternative=alternative.value))
 
 
 @app.command("compare")
@@ -720,7 +734,7 @@ def report_cmd(
     tie: TieOpt = Tie.half,
     exclude_new_labelers: NewLabOpt = False,
     confidence_level: LevelOpt = 0.95,
-    ci_method: CiOpt = CiMethod.logit,
+    ci_method: CiOpt = CiMethod.auto,
     seed: Annotated[int | None, typer.Option(help="Seed of --tie random.")] = None,
     label_map: MapOpt = None,
     item_col: ItemCol = None,

@@ -408,8 +408,9 @@ class EstimateCollection(Mapping[str, EstimateResult]):
         if self.recommended is not None:
             rec = self.recommended
             ci = rec.result.confidence_interval(confidence_level)
+            words = f" {ci.describe()}" if ci.alternative != "two-sided" else ""
             lines[:0] = [f"Recommended: {METHOD_TITLES.get(rec.method, rec.method)} {rec.result.estimate:.4f} "
-                         f"[{ci.low:.4f}, {ci.high:.4f}]", f"  why: {rec.reason}", ""]
+                         f"[{ci.low:.4f}, {ci.high:.4f}]{words}", f"  why: {rec.reason}", ""]
         for m, why in self.skipped.items():
             lines.append(f"{METHOD_TITLES.get(m, m)}: not computed ({why})")
         return "\n".join(lines)
