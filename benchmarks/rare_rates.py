@@ -116,7 +116,8 @@ def expert_worth(bound: float, mu: float, level: float) -> float:
 
 def run(args: argparse.Namespace) -> pd.DataFrame:
     J = args.J
-    designs = {"dense": None, "sparse3": 3}
+    designs = {d: k for d, k in {"dense": None, "sparse3": 3}.items() if d in args.designs}
+    MUS, NS = args.mus, args.ns  # noqa: N806
     z2 = float(norm.ppf(0.5 + LEVEL / 2))
     z1 = float(norm.ppf(LEVEL))
     rows = []
@@ -240,8 +241,8 @@ def markdown(df: pd.DataFrame, args: argparse.Namespace) -> str:
     return "\n".join(out) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--reps", type=int, default=2000)
     ap.add_argument("--block", type=int, default=20)
     ap.add_argument("--J", type=int, default=10)
@@ -253,7 +254,14 @@ def main() -> None:
     ap.add_argument("--spec-high", type=float, default=0.99)
     ap.add_argument("--seed", type=int, default=19)
     ap.add_argument("--out", type=Path, default=Path("docs/rare_rates"))
-    args = ap.parse_args()
+    ap.add_argument("--mus", type=float, nargs="+", default=list(MUS))
+    ap.add_argument("--ns", type=int, nargs="+", default=list(NS))
+    ap.add_argument("--designs", nargs="+", default=["dense", "sparse3"])
+    return ap
+
+
+def main() -> None:
+    args = parser().parse_args()
     t = time.time()
     df = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
