@@ -117,7 +117,7 @@ def expert_worth(bound: float, mu: float, level: float) -> float:
 def run(args: argparse.Namespace) -> pd.DataFrame:
     J = args.J
     designs = {d: k for d, k in {"dense": None, "sparse3": 3}.items() if d in args.designs}
-    MUS, NS = args.mus, args.ns  # noqa: N806
+    MUS, NS = args.mus, args.ns
     z2 = float(norm.ppf(0.5 + LEVEL / 2))
     z1 = float(norm.ppf(LEVEL))
     rows = []
@@ -139,7 +139,6 @@ def run(args: argparse.Namespace) -> pd.DataFrame:
             # true pattern probabilities (for drawing) and the calibration's table (for estimating)
             true_tab = pattern_table(ptr, lab_c, a[np.argsort(idx)], b[np.argsort(idx)])
             est_tab = pattern_table(ptr, lab_c, cal.alpha, cal.beta)
-            R = est_tab.L.size
             set_of_row = np.repeat(np.arange(n_sets), 2**klen)
             Z = ((np.arange(2**klen)[:, None] >> np.arange(klen)) & 1)
             npos = np.tile(Z.sum(axis=1), n_sets)
@@ -210,7 +209,7 @@ def run(args: argparse.Namespace) -> pd.DataFrame:
         for (mu, n), vals in rec.items():
             A = np.array(vals)
             est, lo2, hi2, up, llo, lhi, lup, alo, ahi, aup, mvu, b0 = A.T
-            cov = lambda lo, hi: float(np.mean((lo <= mu) & (mu <= hi)))  # noqa: E731  (NaN: not covered)
+            cov = lambda lo, hi, mu=mu: float(np.mean((lo <= mu) & (mu <= hi)))  # noqa: E731  (NaN: not covered)
             hero_mean = float(np.mean(up))
             rows.append({
                 "design": dname, "mu": mu, "n": n, "mu_n": mu * n, "reps": len(vals),

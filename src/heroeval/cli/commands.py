@@ -843,7 +843,8 @@ def plan_cmd(
     half_width: Annotated[float | None, typer.Option(help="Target half-width of the confidence interval.")] = None,
     difference: Annotated[float | None, typer.Option(help="Difference between two rounds to detect (B - A).")] = None,
     n_items: Annotated[int | None, typer.Option(help="Report the half-width at this many items instead.")] = None,
-    power: Annotated[float, typer.Option(help="Power for --difference.")] = 0.8,
+    power: Annotated[float, typer.Option(help="Power for --difference (and --bound: the chance the bound falls below it).")] = 0.8,
+    bound: Annotated[float | None, typer.Option(help="Target upper bound: items for the one-sided upper bound to fall below this when the rate is --mu (which may be 0).")] = None,
     confidence_level: LevelOpt = 0.95,
     labels_per_item: Annotated[str | None, typer.Option(help="Labels per item, comma-separated (default: every labeler of the pool).")] = None,
     pool: Annotated[str | None, typer.Option(help="Labelers who will label, e.g. 'a,b,c' or with shares 'a=2,b=1'.")] = None,
@@ -870,7 +871,8 @@ def plan_cmd(
             else:
                 pl = parts
         return plan(cal, mu=mu, half_width=half_width, difference=difference, n_items=n_items, power=power,
-                    confidence_level=confidence_level, labels_per_item=ks, pool=pl, score_r2=score_r2, rng=seed)
+                    confidence_level=confidence_level, labels_per_item=ks, pool=pl, score_r2=score_r2, rng=seed,
+                    bound=bound)
 
     p = _run(go)
     if fmt is Format.json:

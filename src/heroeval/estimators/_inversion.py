@@ -194,11 +194,11 @@ def pattern_table(
     b = np.clip(np.asarray(beta, dtype=float), _EPS, 1 - _EPS)
     lens = np.diff(item_ptr)
     sets: list[tuple[IntArray, int]] = []
-    for k in np.unique(lens):
-        if k == 0:
+    for klen in np.unique(lens).tolist():
+        if klen == 0:
             continue
-        rows = np.flatnonzero(lens == k)
-        m = np.sort(labeler[item_ptr[rows][:, None] + np.arange(k)], axis=1)
+        sel = np.flatnonzero(lens == klen)
+        m = np.sort(labeler[item_ptr[sel][:, None] + np.arange(klen)], axis=1)
         uniq, cnt = np.unique(m, axis=0, return_counts=True)
         sets.extend((u.astype(np.int64), int(c)) for u, c in zip(uniq, cnt, strict=True))
     gen = np.random.default_rng(seed)
