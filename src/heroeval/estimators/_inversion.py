@@ -199,8 +199,8 @@ def pattern_table(
             continue
         sel = np.flatnonzero(lens == klen)
         m = np.sort(labeler[item_ptr[sel][:, None] + np.arange(klen)], axis=1)
-        uniq, cnt = np.unique(m, axis=0, return_counts=True)
-        sets.extend((u.astype(np.int64), int(c)) for u, c in zip(uniq, cnt, strict=True))
+        uniq, counts_u = np.unique(m, axis=0, return_counts=True)
+        sets.extend((u.astype(np.int64), int(c)) for u, c in zip(uniq, counts_u, strict=True))
     gen = np.random.default_rng(seed)
     Ls: list[FloatArray] = []
     w1s: list[FloatArray] = []
