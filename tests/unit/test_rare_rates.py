@@ -218,3 +218,26 @@ def test_one_sided_coverage_at_zero_and_a_small_rate() -> None:
     df = mod.run(args)  # type: ignore[attr-defined]
     assert (df["cov1_score"] >= 0.92).all()  # 400 replicates: MC SE 0.011 at 0.95
     assert (df["mean_upper_score"] > 0).all()
+
+
+def test_plan_bound_with_a_perfect_labeler_is_the_wilson_closed_form() -> None:
+    # all gold, one labeler that never errs: at mu = 0 every round is all-negative and the bound is z^2 / (n + z^2)
+    g = np.r_[np.ones(100, dtype=int), np.zeros(300, dtype=int)]
+    ids = np.arange(400)
+    cal = he.calibrate(he.AnnotationSet.from_arrays(ids, ["a"] * 400, g, gold=(ids, g)))
+    x = 0.01
+    p = he.plan(cal, mu=0.0, bound=x)
+    z = norm.ppf(0.95)
+    assert p.goal == "bound" and p.rows[0].n_items == pytest.approx(math.ceil(z * z * (1 - x) / x), abs=1)
+    d = p.to_dict()
+    assert d["rows"][0]["median_bound"] <= x
+    res = CliRunner().invoke(app, ["plan", "--calibration", str(_save(cal)), "--mu", "0", "--bound", "0.01"])
+    assert res.exit_code == 0 and "upper bound to fall below 0.01" in res.stdout
+
+
+def _save(cal: he.Calibration) -> Path:
+    import tempfile
+
+    p = Path(tempfile.mkdtemp()) / "cal.json"
+    cal.save(p)
+    return p
