@@ -36,8 +36,11 @@ def estimates_table(
     t.add_column("method")
     t.add_column("estimate", justify="right")
     t.add_column("SE", justify="right")
-    t.add_column(f"{100 * confidence_level:g}% CI ({ci_method})" if alternative == "two-sided"
-                 else f"{100 * confidence_level:g}% bound ({ci_method})", justify="center")
+    # the method the intervals were made by ("auto" resolves per row: name it when every row resolves alike)
+    used = {r.interval_method(ci_method) for r in res.values()} if ci_method == "auto" else {ci_method}
+    shown = next(iter(used)) if len(used) == 1 else ci_method
+    t.add_column(f"{100 * confidence_level:g}% CI ({shown})" if alternative == "two-sided"
+                 else f"{100 * confidence_level:g}% bound ({shown})", justify="center")
     if bootstrap:
         t.add_column("bootstrap SE / percentile CI", justify="center")
     if truth is not None:
