@@ -32,11 +32,14 @@ from heroeval.workflows.demo import example_paths
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "v0.1"
 VOLATILE = {"created", "heroeval_version", "token", "source", "sources", "path"}
+ADDED = {"ci_alternative", "upper_bound", "lower_bound", "bound_method", "ci_text", "ci_method"}
+"""Keys added after 0.1 (issue 19: one-sided bounds); ignored only where 0.1's output did not have them."""
 
 
 def _same(a: Any, b: Any, where: str = "") -> None:
     if isinstance(a, dict) and isinstance(b, dict):
-        assert set(a) - VOLATILE == set(b) - VOLATILE, f"{where}: keys differ: {set(a) ^ set(b)}"
+        new = {k for k in set(b) - set(a) if k in ADDED}
+        assert set(a) - VOLATILE == set(b) - VOLATILE - new, f"{where}: keys differ: {set(a) ^ set(b)}"
         for k in a:
             if k not in VOLATILE:
                 _same(a[k], b[k], f"{where}.{k}")

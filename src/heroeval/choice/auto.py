@@ -58,6 +58,8 @@ class Recommendation:
             "ci_low": _fin(ci.low), "ci_high": _fin(ci.high), "confidence_level": confidence_level,
             "reason": self.reason,
             "candidates": [{k: (_fin(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.table],
+            "ci_method": ci.method, "ci_alternative": ci.alternative, "ci_text": ci.describe(),
+            "upper_bound": _fin(self.result.bound(confidence_level, "upper")),
         }
 
 
@@ -163,6 +165,12 @@ def recommend(
                else "no evidence of dependent errors on the gold (p = "
                f"{dep.p_value:.2g})" if math.isfinite(dep.p_value) else "dependence not testable on the gold")
     first = ("hero_joint", own_w) if ("hero_joint", own_w) in results else ("hero1", own_w)
+    at_bound = [k for k, r in results.items() if r.status.startswith("boundary")]
+    if results and first in results and results[first].status.startswith("boundary"):
+        dependent0 = math.isfinite(dep.p_value) and dep.p_value < DEPENDENCE_ALPHA
+        robust = next((k for k in results if k[0] == ROBUST_REFERENCE), None)
+        pick = robust if dependent0 and robust is not None else first
+        return _boundary_recommendation(pick, results, at_bound, checks, rows, dep_txt, dependent0)
     if not scored:
         r = results.get(first) or estimate_methods(current, cal, method="hero1", exclude_new_labelers=exclude_new_labelers)
         assert not isinstance(r, Mapping)
@@ -209,3 +217,35 @@ def recommend(
                    f"{h1['mock_bias_se']:.2g})")
     return Recommendation(m, w, results[(m, w)], reason, rows)
 
+
+
+def _boundary_recommendation(
+    first: tuple[str, float | None], results: Mapping[tuple[str, float | None], EstimateResult],
+    at_bound: list[tuple[str, float | None]], checks: ModelChecks, rows: list[dict[str, Any]], dep_txt: str,
+    dependent: bool = False,
+) -> Recommendation:
+    """The default candidate sits at 0 (or 1): no standard error, no mock-round MSE; report its one-sided bound.
+
+    The bound is the default's own (score-test inversion with the history's uncertainty); taking the
+    smallest bound among the candidates would be a choice by the data and would under-cover.
+    """
+    r = results[first]
+    zero = r.status == "boundary_0"
+    side = "upper" if zero else "lower"
+    b = r.bound(0.95, side)
+    btxt = f"{'at most' if zero else 'at least'} {100 * b:.3g} % (95 %)"
+    n_all = len(results)
+    n_b = len(at_bound)
+    others = (f"every candidate estimates {0 if zero else 1}" if n_b == n_all
+              else f"{n_b} of {n_all} candidates estimate {0 if zero else 1}")
+    wtxt = "" if first[1] is None else f" (history weight {first[1]:g})"
+    why_m = (" (labelers err together on the gold, so the likelihood methods' bounds rest on a wrong model: "
+             "the dependence-robust moment estimator's bound is reported)" if dependent else "")
+    reason = (f"{first[0]}{wtxt}{why_m}: {others}; the current labels show "
+              + ("no more positives than the labelers' false-positive rates explain" if zero
+                 else "no more negatives than the labelers' false-negative rates explain")
+              + f", so the rate is reported as a one-sided bound: {btxt}, by inverting {first[0]}'s test "
+              "with the calibration's uncertainty included. To tighten it, label more current items "
+              "(hero plan --bound); mock-round bias "
+              f"checks need an interior estimate ({checks.folds} folds of {checks.n_gold} gold items); {dep_txt}")
+    return Recommendation(first[0], first[1], r, reason, rows)

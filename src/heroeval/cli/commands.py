@@ -81,8 +81,19 @@ class Reader(str, Enum):
 
 
 class CiMethod(str, Enum):
+    auto = "auto"
+    score = "score"
     wald = "wald"
     logit = "logit"
+
+
+class Alternative(str, Enum):
+    two_sided = "two-sided"
+    less = "less"
+    greater = "greater"
+
+
+AltOpt = Annotated[Alternative, typer.Option(help="two-sided interval, or a one-sided bound: less = 'the rate is at most ...' (upper bound), greater = 'at least ...'.")]
 
 
 class Variance(str, Enum):
@@ -358,7 +369,7 @@ RidgeOpt = Annotated[float, typer.Option(help="HERO-2 ridge penalty (standardise
 TieOpt = Annotated[Tie, typer.Option(help="Majority-vote tie rule.")]
 RoundOpt = Annotated[str | None, typer.Option(help="History round column (default 'round' if present; 'none' ignores it).")]
 LevelOpt = Annotated[float, typer.Option(help="Confidence level of the intervals.")]
-CiOpt = Annotated[CiMethod, typer.Option(help="Interval: wald, or logit-transformed.")]
+CiOpt = Annotated[CiMethod, typer.Option(help="Interval: auto (score-test inversion near 0 or 1, logit elsewhere), score, wald, or logit-transformed.")]
 MapOpt = Annotated[str | None, typer.Option(help="Recode labels, e.g. 'A=1,B=0,tie=drop' for a side-by-side win rate.")]
 ClassesOpt = Annotated[str | None, typer.Option(help="Multi-class labels: the class order, comma-separated (e.g. 1,2,3,4,5).")]
 OrdinalOpt = Annotated[bool, typer.Option(help="Multi-class labels that are ordered grades (Likert); enables --structure ordinal.")]
@@ -443,7 +454,8 @@ def estimate_cmd(
     on_shift: Annotated[OnShift, typer.Option(help="HERO-2 on covariate shift: warn, fallback (return HERO-1) or ignore.")] = OnShift.warn,
     drift_check: Annotated[bool, typer.Option("--check-drift/--no-check-drift", help="With hero1, hero2 or hero_joint: test whether each labeler's current positive rate matches its calibration (warns; JSON key 'drift').")] = True,
     confidence_level: LevelOpt = 0.95,
-    ci_method: CiOpt = CiMethod.logit,
+    ci_method: CiOpt = CiMethod.auto,
+    alternative: AltOpt = Alternative.two_sided,
     bootstrap: Annotated[int, typer.Option(help="Also run a two-sample cluster bootstrap with this many resamples (needs --history).")] = 0,
     seed: Annotated[int | None, typer.Option(help="Seed of the bootstrap and of --tie random.")] = None,
     label_map: MapOpt = None,
@@ -513,8 +525,9 @@ def estimate_cmd(
             out["drift"] = res.drift if isinstance(res.drift, dict) else (
                 {"error": res.drift} if isinstance(res.drift, str) else res.drift.to_dict())
         for m, r in res.items():  # intervals by the requested method
-            ci = r.confidence_interval(confidence_level, ci_method.value)
-            out["estimates"][m].update(ci_low=_num(ci.low), ci_high=_num(ci.high), ci_method=ci.method)
+            ci = r.confidence_interval(confidence_level, ci_method.value, alternative.value)
+            out["estimates"][m].update(ci_low=_num(ci.low), ci_high=_num(ci.high), ci_method=ci.method,
+                                       ci_alternative=ci.alternative, ci_text=ci.describe())
             if m in boot:
                 out["estimates"][m]["bootstrap"] = boot[m].to_dict(confidence_level)
         out["ingest"] = {"current": cur.report.to_dict(),
@@ -524,7 +537,8 @@ def estimate_cmd(
     con = _console()
     _render.print_all(con, *_ingest_tables())
     _render.print_all(con, _render.estimates_table(res, confidence_level=confidence_level, say=to_cli,
-                                                   ci_method=ci_method.value, bootstrap=boot))
+                                                   ci_method=ci_method.value, bootstrap=boot,
+                                                   alternative=alternative.value))
 
 
 def _mc_new_labelers(rule: str | None) -> None:
@@ -870,7 +884,7 @@ def report_cmd(
     tie: TieOpt = Tie.half,
     exclude_new_labelers: ExcludeNewOpt = False,
     confidence_level: LevelOpt = 0.95,
-    ci_method: CiOpt = CiMethod.logit,
+    ci_method: CiOpt = CiMethod.auto,
     seed: Annotated[int | None, typer.Option(help="Seed of --tie random.")] = None,
     label_map: MapOpt = None,
     item_col: ItemCol = None,
@@ -1024,7 +1038,8 @@ def plan_cmd(
     half_width: Annotated[float | None, typer.Option(help="Target half-width of the confidence interval.")] = None,
     difference: Annotated[float | None, typer.Option(help="Difference between two rounds to detect, A - B as hero compare reports it (round B's rate is --mu minus it).")] = None,
     n_items: Annotated[int | None, typer.Option(help="Report the half-width at this many items instead.")] = None,
-    power: Annotated[float, typer.Option(help="Power for --difference.")] = 0.8,
+    power: Annotated[float, typer.Option(help="Power for --difference (and --bound: the chance the bound falls below it).")] = 0.8,
+    bound: Annotated[float | None, typer.Option(help="Target upper bound: items for the one-sided upper bound to fall below this when the rate is --mu (which may be 0).")] = None,
     confidence_level: LevelOpt = 0.95,
     labels_per_item: Annotated[str | None, typer.Option(help="Labels per item, comma-separated (default: the history's mean labels per item, or every labeler of --pool).")] = None,
     pool: Annotated[str | None, typer.Option(help="Labelers who will label, e.g. 'a,b,c' or with shares 'a=2,b=1'.")] = None,
@@ -1063,7 +1078,7 @@ def plan_cmd(
         # hero compare reports A - B; plan() takes B - A (round B's rate is mu + difference)
         out = plan(cal, mu=mu, half_width=half_width, difference=None if difference is None else -difference,
                    n_items=n_items, power=power, confidence_level=confidence_level, labels_per_item=ks, pool=pl,
-                   score_r2=score_r2, rng=seed)
+                   score_r2=score_r2, rng=seed, bound=bound)
         if difference is not None:
             out = replace(out, target=float(difference))
         return replace(out, notes=(*out.notes, *notes)) if notes else out

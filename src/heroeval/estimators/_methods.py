@@ -19,6 +19,7 @@ from heroeval.errors import (
     SharedCovariatesWarning,
     UnknownLabelerError,
 )
+from heroeval.estimators._inversion import MomentTest, ScoreTest
 from heroeval.estimators._score import psi, solve_score
 from heroeval.estimators.newlabelers import hero1_anchored
 from heroeval.estimators.results import METHODS, EstimateCollection, EstimateResult, Influence
@@ -180,6 +181,28 @@ def _stage_a_influence(
     return Influence(current, "stage_a", c, cal.parameter_covariance, None if cal.parameter_covariance is None else hash(cal.token))
 
 
+def _score_test(
+    cal: Calibration,
+    data: AnnotationSet,
+    to_calib: npt.NDArray[np.int64],
+    alpha: FloatArray,
+    beta: FloatArray,
+    mu: float,
+    L: FloatArray,
+    infl: Influence,
+    offset: float = 0.0,
+    gamma_x: FloatArray | None = None,
+    Xc: FloatArray | None = None,
+) -> ScoreTest:
+    """The score test of ``rate = mu0`` behind the method's test-inversion interval (heroeval.estimators._inversion)."""
+    return ScoreTest(
+        center=mu, L=L, counts=np.ones(L.size), item_ptr=data.item_ptr, labeler=to_calib[data.labeler],
+        alpha=np.asarray(alpha, dtype=float), beta=np.asarray(beta, dtype=float), space=infl.space,
+        V=infl.gram, n_parameters=cal.n_parameters, offset=offset, gamma_x=gamma_x, Xc=Xc,
+        cov_start=2 * cal.n_labelers + len(cal.round_ids),
+    )
+
+
 def _result(method: str, est: float, data: AnnotationSet, **kw: Any) -> EstimateResult:
     return EstimateResult(
         method=method,
@@ -320,8 +343,9 @@ def _score_estimate(
     notes = al.notes
     if space == "stage_a" and calibration.parameter_covariance is None:
         notes = (*notes, "the calibration has no parameter covariance: no standard error")
+    test = _score_test(calibration, al.data, al.to_calib, alpha, beta, mu, L, infl)
     return _result(method, mu, al.data, status=status, details={**al.details, **(extra or {})}, notes=notes,
-                   influence=infl)
+                   influence=infl, test=test)
 
 
 def gold_proportion(
@@ -530,6 +554,7 @@ def hero2(
                   f"per-column p = {details['covariate_shift_min_p_holm']:.3g} < {shift_level:g})")
         details.update(fallback="hero1", fallback_reason=reason, hero2_estimate=mu2)
         return _result("hero2", mu1, al.data, status=st1, details=details, influence=infl1,
+                       test=_score_test(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu1, L, infl1),
                        notes=(*al.notes, f"HERO-1 estimate returned instead of HERO-2: {reason}"))
     ps2 = psi(mu2, L)
     infl = _stage_a_influence(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu2, L, ps2 - Xc @ gamma, gamma_x=gamma)
@@ -538,7 +563,9 @@ def hero2(
     notes = al.notes
     if cal.parameter_covariance is None:
         notes = (*notes, "the calibration has no parameter covariance: no standard error")
-    return _result("hero2", mu2, al.data, status=status, details=details, notes=notes, influence=infl)
+    test = _score_test(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu2, L, infl, offset=offset,
+                       gamma_x=gamma, Xc=Xc)
+    return _result("hero2", mu2, al.data, status=status, details=details, notes=notes, influence=infl, test=test)
 
 
 def rogan_gladen(
@@ -720,10 +747,26 @@ def rogan_gladen(
     cur_vals = (z[ok] - p[k_of[ok]]) / n_j[u][k_of[ok]]
     current_if = np.asarray(np.bincount(item_of[ok], weights=wcur[k_of[ok]] * cur_vals, minlength=cur.n_items),
                             dtype=np.float64) * float(cur.n_items)
+    raw = mu
     status = "interior"
     if mu <= 0.0 or mu >= 1.0:
         status = "boundary_0" if mu <= 0.0 else "boundary_1"
         mu = min(max(mu, 0.0), 1.0)
+    # the moment test behind the test-inversion interval: variances at the null rate
+    n_u = n_j[u]
+    indep = float(np.sum(wcur**2 * p * (1 - p) / n_u))
+    obs = float(current_if @ current_if) / float(cur.n_items) ** 2
+    deff = max(1.0, obs / indep) if indep > 0 else 1.0
+    if hist is not None:
+        hA = _gold_item_influence(hist, u, a, b, npos, nneg, wcur, np.zeros(u.size), per_labeler=False)[:, 0]
+        hB = _gold_item_influence(hist, u, a, b, npos, nneg, np.zeros(u.size), wcur, per_labeler=False)[:, 0]
+        hAA, hAB, hBB = float(hA @ hA), float(hA @ hB), float(hB @ hB)
+    else:
+        va_u = a[u] * (1 - a[u]) / npos[u]
+        vb_u = b[u] * (1 - b[u]) / nneg[u]
+        hAA, hAB, hBB = float(np.sum(wcur**2 * va_u)), 0.0, float(np.sum(wcur**2 * vb_u))
+    test = MomentTest(center=mu, raw=raw, coef=np.asarray(wcur, dtype=float), a=a[u], b=b[u], n_j=n_u, deff=deff,
+                      hAA=hAA, hAB=hAB, hBB=hBB)
     details["weight_by_labeler"] = {cal.labeler_ids[k]: float(x) for k, x in zip(u, w, strict=True)}
     details["labeler_estimates"] = {cal.labeler_ids[k]: float(x) for k, x in zip(u, mu_j, strict=True)}
     if hist is not None:
@@ -737,7 +780,8 @@ def rogan_gladen(
         va = (tp * (1 - a) ** 2 + fn * a**2) / np.maximum(npos, 1.0) ** 2
         vb = (tn * (1 - b) ** 2 + fp * b**2) / np.maximum(nneg, 1.0) ** 2
         infl = Influence(current_if, "gold_counts", cc, np.concatenate([va, vb]), hash(cal.token))
-    return _result("rogan_gladen", mu, cur, status=status, details=details, notes=al.notes, influence=infl)
+    return _result("rogan_gladen", mu, cur, status=status, details=details, notes=al.notes, influence=infl,
+                   test=test)
 
 
 def _eb_shrink(success: FloatArray, n: FloatArray) -> FloatArray:
@@ -955,8 +999,19 @@ def hero_joint(
     IF = _fit_influence(d, fit, 2 * cal.n_labelers + G)
     N = hist.n_items
     infl = Influence(IF[N:] * cur.n_items, "items", IF[:N], None, hash(cal.token))
+    # its score test: HERO-1's at the jointly fitted sensitivities and specificities, with the history-only
+    # parameter covariance (conservative: the joint fit also learns from the current labels)
+    status = _em_status(fit.prev[G])
+    est = float(fit.prev[G])
+    est = 0.0 if status == "boundary_0" else 1.0 if status == "boundary_1" else est
+    La = _llr(cur, al.to_calib, fit.alpha, fit.beta)
+    test = ScoreTest(
+        center=est, L=La, counts=np.ones(La.size), item_ptr=cur.item_ptr, labeler=al.to_calib[cur.labeler],
+        alpha=np.asarray(fit.alpha, dtype=float), beta=np.asarray(fit.beta, dtype=float), space="stage_a",
+        V=cal.parameter_covariance, n_parameters=cal.n_parameters,
+    )
     return _result("hero_joint", fit.prev[G], cur, convergence=conv, details=details, notes=al.notes,
-                   influence=infl, status=_em_status(fit.prev[G]))
+                   influence=infl, status=status, test=test)
 
 
 def _em_status(p: float) -> str:

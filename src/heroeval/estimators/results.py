@@ -16,6 +16,7 @@ from scipy.special import expit, logit
 from scipy.stats import norm
 
 from heroeval.errors import HeroEvalError
+from heroeval.estimators._inversion import _Test, check_alternative
 from heroeval.ingest.annotations import IngestReport
 from heroeval.stage_a.calibration import ConvergenceInfo
 
@@ -30,7 +31,13 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 
-DEFAULT_CI_METHOD = "logit"
+DEFAULT_CI_METHOD = "auto"
+"""``"auto"``: the score-test inversion (``"score"``) near the boundary, the logit interval elsewhere."""
+
+CI_METHODS = ("auto", "score", "logit", "wald")
+
+SCORE_COUNT = 20.0
+"""``method="auto"`` uses the score-test inversion when ``n * min(mu_hat, 1 - mu_hat)`` is below this."""
 
 
 def _check_level(confidence_level: float) -> float:
@@ -47,28 +54,61 @@ class ConfidenceInterval:
     high: float
     confidence_level: float
     method: str
+    alternative: str = "two-sided"
 
     def __iter__(self) -> Iterator[float]:
         return iter((self.low, self.high))
 
+    def describe(self, digits: int = 1) -> str:
+        """The interval in words: "at most 0.8 % (95 %)", "at least ...", or "0.41 % to 0.93 % (95 %)"."""
+        return describe_interval(self, digits)
 
-def rate_interval(est: float, se: float, confidence_level: float, method: str) -> ConfidenceInterval:
+
+def _pct(x: float, digits: int) -> str:
+    """Per cent with ``digits`` decimals, one more below 1 % (0.83 %, 12.4 %)."""
+    return f"{100 * x:.{digits + (1 if 100 * x < 1 else 0)}f} %"
+
+
+def describe_interval(ci: ConfidenceInterval, digits: int = 1) -> str:
+    """A confidence interval as a sentence fragment; one-sided ones as a bound."""
+    lvl = f"{100 * ci.confidence_level:g} %"
+    if not (math.isfinite(ci.low) and math.isfinite(ci.high)):
+        return f"no interval ({lvl})"
+    if ci.alternative == "less":
+        return f"at most {_pct(ci.high, digits)} ({lvl})"
+    if ci.alternative == "greater":
+        return f"at least {_pct(ci.low, digits)} ({lvl})"
+    return f"{_pct(ci.low, digits)} to {_pct(ci.high, digits)} ({lvl})"
+
+
+def rate_interval(
+    est: float, se: float, confidence_level: float, method: str, alternative: str = "two-sided"
+) -> ConfidenceInterval:
     """Wald interval ``est +- z se``, or the logit-transformed one (``se`` mapped by the delta method).
 
     The logit interval stays inside [0, 1]; at an estimate of exactly 0 or 1
     it degenerates to that point, so the Wald interval (clipped) is used there.
+    ``alternative="less"`` gives ``[0, upper]``, ``"greater"`` ``[lower, 1]``,
+    each with the one-sided quantile.
     """
     level = _check_level(confidence_level)
+    check_alternative(alternative)
     if method not in ("wald", "logit"):
         raise HeroEvalError(f"interval method must be 'wald' or 'logit', got {method!r}")
     if not (math.isfinite(est) and math.isfinite(se)):
-        return ConfidenceInterval(math.nan, math.nan, level, method)
-    z = float(norm.ppf(0.5 + level / 2))
+        return ConfidenceInterval(math.nan, math.nan, level, method, alternative)
+    z = float(norm.ppf(0.5 + level / 2)) if alternative == "two-sided" else float(norm.ppf(level))
     if method == "logit" and 0.0 < est < 1.0:
         lo = float(logit(est))
         s = se / (est * (1 - est))
-        return ConfidenceInterval(float(expit(lo - z * s)), float(expit(lo + z * s)), level, method)
-    return ConfidenceInterval(max(0.0, est - z * se), min(1.0, est + z * se), level, method)
+        low, high = float(expit(lo - z * s)), float(expit(lo + z * s))
+    else:
+        low, high = max(0.0, est - z * se), min(1.0, est + z * se)
+    if alternative == "less":
+        low = 0.0
+    elif alternative == "greater":
+        high = 1.0
+    return ConfidenceInterval(low, high, level, method, alternative)
 
 
 @dataclass(frozen=True, eq=False)
@@ -200,6 +240,7 @@ class EstimateResult:
     details: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     influence: Influence | None = field(default=None, repr=False, compare=False)
+    test: _Test | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
@@ -225,20 +266,71 @@ class EstimateResult:
             return math.nan
         return math.sqrt(max(self.influence.variance(), 0.0))
 
+    def interval_method(self, method: str = DEFAULT_CI_METHOD) -> str:
+        """The interval method ``method="auto"`` resolves to for this result (``"score"`` or ``"logit"``)."""
+        if method not in CI_METHODS:
+            raise HeroEvalError(f"interval method must be one of {list(CI_METHODS)}, got {method!r}")
+        if method != "auto":
+            return method
+        if self.test is None:
+            return "logit"
+        if self.status.startswith("boundary"):
+            return "score"
+        e = self.estimate
+        if math.isfinite(e) and self.n_items * min(e, 1 - e) < SCORE_COUNT:
+            return "score"
+        return "logit"
+
     def confidence_interval(
-        self, confidence_level: float = 0.95, method: str = DEFAULT_CI_METHOD
+        self, confidence_level: float = 0.95, method: str = DEFAULT_CI_METHOD, alternative: str = "two-sided"
     ) -> ConfidenceInterval:
         """Confidence interval for the rate.
 
-        ``method="wald"`` is ``estimate +- z * SE`` clipped to [0, 1];
-        ``"logit"`` builds it on the logit scale and maps back (it stays
-        inside (0, 1) and is asymmetric near the ends). For majority vote
-        the interval is for the majority-label rate, not the gold rate.
-        """
-        return rate_interval(self.estimate, self.standard_error, confidence_level, method)
+        ``method="score"`` inverts the method's score test of ``rate = mu0``
+        (HERO-1, HERO-2, HERO joint, gold-proportion; a moment test for
+        Rogan–Gladen), with the history's uncertainty in the test's variance;
+        it stays valid at and near 0 and 1 (docs/inference.md). At an
+        estimate of exactly 0 (1) a two-sided request gives the one-sided
+        upper (lower) bound at the same level: ``alternative`` then reads
+        ``"less"`` (``"greater"``). ``"wald"`` is ``estimate +- z * SE``
+        clipped to [0, 1]; ``"logit"`` builds it on the logit scale and maps
+        back. ``"auto"`` (the default) is ``"score"`` at a boundary estimate
+        or when ``n * min(estimate, 1 - estimate) < SCORE_COUNT``, ``"logit"``
+        otherwise (and for methods without a score test).
 
-    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
-        ci = self.confidence_interval(confidence_level)
+        ``alternative="less"`` gives the one-sided upper bound ``[0, high]``
+        ("the rate is at most high"), ``"greater"`` the lower bound
+        ``[low, 1]``. For majority vote the interval is for the
+        majority-label rate, not the gold rate.
+        """
+        level = _check_level(confidence_level)
+        check_alternative(alternative)
+        m = self.interval_method(method)
+        if m == "score":
+            if self.test is None:
+                raise HeroEvalError(f"{self.method} has no score-test interval; use method='logit' or 'wald'")
+            if self.status == "unidentified" or not math.isfinite(self.estimate):
+                return ConfidenceInterval(math.nan, math.nan, level, m, alternative)
+            alt = alternative
+            if alt == "two-sided" and self.status == "boundary_0":
+                alt = "less"
+            elif alt == "two-sided" and self.status == "boundary_1":
+                alt = "greater"
+            low, high = self.test.interval(level, alt)
+            return ConfidenceInterval(low, high, level, m, alt)
+        return rate_interval(self.estimate, self.standard_error, level, m, alternative)
+
+    def bound(self, confidence_level: float = 0.95, side: str = "upper") -> float:
+        """The one-sided bound at ``confidence_level``: "the rate is at most (``upper``) / at least this"."""
+        if side not in ("upper", "lower"):
+            raise HeroEvalError(f"side must be 'upper' or 'lower', got {side!r}")
+        ci = self.confidence_interval(confidence_level, alternative="less" if side == "upper" else "greater")
+        return ci.high if side == "upper" else ci.low
+
+    def to_dict(self, confidence_level: float = 0.95, alternative: str = "two-sided") -> dict[str, Any]:
+        ci = self.confidence_interval(confidence_level, alternative=alternative)
+        up = self.confidence_interval(confidence_level, alternative="less")
+        lo = self.confidence_interval(confidence_level, alternative="greater")
         return {
             "method": self.method,
             "estimate": self.estimate,
@@ -256,6 +348,11 @@ class EstimateResult:
             "convergence": None if self.convergence is None else self.convergence.to_dict(),
             "details": _jsonable(dict(self.details)),
             "notes": list(self.notes),
+            "ci_alternative": ci.alternative,
+            "upper_bound": _jsonable(up.high),
+            "lower_bound": _jsonable(lo.low),
+            "bound_method": up.method,
+            "ci_text": ci.describe(),
         }
 
     def summary(self) -> str:
@@ -371,8 +468,9 @@ class EstimateCollection(Mapping[str, EstimateResult]):
         if self.recommended is not None:
             rec = self.recommended
             ci = rec.result.confidence_interval(confidence_level)
+            words = f" {ci.describe()}" if ci.alternative != "two-sided" else ""
             lines[:0] = [f"Recommended: {METHOD_TITLES.get(rec.method, rec.method)} {rec.result.estimate:.4f} "
-                         f"[{ci.low:.4f}, {ci.high:.4f}]", f"  why: {rec.reason}", ""]
+                         f"[{ci.low:.4f}, {ci.high:.4f}]{words}", f"  why: {rec.reason}", ""]
         for m, why in self.skipped.items():
             lines.append(f"{METHOD_TITLES.get(m, m)}: not computed ({why})")
         return "\n".join(lines)

@@ -44,7 +44,7 @@ from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import _influence
 from heroeval.stage_a.calibration import Calibration
 
-__all__ = ["Plan", "PlanRow", "hero1_variance", "plan", "simulate_round"]
+__all__ = ["Plan", "PlanRow", "bound_items", "hero1_variance", "plan", "simulate_round"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -197,14 +197,18 @@ class PlanRow:
     n_items: float  # items needed (per round for a difference); inf when the history alone exceeds the target
     half_width: float  # Wald half-width at n_items (or at the given n)
     exact: bool
+    median_bound: float | None = None  # goal "bound": the median one-sided upper bound at n_items
 
     def to_dict(self) -> dict[str, Any]:
         def f(x: float) -> float | None:
             return float(x) if math.isfinite(x) else None
 
-        return {"labels_per_item": self.labels_per_item, "information_per_item": f(self.information),
-                "history_variance": f(self.history_variance), "n_items": f(self.n_items),
-                "half_width": f(self.half_width), "exact": self.exact}
+        out: dict[str, Any] = {"labels_per_item": self.labels_per_item, "information_per_item": f(self.information),
+                               "history_variance": f(self.history_variance), "n_items": f(self.n_items),
+                               "half_width": f(self.half_width), "exact": self.exact}
+        if self.median_bound is not None:
+            out["median_bound"] = f(self.median_bound)
+        return out
 
 
 @dataclass(frozen=True)
@@ -226,6 +230,17 @@ class Plan:
                 "notes": list(self.notes)}
 
     def summary(self) -> str:
+        if self.goal == "bound":
+            head = (f"items for the {self.confidence_level:.0%} upper bound to fall below {self.target:g} "
+                    f"with probability {self.power} (score-test inversion)")
+            lines = [f"HERO-1 plan at a true rate of {self.mu:g}: {head}",
+                     f"{'labels/item':>11}  {'history var':>12}  {'items':>10}  {'median bound':>12}"]
+            for r in self.rows:
+                n = "history-limited" if math.isinf(r.n_items) else f"{math.ceil(r.n_items)}"
+                mb = r.median_bound if r.median_bound is not None else math.nan
+                lines.append(f"{r.labels_per_item:>11}  {r.history_variance:>12.3g}  {n:>10}  {mb:>12.4g}")
+            lines.extend(self.notes)
+            return "\n".join(lines)
         if self.goal == "half_width":
             head = f"items for a {self.confidence_level:.0%} CI half-width of {self.target:g}"
         elif self.goal == "difference":
@@ -257,6 +272,7 @@ def plan(
     score_r2: float = 0.0,
     n_mc: int = 200_000,
     rng: np.random.Generator | int | None = 0,
+    bound: float | None = None,
 ) -> Plan:
     """How many current items HERO-1 needs, for one or several labels-per-item values.
 
@@ -264,7 +280,10 @@ def plan(
     half-width at ``confidence_level``), ``difference`` (items per round to
     detect ``mu_B - mu_A = difference`` with ``power`` by a two-sided test at
     level ``1 - confidence_level``, both rounds sharing the calibration), or
-    ``n_items`` (the half-width those items give).
+    ``n_items`` (the half-width those items give), or ``bound`` (items for
+    the one-sided upper bound at ``confidence_level`` to fall below ``bound``
+    with probability ``power`` when the true rate is ``mu``, which may be 0:
+    :func:`bound_items`).
 
     Parameters
     ----------
@@ -289,10 +308,14 @@ def plan(
     >>> p.rows[0].n_items > p.rows[1].n_items
     True
     """
-    goals = [g for g, v in (("half_width", half_width), ("difference", difference), ("given_n", n_items)) if v is not None]
+    goals = [g for g, v in (("half_width", half_width), ("difference", difference), ("given_n", n_items),
+                            ("bound", bound)) if v is not None]
     if len(goals) != 1:
-        raise HeroEvalError("give exactly one of half_width, difference or n_items")
+        raise HeroEvalError("give exactly one of half_width, difference, n_items or bound")
     goal = goals[0]
+    if goal == "bound":
+        assert bound is not None
+        return _plan_bound(calibration, mu, float(bound), power, confidence_level, labels_per_item, pool, n_mc, rng)
     if not 0 < confidence_level < 1:
         raise HeroEvalError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
     if not (isinstance(score_r2, (int, float)) and 0 <= score_r2 < 1):
@@ -353,6 +376,152 @@ def plan(
     target = float(half_width if goal == "half_width" else difference if goal == "difference" else n_items)  # type: ignore[arg-type]
     return Plan(goal, float(mu), target, float(confidence_level), power if goal == "difference" else None,
                 float(score_r2), tuple(rows), tuple(notes))
+
+
+def _class_patterns(
+    cal: Calibration, k: int | None, pool: Sequence[str] | Mapping[str, float] | None, n_mc: int,
+    rng: np.random.Generator | int | None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int8], FloatArray, FloatArray, bool]:
+    """Label patterns of one item with their probabilities given Y = 1 (``w1``) and Y = 0 (``w0``)."""
+    idx, shares = _pool(cal, pool)
+    kk = idx.size if k is None else int(k)
+    if not 1 <= kk <= idx.size:
+        raise HeroEvalError(f"labels_per_item must be an integer in [1, {idx.size}] (the pool size), got {k!r}")
+    a = np.clip(np.asarray(cal.alpha), 1e-12, 1)
+    b = np.clip(np.asarray(cal.beta), 1e-12, 1)
+    n_sets = math.comb(idx.size, kk)
+    if (shares is None or kk == idx.size) and n_sets * 2**kk <= ENUMERATE_MAX:
+        combos = np.array(list(itertools.combinations(idx.tolist(), kk)), dtype=np.int64)
+        pats = np.array(list(itertools.product([0, 1], repeat=kk)), dtype=np.int8)
+        sets = np.repeat(combos, len(pats), axis=0)
+        z = np.tile(pats, (len(combos), 1))
+        w1 = np.prod(np.where(z == 1, a[sets], 1 - a[sets]), axis=1) / n_sets
+        w0 = np.prod(np.where(z == 1, 1 - b[sets], b[sets]), axis=1) / n_sets
+        return sets, z, w1, w0, True
+    gen = np.random.default_rng(rng)
+    m = n_mc // 2
+    sets = _draw_sets(gen, 2 * m, idx, shares, kk)
+    y = np.r_[np.ones(m, dtype=bool), np.zeros(m, dtype=bool)]
+    z = (gen.random(sets.shape) < np.where(y[:, None], a[sets], 1 - b[sets])).astype(np.int8)
+    return sets, z, np.where(y, 1.0 / m, 0.0), np.where(y, 0.0, 1.0 / m), False
+
+
+def _score_moments(cal: Calibration, x: float, y: float, sets: npt.NDArray[np.int64], z: npt.NDArray[np.int8],
+                   w1: FloatArray, w0: FloatArray) -> tuple[float, float, FloatArray]:
+    """Per item: mean and second moment of psi(x) when the rate is y, and the mean gradient of psi(x) in theta."""
+    a = np.clip(np.asarray(cal.alpha), 1e-9, 1 - 1e-9)
+    b = np.clip(np.asarray(cal.beta), 1e-9, 1 - 1e-9)
+    aa, bb = a[sets], b[sets]
+    L = np.where(z == 1, np.log(aa) - np.log1p(-bb), np.log1p(-aa) - np.log(bb)).sum(axis=1)
+    w = y * w1 + (1 - y) * w0
+    ps = psi(x, L)
+    k = _influence.kappa(x, L)
+    ua = np.where(z == 1, 1 / aa, -1 / (1 - aa))
+    ub = np.where(z == 1, -1 / (1 - bb), 1 / bb)
+    J = cal.n_labelers
+    Ga = np.bincount(sets.ravel(), weights=((w * k)[:, None] * ua).ravel(), minlength=J)
+    Gb = -np.bincount(sets.ravel(), weights=((w * k)[:, None] * ub).ravel(), minlength=J)
+    g = np.zeros(cal.n_parameters)
+    g[: 2 * J] = np.concatenate([Ga, Gb])
+    return float(w @ ps), float(w @ ps**2), g
+
+
+def bound_items(
+    calibration: Calibration,
+    mu: float,
+    bound: float,
+    *,
+    power: float = 0.8,
+    confidence_level: float = 0.95,
+    labels_per_item: int | None = None,
+    pool: Sequence[str] | Mapping[str, float] | None = None,
+    n_mc: int = 200_000,
+    rng: np.random.Generator | int | None = 0,
+) -> tuple[float, float, float, bool]:
+    """Items for HERO-1's one-sided upper bound to fall below ``bound`` with probability ``power`` at rate ``mu``.
+
+    The bound is below ``x = bound`` exactly when the score test of mu0 = x
+    rejects: ``T(x) = S(x) / sqrt(V_x) < -z`` (z the one-sided quantile of
+    ``confidence_level``), ``S(x) = sum_i psi_i(x)``, ``V_x = n E_x[psi^2] +
+    n^2 g_x' V g_x`` its null variance (as in the interval). When the rate
+    is ``mu``, ``S(x)`` has mean ``n m`` with ``m = E_mu[psi(x)] < 0`` and
+    variance ``n Var_mu[psi(x)] + n^2 g_mu' V g_mu``; the normal
+    approximation gives the smallest n with
+    ``-m >= z sqrt(E_x[psi^2] / n + g_x' V g_x) + z_power sqrt(Var_mu[psi(x)] / n + g_mu' V g_mu)``.
+    Returns (items, history variance of the mean score at x, median bound at those items, exact);
+    items is inf when the history alone keeps the bound above ``bound``.
+    """
+    cal = calibration
+    if not (0 <= mu < bound < 1):
+        raise HeroEvalError(f"need 0 <= mu < bound < 1, got mu={mu!r}, bound={bound!r}")
+    if not 0 < power < 1:
+        raise HeroEvalError(f"power must be in (0, 1), got {power!r}")
+    sets, z, w1, w0, exact = _class_patterns(cal, labels_per_item, pool, n_mc, rng)
+    V = cal.parameter_covariance
+    Vm = np.zeros((cal.n_parameters, cal.n_parameters)) if V is None else V
+    z1 = float(norm.ppf(confidence_level))
+    zp = float(norm.ppf(power))
+
+    def need(n: float, x: float, zq: float) -> float:
+        _, a0, gx = _score_moments(cal, x, x, sets, z, w1, w0)
+        m, s2, gy = _score_moments(cal, x, mu, sets, z, w1, w0)
+        h0, h1 = float(gx @ Vm @ gx), float(gy @ Vm @ gy)
+        return -m - z1 * math.sqrt(a0 / n + h0) - zq * math.sqrt(max(s2 - m * m, 0.0) / n + h1)
+
+    _, _, gx = _score_moments(cal, bound, bound, sets, z, w1, w0)
+    hx = float(gx @ Vm @ gx)
+    if need(1e15, bound, zp) <= 0:
+        return math.inf, hx, math.nan, exact
+    lo, hi = 1.0, 2.0
+    while need(hi, bound, zp) <= 0:
+        hi *= 2
+    lo = hi / 2
+    while hi - lo > max(1.0, 1e-4 * lo):
+        mid = (lo + hi) / 2
+        if need(mid, bound, zp) > 0:
+            hi = mid
+        else:
+            lo = mid
+    n = math.ceil(hi)
+    # median bound at n: the x where the mean score sits at -z sd (zq = 0)
+    def f(x: float) -> float:
+        return need(n, x, 0.0)
+
+    a_, b_ = mu + 1e-12, bound
+    if f(a_) > 0:
+        med = a_
+    else:
+        for _ in range(60):
+            c_ = (a_ + b_) / 2
+            if f(c_) > 0:
+                b_ = c_
+            else:
+                a_ = c_
+        med = b_
+    return float(n), hx, med, exact
+
+
+def _plan_bound(cal: Calibration, mu: float, bound: float, power: float, level: float,
+                labels_per_item: int | Sequence[int] | None, pool: Sequence[str] | Mapping[str, float] | None,
+                n_mc: int, rng: np.random.Generator | int | None) -> Plan:
+    if not 0 < level < 1:
+        raise HeroEvalError(f"confidence_level must be in (0, 1), got {level!r}")
+    ks: list[int | None] = ([None if labels_per_item is None else int(labels_per_item)]
+                            if labels_per_item is None or isinstance(labels_per_item, (int, np.integer))
+                            else [int(x) for x in labels_per_item])
+    rows = []
+    for k in ks:
+        n, hv, med, exact = bound_items(cal, mu, bound, power=power, confidence_level=level, labels_per_item=k,
+                                        pool=pool, n_mc=n_mc, rng=rng)
+        kk = k if k is not None else (len(pool) if pool is not None else cal.n_labelers)
+        rows.append(PlanRow(kk, math.nan, hv, n, math.nan, exact, med))
+    notes = ["normal approximation to the score test; check small designs with hero simulate or "
+             "benchmarks/rare_rates.py"]
+    if cal.parameter_covariance is None:
+        notes.append("the calibration has no parameter covariance: the history's variance is left out")
+    if any(math.isinf(r.n_items) for r in rows):
+        notes.append("history-limited: the calibration's uncertainty alone keeps the bound above the target")
+    return Plan("bound", float(mu), float(bound), float(level), float(power), 0.0, tuple(rows), tuple(notes))
 
 
 def simulate_round(

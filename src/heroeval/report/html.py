@@ -117,7 +117,8 @@ def _label(key: str, r: EstimateResult) -> str:
 def _estimate_dict(key: str, r: EstimateResult, level: float, ci_method: str) -> dict[str, Any]:
     ci = r.confidence_interval(level, ci_method)
     d = r.to_dict(level)
-    d.update(key=key, label=_label(key, r), ci_low=ci.low, ci_high=ci.high, ci_method=ci.method)
+    d.update(key=key, label=_label(key, r), ci_low=ci.low, ci_high=ci.high, ci_method=ci.method,
+             ci_alternative=ci.alternative, ci_text=ci.describe())
     out: dict[str, Any] = _jsonable(d)
     return out
 
@@ -259,8 +260,8 @@ def _base(calibration: Calibration, title: str, level: float, ci_method: str, wa
           truth: float | None, sources: Mapping[str, str] | None) -> dict[str, Any]:
     if not 0 < level < 1:
         raise HeroEvalError(f"confidence_level must be in (0, 1), got {level!r}")
-    if ci_method not in ("wald", "logit"):
-        raise HeroEvalError(f"ci_method must be 'wald' or 'logit', got {ci_method!r}")
+    if ci_method not in ("auto", "score", "wald", "logit"):
+        raise HeroEvalError(f"ci_method must be 'auto', 'score', 'wald' or 'logit', got {ci_method!r}")
     return {
         "format": "heroeval.report",
         "title": title,
@@ -311,7 +312,7 @@ def report_data(
     warnings: Sequence[str] = (),
     truth: float | None = None,
     confidence_level: float = 0.95,
-    ci_method: str = "logit",
+    ci_method: str = "auto",
     sources: Mapping[str, str] | None = None,
     **estimate_kwargs: Any,
 ) -> dict[str, Any]:
@@ -334,7 +335,7 @@ def report_data(
     truth : float, optional
         The true rate when known (the bundled demo), drawn as a reference line.
     confidence_level : float
-    ci_method : {"logit", "wald"}
+    ci_method : {"auto", "score", "logit", "wald"}
         The estimates' interval (labeler intervals are always logit).
     sources : mapping, optional
         Input file names by role, shown (escaped) in the header.
@@ -371,7 +372,7 @@ def comparison_report_data(
     title: str | None = None,
     warnings: Sequence[str] = (),
     confidence_level: float = 0.95,
-    ci_method: str = "logit",
+    ci_method: str = "auto",
     sources: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The numbers of a two-round report (``comparison`` from :func:`heroeval.compare` with several methods)."""
@@ -680,6 +681,8 @@ def _headline_cards(d: Mapping[str, Any]) -> str:
             f'<div class="{cls}" data-method="{_e(k)}"><div class="muted">{_e(sub)}{_e(r["label"])}</div>'
             f'<div class="big" data-field="estimate">{_num(r["estimate"])}</div>'
             f'<div>{level:g}% CI [{_num(r["ci_low"])}, {_num(r["ci_high"])}], SE {_num(r["standard_error"])}</div>'
+            + (f'<div data-field="bound">the rate is {_e(r["ci_text"])}</div>'
+               if r.get("ci_alternative", "two-sided") != "two-sided" else "")
             + (f'<div class="muted" data-field="reason">why: {_e(block["recommendation"]["reason"])}</div>'
                if k == "recommended" and block.get("recommendation") else "")
             + '</div>')

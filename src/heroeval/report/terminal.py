@@ -15,21 +15,34 @@ from heroeval.ingest.annotations import IngestReport
 from heroeval.stage_a.calibration import Calibration
 
 
+def _ci_cell(ci: Any) -> str:
+    """``[low, high]``; a one-sided interval (asked for, or at an estimate of 0 or 1) also as a bound in words."""
+    cell = f"[{_f(ci.low)}, {_f(ci.high)}]"
+    if getattr(ci, "alternative", "two-sided") != "two-sided":
+        cell += f" {ci.describe()}"
+    return cell
+
+
 def estimates_table(
     res: EstimateCollection,
     truth: float | None = None,
     title: str = "Estimates",
     confidence_level: float = 0.95,
-    ci_method: str = "logit",
+    ci_method: str = "auto",
     bootstrap: Mapping[str, Any] | None = None,
     say: Callable[[str], str] = str,
+    alternative: str = "two-sided",
 ) -> Table:
     """Every estimate; ``say`` rewrites the notes and reasons (the CLI names its options there)."""
     t = Table(title=title, title_justify="left")
     t.add_column("method")
     t.add_column("estimate", justify="right")
     t.add_column("SE", justify="right")
-    t.add_column(f"{100 * confidence_level:g}% CI ({ci_method})", justify="center")
+    # the method the intervals were made by ("auto" resolves per row: name it when every row resolves alike)
+    used = {r.interval_method(ci_method) for r in res.values()} if ci_method == "auto" else {ci_method}
+    shown = next(iter(used)) if len(used) == 1 else ci_method
+    t.add_column(f"{100 * confidence_level:g}% CI ({shown})" if alternative == "two-sided"
+                 else f"{100 * confidence_level:g}% bound ({shown})", justify="center")
     if bootstrap:
         t.add_column("bootstrap SE / percentile CI", justify="center")
     if truth is not None:
@@ -40,10 +53,10 @@ def estimates_table(
     rec = getattr(res, "recommended", None)
     if rec is not None:  # the recommended estimate first, then every method
         r = rec.result
-        ci = r.confidence_interval(confidence_level, ci_method)
+        ci = r.confidence_interval(confidence_level, ci_method, alternative)
         wtxt = "" if rec.history_weight is None else f", w={rec.history_weight:g}"
         row = [f"[bold]recommended ({r.title}{wtxt})[/bold]", f"[bold]{r.estimate:.4f}[/bold]", _f(r.standard_error),
-               f"[bold][{_f(ci.low)}, {_f(ci.high)}][/bold]"]
+               f"[bold]{_ci_cell(ci)}[/bold]"]
         row += [""] * ((1 if bootstrap else 0) + (1 if truth is not None else 0))
         if truth is not None:
             row[-1] = f"{r.estimate - truth:+.4f}"
@@ -52,8 +65,8 @@ def estimates_table(
         t.caption = f"why: {escape(say(rec.reason))}"
         t.caption_justify = "left"
     for r in res.values():
-        ci = r.confidence_interval(confidence_level, ci_method)
-        row = [r.title, f"{r.estimate:.4f}", _f(r.standard_error), f"[{_f(ci.low)}, {_f(ci.high)}]"]
+        ci = r.confidence_interval(confidence_level, ci_method, alternative)
+        row = [r.title, f"{r.estimate:.4f}", _f(r.standard_error), _ci_cell(ci)]
         if bootstrap:
             b = bootstrap.get(r.method)
             if b is None:
