@@ -300,7 +300,7 @@ def test_cli_errors_and_warnings_name_options(crowd: dict[str, Any], drifted: st
     for r in outs:
         assert r.stderr, r.output
         _no_python_advice(r.stderr)
-    assert "--half-width, --difference or --n-items" in outs[2].stderr
+    assert "--half-width, --difference, --n-items or --bound" in outs[2].stderr
     assert "--new-labelers exclude" in outs[3].stderr
     assert "hero drift" in outs[4].stderr
 

@@ -41,6 +41,8 @@ _PHRASES: tuple[tuple[str, str], ...] = (
     (r"\(calibrate in this process from a history read with covariates=\)", "(--history and --history-covariates)"),
     (r"\(from read_annotations\)", ""),
     (r"give exactly one of half_width, difference or n_items", "give exactly one of --half-width, --difference or --n-items"),
+    (r"give exactly one of half_width, difference, n_items or bound",
+     "give exactly one of --half-width, --difference, --n-items or --bound"),
     (r"compare two rounds with heroeval\.compare", "compare two rounds with hero compare"),
     (r"mapped to None by label_map", "mapped to drop by --label-map"),
 )
