@@ -20,6 +20,7 @@ from rich.console import Console
 from heroeval._version import __version__
 from heroeval.checks.drift import check_drift, reestimate_without
 from heroeval.cli import multiclass as _mc
+from heroeval.cli.store import store_app
 from heroeval.errors import HeroEvalError, HeroEvalWarning
 from heroeval.estimators._methods import hero1
 from heroeval.estimators.results import METHODS, EstimateCollection, EstimateResult
@@ -44,6 +45,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.add_typer(store_app, name="store")
 
 
 class Format(str, Enum):
