@@ -66,7 +66,7 @@ def test_same_content_is_not_added_twice(store: he.Store, tmp_path: Path) -> Non
     assert store.log()[-1]["action"] == "add-duplicate"
     other = ann.copy()
     other.loc[0, "label"] = 1 - other.loc[0, "label"]
-    with pytest.raises(StoreError, match="already in .* with other content"):
+    with pytest.raises(StoreError, match=r"already in .* with other content"):
         store.add(other, gold=gold, name="v1")
 
 
@@ -203,12 +203,12 @@ def test_export_reads_with_dask(store: he.Store, tmp_path: Path) -> None:
 def test_damaged_foreign_and_newer_files_are_named_and_left_alone(tmp_path: Path, store: he.Store) -> None:
     garbage = tmp_path / "garbage.duckdb"
     garbage.write_bytes(b"not a database" * 100)
-    with pytest.raises(StoreError, match="garbage.duckdb"):
+    with pytest.raises(StoreError, match=r"garbage\.duckdb"):
         he.Store(garbage)
     assert garbage.read_bytes() == b"not a database" * 100
     truncated = tmp_path / "truncated.duckdb"
     truncated.write_bytes(store.path.read_bytes()[:6000])
-    with pytest.raises(StoreError, match="truncated.duckdb"):
+    with pytest.raises(StoreError, match=r"truncated\.duckdb"):
         he.Store(truncated).rounds()
     assert truncated.stat().st_size == 6000
     foreign = tmp_path / "foreign.duckdb"

@@ -10,8 +10,8 @@ from scipy.stats import norm
 
 import heroeval as he
 from heroeval.store.trend import critical_value
-from tests.store.test_store import _frames
 from tests.conftest import simulate
+from tests.store.test_store import _frames
 
 
 @pytest.fixture

@@ -341,7 +341,7 @@ def trend_cmd(
     if drift:
         con.print(f"labeler drift: {len(flagged)} of {len(tr.drift)} (round, labeler) pairs flagged "
                   "(Holm within each round)" + ("" if not flagged else ": " + "; ".join(
-                      f"{escape(getattr(r, 'round'))}/{escape(r.labeler)}" for r in flagged[:12])
+                      f"{escape(r.round)}/{escape(r.labeler)}" for r in flagged[:12])
                       + (" ..." if len(flagged) > 12 else "")), soft_wrap=True)
     for n in tr.notes:
         con.print(f"note: {escape(n)}", soft_wrap=True)

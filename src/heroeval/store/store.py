@@ -24,7 +24,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -37,7 +37,7 @@ from heroeval.estimators.results import EstimateCollection, EstimateResult
 from heroeval.ingest.annotations import AnnotationSet, TableLike
 from heroeval.ingest.read import read_annotations
 from heroeval.stage_a.calibration import Calibration
-from heroeval.store._db import StoreError, connect, transaction, translate
+from heroeval.store._db import StoreError, connect, transaction
 from heroeval.store._rounds import ITEM_SEP, ROLES, RoundInfo, RoundList, content_hash, read_rounds, write_round
 from heroeval.store.trend import DriftRow, Trend, trend_from_fit
 from heroeval.workflows.api import calibrate, estimate
@@ -464,10 +464,11 @@ class Store:
                              "hero_joint is skipped and the recommended estimate uses the saved model checks")
         f = self._fit(hist_names, s, keep_history=history, refit=refit)
         hist = f.history if history else None
+        cal = f.cal if history else replace(f.cal, history=None)  # a fit made now carries its history: not asked for
         if data.covariate_names and hist is not None and hist.covariate_names != data.covariate_names:
             notes.append("the history rounds do not all carry this round's covariates: HERO-2 is skipped")
-        res = estimate(data, f.cal, method=method, history=hist, recommend=True, **kwargs)
-        sc = StoreCalibration(f.cal, f.key, tuple(hist_names), s, f.status, f.seconds)
+        res = estimate(data, cal, method=method, history=hist, recommend=True, **kwargs)
+        sc = StoreCalibration(cal, f.key, tuple(hist_names), s, f.status, f.seconds)
         return StoreEstimate(rname, data, res, sc, hist is not None, tuple(notes))
 
     def _has_round(self, name: str) -> bool:

@@ -192,7 +192,7 @@ class Trend:
                               d.p_adjusted] for d in self.differences], columns=list(_DIFF_COLS))
 
     def drift_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([[getattr(r, "round"), r.labeler, r.n_labels, r.observed, r.expected, r.z, r.p_adjusted,
+        return pd.DataFrame([[r.round, r.labeler, r.n_labels, r.observed, r.expected, r.z, r.p_adjusted,
                               r.flagged, r.gold_sensitivity, r.gold_specificity, r.n_gold_labels, r.round_drift_p]
                              for r in self.drift], columns=list(_DRIFT_COLS))
 
@@ -207,7 +207,7 @@ class Trend:
     def to_dict(self, truth: Mapping[str, float] | None = None) -> dict[str, Any]:
         def clean(df: pd.DataFrame) -> list[dict[str, Any]]:
             recs = df.astype(object).where(pd.notna(df), None).to_dict(orient="records")
-            return [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
+            return [{str(k): (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}
                     for r in recs]
 
         return {"store": self.store, "confidence_level": self.confidence_level, "adjust": self.adjust,
@@ -220,8 +220,8 @@ class Trend:
     def _repr_html_(self) -> str:
         df = self.to_frame()
         dd = self.differences_frame()
-        return (html_table(list(df.columns), df.itertuples(index=False), self.method_line())
-                + html_table(list(dd.columns), dd.itertuples(index=False), "differences"))
+        return (html_table([str(c) for c in df.columns], df.to_numpy().tolist(), self.method_line())
+                + html_table([str(c) for c in dd.columns], dd.to_numpy().tolist(), "differences"))
 
 
 def trend_from_fit(
