@@ -52,7 +52,8 @@ def _same(a: Any, b: Any, where: str = "") -> None:
 
 def test_public_api_and_cli_options_unchanged() -> None:
     old = json.loads((DATA / "public_surface.json").read_text())
-    assert sorted(he.__all__) == old["api"]
+    added_since_0_1 = {"Store"}  # new public names, each added deliberately
+    assert sorted(set(he.__all__) - added_since_0_1) == old["api"]
     for name in old["api"]:
         assert getattr(he, name) is not None
     cmd = typer.main.get_command(app)
