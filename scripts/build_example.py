@@ -89,6 +89,14 @@ def main() -> None:
         "seed": SEED,
     }
     (out / "truth.json").write_text(json.dumps(truth, indent=1) + "\n")
+    # every exam taker's true accuracy on its own items (all gold), for the store's worked example (docs/store.md)
+    all_items = pd.concat([hist_items.rename(columns={"exam_taker": "round"})[["item_id", "round"]],
+                           cur_items.assign(round=CURRENT)[["item_id", "round"]]])
+    rates = all_items.merge(gold, on="item_id", how="inner").groupby("round")["gold"].agg(["mean", "count"])
+    (out / "round_truth.json").write_text(json.dumps(
+        {"what": "each exam taker's true accuracy: the mean human gold label over all its items here",
+         "rounds": {r: {"true_rate": float(v["mean"]), "n_items": int(v["count"])} for r, v in rates.iterrows()}},
+        indent=1) + "\n")
     print(json.dumps(truth, indent=1))
 
 

@@ -56,6 +56,7 @@ from heroeval.inference.planning import Plan, plan
 from heroeval.ingest.annotations import AnnotationSet, IngestReport, TableReport
 from heroeval.ingest.read import read_annotations
 from heroeval.stage_a.calibration import Calibration, ConvergenceInfo, load_calibration
+from heroeval.store import Store
 from heroeval.workflows.api import calibrate, estimate
 
 __all__ = [
@@ -82,6 +83,7 @@ __all__ = [
     "MetricEstimate",
     "Plan",
     "SharedCovariatesWarning",
+    "Store",
     "TableReport",
     "TransportabilityWarning",
     "UnknownLabelerError",

@@ -25,6 +25,7 @@ from heroeval._version import __version__
 from heroeval.checks.drift import check_drift, reestimate_without
 from heroeval.cli import multiclass as _mc
 from heroeval.cli._messages import to_cli
+from heroeval.cli.store import store_app
 from heroeval.errors import HeroEvalError, HeroEvalWarning
 from heroeval.estimators._methods import hero1
 from heroeval.estimators.results import METHODS, EstimateCollection, EstimateResult
@@ -50,6 +51,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: no '<bool>' metavars, and '[fast]' in a help text is not eaten as markup
 )
+app.add_typer(store_app, name="store")
 
 
 class Format(str, Enum):

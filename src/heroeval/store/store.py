@@ -1,0 +1,659 @@
+"""The :class:`Store`: an embedded DuckDB file of evaluation rounds, cached calibrations and pins.
+
+What it guarantees (docs/store.md has the details and the tests behind each):
+
+* adding a round is one transaction: after a crash (even ``kill -9``) the
+  store holds exactly what it held before the add;
+* the same content (items, labels, gold, covariates, whatever the file format
+  or row order) is stored once: adding it again changes nothing and says so;
+* every row of an added file is used or counted: the ingest report of every
+  add is kept with the round;
+* removing a round leaves an audit line in the store's log;
+* Stage A fits are cached, keyed by the rounds they used (their names and
+  content hashes) and the settings; a pinned calibration is kept verbatim and
+  can be refitted from its rounds to check it reproduces;
+* a locked, damaged, foreign or newer store file gives a :class:`StoreError`
+  naming the file; it is never rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from heroeval._version import __version__
+from heroeval.checks.drift import check_drift
+from heroeval.estimators.results import EstimateCollection, EstimateResult
+from heroeval.ingest.annotations import AnnotationSet, TableLike
+from heroeval.ingest.read import read_annotations
+from heroeval.stage_a.calibration import Calibration
+from heroeval.store._db import StoreError, connect, transaction
+from heroeval.store._rounds import ITEM_SEP, ROLES, RoundInfo, RoundList, content_hash, read_rounds, write_round
+from heroeval.store.trend import DriftRow, Trend, trend_from_fit
+from heroeval.workflows.api import calibrate, estimate
+
+__all__ = ["DEFAULT_SETTINGS", "HISTORY_IN_MEMORY", "AddResult", "Store", "StoreCalibration", "StoreEstimate"]
+
+DEFAULT_SETTINGS: dict[str, Any] = {"history_weight": 1.0, "checks": True, "seed": 0}
+"""Stage A settings of the store's calibrations: the model checks are kept, so ``method="auto"`` works from the cache."""
+
+_SETTING_KEYS = ("tol", "max_iter", "criterion", "accelerate", "pseudo_count", "variance", "history_weight", "checks",
+                 "check_folds", "seed")
+
+HISTORY_IN_MEMORY = 5_000_000
+"""``Store.estimate(history=None)`` loads the history (for ``hero_joint``) when it has at most this many annotations."""
+
+_TEST_HOOK: Callable[[str], None] | None = None
+"""Called with the name of each step of an add inside its transaction (the crash tests use it)."""
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _settings(extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    s = dict(DEFAULT_SETTINGS)
+    for k, v in (extra or {}).items():
+        if k not in _SETTING_KEYS:
+            raise StoreError(f"unknown calibration setting {k!r}; known: {', '.join(_SETTING_KEYS)}")
+        s[k] = v
+    return s
+
+
+def _key(rounds: Sequence[RoundInfo], settings: Mapping[str, Any]) -> str:
+    body = json.dumps({"rounds": sorted([r.name, r.content_hash] for r in rounds), "settings": dict(settings)},
+                      sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What an add did: the rounds added and the content already in the store (not added again)."""
+
+    added: tuple[RoundInfo, ...]
+    duplicates: tuple[tuple[str, RoundInfo], ...] = ()  # (name asked for, the stored round with the same content)
+
+    def lines(self) -> list[str]:
+        out = [f"added round {r.name!r}: {r.n_items} items, {r.n_annotations} labels, {r.n_gold} gold"
+               f"{' (history)' if r.in_history else ''}" for r in self.added]
+        out += [f"round {asked!r} not added: the same content is stored as round {r.name!r} "
+                f"(content hash {r.content_hash[:12]}); nothing changed" for asked, r in self.duplicates]
+        return out
+
+
+@dataclass(frozen=True)
+class StoreCalibration:
+    """A Stage A fit from the store: the calibration, the rounds it used, and whether it was cached or fitted now."""
+
+    calibration: Calibration
+    key: str
+    rounds: tuple[str, ...]
+    settings: Mapping[str, Any]
+    status: Literal["cached", "fitted"]
+    seconds: float
+
+    def line(self) -> str:
+        how = "reused the cached fit" if self.status == "cached" else f"fitted now ({self.seconds:.1f} s; cached)"
+        return (f"calibration {self.key[:12]} on {len(self.rounds)} rounds "
+                f"({self.calibration.n_history_items} items, {self.calibration.n_gold_items} gold): {how}")
+
+
+@dataclass(frozen=True)
+class StoreEstimate:
+    """A round estimated against the store's history."""
+
+    round: str
+    data: AnnotationSet
+    estimates: EstimateCollection | EstimateResult
+    calibration: StoreCalibration
+    history_loaded: bool
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Fit:
+    cal: Calibration
+    key: str
+    status: Literal["cached", "fitted"]
+    seconds: float
+    history: AnnotationSet | None = field(default=None, repr=False)
+
+
+class Store:
+    """An embedded store of evaluation rounds (a DuckDB file, ``hero.duckdb`` by default).
+
+    Parameters
+    ----------
+    path : path, default "hero.duckdb"
+        The store file; created by the first :meth:`add`.
+    wait : float, default 5
+        Seconds to wait for another process that has the file open before
+        failing with a :class:`StoreError` that says so.
+
+    Examples
+    --------
+    >>> import heroeval as he, tempfile, os
+    >>> from heroeval.simulate import paper_dgp
+    >>> d = paper_dgp(1)
+    >>> st = he.Store(os.path.join(tempfile.mkdtemp(), "hero.duckdb"))
+    >>> [r.name for r in st.add(d.history, name="v1").added]
+    ['v1']
+    >>> st.add(d.history, name="v1-again").lines()[0][:40]
+    "round 'v1-again' not added: the same con"
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = "hero.duckdb", *, wait: float = 5.0) -> None:
+        self.path = Path(path)
+        self.wait = float(wait)
+        if self.path.exists():
+            with connect(self.path, write=False, wait=self.wait):
+                pass
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    def _con(self, write: bool = False) -> Any:
+        return connect(self.path, write=write, wait=self.wait)
+
+    # ------------------------------------------------------------------ rounds
+    def add(
+        self,
+        annotations: TableLike | AnnotationSet,
+        *,
+        name: str | None = None,
+        gold: TableLike | None = None,
+        covariates: TableLike | None = None,
+        model: str | None = None,
+        date: str | None = None,
+        tags: Sequence[str] = (),
+        role: str = "auto",
+        split_rounds: bool = False,
+        **read_kw: Any,
+    ) -> AddResult:
+        """Read a round with :func:`heroeval.read_annotations` and add it in one transaction.
+
+        ``name`` defaults to the file's stem. A file whose ``round`` column
+        names several rounds is an error unless ``split_rounds``: then each
+        becomes its own store round, named by the column (``name`` is then a
+        prefix), each added in its own transaction. Content already in the
+        store is reported in :attr:`AddResult.duplicates` and not added.
+        ``role``: ``auto`` (history when the round has gold), ``history`` or
+        ``current`` (never calibrated on).
+        """
+        if role not in ROLES:
+            raise StoreError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        if isinstance(annotations, AnnotationSet):
+            ds = annotations
+            source = ds.name
+        else:
+            ds = read_annotations(annotations, gold=gold, covariates=covariates, name=name, **read_kw)
+            source = str(annotations) if isinstance(annotations, (str, os.PathLike)) else ds.name
+        base = name if name is not None else ds.name
+        if ds.n_rounds > 1 and not split_rounds:
+            raise StoreError(f"{source} holds {ds.n_rounds} rounds in its round column "
+                             f"({', '.join(ds.round_ids[:5])}{', ...' if ds.n_rounds > 5 else ''}); add them one "
+                             "by one, or split them (--split-rounds, split_rounds=True)")
+        if ds.n_items == 0:
+            raise StoreError(f"{source}: no annotation left to add (see its ingest report)")
+        parts: list[tuple[str, AnnotationSet, str | None]] = []
+        if split_rounds and ds.n_rounds > 1:
+            for g, rname in enumerate(ds.round_ids):
+                sub = ds.take_items(np.flatnonzero(ds.item_round == g), name=rname)
+                sub = _one_round(sub)
+                parts.append(((name or "") + rname if name else rname, sub, model or rname))
+        else:
+            parts.append((base, _one_round(ds), model))
+        added, dups = [], []
+        for pname, pds, pmodel in parts:
+            info = self._add_one(pds, pname, pmodel, date, tuple(tags), role, source)
+            if isinstance(info, tuple):
+                dups.append(info)
+            else:
+                added.append(info)
+        return AddResult(tuple(added), tuple(dups))
+
+    def _add_one(self, ds: AnnotationSet, name: str, model: str | None, date: str | None, tags: tuple[str, ...],
+                 role: str, source: str) -> RoundInfo | tuple[str, RoundInfo]:
+        if not name or not name.strip():
+            raise StoreError("a round needs a non-empty name")
+        chash = content_hash(ds)
+        ingest = json.dumps(ds.report.to_dict())
+        with self._con(write=True) as con:
+            def body() -> RoundInfo | tuple[str, RoundInfo]:
+                same = con.execute(f"SELECT {_COLS} FROM rounds WHERE content_hash = ?", [chash]).fetchone()
+                if same is not None:
+                    stored = RoundInfo.from_row(same)
+                    _log(con, "add-duplicate", name, chash, {"stored_as": stored.name, "source": source})
+                    return (name, stored)
+                if con.execute("SELECT 1 FROM rounds WHERE name = ?", [name]).fetchone():
+                    raise StoreError(f"a round named {name!r} is already in {self.path} with other content; "
+                                     "choose another name, or remove it first (hero store rm)")
+                rid = int(con.execute("SELECT coalesce(max(id), 0) + 1 FROM rounds").fetchone()[0])
+                write_round(con, rid, ds, _TEST_HOOK)
+                con.execute("INSERT INTO rounds VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            [rid, name, model, date, json.dumps(list(tags)), role, chash, source, _now(), ds.n_items,
+                             ds.n_annotations, ds.n_gold, ds.n_labelers, json.dumps(list(ds.covariate_names)), ingest])
+                _log(con, "add", name, chash, {"source": source, "items": ds.n_items, "annotations": ds.n_annotations,
+                                               "gold": ds.n_gold, "role": role})
+                if _TEST_HOOK is not None:
+                    _TEST_HOOK("before-commit")
+                return _round(con, name)
+            out: RoundInfo | tuple[str, RoundInfo] = transaction(con, self.path, body)
+            return out
+
+    def rounds(self) -> RoundList:
+        """Every round, in the order added."""
+        if not self.path.exists():
+            return RoundList((), str(self.path))
+        with self._con() as con:
+            rows = con.execute(f"SELECT {_COLS} FROM rounds ORDER BY id").fetchall()
+        return RoundList(tuple(RoundInfo.from_row(r) for r in rows), str(self.path))
+
+    def round(self, name: str) -> RoundInfo:
+        """One round's record (with its ingest report)."""
+        with self._con() as con:
+            return _round(con, name)
+
+    def remove(self, name: str, *, force: bool = False) -> RoundInfo:
+        """Remove a round (one transaction); the store's log keeps an audit line.
+
+        A round used by a pinned calibration is kept unless ``force``: the pin
+        could not be reproduced without it.
+        """
+        with self._con(write=True) as con:
+            def body() -> RoundInfo:
+                r = _round(con, name)
+                pins = [p for p, rounds in con.execute("SELECT name, rounds FROM pins").fetchall()
+                        if any(h == r.content_hash for _, h in json.loads(rounds))]
+                if pins and not force:
+                    raise StoreError(f"round {name!r} is used by the pinned calibration(s) {pins}: removing it "
+                                     "would keep them from being reproduced. Unpin them, or force the removal.")
+                con.execute("DELETE FROM annotations WHERE round_id = ?", [r.id])
+                con.execute("DELETE FROM items WHERE round_id = ?", [r.id])
+                con.execute("DELETE FROM rounds WHERE id = ?", [r.id])
+                _log(con, "remove", name, r.content_hash, {"items": r.n_items, "annotations": r.n_annotations,
+                                                           "gold": r.n_gold, "pins_affected": pins})
+                return r
+            out: RoundInfo = transaction(con, self.path, body)
+            return out
+
+    def set_role(self, name: str, role: str) -> RoundInfo:
+        """Mark a round as ``history`` (calibrate on it), ``current`` (never) or ``auto`` (history if it has gold)."""
+        if role not in ROLES:
+            raise StoreError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        with self._con(write=True) as con:
+            def body() -> RoundInfo:
+                r = _round(con, name)
+                con.execute("UPDATE rounds SET role = ? WHERE id = ?", [role, r.id])
+                _log(con, "role", name, r.content_hash, {"from": r.role, "to": role})
+                return _round(con, name)
+            out: RoundInfo = transaction(con, self.path, body)
+            return out
+
+    def log(self) -> list[dict[str, Any]]:
+        """The store's audit log: every add, duplicate add, removal, role change and pin, oldest first."""
+        with self._con() as con:
+            rows = con.execute("SELECT seq, logged_at, action, round, content_hash, detail FROM log ORDER BY seq").fetchall()
+        return [{"seq": s, "at": at, "action": a, "round": r, "content_hash": h, "detail": json.loads(d)}
+                for s, at, a, r, h, d in rows]
+
+    def load(self, names: str | Sequence[str], *, name: str | None = None) -> AnnotationSet:
+        """Rounds as one :class:`AnnotationSet` (several rounds: items named ``<round>/<item_id>``)."""
+        wanted = [names] if isinstance(names, str) else list(names)
+        with self._con() as con:
+            infos = [_round(con, n) for n in wanted]
+            return read_rounds(con, infos, name=name or ",".join(wanted), namespaced=len(infos) > 1)
+
+    def history(self, *, exclude: Sequence[str] = ()) -> tuple[str, ...]:
+        """The names of the history rounds (role ``history``, or ``auto`` with gold), minus ``exclude``."""
+        return tuple(r.name for r in self.rounds() if r.in_history and r.name not in exclude)
+
+    # ------------------------------------------------------------ calibrations
+    def _fit(self, rounds: Sequence[str], settings: Mapping[str, Any], *, keep_history: bool = False,
+             refit: bool = False) -> _Fit:
+        if not rounds:
+            raise StoreError(f"{self.path} has no history round to calibrate on: add a round with gold "
+                             "(--gold), or mark rounds as history (hero store role NAME history)")
+        with self._con() as con:
+            infos = [_round(con, n) for n in rounds]
+            key = _key(infos, settings)
+            row = None if refit else con.execute("SELECT calibration FROM calibrations WHERE key = ?",
+                                                 [key]).fetchone()
+            hist = None
+            if row is None or keep_history:
+                hist = read_rounds(con, infos, name="store history", namespaced=True)
+        if row is not None:
+            cal = Calibration.from_dict(json.loads(row[0]), source=f"{self.path} (calibration {key[:12]})")
+            return _Fit(cal, key, "cached", 0.0, hist)
+        assert hist is not None
+        t0 = time.perf_counter()
+        cal = calibrate(hist, **settings)
+        secs = time.perf_counter() - t0
+        with self._con(write=True) as con:
+            def body() -> None:
+                con.execute("DELETE FROM calibrations WHERE key = ?", [key])
+                con.execute("INSERT INTO calibrations VALUES (?, ?, ?, ?, ?, ?)",
+                            [key, json.dumps([[r.name, r.content_hash] for r in infos]), json.dumps(dict(settings)),
+                             cal.to_json(indent=None), _now(), secs])
+            transaction(con, self.path, body)
+        return _Fit(cal, key, "fitted", secs, hist)
+
+    def calibrate(self, *, rounds: Sequence[str] | None = None, refit: bool = False,
+                  **settings: Any) -> StoreCalibration:
+        """Stage A on the history (or on ``rounds``): the cached fit when the rounds and settings match, else a new one."""
+        names = tuple(rounds) if rounds is not None else self.history()
+        s = _settings(settings)
+        f = self._fit(names, s, refit=refit)
+        return StoreCalibration(f.cal, f.key, names, s, f.status, f.seconds)
+
+    def pin(self, name: str, *, note: str = "", rounds: Sequence[str] | None = None,
+            **settings: Any) -> StoreCalibration:
+        """Pin the calibration of the history (or ``rounds``) under ``name``: kept verbatim, reproducible."""
+        sc = self.calibrate(rounds=rounds, **settings)
+        with self._con(write=True) as con:
+            def body() -> None:
+                if con.execute("SELECT 1 FROM pins WHERE name = ?", [name]).fetchone():
+                    raise StoreError(f"a pin named {name!r} exists in {self.path}; pins are not overwritten "
+                                     "(unpin it first)")
+                infos = [_round(con, n) for n in sc.rounds]
+                con.execute("INSERT INTO pins VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            [name, sc.key, note, json.dumps([[r.name, r.content_hash] for r in infos]),
+                             json.dumps(dict(sc.settings)), sc.calibration.to_json(indent=None), _now()])
+                _log(con, "pin", None, None, {"pin": name, "key": sc.key, "rounds": list(sc.rounds), "note": note})
+            transaction(con, self.path, body)
+        return sc
+
+    def unpin(self, name: str) -> None:
+        with self._con(write=True) as con:
+            def body() -> None:
+                if not con.execute("SELECT 1 FROM pins WHERE name = ?", [name]).fetchone():
+                    raise StoreError(f"no pin named {name!r} in {self.path}")
+                con.execute("DELETE FROM pins WHERE name = ?", [name])
+                _log(con, "unpin", None, None, {"pin": name})
+            transaction(con, self.path, body)
+
+    def pins(self) -> list[dict[str, Any]]:
+        """The pinned calibrations: name, key, note, rounds, settings, when."""
+        with self._con() as con:
+            rows = con.execute("SELECT name, key, note, rounds, settings, created_at FROM pins ORDER BY created_at, "
+                               "name").fetchall()
+        return [{"name": n, "key": k, "note": note, "rounds": [r for r, _ in json.loads(rs)],
+                 "settings": json.loads(s), "created_at": at} for n, k, note, rs, s, at in rows]
+
+    def pinned(self, name: str) -> Calibration:
+        """The pinned calibration, exactly as it was saved."""
+        with self._con() as con:
+            row = con.execute("SELECT calibration FROM pins WHERE name = ?", [name]).fetchone()
+        if row is None:
+            raise StoreError(f"no pin named {name!r} in {self.path}")
+        return Calibration.from_dict(json.loads(row[0]), source=f"{self.path} (pin {name!r})")
+
+    def reproduce(self, name: str) -> dict[str, Any]:
+        """Refit a pinned calibration from its rounds and compare: the largest difference of any parameter."""
+        with self._con() as con:
+            row = con.execute("SELECT rounds, settings FROM pins WHERE name = ?", [name]).fetchone()
+            if row is None:
+                raise StoreError(f"no pin named {name!r} in {self.path}")
+            pairs = json.loads(row[0])
+            for rname, h in pairs:
+                got = con.execute("SELECT name FROM rounds WHERE content_hash = ?", [h]).fetchone()
+                if got is None or got[0] != rname:
+                    raise StoreError(f"pin {name!r} used round {rname!r} (content {h[:12]}), which is no longer in "
+                                     f"{self.path}: it cannot be refitted")
+        old = self.pinned(name)
+        new = self._fit([r for r, _ in pairs], json.loads(row[1]), refit=True).cal
+        diffs = [np.max(np.abs(a - b), initial=0.0) for a, b in
+                 ((old.alpha, new.alpha), (old.beta, new.beta), (old.round_prevalence, new.round_prevalence))]
+        d = float(max(diffs))
+        return {"pin": name, "max_abs_difference": d, "reproduced": d < 1e-6, "rounds": [r for r, _ in pairs]}
+
+    # -------------------------------------------------------------- estimates
+    def estimate(
+        self,
+        target: str | TableLike | AnnotationSet,
+        *,
+        method: str | Sequence[str] = "all",
+        history: bool | None = None,
+        covariates: TableLike | None = None,
+        refit: bool = False,
+        settings: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> StoreEstimate:
+        """Estimate a round (a stored round's name, a file or an AnnotationSet) against the store's history.
+
+        The calibration is the cached fit of the history rounds (minus the
+        round itself when it is one of them), refitted when the history or
+        the settings changed; :attr:`StoreEstimate.calibration` says which.
+        ``method="all"`` gives every method the inputs allow and the
+        recommended estimate, as ``hero estimate`` does. ``hero_joint`` needs
+        the history itself: ``history=None`` loads it from the store when it
+        has at most :data:`HISTORY_IN_MEMORY` annotations (``True`` always,
+        ``False`` never: then the recommended estimate comes from the
+        calibration's saved model checks).
+        """
+        notes: list[str] = []
+        stored = isinstance(target, str) and self._has_round(target)
+        if stored:
+            assert isinstance(target, str)
+            data = self.load(target)
+            rname = target
+        elif isinstance(target, AnnotationSet):
+            data, rname = target, target.name
+        else:
+            data = read_annotations(target, covariates=covariates, round_col=False, name="current")
+            rname = str(target)
+        hist_names = self.history(exclude=(rname,) if stored else ())
+        if stored and rname not in hist_names and self.round(rname).in_history:
+            notes.append(f"round {rname!r} is in the history: it was left out of the calibration that estimates it")
+        s = _settings(settings)
+        if history is None:
+            n_hist = sum(r.n_annotations for r in self.rounds() if r.name in hist_names)
+            history = n_hist <= HISTORY_IN_MEMORY
+            if not history:
+                notes.append(f"the history has {n_hist} annotations (over {HISTORY_IN_MEMORY}): not loaded, so "
+                             "hero_joint is skipped and the recommended estimate uses the saved model checks")
+        f = self._fit(hist_names, s, keep_history=history, refit=refit)
+        hist = f.history if history else None
+        cal = f.cal if history else replace(f.cal, history=None)  # a fit made now carries its history: not asked for
+        if data.covariate_names and hist is not None and hist.covariate_names != data.covariate_names:
+            notes.append("the history rounds do not all carry this round's covariates: HERO-2 is skipped")
+        res = estimate(data, cal, method=method, history=hist, recommend=True, **kwargs)
+        sc = StoreCalibration(cal, f.key, tuple(hist_names), s, f.status, f.seconds)
+        return StoreEstimate(rname, data, res, sc, hist is not None, tuple(notes))
+
+    def _has_round(self, name: str) -> bool:
+        if not self.path.exists():
+            return False
+        with self._con() as con:
+            return con.execute("SELECT 1 FROM rounds WHERE name = ?", [name]).fetchone() is not None
+
+    # ------------------------------------------------------------------ trend
+    def trend(
+        self,
+        rounds: Sequence[str] | None = None,
+        *,
+        baseline: str | None = None,
+        confidence_level: float = 0.95,
+        adjust: str = "sidak",
+        drift: bool = True,
+        settings: Mapping[str, Any] | None = None,
+    ) -> Trend:
+        """Each round's rate with simultaneous intervals, the differences, and the labelers round by round.
+
+        All rounds are estimated in one Stage A fit (cached like any
+        calibration): the trend's rounds and the history rounds, each round its
+        own prevalence, gold items entering with their gold label, labelers
+        sharing one sensitivity and specificity. A round's rate is its
+        prevalence in that fit (for a round without gold it is HERO joint's
+        estimate), so every rate and every difference comes from one parameter
+        covariance, the history's uncertainty included once. ``baseline``:
+        differences from the previous round (default) or from the named round.
+        ``adjust``: ``"sidak"`` (default), ``"bonferroni"``, ``"maxz"`` or
+        ``"none"`` (see :func:`heroeval.store.trend.critical_value`). ``drift``
+        runs :func:`heroeval.check_drift` on each round against the history
+        without that round.
+        """
+        allr = self.rounds()
+        names = list(rounds) if rounds is not None else list(allr.names)
+        if not names:
+            raise StoreError(f"{self.path} holds no round")
+        by = {r.name: r for r in allr}
+        for n in names:
+            if n not in by:
+                raise StoreError(f"no round named {n!r} in {self.path}")
+        fit_names = names + [r.name for r in allr if r.in_history and r.name not in names]
+        s = _settings({"checks": False, **(settings or {})})
+        f = self._fit(fit_names, s)
+        rows: list[DriftRow] = []
+        notes: list[str] = []
+        if drift:
+            rows, notes = self._drift(names, by, s)
+        with self._con() as con:
+            gm = dict(con.execute("SELECT r.name, avg(i.gold) FROM items i JOIN rounds r ON r.id = i.round_id "
+                                  "WHERE i.gold IS NOT NULL GROUP BY r.name").fetchall())
+        return trend_from_fit(
+            f.cal, [by[n] for n in names], baseline=baseline, confidence_level=confidence_level, adjust=adjust,
+            calibration_key=f.key, calibration_status=f.status, drift=rows, notes=notes, store=str(self.path),
+            gold_means={k: float(v) for k, v in gm.items()})
+
+    def _drift(self, names: Sequence[str], by: Mapping[str, RoundInfo],
+               settings: Mapping[str, Any]) -> tuple[list[DriftRow], list[str]]:
+        import warnings
+
+        rows: list[DriftRow] = []
+        notes: list[str] = []
+        for n in names:
+            hist = self.history(exclude=(n,))
+            if not hist:
+                notes.append(f"drift of {n!r}: no other history round to compare with")
+                continue
+            f = self._fit(hist, settings)
+            data = self.load(n)
+            known = set(f.cal.labeler_ids)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    dc = check_drift(data, f.cal, warn=False)
+                except Exception as exc:  # a round the check cannot test (one labeler, none known)
+                    notes.append(f"drift of {n!r} not tested: {exc}")
+                    continue
+            gold_rates = _gold_rates(data)
+            for k, lab in enumerate(dc.labeler_ids):
+                sens, spec, ng = gold_rates.get(lab, (math.nan, math.nan, 0))
+                rows.append(DriftRow(n, lab, int(dc.n_annotations[k]), float(dc.observed[k]), float(dc.expected[k]),
+                                     float(dc.z[k]), float(dc.p_adjusted[k]), lab in dc.flagged, sens, spec, ng,
+                                     float(dc.overall_p)))
+            for lab in data.labeler_ids:
+                if str(lab) not in known:
+                    notes.append(f"labeler {lab!r} in round {n!r} is unknown to the rest of the history: not tested")
+        return rows, notes
+
+    # ----------------------------------------------------------------- export
+    def export(self, directory: str | os.PathLike[str], rounds: Sequence[str] | None = None) -> dict[str, Any]:
+        """Write the rounds as a Parquet dataset partitioned by round, which the DuckDB and Dask readers take.
+
+        Layout: ``annotations/round_id=<k>/part-0.parquet`` (``item_id,
+        labeler_id, label, round``; items named ``<round>/<item_id>``),
+        ``gold.parquet`` (``item_id, gold``), ``covariates.parquet`` when every
+        round has the same covariates, and ``rounds.json`` (the rounds'
+        records). Read it back with
+        ``he.read_annotations(f"{dir}/annotations/*/*.parquet", gold=f"{dir}/gold.parquet", engine="duckdb")``.
+        """
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        out = Path(directory)
+        ann_dir = out / "annotations"
+        if ann_dir.exists() and any(ann_dir.iterdir()):
+            raise StoreError(f"{ann_dir} is not empty: export into a new directory")
+        ann_dir.mkdir(parents=True, exist_ok=True)
+        infos = [r for r in self.rounds() if rounds is None or r.name in rounds]
+        gold_ids: list[str] = []
+        gold_vals: list[int] = []
+        cov_names = infos[0].covariate_names if infos else ()
+        same_cov = bool(cov_names) and all(r.covariate_names == cov_names for r in infos)
+        cov_frames = []
+        n_ann = 0
+        with self._con() as con:
+            for r in infos:
+                ds = read_rounds(con, [r], name=r.name, namespaced=True)
+                item = ds.item_ids[ds.annotation_item]
+                t = pa.table({"item_id": pa.array(item.tolist(), type=pa.string()),
+                              "labeler_id": pa.array(ds.labeler_ids[ds.labeler].tolist(), type=pa.string()),
+                              "label": pa.array(ds.label.astype(np.int8)),
+                              "round": pa.array([r.name] * ds.n_annotations, type=pa.string())})
+                part = ann_dir / f"round_id={r.id}"
+                part.mkdir()
+                pq.write_table(t, part / "part-0.parquet")
+                n_ann += ds.n_annotations
+                g = ds.gold >= 0
+                gold_ids += ds.item_ids[g].tolist()
+                gold_vals += ds.gold[g].tolist()
+                if same_cov and ds.covariates is not None:
+                    cov_frames.append(pa.table({"item_id": pa.array(ds.item_ids.tolist(), type=pa.string()),
+                                                **{c: pa.array(ds.covariates[:, k])
+                                                   for k, c in enumerate(ds.covariate_names)}}))
+        pq.write_table(pa.table({"item_id": pa.array(gold_ids, type=pa.string()),
+                                 "gold": pa.array(np.asarray(gold_vals, dtype=np.int8))}), out / "gold.parquet")
+        if cov_frames:
+            pq.write_table(pa.concat_tables(cov_frames), out / "covariates.parquet")
+        manifest = {"format": "heroeval-store-export", "heroeval_version": __version__, "store": str(self.path),
+                    "exported_at": _now(), "item_id": f"<round>{ITEM_SEP}<item_id>",
+                    "rounds": [{**r.to_dict(), "partition": f"round_id={r.id}"} for r in infos]}
+        (out / "rounds.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+        return {"directory": str(out), "rounds": len(infos), "annotations": n_ann, "gold_items": len(gold_ids),
+                "covariates": bool(cov_frames),
+                "read_with": f"he.read_annotations('{out}/annotations/*/*.parquet', gold='{out}/gold.parquet', "
+                             "engine='duckdb')"}
+
+
+_COLS = ("id, name, model, date, tags, role, content_hash, source, added_at, n_items, n_annotations, n_gold, "
+         "n_labelers, covariate_names, ingest")
+
+
+def _round(con: Any, name: str) -> RoundInfo:
+    row = con.execute(f"SELECT {_COLS} FROM rounds WHERE name = ?", [name]).fetchone()
+    if row is None:
+        names = [r[0] for r in con.execute("SELECT name FROM rounds ORDER BY id").fetchall()]
+        raise StoreError(f"no round named {name!r} in the store (rounds: {', '.join(map(repr, names[:10]))}"
+                         f"{', ...' if len(names) > 10 else ''})")
+    return RoundInfo.from_row(row)
+
+
+def _log(con: Any, action: str, rnd: str | None, chash: str | None, detail: Mapping[str, Any]) -> None:
+    seq = int(con.execute("SELECT coalesce(max(seq), 0) + 1 FROM log").fetchone()[0])
+    con.execute("INSERT INTO log VALUES (?, ?, ?, ?, ?, ?)", [seq, _now(), action, rnd, chash, json.dumps(detail)])
+
+
+def _one_round(ds: AnnotationSet) -> AnnotationSet:
+    """The set with a single round (the store's round is the unit; a file's round column named it)."""
+    if ds.n_rounds == 1 and ds.round_ids == ("all",):
+        return ds
+    return AnnotationSet(ds.item_ids, ds.labeler_ids, ds.item_ptr, ds.labeler, ds.label, ds.gold,
+                         np.zeros(ds.n_items, dtype=np.int32), ("all",), ds.covariates, ds.covariate_names, ds.report,
+                         ds.name, ds.repeated_pairs)
+
+
+def _gold_rates(ds: AnnotationSet) -> dict[str, tuple[float, float, int]]:
+    """Each labeler's sensitivity and specificity on the round's gold items, and its number of gold labels."""
+    g = ds.gold[ds.annotation_item]
+    on = g >= 0
+    out: dict[str, tuple[float, float, int]] = {}
+    for j, lab in enumerate(ds.labeler_ids):
+        m = on & (ds.labeler == j)
+        pos, neg = m & (g == 1), m & (g == 0)
+        npos, nneg = int(pos.sum()), int(neg.sum())
+        sens = float(ds.label[pos].mean()) if npos else math.nan
+        spec = float(1 - ds.label[neg].mean()) if nneg else math.nan
+        out[str(lab)] = (sens, spec, npos + nneg)
+    return out
