@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -12,8 +13,10 @@ import heroeval as he
 from heroeval._core import jit
 from heroeval.errors import HeroEvalError
 from heroeval.ingest._csr import CsrBuilder
+from heroeval.report.terminal import _engine_text
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a import _em, _kernels
+from heroeval.stage_a import calibration as calmod
 from heroeval.stage_a.calibration import initial_values, weighted_design
 
 pytestmark = pytest.mark.skipif(not jit.HAVE_NUMBA, reason="numba is not installed")
@@ -299,3 +302,23 @@ def test_the_thread_pool_works_in_a_forked_child() -> None:
 
 def _em_alpha(cd: _kernels.CompactDesign, a: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
     return cd.em_map(a, b, p, False)[0]
+
+
+def test_auto_engine_says_once_when_numba_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """numba is a dependency; where it cannot be imported, engine='auto' falls back to NumPy and warns once."""
+    monkeypatch.setattr(jit, "HAVE_NUMBA", False)
+    monkeypatch.setattr(calmod, "_said_no_numba", False)
+    with pytest.warns(he.HeroEvalWarning, match="numba is not installed"):
+        assert calmod._choose_engine("auto", 2_000_000) is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert calmod._choose_engine("auto", 2_000_000) is False  # said once only
+        assert calmod._choose_engine("auto", 10) is False  # small histories never wanted it
+
+
+def test_calibration_says_which_engine_ran() -> None:
+    hist = _history(1)
+    cal = he.calibrate(hist, engine="numpy", covariance=False)
+    assert cal.settings["engine"] == "numpy"
+    assert "NumPy engine" in _engine_text(cal) and "below the 1,000,000" in _engine_text(cal)
+    assert he.calibrate(hist, engine="numba", covariance=False).settings["engine"] == "numba"

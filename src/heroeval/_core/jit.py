@@ -1,6 +1,6 @@
 """numba, when installed: whether it is, and single-threaded compiled kernels (compiled on first use, cached on disk).
 
-numba is an optional dependency (``pip install 'heroeval[fast]'``). It is
+numba is a regular dependency (where it cannot be imported, the NumPy engine runs). It is
 imported only when a compiled kernel is first used, so ``import heroeval``
 stays light.
 """
@@ -20,7 +20,7 @@ _compiled: dict[Callable[..., Any], Any] = {}
 def require_numba(what: str = "the compiled engine") -> None:
     """Raise ImportError naming the extra to install when numba is missing."""
     if not HAVE_NUMBA:
-        raise ImportError(f"{what} needs numba: pip install 'heroeval[fast]'")
+        raise ImportError(f"{what} needs numba: pip install numba")
 
 
 def serial(fn: Callable[..., Any]) -> Any:

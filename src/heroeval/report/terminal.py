@@ -12,7 +12,7 @@ from rich.table import Table
 
 from heroeval.estimators.results import EstimateCollection, EstimateResult
 from heroeval.ingest.annotations import IngestReport
-from heroeval.stage_a.calibration import Calibration
+from heroeval.stage_a.calibration import NUMBA_MIN_ANNOTATIONS, Calibration
 
 
 def _ci_cell(ci: Any) -> str:
@@ -195,6 +195,19 @@ def ingest_table(rep: IngestReport, title: str, say: Callable[[str], str] = str)
     return t
 
 
+def _engine_text(cal: Calibration) -> str:
+    """Which Stage A engine ran, and why not the compiled one when it did not (fits made by 0.1 do not say)."""
+    engine = cal.settings.get("engine")
+    if engine == "numba":
+        return "; compiled engine (numba)"
+    if engine == "numpy":
+        n = cal.n_history_annotations
+        why = (f"{n:,} annotations, below the {NUMBA_MIN_ANNOTATIONS:,} from which compiling pays"
+               if n < NUMBA_MIN_ANNOTATIONS else "chosen, or numba is not installed")
+        return f"; NumPy engine ({why})"
+    return ""
+
+
 def calibration_table(cal: Calibration, max_rows: int = 30) -> Table:
     c = cal.convergence
     state = "converged" if c.converged else "[red]NOT converged[/red]"
@@ -202,7 +215,7 @@ def calibration_table(cal: Calibration, max_rows: int = 30) -> Table:
         title=(
             f"Stage A calibration: {cal.n_labelers} labelers, {cal.n_history_items} history items "
             f"({cal.n_gold_items} gold), {len(cal.round_ids)} round(s); EM {state} in {c.n_iter} "
-            f"iterations, log-lik {c.loglik:.2f}"
+            f"iterations, log-lik {c.loglik:.2f}{_engine_text(cal)}"
         ),
         title_justify="left",
     )

@@ -28,8 +28,8 @@ score rows.
 
 The formulas are exactly those of :mod:`heroeval.stage_a._em` and
 :mod:`heroeval.stage_a._influence`; tests/unit/test_kernels.py checks both engines
-agree to 1e-10. numba is an optional dependency (``pip install
-heroeval[fast]``); :data:`heroeval._core.jit.HAVE_NUMBA` says whether it is importable.
+agree to 1e-10. numba is a regular dependency; :data:`heroeval._core.jit.HAVE_NUMBA`
+says whether it is importable (where not, the NumPy engine runs).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _kernel(name: str) -> Any:
     f = _compiled.get(name)
     if f is None:
         if not jit.HAVE_NUMBA:
-            raise ImportError("the compiled engine needs numba: pip install 'heroeval[fast]'")
+            raise ImportError("the compiled engine needs numba: pip install numba")
         import numba
 
         global _prange
@@ -534,7 +534,7 @@ def compact_design(
     the order of floating-point additions).
     """
     if not jit.HAVE_NUMBA:
-        raise ImportError("the compiled engine needs numba: pip install 'heroeval[fast]'")
+        raise ImportError("the compiled engine needs numba: pip install numba")
     dt = code_dtype(n_labelers)
     n_items = int(ptr.shape[0] - 1)
     p64 = np.ascontiguousarray(ptr, dtype=np.int64)

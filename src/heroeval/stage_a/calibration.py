@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from heroeval._core import jit
 from heroeval._core.jsonfile import read_json
 from heroeval._version import __version__
-from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError
+from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError, HeroEvalWarning
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import _em, _influence, _kernels
 from heroeval.stage_a.checks_record import ModelChecks
@@ -676,7 +676,8 @@ def fit_stage_a(
         parameter_covariance=pcov,
         settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
                   "pseudo_count": float(pseudo_count), "variance": variance, "history_weight": w,
-                  "init": "gold subset, one pseudo-observation at the pooled gold rate"},
+                  "init": "gold subset, one pseudo-observation at the pooled gold rate",
+                  "engine": "numba" if use_numba else "numpy"},
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         history=history,
         history_fit=fit,
@@ -690,15 +691,34 @@ NUMBA_MIN_ANNOTATIONS = 1_000_000
 _log = logging.getLogger("heroeval")
 
 
+_said_no_numba = False
+
+
 def _choose_engine(engine: str, n_annotations: int) -> bool:
-    """True for the compiled engine."""
+    """True for the compiled engine.
+
+    ``"auto"`` takes it from :data:`NUMBA_MIN_ANNOTATIONS` annotations on (below
+    that its one-off compilation costs more than it saves). numba is a regular
+    dependency; where it cannot be imported (a platform without its wheels),
+    ``"auto"`` falls back to the NumPy engine and says so once per process.
+    """
+    global _said_no_numba
     if engine not in ("auto", "numpy", "numba"):
         raise HeroEvalError(f"engine must be 'auto', 'numpy' or 'numba', got {engine!r}")
     if engine == "numba":
         if not jit.HAVE_NUMBA:
-            raise HeroEvalError("engine='numba' needs numba, which is not installed: pip install 'heroeval[fast]'")
+            raise HeroEvalError("engine='numba' needs numba, which is not installed: pip install numba")
         return True
-    return engine == "auto" and jit.HAVE_NUMBA and n_annotations >= NUMBA_MIN_ANNOTATIONS
+    wanted = engine == "auto" and n_annotations >= NUMBA_MIN_ANNOTATIONS
+    if wanted and not jit.HAVE_NUMBA and not _said_no_numba:
+        _said_no_numba = True
+        warnings.warn(
+            f"numba is not installed: Stage A runs on the NumPy engine, about five times slower on "
+            f"{n_annotations:,} annotations than the compiled one (pip install numba)",
+            HeroEvalWarning,
+            stacklevel=3,
+        )
+    return wanted and jit.HAVE_NUMBA
 
 
 def _progress_callback(progress: bool | _em.Progress) -> _em.Progress | None:
