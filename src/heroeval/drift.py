@@ -534,8 +534,8 @@ def _drift_stats(data: AnnotationSet, cal: Calibration, significance: float) -> 
     b, vb, b_bnd = _jeffreys(np.asarray(cal.beta, dtype=np.float64)[to_cal], h0)
     boundary = tuple(ids[k] for k in np.flatnonzero(a_bnd | b_bnd))
     if boundary:
-        notes.append(f"{len(boundary)} labeler(s) calibrated at a sensitivity or specificity of 0 or 1 tested with "
-                     f"its Jeffreys posterior mean from their history labels: {', '.join(boundary[:5])}"
+        notes.append(f"{len(boundary)} labeler(s) calibrated at a sensitivity or specificity of 0 or 1, tested with "
+                     f"the Jeffreys posterior mean from their history labels instead: {', '.join(boundary[:5])}"
                      + (" ..." if len(boundary) > 5 else ""))
     pos = np.asarray(S.sum(axis=0)).ravel()
     p_obs = pos / m
