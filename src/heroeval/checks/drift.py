@@ -5,32 +5,57 @@ specificity ``beta_j`` are the same in the current round as in the history.
 Whatever the dependence between labelers, labeler j's marginal positive rate
 in the current round is then
 
-    pi_j = mu alpha_j + (1 - mu) (1 - beta_j).
+    pi_j = mu alpha_j + (1 - mu) (1 - beta_j),
 
-:func:`check_drift` compares the observed rate ``p_j`` (share of j's current
-labels that are 1) with ``pi_j`` at the HERO-1 estimate ``mu_hat`` and the
-calibration's ``(alpha, beta)``. The residual ``r_j = p_j - pi_j(mu_hat,
-theta_hat)`` is linearised as
+and, when j's items are a random draw from the round, the number ``S_j`` of
+positive labels among its ``m_j`` current labels is Binomial(m_j, pi_j).
+:func:`check_drift` compares ``S_j`` with that law at the HERO-1 estimate
+``mu_hat`` and the calibration's ``(alpha, beta)``:
 
-    r_j ~= (p_j - pi_j) - d_j (mu_hat - mu) - mu (alpha_hat_j - alpha_j)
-           + (1 - mu) (beta_hat_j - beta_j),        d_j = alpha_j + beta_j - 1,
+* **Boundary guard.** A parameter fitted within 1e-6 of 0 or 1 (a labeler
+  with few history labels, all agreeing with the posterior) is replaced, for
+  the test only, by its Jeffreys posterior mean ``(h p + 1/2) / (h + 1)``,
+  ``h`` the labeler's effective history labels of that class (gold labels of
+  the class plus its other labels times the history's prevalence). Every
+  parameter's variance is at least the Jeffreys posterior variance
+  ``t (1 - t) / (h + 2)`` (the sandwich covariance gives boundary parameters
+  no variance at all, and is unreliable from a handful of labels).
+* **Variance of the residual** ``r_j = p_j - pi_j`` (``p_j = S_j / m_j``):
+  current sampling, the correlation with ``mu_hat`` (fitted from the same
+  labels; taken item by item from the influence values), and the history
+  term ``G V G'`` from the calibration's ``parameter_covariance`` plus the
+  floors above. The current sampling variance of ``p_j`` is the larger of the
+  null value ``pi_j (1 - pi_j) / m_j`` and the empirical one: the empirical
+  variance alone is 0 for a labeler whose few labels agree, which made a
+  single label look like a z of 30.
+* **Per-labeler test.** When both expected counts ``m_j pi_j`` and
+  ``m_j (1 - pi_j)`` are at least 10, a z test ``r_j / sd_j``. Otherwise an
+  exact test: ``S_j`` against a beta-binomial with mean ``pi_j`` whose extra
+  variance is the non-binomial part of ``sd_j^2`` (the calibration's and
+  ``mu_hat``'s uncertainty; binomial when there is none), two-sided p-value
+  ``min(1, 2 min(P(S <= s), P(S >= s)))``.
+* **Multiplicity.** A labeler with a few labels cannot reach a small p-value
+  at all (one label: p >= 2 min(pi, 1 - pi)). Tarone's (1990) rule counts
+  only the labelers that can: the family size ``K`` is the smallest k with at
+  most k labelers whose smallest attainable p-value is <= significance / k.
+  Holm (default, sequential with refits, see :func:`check_drift`) or
+  Benjamini–Hochberg then run with ``K`` in place of the number of labelers;
+  labelers that cannot reach the threshold are never flagged. The
+  family-wise (or false-discovery) error stays at most ``significance``.
+* **Overall test** (``overall_p``): Bonferroni combination of two tests, each
+  at half the level: the chi-squared ``r' Cov(r)^+ r`` over the z-tested
+  labelers (rank(Cov) degrees of freedom: the residuals are linearly
+  constrained because ``mu_hat`` is fitted to them; with one labeler the
+  residual is 0 by construction and nothing can be tested), and Tarone's
+  Bonferroni test of the smallest per-labeler p-value (family size at half
+  the level). ``overall_p = min(1, 2 min(p_chi2, K p_min))``.
 
-and every term is written in influence values: ``p_j`` has current influence
-``(s_ij - p_j c_ij) n / m_j`` (``s_ij`` and ``c_ij`` are j's positive labels
-and labels on item i, ``m_j`` its labels in all), ``mu_hat`` has HERO-1's
-current influence (it is fitted from the same labels, so the two are
-correlated and the covariance is taken item by item) and history gradient
-``c_mu``; the calibration's ``parameter_covariance`` carries the history
-term. So ``Cov(r) = Phi' Phi / n^2 + G V G'`` with ``Phi`` the n x J matrix of
-current influences and ``G`` the J x P history gradients. Each labeler gets a
-z test ``r_j / sd_j``; p-values are adjusted for the number of labelers (Holm
-by default, or Benjamini–Hochberg); the overall test is ``r' Cov(r)^+ r``
-against chi-squared with rank(Cov) degrees of freedom (the residuals are
-linearly constrained because ``mu_hat`` is fitted to them: with one labeler
-the residual is 0 by construction and nothing can be tested).
+Labelers unknown to the calibration (new workers of a crowd round) are left
+out (``excluded``, with a note), unless ``new_labelers="error"``.
 
-Size and power are measured by simulation in ``benchmarks/drift.py``
-(``docs/assumptions.md``).
+Size and power: simulation in ``benchmarks/drift.py``, real crowd data (random
+splits, no drift by construction, and injected drift) in
+``benchmarks/drift_false_alarm.py`` (``docs/assumptions.md``).
 """
 
 from __future__ import annotations
@@ -38,16 +63,15 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from scipy.stats import chi2, norm
+from scipy.stats import betabinom, binom, chi2, norm
 
-from heroeval._core.multiple import adjust as _adjust
-from heroeval.errors import DataError, HeroEvalError, TransportabilityWarning
+from heroeval.errors import DataError, HeroEvalError, TransportabilityWarning, UnknownLabelerError
 from heroeval.estimators._methods import hero1
 from heroeval.estimators.newlabelers import hero1_anchored
 from heroeval.estimators.results import EstimateResult
@@ -60,6 +84,12 @@ FloatArray = npt.NDArray[np.float64]
 
 _RANK_TOL = 1e-8
 """Eigenvalues of the standardised residual covariance below this are treated as exact zeros."""
+
+_BOUND = 1e-6
+"""A sensitivity or specificity this close to 0 or 1 is boundary-fitted (as ``Calibration.labelers_at_bound``)."""
+
+NORMAL_MIN_COUNT = 10.0
+"""The z test is used when both expected counts ``m pi`` and ``m (1 - pi)`` reach this; else the exact test."""
 
 
 @dataclass(frozen=True)
@@ -74,15 +104,20 @@ class DriftCheck:
         Current-round labels of each.
     observed, expected : ndarray
         Observed positive rate ``p_j`` and the rate the calibration implies at
-        the HERO-1 estimate, ``mu alpha_j + (1 - mu)(1 - beta_j)``.
+        the HERO-1 estimate, ``mu alpha_j + (1 - mu)(1 - beta_j)`` (with a
+        boundary-fitted parameter replaced by its Jeffreys posterior mean).
     standard_error, z, p_value, p_adjusted : ndarray
-        Standard error of ``observed - expected`` (current sampling, the
-        estimate's own uncertainty and the calibration's), its z statistic,
-        two-sided p-value, and the p-value adjusted for the number of labelers.
+        Standard error of ``observed - expected`` under no drift (current
+        sampling, the estimate's own uncertainty and the calibration's), its z
+        statistic, two-sided p-value (exact where ``test`` is ``"exact"``),
+        and the p-value adjusted for the labelers that can reach significance
+        (Tarone's family size ``family_size``).
     flagged : tuple of str
         Labelers whose adjusted p-value is below ``significance``.
     overall_stat, overall_df, overall_p : float, int, float
-        Chi-squared test that no labeler drifted.
+        Chi-squared statistic and degrees of freedom over the z-tested
+        labelers, and the overall test's p-value (the chi-squared test and
+        Tarone's smallest-p test combined by Bonferroni; module docstring).
     mu : float
         The HERO-1 estimate the expectations use.
     adjust : str
@@ -91,6 +126,19 @@ class DriftCheck:
     excluded : tuple of str
         Current labelers the calibration does not know (not tested).
     notes : tuple of str
+    covariance : ndarray
+        Covariance of the residuals under no drift.
+    test : tuple of str
+        Per labeler: ``"z"``, ``"exact"`` or ``""`` (cannot be tested).
+    min_attainable_p : ndarray
+        Smallest two-sided p-value each labeler's test can give (0 for z tests).
+    family_size : int
+        Tarone's number of labelers counted by the adjustment (at ``significance``).
+    chi2_p, min_p_test : float
+        The two parts of the overall test: the chi-squared p-value and
+        Tarone–Bonferroni's ``K p_min`` (family size at ``significance / 2``).
+    boundary : tuple of str
+        Labelers with a boundary-fitted sensitivity or specificity (guarded).
     """
 
     labeler_ids: tuple[str, ...]
@@ -111,6 +159,12 @@ class DriftCheck:
     excluded: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     covariance: FloatArray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
+    test: tuple[str, ...] = ()
+    min_attainable_p: FloatArray = field(default_factory=lambda: np.zeros(0), repr=False)
+    family_size: int = 0
+    chi2_p: float = math.nan
+    min_p_test: float = math.nan
+    boundary: tuple[str, ...] = ()
 
     @property
     def drift_detected(self) -> bool:
@@ -125,9 +179,12 @@ class DriftCheck:
             "mu": f(self.mu),
             "adjust": self.adjust,
             "significance": self.significance,
-            "overall": {"stat": f(self.overall_stat), "df": self.overall_df, "p_value": f(self.overall_p)},
+            "overall": {"stat": f(self.overall_stat), "df": self.overall_df, "p_value": f(self.overall_p),
+                        "chi2_p": f(self.chi2_p), "min_p_test": f(self.min_p_test),
+                        "family_size": self.family_size},
             "flagged": list(self.flagged),
             "excluded": list(self.excluded),
+            "boundary": list(self.boundary),
             "labelers": [
                 {
                     "id": lab,
@@ -136,6 +193,7 @@ class DriftCheck:
                     "expected": f(self.expected[k]),
                     "standard_error": f(self.standard_error[k]),
                     "z": f(self.z[k]),
+                    "test": self.test[k] if k < len(self.test) else "",
                     "p_value": f(self.p_value[k]),
                     "p_adjusted": f(self.p_adjusted[k]),
                     "flagged": lab in self.flagged,
@@ -147,15 +205,17 @@ class DriftCheck:
 
     def summary(self) -> str:
         """A plain-text table, one row per labeler, and the overall test."""
-        rows = [("labeler", "labels", "observed", "expected", "z", "p", f"p ({self.adjust})", "")]
+        rows = [("labeler", "labels", "observed", "expected", "z", "test", "p", f"p ({self.adjust})", "")]
         for k, lab in enumerate(self.labeler_ids):
             rows.append((lab, str(int(self.n_annotations[k])), f"{self.observed[k]:.4f}", f"{self.expected[k]:.4f}",
-                         f"{self.z[k]:.2f}", f"{self.p_value[k]:.3g}", f"{self.p_adjusted[k]:.3g}",
-                         "DRIFT" if lab in self.flagged else ""))
+                         f"{self.z[k]:.2f}", self.test[k] if k < len(self.test) else "", f"{self.p_value[k]:.3g}",
+                         f"{self.p_adjusted[k]:.3g}", "DRIFT" if lab in self.flagged else ""))
         w = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
         lines = ["  ".join(c.rjust(wi) if i else c.ljust(wi) for i, (c, wi) in enumerate(zip(r, w, strict=True)))
                  for r in rows]
-        lines.append(f"overall: chi2 = {self.overall_stat:.3f} on {self.overall_df} df, p = {self.overall_p:.3g}")
+        lines.append(f"overall: p = {self.overall_p:.3g} (chi2 = {self.overall_stat:.3f} on {self.overall_df} df "
+                     f"over the z-tested labelers, p = {self.chi2_p:.3g}; smallest per-labeler p times Tarone's "
+                     f"family size = {self.min_p_test:.3g}; Bonferroni of the two)")
         lines.extend(self.notes)
         return "\n".join(lines)
 
@@ -170,6 +230,62 @@ def _per_labeler_sums(data: AnnotationSet) -> tuple[sp.csr_matrix, sp.csr_matrix
     return C, S
 
 
+def tarone_family_size(min_p: npt.ArrayLike, level: float) -> int:
+    """Tarone's (1990) family size: the smallest k with at most k tests whose attainable p-value is <= level / k.
+
+    Tests with NaN are not counted. Bonferroni at ``level / k`` over all the
+    tests then has family-wise error at most ``level``: a test that cannot
+    reach ``level / k`` never rejects, the others are at most k.
+
+    >>> tarone_family_size([0.0, 0.0, 0.5, 0.9, 0.9], 0.05)
+    2
+    """
+    mp = np.asarray(min_p, dtype=np.float64)
+    mp = mp[np.isfinite(mp)]
+    for k in range(1, mp.size + 1):
+        if int((mp <= level / k).sum()) <= k:
+            return k
+    return max(int(mp.size), 1)
+
+
+def tarone_adjust(p: npt.ArrayLike, min_p: npt.ArrayLike, method: str, level: float) -> FloatArray:
+    """Holm or Benjamini–Hochberg adjusted p-values with Tarone's family size at ``level``.
+
+    Holm: ``max_{k <= i} min(1, max(K - k + 1, 1) p_(k))`` over the sorted
+    p-values, and at least ``min(1, K p)`` for a test that cannot reach
+    ``level / K``. BH (Gilbert 2005): BH with ``K`` tests over the labelers that can
+    reach ``level / K``; the others get ``min(1, K p)`` (never below ``level``).
+    NaN stays NaN.
+
+    >>> tarone_adjust([0.01, 0.04, 0.03, 0.6], [0.0, 0.0, 0.0, 0.5], "holm", 0.05).round(3).tolist()
+    [0.03, 0.06, 0.06, 1.0]
+    """
+    pv = np.asarray(p, dtype=np.float64)
+    mp = np.asarray(min_p, dtype=np.float64)
+    out = np.full(pv.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(pv))
+    if ok.size == 0:
+        return out
+    K = tarone_family_size(mp[ok], level)
+    if method == "holm":
+        order = ok[np.argsort(pv[ok], kind="stable")]
+        mult = np.maximum(K - np.arange(order.size), 1)
+        out[order] = np.minimum(1.0, np.maximum.accumulate(mult * pv[order]))
+        rest = ok[mp[ok] > level / K]  # cannot reach level / K: never below K p (>= level)
+        out[rest] = np.maximum(out[rest], np.minimum(1.0, K * pv[rest]))
+        return out
+    if method != "bh":
+        raise ValueError(f"unknown adjustment {method!r}")
+    elig = ok[mp[ok] <= level / K]
+    rest = np.setdiff1d(ok, elig)
+    out[rest] = np.minimum(1.0, K * pv[rest])
+    if elig.size:
+        order = elig[np.argsort(pv[elig], kind="stable")]
+        raw = pv[order] * K / (np.arange(order.size) + 1.0)
+        out[order] = np.minimum(1.0, np.minimum.accumulate(raw[::-1])[::-1])
+    return out
+
+
 def check_drift(
     current: AnnotationSet,
     calibration: Calibration,
@@ -178,35 +294,43 @@ def check_drift(
     adjust: Literal["holm", "bh"] = "holm",
     warn: bool = True,
     sequential: bool = True,
+    new_labelers: Literal["exclude", "error"] = "exclude",
 ) -> DriftCheck:
     """Test whether each labeler's current behaviour matches its calibration.
 
     See the module docstring for the statistic. Labelers unknown to the
-    calibration are left out (listed in ``excluded``); the HERO-1 estimate is
-    computed without them.
+    calibration are left out (listed in ``excluded``, with a note); the HERO-1
+    estimate is computed without them.
 
     Parameters
     ----------
     current : AnnotationSet
     calibration : Calibration
     significance : float, default 0.05
-        Level of the per-labeler tests (after adjustment) and of the overall test.
+        Level of the per-labeler (adjusted) tests and of the overall test.
     adjust : {"holm", "bh"}
-        Holm (family-wise error) or Benjamini–Hochberg (false discovery rate).
+        Holm (family-wise error) or Benjamini–Hochberg (false discovery
+        rate), both with Tarone's family size (module docstring).
     warn : bool, default True
         Emit a :class:`~heroeval.errors.TransportabilityWarning` naming the
         flagged labelers when drift is detected.
     sequential : bool, default True
         With Holm: a step-down procedure that refits after each flag. The most
         significant labeler is flagged if its p-value is below
-        ``significance / m`` (m testable labelers); it is then dropped, HERO-1
-        and the tests are refitted on the others, and the next most
-        significant is compared with ``significance / (m - 1)``, and so on. A
+        ``significance / K`` (K: Tarone's family size of the labelers still
+        in); it is then dropped, HERO-1 and the tests are refitted on the
+        others, and the next most significant is compared with
+        ``significance / K'`` (K' recomputed on the rest), and so on. A
         strongly drifted labeler biases the rate every other labeler is
         compared with; refitting keeps it from dragging innocent labelers
-        along. Under no drift the first step is Holm's, so the family-wise
-        error is still at most ``significance``. ``False``: single-step
-        adjusted p-values from one fit with every labeler.
+        along. Under no drift the first step is Tarone–Bonferroni's, so the
+        family-wise error is still at most ``significance``. ``False``:
+        single-step adjusted p-values from one fit with every labeler.
+    new_labelers : {"exclude", "error"}, default "exclude"
+        Labelers of ``current`` unknown to the calibration (new crowd
+        workers): ``"exclude"`` leaves them out of the test and of the HERO-1
+        estimate it uses, and lists them in ``excluded``; ``"error"`` raises
+        :class:`~heroeval.errors.UnknownLabelerError`.
 
     Examples
     --------
@@ -222,33 +346,44 @@ def check_drift(
         raise HeroEvalError(f"significance must be in (0, 1), got {significance!r}")
     if adjust not in ("holm", "bh"):
         raise HeroEvalError(f"adjust must be 'holm' or 'bh', got {adjust!r}")
+    if new_labelers not in ("exclude", "error"):
+        raise HeroEvalError(f"new_labelers must be 'exclude' or 'error', got {new_labelers!r}")
     if not isinstance(current, AnnotationSet):
         raise HeroEvalError(f"current must be an AnnotationSet, got {type(current).__name__}")
     if not isinstance(calibration, Calibration):
         raise HeroEvalError(f"calibration must be a Calibration, got {type(calibration).__name__}")
     cal = calibration
+    alpha = float(significance)
     index = cal.index_of()
     known = np.array([str(x) in index for x in current.labeler_ids], dtype=bool)
-    excluded = tuple(str(x) for x in current.labeler_ids[~known])
+    has_labels = np.bincount(current.labeler, minlength=current.n_labelers) > 0
+    excluded = tuple(str(x) for x in current.labeler_ids[~known & has_labels])
     data = current
+    notes: list[str] = []
     if not known.all():
-        data, _, _ = current.select_labelers(known)
+        n_new = int(np.isin(current.labeler, np.flatnonzero(~known)).sum())
+        if new_labelers == "error" and excluded:
+            shown = ", ".join(repr(x) for x in excluded[:10]) + (" ..." if len(excluded) > 10 else "")
+            raise UnknownLabelerError(
+                f"{len(excluded)} labeler(s) of the current round {current.name!r} are not in the calibration "
+                f"({n_new} annotations): {shown}. Pass new_labelers='exclude' to test the others.", excluded)
+        data, _, n_items_lost = current.select_labelers(known)
         if data.n_items == 0:
             raise DataError(f"current round {current.name!r}: no labeler is known to the calibration")
-    notes: list[str] = []
-    if excluded:
-        notes.append(f"{len(excluded)} labeler(s) unknown to the calibration not tested: {list(excluded[:5])}")
-    first = _drift_stats(data, cal)
+        if excluded:
+            shown = ", ".join(excluded[:5]) + (" ..." if len(excluded) > 5 else "")
+            notes.append(f"{len(excluded)} labeler(s) unknown to the calibration not tested and left out of the "
+                         f"rate ({n_new} annotations, {n_items_lost} item(s) left without labels): {shown}")
+    first = _drift_stats(data, cal, alpha)
     notes.extend(first.notes)
     ids, mu = first.ids, first.mu
     J = len(ids)
     observed, expected, se, z, p = (x.copy() for x in (first.observed, first.expected, first.se, first.z, first.p))
     m = first.m
     if sequential and adjust == "holm" and math.isfinite(mu):
-        # Holm step-down with re-estimation: flag the most significant labeler at level significance/(m - s),
-        # drop it, refit HERO-1 and the tests on the rest, repeat. A drifted labeler then no longer biases the
-        # rate the others are compared with.
-        n_test = int(np.isfinite(first.p).sum())
+        # Holm step-down with re-estimation: flag the most significant labeler at level significance/K (K: Tarone's
+        # family size of the labelers still in), drop it, refit HERO-1 and the tests on the rest, repeat. A drifted
+        # labeler then no longer biases the rate the others are compared with.
         flagged_l: list[str] = []
         p_adj = np.full(J, np.nan)
         cur_stats, cur_data, running = first, data, 0.0
@@ -256,23 +391,24 @@ def check_drift(
             pv = cur_stats.p
             if not np.isfinite(pv).any():
                 break
+            K = tarone_family_size(cur_stats.p_min[np.isfinite(pv)], alpha)
             k = int(np.nanargmin(pv))
             lab = cur_stats.ids[k]
-            step = len(flagged_l)
-            running = max(running, min(1.0, (n_test - step) * float(pv[k])))
+            running = max(running, min(1.0, K * float(pv[k])))
             j = ids.index(lab)
             p_adj[j] = running
             observed[j], expected[j], se[j], z[j], p[j] = (cur_stats.observed[k], cur_stats.expected[k],
                                                            cur_stats.se[k], cur_stats.z[k], pv[k])
-            if running >= significance:
+            if running >= alpha:
                 # not flagged: the remaining labelers keep this step's statistics
+                rest = tarone_adjust(cur_stats.p, cur_stats.p_min, "holm", alpha)
                 for kk, other in enumerate(cur_stats.ids):
                     jj = ids.index(other)
                     observed[jj], expected[jj], se[jj], z[jj], p[jj] = (
                         cur_stats.observed[kk], cur_stats.expected[kk], cur_stats.se[kk], cur_stats.z[kk],
                         cur_stats.p[kk])
                     if kk != k and math.isfinite(cur_stats.p[kk]):
-                        p_adj[jj] = max(running, min(1.0, (n_test - step) * float(cur_stats.p[kk])))
+                        p_adj[jj] = max(running, float(rest[kk]))
                 break
             flagged_l.append(lab)
             keep = np.array([str(x) != lab for x in cur_data.labeler_ids], dtype=bool)
@@ -280,7 +416,7 @@ def check_drift(
             if nxt.n_items == 0 or nxt.n_labelers < 2:
                 break
             cur_data = nxt
-            cur_stats = _drift_stats(cur_data, cal)
+            cur_stats = _drift_stats(cur_data, cal, alpha)
             if not math.isfinite(cur_stats.mu):
                 break
         flagged = tuple(flagged_l)
@@ -288,17 +424,18 @@ def check_drift(
             notes.append(f"sequential Holm: after dropping {list(flagged)} the rate is {cur_stats.mu:.4f} "
                          f"(with all labelers {mu:.4f})")
     else:
-        p_adj = _adjust(p, adjust)
-        flagged = tuple(ids[k] for k in np.flatnonzero(np.nan_to_num(p_adj, nan=1.0) < significance))
-    stat, df, p_all, cov = first.stat, first.df, first.p_all, first.cov
-    out = DriftCheck(ids, m, observed, expected, se, z, p, p_adj, flagged, stat, df, p_all, mu,
-                     adjust, float(significance), excluded, tuple(notes), cov)
+        p_adj = tarone_adjust(p, first.p_min, adjust, alpha)
+        flagged = tuple(ids[k] for k in np.flatnonzero(np.nan_to_num(p_adj, nan=1.0) < alpha))
+    out = DriftCheck(ids, m, observed, expected, se, z, p, p_adj, flagged, first.stat, first.df, first.p_all, mu,
+                     adjust, alpha, excluded, tuple(notes), first.cov, first.test, first.p_min,
+                     tarone_family_size(first.p_min[np.isfinite(first.p)], alpha), first.p_chi2, first.p_minp,
+                     first.boundary)
     if warn and out.drift_detected:
         who = (f"labeler(s) {list(flagged)} behave differently from their calibration" if flagged
                else "no single labeler is identified, but the labelers jointly disagree with the calibration")
         warnings.warn(
-            f"labeler drift in {current.name!r}: {who} (overall p = {p_all:.2g}); HERO assumes sensitivities and "
-            "specificities transport from the history. Re-estimate without them: "
+            f"labeler drift in {current.name!r}: {who} (overall p = {out.overall_p:.2g}); HERO assumes "
+            "sensitivities and specificities transport from the history. Re-estimate without them: "
             "heroeval.checks.drift.reestimate_without(current, calibration, check.flagged)",
             TransportabilityWarning,
             stacklevel=2,
@@ -315,17 +452,71 @@ class _Stats:
     se: FloatArray
     z: FloatArray
     p: FloatArray
+    p_min: FloatArray
+    test: tuple[str, ...]
     stat: float
     df: int
+    p_chi2: float
+    p_minp: float
     p_all: float
     mu: float
     cov: FloatArray
+    boundary: tuple[str, ...]
     notes: list[str]
 
 
-def _drift_stats(data: AnnotationSet, cal: Calibration) -> _Stats:
-    """Residuals, their covariance, per-labeler z tests and the overall test for the labelers of ``data``."""
+def history_label_counts(cal: Calibration, labelers: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """Effective history labels of each labeler on positive and on negative items.
 
+    Gold-labelled annotations count by their gold class; the others are split
+    by the history's prevalence (items-weighted mean over its rounds).
+    """
+    idx = np.asarray(labelers, dtype=np.int64)
+    w = np.asarray(cal.round_n_items, dtype=np.float64)
+    prev = np.asarray(cal.round_prevalence, dtype=np.float64)
+    mubar = float(np.sum(w * prev) / w.sum()) if w.sum() > 0 else float(np.mean(prev)) if prev.size else 0.5
+    g1 = (np.asarray(cal.gold_tp) + np.asarray(cal.gold_fn))[idx].astype(np.float64)
+    g0 = (np.asarray(cal.gold_tn) + np.asarray(cal.gold_fp))[idx].astype(np.float64)
+    rest = np.maximum(np.asarray(cal.n_annotations, dtype=np.float64)[idx] - g1 - g0, 0.0)
+    return g1 + rest * mubar, g0 + rest * (1 - mubar)
+
+
+def _jeffreys(p_hat: FloatArray, h: FloatArray) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+    """Guarded proportion (boundary fits -> Jeffreys posterior mean), its variance floor, and the boundary mask."""
+    at = np.minimum(p_hat, 1 - p_hat) < _BOUND
+    t = np.where(at, (h * p_hat + 0.5) / (h + 1.0), p_hat)
+    return t, t * (1 - t) / (h + 2.0), at
+
+
+def exact_test(s: int, m: int, pi: float, extra_var: float = 0.0) -> tuple[float, float]:
+    """Two-sided p-value of ``s`` positives in ``m`` labels, and the smallest attainable one.
+
+    Null law: binomial(m, pi) when ``extra_var`` (variance of ``s / m`` beyond
+    the binomial's) is 0, else the beta-binomial with mean ``pi`` and that
+    extra variance. p = min(1, 2 min(P(S <= s), P(S >= s))).
+
+    >>> [round(x, 4) for x in exact_test(0, 5, 0.5)]
+    [0.0625, 0.0625]
+    """
+    if m < 1:
+        return math.nan, math.nan
+    pi = min(max(pi, 1e-300), 1 - 1e-16)
+    ks = np.arange(m + 1)
+    if m >= 2 and extra_var > 0:
+        v = min(extra_var * m / (m - 1), 0.999 * pi * (1 - pi))  # Var(pi_j) of the mixing beta
+        ab = pi * (1 - pi) / v - 1
+        pmf = betabinom.pmf(ks, m, pi * ab, (1 - pi) * ab)
+    else:
+        pmf = binom.pmf(ks, m, pi)
+    pmf = pmf / pmf.sum()
+    lo, hi = float(pmf[: s + 1].sum()), float(pmf[s:].sum())
+    p = min(1.0, 2 * min(lo, hi))
+    p_min = min(1.0, 2 * min(float(pmf[0]), float(pmf[m])))
+    return p, p_min
+
+
+def _drift_stats(data: AnnotationSet, cal: Calibration, significance: float) -> _Stats:
+    """Residuals, their covariance, per-labeler tests and the overall test for the labelers of ``data``."""
     notes: list[str] = []
     index = cal.index_of()
     res: EstimateResult = hero1(data, cal)
@@ -337,30 +528,54 @@ def _drift_stats(data: AnnotationSet, cal: Calibration) -> _Stats:
     ids = tuple(str(data.labeler_ids[k]) for k in present)
     J = len(ids)
     to_cal = np.array([index[x] for x in ids], dtype=np.int64)
-    a = np.asarray(cal.alpha)[to_cal]
-    b = np.asarray(cal.beta)[to_cal]
+    h1, h0 = history_label_counts(cal, to_cal)
+    a, va, a_bnd = _jeffreys(np.asarray(cal.alpha, dtype=np.float64)[to_cal], h1)
+    b, vb, b_bnd = _jeffreys(np.asarray(cal.beta, dtype=np.float64)[to_cal], h0)
+    boundary = tuple(ids[k] for k in np.flatnonzero(a_bnd | b_bnd))
+    if boundary:
+        notes.append(f"{len(boundary)} labeler(s) calibrated at a sensitivity or specificity of 0 or 1, tested with "
+                     f"the Jeffreys posterior mean from their history labels instead: {', '.join(boundary[:5])}"
+                     + (" ..." if len(boundary) > 5 else ""))
     pos = np.asarray(S.sum(axis=0)).ravel()
     p_obs = pos / m
     nan = np.full(J, np.nan)
     if not math.isfinite(mu):
         notes.append("no current label carries information about the rate: nothing to test")
-        return _Stats(ids, m.astype(np.int64), p_obs, nan, nan, nan, nan.copy(), math.nan, 0, math.nan, mu,
-                      np.zeros((J, J)), notes)
+        return _Stats(ids, m.astype(np.int64), p_obs, nan, nan, nan, nan.copy(), nan.copy(), ("",) * J, math.nan, 0,
+                      math.nan, math.nan, math.nan, mu, np.zeros((J, J)), boundary, notes)
     expected = mu * a + (1 - mu) * (1 - b)
     r = p_obs - expected
-    n = data.n_items
-    # current influence of p_j (mean-over-items scale): (s_ij - p_j c_ij) n / m_j
-    Phi = (S - C.multiply(p_obs[None, :])).toarray() * (n / m)[None, :]
-    dj = a + b - 1
     infl = res.influence
     assert infl is not None
     interior = res.status == "interior"
-    if interior:
-        Phi = Phi - np.outer(infl.current, dj)
-    else:
+    if not interior:
         notes.append(f"HERO-1 estimate on the boundary ({res.status}): its uncertainty is not propagated")
+
+    def influence(pi: FloatArray, d: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """Current influence of r_j at rates pi: (s_ij - pi_j c_ij) n / m_j minus mu_hat's; and p_j's own part."""
+        own = (S - C.multiply(pi[None, :])).toarray() * (n / m)[None, :]
+        return (own - np.outer(infl.current, d) if interior else own), own
+
+    n = data.n_items
+    a0 = np.asarray(cal.alpha, dtype=np.float64)[to_cal]
+    b0 = np.asarray(cal.beta, dtype=np.float64)[to_cal]
+    Phi, own = influence(mu * a0 + (1 - mu) * (1 - b0), a0 + b0 - 1)
+    # at the calibration's own parameters, a residual that mu_hat's influence cancels (one labeler: HERO-1 is
+    # Rogan-Gladen and fits its rate exactly) cannot be tested
+    live = np.sum(Phi**2, axis=0) > _RANK_TOL * np.sum(own**2, axis=0)
+    if boundary:
+        Phi, own = influence(expected, a + b - 1)
+    emp_self = np.sum(own**2, axis=0) / n**2
+    dj = a + b - 1
     cov = Phi.T @ Phi / n**2
+    pc = np.clip(expected, 0.5 / m, 1 - 0.5 / m)
+    scale = pc * (1 - pc) / m  # the binomial variance of p_j, to standardise the chi-squared's covariance
+    # p_j's own sampling variance: at least its value under no drift (the empirical one is 0 for a labeler whose
+    # few labels agree)
+    cov[np.diag_indices(J)] += np.maximum(expected * (1 - expected) / m - emp_self, 0.0)
     V = cal.parameter_covariance
+    Vaa = np.zeros(J)
+    Vbb = np.zeros(J)
     if V is not None:
         G = np.zeros((J, cal.n_parameters))
         if interior and infl.history is not None:
@@ -368,27 +583,35 @@ def _drift_stats(data: AnnotationSet, cal: Calibration) -> _Stats:
         G[np.arange(J), to_cal] -= mu
         G[np.arange(J), cal.n_labelers + to_cal] += 1 - mu
         cov = cov + G @ V @ G.T
+        Vaa = np.diag(V)[to_cal]
+        Vbb = np.diag(V)[cal.n_labelers + to_cal]
     else:
-        notes.append("the calibration has no parameter covariance: its uncertainty is ignored (the test is "
-                     "anti-conservative)")
+        notes.append("the calibration has no parameter covariance: only the Jeffreys floors of the labelers' "
+                     "parameters are counted (the test may be anti-conservative)")
+    # floors: every parameter's variance at least its Jeffreys posterior variance from the history labels
+    cov[np.diag_indices(J)] += mu**2 * np.maximum(va - Vaa, 0.0) + (1 - mu) ** 2 * np.maximum(vb - Vbb, 0.0)
     cov = 0.5 * (cov + cov.T)
-    # scale: the sampling variance of p_j alone, to tell a real zero from rounding
-    pc = np.clip(p_obs, 0.5 / m, 1 - 0.5 / m)
-    scale = pc * (1 - pc) / m
     var = np.diag(cov).copy()
-    live = var > _RANK_TOL * scale
     se = np.where(live, np.sqrt(np.maximum(var, 0)), np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
         z = np.where(live, r / se, np.nan)
-    p = np.where(live, 2 * norm.sf(np.abs(z)), np.nan)
+    normal = live & (np.minimum(m * expected, m * (1 - expected)) >= NORMAL_MIN_COUNT)
+    p = np.full(J, np.nan)
+    p_min = np.full(J, np.nan)
+    p[normal] = 2 * norm.sf(np.abs(z[normal]))
+    p_min[normal] = 0.0
+    for k in np.flatnonzero(live & ~normal):
+        extra = max(float(var[k]) - float(expected[k] * (1 - expected[k]) / m[k]), 0.0)
+        p[k], p_min[k] = exact_test(round(float(pos[k])), int(m[k]), float(expected[k]), extra)
+    test = tuple("z" if normal[k] else "exact" if live[k] else "" for k in range(J))
     if not live.all():
         notes.append(
             f"{int((~live).sum())} labeler(s) cannot be tested (their residual has no variance: a single labeler "
-            "fits the estimate exactly, or every label of theirs agrees)"
+            "fits the estimate exactly)"
         )
-    # overall chi-squared on the standardised residuals
-    stat, df, p_all = 0.0, 0, math.nan
-    idx = np.flatnonzero(live)
+    # overall: chi-squared over the z-tested labelers, standardised by their binomial scale
+    stat, df, p_chi2 = 0.0, 0, math.nan
+    idx = np.flatnonzero(normal)
     if idx.size:
         D = 1 / np.sqrt(scale[idx])
         Cs = cov[np.ix_(idx, idx)] * np.outer(D, D)
@@ -398,8 +621,16 @@ def _drift_stats(data: AnnotationSet, cal: Calibration) -> _Stats:
         if df:
             proj = U[:, keep].T @ (r[idx] * D)
             stat = float(np.sum(proj**2 / w[keep]))
-            p_all = float(chi2.sf(stat, df))
-    return _Stats(ids, m.astype(np.int64), p_obs, expected, se, z, p, stat, df, p_all, mu, cov, notes)
+            p_chi2 = float(chi2.sf(stat, df))
+    # and Tarone-Bonferroni on the smallest per-labeler p-value, each at half the level
+    p_minp = math.nan
+    ok = np.isfinite(p)
+    if ok.any():
+        p_minp = min(1.0, tarone_family_size(p_min[ok], significance / 2) * float(np.min(p[ok])))
+    parts = [x for x in (p_chi2, p_minp) if math.isfinite(x)]
+    p_all = min(1.0, len(parts) * min(parts)) if parts else math.nan
+    return _Stats(ids, m.astype(np.int64), p_obs, expected, se, z, p, p_min, test, stat, df, p_chi2, p_minp, p_all,
+                  mu, cov, boundary, notes)
 
 
 def reestimate_without(
@@ -408,12 +639,17 @@ def reestimate_without(
     labelers: Iterable[str] | DriftCheck,
     *,
     how: Literal["drop", "estimate"] = "drop",
+    new_labelers: Literal["exclude", "error"] = "exclude",
 ) -> EstimateResult:
     """HERO-1 without trusting the calibration of some labelers (e.g. those flagged for drift).
 
     ``how="drop"`` leaves their labels out; ``how="estimate"`` keeps them and
     re-estimates their sensitivity and specificity from the current round,
-    anchored by the other labelers (:func:`heroeval.estimators.newlabelers.hero1_anchored`).
+    anchored by the other labelers (:func:`heroeval.estimators.newlabelers.hero1_anchored`,
+    which also estimates any labeler unknown to the calibration). With
+    ``how="drop"``, labelers unknown to the calibration are left out too
+    (``new_labelers="exclude"``, the default, as :func:`check_drift` does) or
+    are an error (``"error"``).
 
     Examples
     --------
@@ -424,10 +660,11 @@ def reestimate_without(
     >>> res.details["dropped_labelers"]
     ['L03']
     """
-
     names = list(labelers.flagged) if isinstance(labelers, DriftCheck) else [str(x) for x in labelers]
     if how not in ("drop", "estimate"):
         raise HeroEvalError(f"how must be 'drop' or 'estimate', got {how!r}")
+    if new_labelers not in ("exclude", "error"):
+        raise HeroEvalError(f"new_labelers must be 'exclude' or 'error', got {new_labelers!r}")
     if how == "estimate":
         return hero1_anchored(current, calibration, treat_as_new=names)
     present = {str(x) for x in current.labeler_ids}
@@ -435,12 +672,10 @@ def reestimate_without(
     data, n_ann, n_items = current.select_labelers(keep)
     if data.n_items == 0:
         raise DataError(f"current round {current.name!r}: no labels left after dropping {names}")
-    res = hero1(data, calibration)
+    res = hero1(data, calibration, new_labelers=new_labelers)
     dropped = [x for x in names if x in present]
     details = {**res.details, "dropped_labelers": dropped, "dropped_annotations": n_ann, "dropped_items": n_items}
     note = f"dropped {len(dropped)} labeler(s) {dropped}: {n_ann} annotations, {n_items} item(s) left without labels"
-    from dataclasses import replace
-
     return replace(res, details=details, notes=(*res.notes, note))
 
 
