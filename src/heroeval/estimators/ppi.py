@@ -102,6 +102,8 @@ METHOD_OF = {"hero1": "hero1_ppi", "prior": "prior_ppi", "majority_vote": "mv_pp
 SMALL_GOLD = 10
 """Below this many gold items the interval is widened to contain the gold's own Clopper–Pearson interval."""
 _MU_CLIP = 1e-6
+PSEUDO = float(norm.ppf(0.975)) ** 2 / 2
+"""Pseudo-items at each end of the residual's range in the variance (z^2/2, Agresti–Coull's count)."""
 
 
 # ---------------------------------------------------------------------------
@@ -216,15 +218,24 @@ def _tuned_lambda(f: FloatArray, gs: GoldSample) -> float:
     return float(min(max(np.sum(v * (fs - fb) * (gs.y - yb)) / sxx, 0.0), 1.0))
 
 
-def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None) -> Rectified:
+def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: float = PSEUDO) -> Rectified:
     """The prediction-powered estimate of the round's rate from predictor ``f`` (one per item) and the gold sample.
 
     ``lam=None`` tunes it (PPI++); ``lam=0`` is the gold items' (Hajek) mean,
-    ``lam=1`` plain PPI.
+    ``lam=1`` plain PPI. The variance is the design-based one (module
+    docstring), floored at that of ``pseudo`` discordant gold items
+    (residual spread ``pseudo / (k + 2 pseudo)`` per item, at the mean
+    variance factor of the sample): with few gold items the sample often
+    holds no item where the predictor errs, and its residual spread is then
+    near zero whatever the predictor's error rate (Agresti and Coull's
+    ``z^2 / 2`` pseudo-successes play the same part for a proportion).
+    ``pseudo=0`` gives the plain design-based variance.
     """
     f = np.asarray(f, dtype=float)
     if f.shape != (gs.n,):
         raise HeroEvalError(f"predictor has shape {f.shape}, expected ({gs.n},)")
+    if not (math.isfinite(pseudo) and pseudo >= 0):
+        raise HeroEvalError(f"pseudo must be a number >= 0, got {pseudo!r}")
     lm = _tuned_lambda(f, gs) if lam is None else float(lam)
     w = gs.weights
     r = gs.y - lm * f[gs.index]
@@ -232,11 +243,17 @@ def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None) -> Rectifie
     mean_f = float(np.mean(f))
     k, n = gs.k, gs.n
     phi = np.zeros(n)
-    if k >= 2:
-        phi[gs.index] = math.sqrt(k / (k - 1)) * np.sqrt(1 - gs.pi) * (r - rbar) / gs.pi
-        var = float(phi @ phi) / n**2
-    else:
-        var = math.nan
+    if k < 2:
+        return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, math.nan, phi, r)
+    c = (1 - gs.pi) / gs.pi**2  # each gold item's variance factor (1 - pi) / pi^2
+    phi[gs.index] = math.sqrt(k / (k - 1)) * np.sqrt(c) * (r - rbar)
+    var = float(phi @ phi) / n**2
+    floor = k * float(c.mean()) * pseudo / (k + 2 * pseudo) / n**2
+    if floor > var:
+        free = np.setdiff1d(np.arange(n), gs.index)[:1]  # the floor's excess sits in one entry off the gold
+        if free.size:
+            phi[free] = n * math.sqrt(floor - var)
+            var = floor
     return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, var, phi, r)
 
 
