@@ -42,7 +42,7 @@ from heroeval.workflows.api import calibrate, estimate
 from heroeval.workflows.benchmark import load_folder, make_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_data import BINARY  # noqa: E402
+from real_data import BINARY
 
 KS = (20, 50, 100)
 DESIGNS = ("uniform", "active")

@@ -338,3 +338,50 @@ def test_coverage_simulation_fixed_seed():
     for key, h in hits.items():
         assert h / reps >= 0.85, (key, h / reps)
     assert math.isfinite(sum(hits.values()))
+
+
+# ---------------------------------------------------------------- planning and the CLI
+
+
+def test_plan_expert_labels_gold_only_closed_form(dgp):
+    from heroeval.inference.gold_plan import expert_labels
+
+    _, cal = dgp
+    p = expert_labels(cal, mu=0.3, half_width=0.06, round_items=300, n_mc=5000)
+    rows = {r["design"]: r for r in p.rows}
+    s2, z = 0.21, 1.959963984540054
+    k = s2 / ((0.06 / z) ** 2 + s2 / 300)
+    assert rows["gold only"]["expert_labels"] == pytest.approx(k, rel=1e-3)
+    assert rows["uniform (HERO-PPI)"]["expert_labels"] < rows["gold only"]["expert_labels"]
+
+
+def test_cli_select_then_estimate_with_current_gold(tmp_path, dgp):
+    from typer.testing import CliRunner
+
+    from heroeval.cli.commands import app
+
+    d, cal = dgp
+    cal.save(tmp_path / "cal.json")
+    cur = d.current
+    rows = pd.DataFrame({"item_id": cur.item_ids[cur.annotation_item], "labeler_id": cur.labeler_ids[cur.labeler],
+                         "label": cur.label})
+    rows.to_csv(tmp_path / "cur.csv", index=False)
+    run = CliRunner().invoke
+    r = run(app, ["select", str(tmp_path / "cur.csv"), "--calibration", str(tmp_path / "cal.json"), "-k", "25",
+                  "--seed", "1", "-o", str(tmp_path / "sel.csv")])
+    assert r.exit_code == 0, r.output
+    sel = pd.read_csv(tmp_path / "sel.csv", dtype={"item_id": str})
+    assert len(sel) == 25 and {"item_id", "pi"} <= set(sel.columns)
+    pos = pd.Index(cur.item_ids.astype(str)).get_indexer(sel["item_id"])
+    pd.DataFrame({"item_id": sel["item_id"], "gold": d.current_gold[pos]}).to_csv(tmp_path / "g.csv", index=False)
+    r = run(app, ["estimate", str(tmp_path / "cur.csv"), "--calibration", str(tmp_path / "cal.json"),
+                  "--current-gold", str(tmp_path / "g.csv"), "--design", str(tmp_path / "sel.csv"), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    import json
+
+    out = json.loads(r.stdout[r.stdout.index("{"):])
+    assert out["recommended"]["method"] == "hero1_ppi"
+    assert out["ingest"]["current_gold"]["n_gold"] == 25 and out["ingest"]["current_gold"]["design"] == "design"
+    r = run(app, ["estimate", str(tmp_path / "cur.csv"), "--calibration", str(tmp_path / "cal.json"),
+                  "--design", str(tmp_path / "sel.csv")])
+    assert r.exit_code == 2

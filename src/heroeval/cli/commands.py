@@ -31,6 +31,7 @@ from heroeval.estimators.ppi import ALL_GOLD_METHODS, gold_sample
 from heroeval.estimators.results import METHODS, EstimateCollection, EstimateResult
 from heroeval.inference._inference import bootstrap as run_bootstrap
 from heroeval.inference._inference import compare
+from heroeval.inference.gold_plan import expert_labels as plan_expert_labels
 from heroeval.inference.planning import plan
 from heroeval.inference.select import DEFAULT_MIX, select_items
 from heroeval.ingest.annotations import AnnotationSet, IngestReport
@@ -1091,8 +1092,34 @@ def plan_cmd(
     score_r2: Annotated[float, typer.Option(help="HERO-2: share of score variance the covariates explain (from an earlier round).")] = 0.0,
     seed: Annotated[int, typer.Option(help="Seed of the Monte Carlo expectation (when not enumerated exactly).")] = 0,
     fmt: FmtOpt = Format.table,
+    expert_labels: Annotated[bool, typer.Option("--expert-labels", help="Instead: how many expert (gold) labels in the current round give --half-width, for the uniform and active designs of 'hero select' and for the gold alone (needs --round-items).")] = False,
+    round_items: Annotated[int | None, typer.Option(help="With --expert-labels: items in the current round.")] = None,
 ) -> None:
-    """Plan a round: items (per labels-per-item) for a CI half-width or to detect a difference."""
+    """Plan a round: items (per labels-per-item) for a CI half-width or to detect a difference.
+
+    With --expert-labels: expert labels in the current round for a half-width.
+    """
+    if expert_labels:
+        if half_width is None or round_items is None or difference is not None or n_items is not None \
+                or bound is not None:
+            _err("--expert-labels needs --half-width and --round-items (and none of --difference, --n-items, --bound)")
+            raise typer.Exit(2)
+
+        def go_expert() -> Any:
+            cal = load_calibration(calibration)
+            lp = _floats(labels_per_item, "labels-per-item")
+            return plan_expert_labels(cal, mu=mu, half_width=half_width, round_items=round_items,
+                                      confidence_level=confidence_level,
+                                      labels_per_item=None if lp is None else int(lp[0]),
+                                      pool=None if pool is None else [x.strip() for x in pool.split(",") if x.strip()],
+                                      rng=seed)
+
+        ep = _run(go_expert)
+        if fmt is Format.json:
+            print(json.dumps(ep.to_dict(), indent=1, default=float))
+        else:
+            _console().print(escape(ep.summary()), soft_wrap=True)
+        return
 
     def go() -> Any:
         cal = load_calibration(calibration)
