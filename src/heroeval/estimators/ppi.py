@@ -133,6 +133,8 @@ class GoldSample:
     def describe(self) -> str:
         if self.design == "uniform":
             return f"{self.k} of {self.n} items have gold, taken as a uniform random sample"
+        if np.allclose(self.pi, self.pi[0]):
+            return f"{self.k} of {self.n} items have gold, drawn by a uniform design (pi = {self.pi[0]:.3g})"
         return (f"{self.k} of {self.n} items have gold, drawn by a design (inclusion probabilities "
                 f"{self.pi.min():.3g} to {self.pi.max():.3g}; Hajek weights 1/pi)")
 
