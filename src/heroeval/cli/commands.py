@@ -28,10 +28,13 @@ from heroeval.cli._messages import to_cli
 from heroeval.cli.store import store_app
 from heroeval.errors import HeroEvalError, HeroEvalWarning
 from heroeval.estimators._methods import hero1
+from heroeval.estimators.ppi import ALL_GOLD_METHODS, gold_sample
 from heroeval.estimators.results import METHODS, EstimateCollection, EstimateResult
 from heroeval.inference._inference import bootstrap as run_bootstrap
 from heroeval.inference._inference import compare
+from heroeval.inference.gold_plan import expert_labels as plan_expert_labels
 from heroeval.inference.planning import plan
+from heroeval.inference.select import DEFAULT_MIX, select_items
 from heroeval.ingest.annotations import AnnotationSet, IngestReport
 from heroeval.ingest.read import read_annotations
 from heroeval.report import terminal as _render
@@ -204,15 +207,35 @@ def _read(path: Path, *, gold: Path | None = None, covariates: Path | None = Non
 def _read_current(path: Path, *, name: str, title: str, covariates: Path | None = None,
                   item_col: str | None, labeler_col: str | None, label_col: str | None, round_col: str | None,
                   duplicates: Duplicates, label_map: dict[str, int | None] | None,
-                  encoding: str | None) -> AnnotationSet:
-    """A current round. Its round column (--round-col, or 'round') is read only to tell several rounds apart."""
+                  encoding: str | None, gold: Path | None = None, design: Path | None = None,
+                  gold_col: str | None = None, gold_item_col: str | None = None) -> AnnotationSet:
+    """A current round. Its round column (--round-col, or 'round') is read only to tell several rounds apart.
+
+    ``gold``: expert labels on some of its items (--current-gold), ``design``: how they were sampled (--design).
+    """
     rc: Any = None if round_col is None else (False if round_col == "none" else round_col)
     if isinstance(rc, str) and not _has_column(path, rc):
         rc = False  # the history's round column is not in this file
+    if design is not None and gold is None:
+        raise HeroEvalError("--design goes with --current-gold (the expert labels of the selected items)")
     ds = read_annotations(path, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
                           label_col=label_col, round_col=rc, duplicates=duplicates.value, label_map=label_map,
-                          name=name, encoding=encoding)
+                          name=name, encoding=encoding, gold=gold, design=design,
+                          gold_col=gold_col if gold is not None else None,
+                          gold_item_col=gold_item_col if gold is not None else None)
     return _register(title, ds)
+
+
+def _current_gold_text(ds: AnnotationSet, design: Path | None = None) -> str | None:
+    """The ingest line for a current round's gold: how many items, how they were sampled."""
+    gs = gold_sample(ds)
+    if gs is None:
+        return None
+    how = ("taken as a uniform random sample (no design given: --design names hero select's file)"
+           if gs.design == "uniform" else
+           f"drawn by a design ({'--design ' + str(design) if design is not None else 'a pi column in the gold file'};"
+           f" inclusion probabilities {gs.pi.min():.3g} to {gs.pi.max():.3g}, Hajek weights 1/pi)")
+    return f"current gold: {gs.k} of {gs.n} items of round {ds.name!r} have expert labels, {how}"
 
 
 def _has_column(path: Path, col: str) -> bool:
@@ -241,13 +264,16 @@ def _current_and_calibration(
     history_covariates: Path | None, label_map: dict[str, int | None] | None, history_weight: float | Literal["cv"],
     *, item_col: str | None, labeler_col: str | None, label_col: str | None, round_col: str | None,
     duplicates: Duplicates, gold_col: str | None = None, gold_item_col: str | None = None,
-    encoding: str | None = None, checks: bool = True,
+    encoding: str | None = None, checks: bool = True, current_gold: Path | None = None, design: Path | None = None,
 ) -> tuple[AnnotationSet, AnnotationSet | None, Calibration]:
     """Read the current round, and load the calibration file or calibrate the history (with model checks)."""
     with _busy("reading and calibrating"):
         cur = _read_current(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
                             label_col=label_col, round_col=round_col, duplicates=duplicates,
-                            label_map=label_map, name="current", title="Ingest: current round", encoding=encoding)
+                            label_map=label_map, name="current", title="Ingest: current round", encoding=encoding,
+                            gold=current_gold, design=design, gold_col=gold_col, gold_item_col=gold_item_col)
+        if cur.has_gold:
+            checks = False  # the round's own gold decides the recommended estimate: no mock rounds needed
         if calibration is not None:
             return cur, None, load_calibration(calibration)
         assert history is not None
@@ -366,7 +392,9 @@ CalOpt = Annotated[Path | None, typer.Option(help="Calibration JSON from 'hero c
 HistOpt = Annotated[Path | None, typer.Option(help="History annotations (instead of --calibration).")]
 GoldOpt = Annotated[Path | None, typer.Option(help="History gold labels (with --history).")]
 HistCovOpt = Annotated[Path | None, typer.Option(help="History covariates (HERO-2, with --history).")]
-MethodOpt = Annotated[str, typer.Option(help=f"One of {', '.join(METHODS)}, a comma list, or all.")]
+MethodOpt = Annotated[str, typer.Option(help=f"One of {', '.join(METHODS)} (with current gold also {', '.join(ALL_GOLD_METHODS)}), a comma list, or all.")]
+CurGoldOpt = Annotated[Path | None, typer.Option(help="Expert (gold) labels on some items of the current round: item_id, gold (and optionally pi). They are used by the estimates with current gold (hero1_ppi: HERO-1's posteriors rectified by them), which the recommended estimate then is.")]
+DesignOpt = Annotated[Path | None, typer.Option(help="How the current gold items were sampled: the selection file 'hero select' wrote (item_id, pi). Without it (and without a pi column in the gold file) they are taken as a uniform random sample.")]
 RidgeOpt = Annotated[float, typer.Option(help="HERO-2 ridge penalty (standardised scale).")]
 TieOpt = Annotated[Tie, typer.Option(help="Majority-vote tie rule.")]
 RoundOpt = Annotated[str | None, typer.Option(help="History round column (default 'round' if present; 'none' ignores it).")]
@@ -473,6 +501,8 @@ def estimate_cmd(
     gold_col: GoldColOpt = None,
     gold_item_col: GoldItemColOpt = None,
     encoding: EncodingOpt = None,
+    current_gold: CurGoldOpt = None,
+    design: DesignOpt = None,
 ) -> None:
     """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals.
 
@@ -483,7 +513,13 @@ def estimate_cmd(
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
     hw = _history_weight(history_weight)
     rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
+    if design is not None and current_gold is None:
+        _err("--design goes with --current-gold (the expert labels of the selected items)")
+        raise typer.Exit(2)
     if classes is not None or ordinal:
+        if current_gold is not None:
+            _err("--current-gold is not available for multi-class labels yet")
+            raise typer.Exit(2)
         if bootstrap:
             _err("--bootstrap is not available for multi-class labels yet")
             raise typer.Exit(2)
@@ -503,7 +539,8 @@ def estimate_cmd(
         cur, hist, cal = _current_and_calibration(
             current, covariates, calibration, history, gold, history_covariates, lm, hw, item_col=item_col,
             labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
-            gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding)
+            gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding, current_gold=current_gold,
+            design=design)
         kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": False}
         ms = _methods(method)
         # the recommended estimate with every method, or when 'auto' is in the list; not for a list without it
@@ -516,7 +553,8 @@ def estimate_cmd(
         boot: dict[str, Any] = {}
         if bootstrap:
             bkw = {**kw, "exclude_new_labelers": rule == "exclude"}
-            boot = run_bootstrap(cur, cal, method=list(res), n_resamples=bootstrap, rng=seed,  # auto is not bootstrapped
+            boot = run_bootstrap(cur, cal, method=[m for m in res if m not in ALL_GOLD_METHODS],  # nor auto
+                                 n_resamples=bootstrap, rng=seed,
                                  progress=fmt is Format.table and sys.stderr.isatty(), **bkw)
         return cur, hist, res, boot
 
@@ -534,10 +572,18 @@ def estimate_cmd(
                 out["estimates"][m]["bootstrap"] = boot[m].to_dict(confidence_level)
         out["ingest"] = {"current": cur.report.to_dict(),
                          "history": None if hist is None else hist.report.to_dict()}
+        gs = gold_sample(cur)
+        if gs is not None:
+            out["ingest"]["current_gold"] = {"n_gold": gs.k, "n_items": gs.n, "design": gs.design,
+                                             "design_file": None if design is None else str(design),
+                                             "text": _current_gold_text(cur, design)}
         print(json.dumps(out, indent=1))
         return
     con = _console()
     _render.print_all(con, *_ingest_tables())
+    gold_txt = _current_gold_text(cur, design)
+    if gold_txt:
+        con.print(escape(gold_txt), soft_wrap=True)
     _render.print_all(con, _render.estimates_table(res, confidence_level=confidence_level, say=to_cli,
                                                    ci_method=ci_method.value, bootstrap=boot,
                                                    alternative=alternative.value))
@@ -1048,8 +1094,34 @@ def plan_cmd(
     score_r2: Annotated[float, typer.Option(help="HERO-2: share of score variance the covariates explain (from an earlier round).")] = 0.0,
     seed: Annotated[int, typer.Option(help="Seed of the Monte Carlo expectation (when not enumerated exactly).")] = 0,
     fmt: FmtOpt = Format.table,
+    expert_labels: Annotated[bool, typer.Option("--expert-labels", help="Instead: how many expert (gold) labels in the current round give --half-width, for the uniform and active designs of 'hero select' and for the gold alone (needs --round-items).")] = False,
+    round_items: Annotated[int | None, typer.Option(help="With --expert-labels: items in the current round.")] = None,
 ) -> None:
-    """Plan a round: items (per labels-per-item) for a CI half-width or to detect a difference."""
+    """Plan a round: items (per labels-per-item) for a CI half-width or to detect a difference.
+
+    With --expert-labels: expert labels in the current round for a half-width.
+    """
+    if expert_labels:
+        if half_width is None or round_items is None or difference is not None or n_items is not None \
+                or bound is not None:
+            _err("--expert-labels needs --half-width and --round-items (and none of --difference, --n-items, --bound)")
+            raise typer.Exit(2)
+
+        def go_expert() -> Any:
+            cal = load_calibration(calibration)
+            lp = _floats(labels_per_item, "labels-per-item")
+            return plan_expert_labels(cal, mu=mu, half_width=half_width, round_items=round_items,
+                                      confidence_level=confidence_level,
+                                      labels_per_item=None if lp is None else int(lp[0]),
+                                      pool=None if pool is None else [x.strip() for x in pool.split(",") if x.strip()],
+                                      rng=seed)
+
+        ep = _run(go_expert)
+        if fmt is Format.json:
+            print(json.dumps(ep.to_dict(), indent=1, default=float))
+        else:
+            _console().print(escape(ep.summary()), soft_wrap=True)
+        return
 
     def go() -> Any:
         cal = load_calibration(calibration)
@@ -1095,6 +1167,64 @@ def plan_cmd(
         text = text.replace(f"a difference of {p.target:g}", f"a difference A - B of {p.target:g} (B at "
                             f"{mu - p.target:g})", 1)
     _console().print(escape(text), soft_wrap=True)
+
+
+class SelectDesign(str, Enum):
+    active = "active"
+    uniform = "uniform"
+    poisson = "poisson"
+
+
+@app.command("select")
+def select_cmd(
+    current: Annotated[Path, typer.Argument(help=f"Current-round annotations ({FILES}).")],
+    k: Annotated[int, typer.Option("--k", "-k", help="Budget: how many items to send to the experts.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the selected items (CSV: item_id, pi, predictor, design).")],
+    calibration: Annotated[Path | None, typer.Option(help="Calibration JSON from 'hero calibrate' (needed by the active and poisson designs).")] = None,
+    design: Annotated[SelectDesign, typer.Option(help="uniform: a simple random sample of k items; active: items whose gold the silver labels leave uncertain are likelier (pi proportional to sqrt(f(1-f)), mixed with uniform), exactly k items; poisson: the same pi, drawn independently.")] = SelectDesign.active,
+    mix: Annotated[float, typer.Option(help="Active designs: share of the uniform design in the mixture (bounds every weight 1/pi by n/(mix k)).")] = DEFAULT_MIX,
+    seed: Annotated[int | None, typer.Option(help="Seed of the draw.")] = None,
+    new_labelers: NewLabelersOpt = None,
+    label_map: MapOpt = None,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    duplicates: DupOpt = Duplicates.keep,
+    encoding: EncodingOpt = None,
+    fmt: FmtOpt = Format.table,
+) -> None:
+    """Choose the current items to send to the experts, with their sampling probabilities.
+
+    Label the selected items, then pass their labels back with
+    'hero estimate CURRENT ... --current-gold gold.csv --design SELECTION':
+    the estimates with current gold weight each item by 1/pi.
+    """
+    _check_output(output, "--output", "the selection")
+    if design is not SelectDesign.uniform and calibration is None:
+        _err(f"the {design.value} design needs --calibration (the items' posteriors); or use --design uniform")
+        raise typer.Exit(2)
+
+    def go() -> Any:
+        cur = _read_current(current, name="current", title="Ingest: current round", item_col=item_col,
+                            labeler_col=labeler_col, label_col=label_col, round_col=None, duplicates=duplicates,
+                            label_map=_label_map(label_map), encoding=encoding)
+        cal = None if calibration is None else load_calibration(calibration)
+        sel = select_items(cur, cal, k, design=design.value, mix=mix, rng=seed,
+                           exclude_new_labelers=new_labelers is not None and new_labelers.value == "exclude")
+        sel.chosen.to_csv(output, index=False)
+        return sel
+
+    sel = _run(go)
+    if fmt is Format.json:
+        print(json.dumps({"design": sel.design, "k": sel.k, "mix": sel.mix, "output": str(output),
+                          "items": sel.chosen["item_id"].tolist(), "pi": sel.chosen["pi"].round(6).tolist(),
+                          "notes": list(sel.notes)}, indent=1))
+        return
+    con = _console()
+    _render.print_all(con, *_ingest_tables())
+    con.print(escape(sel.summary()), soft_wrap=True)
+    con.print(f"selection written to {output}; label these items, then: hero estimate {current} ... "
+              f"--current-gold GOLD.csv --design {output}", soft_wrap=True)
 
 
 @app.callback(invoke_without_command=True)

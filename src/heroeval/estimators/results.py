@@ -179,6 +179,10 @@ METHOD_TITLES = {
     "hero1": "HERO-1",
     "hero2": "HERO-2",
     "hero_joint": "HERO joint",
+    "hero1_ppi": "HERO-1 + current gold (PPI++)",
+    "prior_ppi": "history posterior + current gold (PPI++)",
+    "mv_ppi": "Majority vote + current gold (PPI++)",
+    "gold_only": "Current gold only",
 }
 
 
@@ -274,6 +278,8 @@ class EstimateResult:
             return method
         if self.test is None:
             return "logit"
+        if getattr(self.test, "preferred", False):  # estimates from current gold: their own interval
+            return "score"
         if self.status.startswith("boundary"):
             return "score"
         e = self.estimate
@@ -317,7 +323,7 @@ class EstimateResult:
             elif alt == "two-sided" and self.status == "boundary_1":
                 alt = "greater"
             low, high = self.test.interval(level, alt)
-            return ConfidenceInterval(low, high, level, m, alt)
+            return ConfidenceInterval(low, high, level, getattr(self.test, "label", m), alt)
         return rate_interval(self.estimate, self.standard_error, level, m, alternative)
 
     def bound(self, confidence_level: float = 0.95, side: str = "upper") -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -21,6 +21,7 @@ from scipy.stats import norm
 
 from heroeval.errors import ConvergenceWarning, HeroEvalError
 from heroeval.estimators._methods import estimate_methods
+from heroeval.estimators.ppi import GOLD_METHODS, gold_estimates, split_methods
 from heroeval.estimators.results import (
     METHODS,
     ConfidenceInterval,
@@ -242,9 +243,21 @@ def compare(
         calibration = fit_stage_a(history)
     single = isinstance(method, str) and method != "all"
     wanted: str | list[str] = [str(method)] if single else (method if isinstance(method, str) else list(method))
+    gold_wanted: list[str] = []
+    if isinstance(wanted, list):
+        wanted, gold_wanted = split_methods(wanted)
+    elif round_a.has_gold and round_b.has_gold:
+        gold_wanted = list(GOLD_METHODS)
     ra = estimate_methods(round_a, calibration, method=wanted, history=history, **kwargs)
     rb = estimate_methods(round_b, calibration, method=wanted, history=history, **kwargs)
     assert isinstance(ra, EstimateCollection) and isinstance(rb, EstimateCollection)
+    if gold_wanted:  # both rounds' gold: the rectified estimates, whose history terms share the calibration
+        excl = bool(kwargs.get("exclude_new_labelers", False)) or kwargs.get("new_labelers") == "exclude"
+        quiet = wanted == "all"
+        ga, sa = gold_estimates(round_a, calibration, gold_wanted, exclude_new_labelers=excl, skip_errors=quiet)
+        gb, sb = gold_estimates(round_b, calibration, gold_wanted, exclude_new_labelers=excl, skip_errors=quiet)
+        ra = replace(ra, results={**ra.results, **ga}, skipped={**ra.skipped, **sa})
+        rb = replace(rb, results={**rb.results, **gb}, skipped={**rb.skipped, **sb})
     comps = {m: _compare_results(ra[m], rb[m]) for m in ra if m in rb}
     if single:
         return comps[str(method)]

@@ -29,7 +29,7 @@ import gzip
 import lzma
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
@@ -168,6 +168,12 @@ class AnnotationSet:
     repeated_pairs : bool
         Whether some (item, labeler) pair carries several labels (kept by
         ``duplicates="keep"``); kernels skip de-duplication when it is False.
+    gold_pi : ndarray of float64, shape (n_items,), or None
+        Inclusion probability of each item in the sample sent for gold, when
+        the gold items were drawn by a known design (:meth:`with_design`,
+        ``heroeval.inference.select``); NaN for items outside the sample.
+        ``None``: no design given (gold items, if any, are taken as a
+        uniform random sample).
     """
 
     item_ids: npt.NDArray[np.object_]
@@ -183,6 +189,7 @@ class AnnotationSet:
     report: IngestReport
     name: str = "annotations"
     repeated_pairs: bool = True  # some (item, labeler) pair has several labels (False only when known)
+    gold_pi: npt.NDArray[np.float64] | None = None  # inclusion probabilities of a gold-sampling design
 
     def __post_init__(self) -> None:
         for arr in (
@@ -197,6 +204,8 @@ class AnnotationSet:
             arr.setflags(write=False)
         if self.covariates is not None:
             self.covariates.setflags(write=False)
+        if self.gold_pi is not None:
+            self.gold_pi.setflags(write=False)
 
     # -- sizes -------------------------------------------------------------
     @property
@@ -345,7 +354,50 @@ class AnnotationSet:
             report=self.report,
             name=self.name if name is None else name,
             repeated_pairs=self.repeated_pairs,
+            gold_pi=None if self.gold_pi is None else self.gold_pi[ix],
         )
+
+    def with_gold(self, items: npt.ArrayLike, values: npt.ArrayLike) -> AnnotationSet:
+        """A copy with gold labels set on ``items`` (item ids) to ``values`` (0/1); other items keep theirs."""
+        ids = np.asarray([str(x) for x in np.asarray(items, dtype=object).ravel()], dtype=object)
+        vals = np.asarray(values).ravel()
+        if ids.size != vals.size:
+            raise DataError(f"with_gold: {ids.size} items but {vals.size} gold values")
+        if vals.size and not np.isin(vals, (0, 1)).all():
+            raise DataError("with_gold: gold values must be 0 or 1")
+        pos = _positions(self.item_ids, ids, "with_gold")
+        gold = self.gold.copy()
+        gold[pos] = vals.astype(np.int8)
+        return replace(self, gold=gold)
+
+    def with_design(self, items: npt.ArrayLike, pi: npt.ArrayLike) -> AnnotationSet:
+        """A copy that records the gold sample's design: item ``items[k]`` was drawn with probability ``pi[k]``.
+
+        ``pi`` are the inclusion probabilities a design such as
+        :func:`heroeval.inference.select.select_items` wrote beside the items
+        it chose (in (0, 1]). Every gold item of the set must be among
+        ``items``; the estimators with current gold then weight each gold
+        item by ``1 / pi`` (Hajek).
+        """
+        ids = np.asarray([str(x) for x in np.asarray(items, dtype=object).ravel()], dtype=object)
+        p = np.asarray(pi, dtype=float).ravel()
+        if ids.size != p.size:
+            raise DataError(f"design: {ids.size} items but {p.size} inclusion probabilities")
+        bad = ~((p > 0) & (p <= 1))
+        if bad.any():
+            raise DataError(f"design: inclusion probabilities must be in (0, 1], got {p[bad][:5].tolist()} "
+                            f"for item(s) {ids[bad][:5].tolist()}")
+        have = np.isin(ids, self.item_ids.astype(str))
+        out = np.full(self.n_items, np.nan)
+        pos = _positions(self.item_ids, ids[have], "design")
+        out[pos] = p[have]
+        missing = (self.gold >= 0) & ~np.isfinite(out)
+        if missing.any():
+            shown = ", ".join(repr(str(x)) for x in self.item_ids[missing][:5])
+            raise DataError(f"{int(missing.sum())} gold item(s) of {self.name!r} are not in the design "
+                            f"(no inclusion probability): {shown}. Gold items must be the ones the design "
+                            "selected (or give no design: they are then taken as a uniform sample).")
+        return replace(self, gold_pi=out)
 
     def select_labelers(self, keep: npt.NDArray[np.bool_]) -> tuple[AnnotationSet, int, int]:
         """Drop the annotations of labelers where ``keep`` is False.
@@ -378,6 +430,7 @@ class AnnotationSet:
             report=self.report,
             name=self.name,
             repeated_pairs=self.repeated_pairs,
+            gold_pi=None if self.gold_pi is None else self.gold_pi[keep_item].copy(),
         )
         return new, int((~keep_ann).sum()), int((~keep_item).sum())
 
@@ -1073,3 +1126,13 @@ def _item_index(item_ids_arr: npt.NDArray[Any], ids: npt.NDArray[Any]) -> npt.ND
             out[ok] = pd.Index(item_ids_arr).get_indexer(pd.Index(num[ok].astype(np.int64)))
         return out
     return np.asarray(pd.Index(item_ids_arr).get_indexer(pd.Index(ids)), dtype=np.intp)
+
+
+def _positions(item_ids: npt.NDArray[Any], ids: npt.NDArray[Any], what: str) -> npt.NDArray[np.intp]:
+    """Positions of ``ids`` among ``item_ids`` (as strings); unknown ids are an error naming them."""
+    index = {str(x): i for i, x in enumerate(item_ids)}
+    pos = np.array([index.get(str(x), -1) for x in ids], dtype=np.intp)
+    if (pos < 0).any():
+        shown = ", ".join(repr(str(x)) for x in ids[pos < 0][:5])
+        raise DataError(f"{what}: {int((pos < 0).sum())} item(s) are not in the annotation set: {shown}")
+    return pos

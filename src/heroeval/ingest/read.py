@@ -12,18 +12,25 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
 from heroeval.errors import DataError
 from heroeval.ingest._duckdb import read_with_duckdb
 from heroeval.ingest.annotations import (
+    ITEM_COLUMNS,
     AnnotationSet,
     TableLike,
     _annotation_table,
     _build,
+    _load,
+    _resolve,
     _side_tables,
     _stem,
 )
 
-__all__ = ["DUCKDB_MIN_BYTES", "read_annotations"]
+__all__ = ["DESIGN_COLUMN", "DUCKDB_MIN_BYTES", "read_annotations", "read_design"]
 
 
 def read_annotations(
@@ -47,6 +54,7 @@ def read_annotations(
     memory_limit: str | None = None,
     progress: bool = False,
     encoding: str | None = None,
+    design: TableLike | None = None,
 ) -> AnnotationSet:
     """Read, validate and int-code an annotation log.
 
@@ -105,6 +113,12 @@ def read_annotations(
     encoding : str, optional
         Text encoding of CSV/TSV/JSON files (default UTF-8), e.g. ``"cp1252"``
         for a file saved by Excel on Windows. Pandas engine only.
+    design : path or table, optional
+        How the gold items were sampled, for a current round with a few gold
+        labels: ``item_id, pi`` with each item's inclusion probability, as
+        ``hero select`` writes it (:func:`heroeval.inference.select.select_items`).
+        Without it, a ``pi`` column in the gold table is used; with neither,
+        the gold items are taken as a uniform random sample. Pandas engine only.
 
     Returns
     -------
@@ -118,7 +132,8 @@ def read_annotations(
     >>> ds.n_items, ds.n_annotations
     (2, 3)
     """
-    if _use_duckdb(engine, annotations, covariates, label_map if encoding is None else True):
+    if _use_duckdb(engine, annotations, covariates,
+                   label_map if encoding is None and design is None else True):
         return read_with_duckdb(annotations, gold=gold, item_col=item_col, labeler_col=labeler_col,
                                 label_col=label_col, round_col=round_col, gold_col=gold_col,
                                 gold_item_col=gold_item_col, duplicates=duplicates, missing=missing, name=name,
@@ -129,7 +144,7 @@ def read_annotations(
                                            encoding)
     if name is None:
         name = _stem(ann.source) if not ann.source.startswith("<") else "annotations"
-    return _build(
+    ds = _build(
         ann,
         labeler_col=lab_c,
         label_col=lbl_c,
@@ -143,6 +158,44 @@ def read_annotations(
         name=name,
         label_map=label_map,
     )
+    if design is not None:
+        ids, pi = read_design(design, item_col=gold_item_col or item_col, encoding=encoding)
+        return ds.with_design(ids, pi)
+    if gold_t is not None and DESIGN_COLUMN in gold_t.df.columns:
+        g = gold_t.df[gold_t.df[DESIGN_COLUMN].astype(str).str.strip() != ""]
+        ids, pi = _design_columns(g, gold_t.item_col, gold_t.source)
+        return ds.with_design(ids, pi)
+    return ds
+
+
+DESIGN_COLUMN = "pi"
+"""Column of inclusion probabilities in a selection file (``hero select``) or a gold table."""
+
+
+def read_design(source: TableLike, *, item_col: str | None = None,
+                encoding: str | None = None) -> tuple[npt.NDArray[np.object_], npt.NDArray[np.float64]]:
+    """Item ids and inclusion probabilities (column ``pi``) of a gold-sampling design, e.g. ``hero select``'s file."""
+    cols = [c for c in (item_col, *ITEM_COLUMNS) if c]
+    df, src, _ = _load(source, "design", string_cols=cols, encoding=encoding)
+    col = item_col if item_col is not None and item_col in df.columns else _resolve(df, None, ITEM_COLUMNS,
+                                                                                 "design item", src)
+    return _design_columns(df, col, src)
+
+
+def _design_columns(df: pd.DataFrame, item_col: str, src: str) -> tuple[npt.NDArray[np.object_],
+                                                                        npt.NDArray[np.float64]]:
+    if DESIGN_COLUMN not in df.columns:
+        raise DataError(f"{src!r}: no column {DESIGN_COLUMN!r} (inclusion probabilities); columns are "
+                        f"{list(df.columns)[:12]}")
+    pi = pd.to_numeric(df[DESIGN_COLUMN], errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(pi)
+    if bad.any():
+        raise DataError(f"{src!r}: column {DESIGN_COLUMN!r} has {int(bad.sum())} value(s) that are not numbers "
+                        f"(first at row {int(np.flatnonzero(bad)[0]) + 2})")
+    ids = df[item_col].astype(str).to_numpy(dtype=object)
+    if pd.Series(ids).duplicated().any():
+        raise DataError(f"{src!r}: an item appears twice in the design")
+    return ids, pi
 
 
 DUCKDB_MIN_BYTES = 256 * 2**20

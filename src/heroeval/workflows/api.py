@@ -27,6 +27,7 @@ import numpy as np
 from heroeval.checks.drift import DriftCheck, check_drift
 from heroeval.checks.model_checks import run_checks
 from heroeval.choice.auto import recommend as _recommend
+from heroeval.choice.auto import recommend_with_gold
 from heroeval.errors import HeroEvalError, MultipleRoundsWarning
 from heroeval.estimators._methods import (
     NewLabelerRule,
@@ -39,6 +40,7 @@ from heroeval.estimators._methods import (
     estimate_methods,
     with_history,
 )
+from heroeval.estimators.ppi import ALL_GOLD_METHODS, GOLD_METHODS, gold_estimates, split_methods
 from heroeval.estimators.results import EstimateCollection, EstimateResult
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import _em
@@ -228,7 +230,17 @@ def estimate(
     Parameters
     ----------
     current : AnnotationSet
-        The current round (no gold needed; gold in it is ignored).
+        The current round (no gold needed). Gold on some of its items (a
+        uniform random sample, or drawn by a design such as ``hero
+        select``'s, recorded with :meth:`AnnotationSet.with_design`) is
+        ignored by the silver-label methods and used by the methods with
+        current gold (:mod:`heroeval.estimators.ppi`): ``hero1_ppi`` (HERO-1's
+        posteriors rectified by the gold, PPI++), ``prior_ppi``, ``mv_ppi``
+        (majority vote rectified) and ``gold_only``. ``method="all"`` adds
+        ``hero1_ppi``, ``mv_ppi`` and ``gold_only`` when the round has gold,
+        and the recommended estimate is then ``hero1_ppi``
+        (:func:`heroeval.choice.auto.recommend_with_gold`). Without current
+        gold nothing changes.
     calibration : Calibration, optional
         From :func:`calibrate` or :func:`load_calibration`. If omitted,
         ``history`` is calibrated with default settings.
@@ -283,8 +295,15 @@ def estimate(
             raise HeroEvalError("pass a calibration or a history to calibrate from")
         calibration = calibrate(history)
     cal = with_history(_check_calibration(calibration), history)
+    has_gold = data.has_gold
+    if isinstance(method, str) and method in ALL_GOLD_METHODS:
+        got, _ = gold_estimates(data, cal, [method], exclude_new_labelers=exclude_new_labelers)
+        if drift_check and method in ("hero1_ppi", "prior_ppi"):
+            _drift(data, cal)
+        return got[method]
     if method == "auto":
-        rec = _recommend(data, cal, exclude_new_labelers=exclude_new_labelers)
+        rec = (recommend_with_gold(data, cal, exclude_new_labelers=exclude_new_labelers) if has_gold
+               else _recommend(data, cal, exclude_new_labelers=exclude_new_labelers))
         auto = {"method": rec.method, "history_weight": rec.history_weight, "reason": rec.reason,
                 "candidates": rec.table}
         if drift_check:
@@ -298,8 +317,18 @@ def estimate(
         if "auto" in wanted:  # in a list, "auto" asks for the recommended estimate beside the others
             wanted = [m for m in wanted if m != "auto"]
             recommend = True
+    gold_wanted: list[str] = []
+    if isinstance(wanted, list):
+        wanted, gold_wanted = split_methods(wanted)
+    elif wanted == "all" and has_gold:
+        gold_wanted = list(GOLD_METHODS)
     res = estimate_methods(data, cal, method=wanted, ridge=ridge, tie=tie, exclude_new_labelers=exclude_new_labelers,
                            rng=rng, new_labelers=new_labelers, on_shift=on_shift)
+    if gold_wanted:
+        assert isinstance(res, EstimateCollection)
+        got, why = gold_estimates(data, cal, gold_wanted, exclude_new_labelers=exclude_new_labelers,
+                                  skip_errors=wanted == "all")
+        res = replace(res, results={**res.results, **got}, skipped={**res.skipped, **why})
     computed = {res.method} if isinstance(res, EstimateResult) else set(res)
     drift = _drift(data, cal) if drift_check and computed & DRIFT_METHODS else None
     if isinstance(res, EstimateResult):
@@ -309,6 +338,8 @@ def estimate(
         return res
     rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
     anchored = rule == "estimate" and _has_unknown(data, cal)
+    if has_gold:  # the round's own gold decides: no model checks needed
+        return replace(res, recommended=recommend_with_gold(data, cal, exclude_new_labelers=rule == "exclude" or anchored))
     if cal.checks is None and cal.history is None:
         return replace(res, skipped={**res.skipped,
                                      "auto": "needs model checks (calibrate with checks=True) or the history"})

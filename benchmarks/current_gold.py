@@ -1,0 +1,207 @@
+"""A few expert labels in the current round (issue 22): coverage and width of the estimates with current gold.
+
+    .venv/bin/python benchmarks/current_gold.py --resamples 30 --out docs/current_gold
+
+On every binary set in ../shared/data (benchmarks/real_data.py's BINARY),
+shifts none / half / rate, rho = 0.10, n = 200 current items (fewer on small
+sets: make_split takes at most 40 % of the gold items), one Stage A fit per
+resample and shift; the current round's gold is known for every item, so for
+each budget k in {20, 50, 100} (k < n) and each design (uniform, active) a
+gold sample is drawn by the design and revealed, and every estimate with
+current gold is computed on it:
+
+* ``hero1_ppi`` (the recommended estimate with current gold: ``auto``'s
+  choice, run through heroeval.choice.recommend_with_gold), ``prior_ppi``,
+  ``mv_ppi`` (PPI++ with the majority vote as predictor, as ppi_py does),
+  ``gold_only`` (Wilson, finite-population corrected) and ``gold_cp``
+  (Clopper–Pearson on the gold, no correction), plus HERO-1 without gold for
+  reference.
+
+Writes resamples.csv.gz (one row per resample, k, design, method) and
+summary.csv, and prints the tables of docs/current_gold.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from heroeval.choice.auto import recommend_with_gold
+from heroeval.errors import HeroEvalWarning
+from heroeval.estimators._methods import _align
+from heroeval.estimators.ppi import clopper_pearson, gold_estimates
+from heroeval.inference.select import select_items
+from heroeval.workflows.api import calibrate, estimate
+from heroeval.workflows.benchmark import load_folder, make_split
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from real_data import BINARY
+
+KS = (20, 50, 100)
+DESIGNS = ("uniform", "active")
+SHIFTS = ("none", "half", "rate")
+
+
+def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS) -> list[dict]:
+    sp = make_split(data, r, 0.10, 200, shift, seed)
+    cal = calibrate(sp.history)
+    al = _align(sp.current, cal, True)
+    cur = al.data
+    gold = data.gold.set_index("item_id")["gold"]
+    ids = cur.item_ids.astype(str)
+    y = gold.loc[ids].to_numpy()
+    truth = float(y.mean())
+    n = cur.n_items
+    base = {"dataset": data.name, "shift": shift, "resample": r, "n_current": n, "truth": truth}
+    rows = []
+    h1 = estimate(cur, cal, method="hero1", drift_check=False)
+    ci = h1.confidence_interval()
+    rows.append({**base, "k": 0, "design": "none", "method": "hero1", "estimate": h1.estimate,
+                 "se": h1.standard_error, "ci_low": ci.low, "ci_high": ci.high, "interval": ci.method})
+    for k in ks:
+        if k >= n:
+            continue
+        for design in designs:
+            gen = np.random.default_rng([seed, r, k, SHIFTS.index(shift), DESIGNS.index(design)])
+            sel = select_items(cur, cal, k, design=design, rng=gen)
+            ch = sel.chosen
+            pos = pd.Index(ids).get_indexer(ch["item_id"])
+            c2 = cur.with_gold(ids[pos], y[pos])
+            if design != "uniform":
+                c2 = c2.with_design(ch["item_id"], ch["pi"])
+            res, _ = gold_estimates(c2, cal, ["hero1_ppi", "prior_ppi", "mv_ppi", "gold_only"],
+                                    exclude_new_labelers=True, skip_errors=True)
+            rec = recommend_with_gold(c2, cal, exclude_new_labelers=True, candidates=())
+            res = {"auto": rec.result, **res}
+            for m, x in res.items():
+                ci = x.confidence_interval()
+                rows.append({**base, "k": k, "design": design, "method": m, "estimate": x.estimate,
+                             "se": x.standard_error, "ci_low": ci.low, "ci_high": ci.high, "interval": ci.method,
+                             "lambda": x.details.get("lambda", math.nan), "k_drawn": x.details.get("n_gold")})
+            # Clopper-Pearson on the gold alone (uniform design only: unweighted)
+            if design == "uniform":
+                lo, hi = clopper_pearson(float(y[pos].sum()), float(pos.size), 0.95)
+                rows.append({**base, "k": k, "design": design, "method": "gold_cp", "estimate": float(y[pos].mean()),
+                             "se": math.nan, "ci_low": lo, "ci_high": hi, "interval": "clopper-pearson",
+                             "lambda": 0.0, "k_drawn": pos.size})
+    return rows
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    d = df.copy()
+    d["cover"] = (d["ci_low"] <= d["truth"] + 1e-12) & (d["truth"] - 1e-12 <= d["ci_high"])
+    d["width"] = d["ci_high"] - d["ci_low"]
+    d["err"] = d["estimate"] - d["truth"]
+    g = d.groupby(["dataset", "shift", "k", "design", "method"], sort=False)
+    return g.agg(resamples=("cover", "size"), coverage=("cover", "mean"), width=("width", "mean"),
+                 bias=("err", "mean"), rmse=("err", lambda e: float(np.sqrt(np.mean(np.square(e))))),
+                 n_current=("n_current", "mean"), lam=("lambda", "mean")).reset_index()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    here = Path(__file__).resolve().parent.parent
+    ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
+    ap.add_argument("--resamples", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--out", default="docs/current_gold")
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    warnings.simplefilter("ignore", HeroEvalWarning)
+    warnings.simplefilter("ignore", RuntimeWarning)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    t0 = time.perf_counter()
+    for name, suffix in BINARY:
+        if a.only and name not in a.only.split(","):
+            continue
+        t = time.perf_counter()
+        data = load_folder(Path(a.data) / name, binary_suffix=suffix, text_components=0)
+        for shift in SHIFTS:
+            for r in range(a.resamples):
+                rows.extend(one(data, r, shift, a.seed))
+        print(f"{data.name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+    df = pd.DataFrame(rows)
+    df.to_csv(out / "resamples.csv.gz", index=False)
+    summ = summarize(df)
+    summ.to_csv(out / "summary.csv", index=False)
+    print(f"total {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    print(tables(summ))
+
+
+def _geo(x: pd.Series) -> float:
+    x = x[np.isfinite(x) & (x > 0)]
+    return float(np.exp(np.mean(np.log(x)))) if len(x) else math.nan
+
+
+def tables(s: pd.DataFrame) -> str:
+    """The markdown tables of docs/current_gold.md from the summary."""
+    out: list[str] = []
+    # 1. coverage of the recommended interval, by shift, k and design
+    rec = s[s["method"] == "auto"]
+    out.append("| shift | design | k | mean coverage | min cell | cells |\n|---|---|---|---|---|---|")
+    for (sh, de, k), g in rec.groupby(["shift", "design", "k"]):
+        out.append(f"| {sh} | {de} | {k} | {g['coverage'].mean():.3f} | {g['coverage'].min():.2f} | {len(g)} |")
+    out.append("")
+    out.append("| shift | mean coverage (all k, designs) | min cell |\n|---|---|---|")
+    for sh, g in rec.groupby("shift"):
+        out.append(f"| {sh} | {g['coverage'].mean():.3f} | {g['coverage'].min():.2f} |")
+    out.append("")
+    # 2. coverage of every method, by shift
+    out.append("| method | " + " | ".join(SHIFTS) + " | min cell |\n|---|---|---|---|---|")
+    for m, g in s[s["k"] > 0].groupby("method"):
+        cov = [g[g["shift"] == sh]["coverage"].mean() for sh in SHIFTS]
+        out.append(f"| {m} | " + " | ".join(f"{c:.3f}" for c in cov) + f" | {g['coverage'].min():.2f} |")
+    out.append("")
+    # 3. width ratios (uniform design), geometric means over data sets and shifts, and labels saved
+    key = ["dataset", "shift", "k", "design"]
+    w = s.pivot_table(index=key, columns="method", values="width").reset_index()
+    out.append("| k | design | HERO-PPI / gold-only (Wilson, FPC) | HERO-PPI / Clopper–Pearson | HERO-PPI / PPI++ with MV "
+               "| prior-PPI / HERO-PPI | gold labels worth (gold-only k for the same width) | cells |\n"
+               "|---|---|---|---|---|---|---|---|")
+    gu = w[w["design"] == "uniform"].set_index(["dataset", "shift", "k"])["gold_only"]
+    for (k, de), g in w[w["k"] > 0].groupby(["k", "design"]):
+        # against the classical interval of a uniform sample of the same size
+        ratio = g["auto"].to_numpy() / gu.reindex(pd.MultiIndex.from_frame(g[["dataset", "shift", "k"]])).to_numpy()
+        ratio = pd.Series(ratio)
+        cp = _geo(g["auto"] / g["gold_cp"]) if "gold_cp" in g and g["gold_cp"].notna().any() else math.nan
+        n = s[(s["k"] == k) & (s["design"] == de) & (s["method"] == "auto")]["n_current"].mean()
+        rho = _geo(ratio)
+        k_eq = 1.0 / ((1.0 / k - 1.0 / n) * rho**2 + 1.0 / n) if math.isfinite(rho) else math.nan
+        out.append(f"| {k} | {de} | {rho:.3f} | {cp:.3f} | {_geo(g['auto'] / g['mv_ppi']):.3f} | "
+                   f"{_geo(g['prior_ppi'] / g['auto']):.3f} | {k_eq:.0f} (n = {n:.0f}) | {len(g)} |")
+    out.append("")
+    # 4. active vs uniform
+    a = w[w["design"] == "active"].set_index(["dataset", "shift", "k"])["auto"]
+    u = w[w["design"] == "uniform"].set_index(["dataset", "shift", "k"])["auto"]
+    j = pd.concat([a.rename("active"), u.rename("uniform")], axis=1).dropna()
+    out.append("| k | width active / uniform (geo. mean) | range over cells | coverage active | coverage uniform |\n"
+               "|---|---|---|---|---|")
+    for k, g in j.reset_index().groupby("k"):
+        r = g["active"] / g["uniform"]
+        ca = rec[(rec["k"] == k) & (rec["design"] == "active")]["coverage"].mean()
+        cu = rec[(rec["k"] == k) & (rec["design"] == "uniform")]["coverage"].mean()
+        out.append(f"| {k} | {_geo(r):.3f} | {r.min():.2f}–{r.max():.2f} | {ca:.3f} | {cu:.3f} |")
+    out.append("")
+    # 5. per data set, k = 50, uniform
+    sub = s[(s["k"] == 50) & (s["design"] == "uniform")]
+    out.append("| data set | shift | n | coverage HERO-PPI | width HERO-PPI | width gold-only | width MV-PPI | "
+               "lambda |\n|---|---|---|---|---|---|---|---|")
+    for (ds, sh), g in sub.groupby(["dataset", "shift"], sort=False):
+        gm = g.set_index("method")
+        out.append(f"| {ds} | {sh} | {gm.loc['auto', 'n_current']:.0f} | {gm.loc['auto', 'coverage']:.2f} | "
+                   f"{gm.loc['auto', 'width']:.3f} | {gm.loc['gold_only', 'width']:.3f} | "
+                   f"{gm.loc['mv_ppi', 'width']:.3f} | {gm.loc['auto', 'lam']:.2f} |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    main()

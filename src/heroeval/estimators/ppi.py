@@ -1,0 +1,535 @@
+"""A few expert labels in the current round: prediction-powered estimates (PPI++) with HERO's posteriors.
+
+When some current items carry gold, drawn at random (uniformly, or by a
+known design with inclusion probabilities ``pi_i``), a predictor ``f_i`` of
+each item's gold label, computed from its silver labels, is *rectified* by
+the gold (Angelopoulos et al. 2023; power tuning, PPI++: Angelopoulos, Duchi
+and Zrnic 2023):
+
+    theta_hat = lam * mean_U(f) + sum_S w_i (y_i - lam f_i) / sum_S w_i,    w_i = 1 / pi_i
+
+``U`` the round's n items, ``S`` the k gold items (a Hajek mean; with a
+uniform sample ``w`` is constant and the second term is the gold items' mean
+of ``y - lam f``). Conditional on the silver labels, the gold sample is
+random, so theta_hat is unbiased for the round's gold rate (up to the O(1/k)
+of a tuned ``lam``) whatever the rate shift, pool shift or labeler
+dependence: the history only shapes ``f``, and a better ``f`` only narrows
+the interval. The predictor is the item's posterior P(Y = 1 | labels) under
+the calibration's two-coin model at HERO-1's estimate of the round's rate
+(``predictor="hero1"``), at the history's rate (``"prior"``), or the
+majority vote (``"majority_vote"``, what ppi_py and GLIDE use).
+
+**Target and variance.** The target is the rate of the round's items (the
+finite population the gold was drawn from). With residuals
+``r_i = y_i - lam f_i`` and their Hajek mean ``r_bar``,
+
+    Var_current = (1/n^2) * k/(k-1) * sum_S (1 - pi_i) (r_i - r_bar)^2 / pi_i^2
+
+which for a uniform sample is ``(1 - k/n) s_r^2 / k``. ``lam`` minimises it:
+the weighted least-squares slope of y on f over S with weights
+``(1 - pi_i) / pi_i^2``, clipped to [0, 1] (``lam = 0`` is the gold-only
+mean, ``lam = 1`` plain PPI).
+
+**History term.** ``f`` depends on the calibration's parameters ``theta``
+(and, for ``"hero1"``, on HERO-1's estimate, itself a function of theta
+with gradient ``c_hero1``), so
+
+    d theta_hat / d theta = lam * (mean_U df/dtheta - Hajek_S df/dtheta),
+    df_i/dtheta = f_i (1 - f_i) (dL_i/dtheta + c_hero1 / (mu (1 - mu)))
+
+and its variance is ``c' V c`` with ``V`` the calibration's
+``parameter_covariance``. It is small (the two means estimate the same
+thing), but it is included.
+
+**Interval and the small-sample rule.** ``theta_hat +- t_{k-1} * SE``,
+clipped to [0, 1]. With fewer than :data:`SMALL_GOLD` gold items, or gold
+items all of one class (where the residuals' spread says little), the
+interval is widened to contain the Clopper–Pearson interval of the gold
+alone (Korn–Graubard: at Kish's effective size under a design). The
+gold-only estimate (``lam = 0``) gets Wilson's interval at the effective
+size ``k (n - 1) / (n - k)`` (the finite-population correction).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import expit, logit
+from scipy.stats import beta as beta_dist
+from scipy.stats import norm
+from scipy.stats import t as t_dist
+
+from heroeval.errors import DataError, HeroEvalError
+from heroeval.estimators._inversion import _Test, check_alternative
+from heroeval.estimators._methods import (
+    _align,
+    _check_calibration,
+    _check_current,
+    _llr,
+    hero1,
+)
+from heroeval.estimators.results import EstimateResult, Influence
+from heroeval.ingest.annotations import AnnotationSet
+from heroeval.stage_a.calibration import Calibration
+
+__all__ = [
+    "ALL_GOLD_METHODS",
+    "GOLD_METHODS",
+    "PREDICTORS",
+    "SMALL_GOLD",
+    "GoldSample",
+    "gold_estimates",
+    "gold_only",
+    "gold_sample",
+    "item_posterior",
+    "ppi",
+    "rectify",
+    "split_methods",
+]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+Predictor = Literal["hero1", "prior", "majority_vote"]
+
+PREDICTORS = ("hero1", "prior", "majority_vote")
+GOLD_METHODS = ("hero1_ppi", "mv_ppi", "gold_only")
+"""The estimates that use current gold, in the order ``method="all"`` adds them when the round has gold."""
+METHOD_OF = {"hero1": "hero1_ppi", "prior": "prior_ppi", "majority_vote": "mv_ppi"}
+SMALL_GOLD = 10
+"""Below this many gold items the interval is widened to contain the gold's own Clopper–Pearson interval."""
+_MU_CLIP = 1e-6
+PSEUDO = float(norm.ppf(0.975)) ** 2 / 2
+"""Pseudo-items at each end of the residual's range in the variance (z^2/2, Agresti–Coull's count)."""
+
+
+# ---------------------------------------------------------------------------
+# The gold sample
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GoldSample:
+    """The current round's gold items: positions, labels, inclusion probabilities and how they were drawn."""
+
+    index: IntArray  # positions of the gold items among the round's items
+    y: FloatArray
+    pi: FloatArray  # inclusion probabilities (k / n for a uniform sample)
+    design: str  # "uniform" (no design given) or "design"
+    n: int  # items in the round
+
+    @property
+    def k(self) -> int:
+        return int(self.index.size)
+
+    @property
+    def weights(self) -> FloatArray:
+        w: FloatArray = 1.0 / self.pi
+        return w
+
+    def describe(self) -> str:
+        if self.design == "uniform":
+            return f"{self.k} of {self.n} items have gold, taken as a uniform random sample"
+        if np.allclose(self.pi, self.pi[0]):
+            return f"{self.k} of {self.n} items have gold, drawn by a uniform design (pi = {self.pi[0]:.3g})"
+        return (f"{self.k} of {self.n} items have gold, drawn by a design (inclusion probabilities "
+                f"{self.pi.min():.3g} to {self.pi.max():.3g}; Hajek weights 1/pi)")
+
+
+def gold_sample(data: AnnotationSet) -> GoldSample | None:
+    """The gold items of a current round (``None`` when it has none), with their design."""
+    idx = np.flatnonzero(data.gold >= 0).astype(np.int64)
+    if idx.size == 0:
+        return None
+    n = data.n_items
+    y = data.gold[idx].astype(float)
+    if data.gold_pi is None:
+        return GoldSample(idx, y, np.full(idx.size, idx.size / n), "uniform", n)
+    pi = np.asarray(data.gold_pi, dtype=float)[idx]
+    if not np.all(np.isfinite(pi)):
+        raise DataError(f"{int((~np.isfinite(pi)).sum())} gold item(s) of {data.name!r} have no inclusion "
+                        "probability in the design")
+    return GoldSample(idx, y, pi, "design", n)
+
+
+# ---------------------------------------------------------------------------
+# Predictors
+# ---------------------------------------------------------------------------
+
+
+def item_posterior(L: FloatArray, mu: float) -> FloatArray:
+    """P(Y = 1 | labels) under the two-coin model at prior rate ``mu``: sigmoid(logit mu + L)."""
+    m = min(max(float(mu), _MU_CLIP), 1 - _MU_CLIP)
+    out: FloatArray = expit(logit(m) + L)
+    return out
+
+
+def _majority(data: AnnotationSet) -> FloatArray:
+    ones = np.add.reduceat(data.label.astype(np.int64), data.item_ptr[:-1])
+    n = np.diff(data.item_ptr)
+    out: FloatArray = np.where(2 * ones > n, 1.0, np.where(2 * ones == n, 0.5, 0.0))
+    return out
+
+
+def _dL_sums(data: AnnotationSet, to_calib: IntArray, alpha: FloatArray, beta: FloatArray, item_w: FloatArray,
+             n_labelers: int) -> FloatArray:
+    """``sum_i item_w[i] * dL_i/d(alpha, beta)`` over the calibration's 2J labeler parameters."""
+    a = np.clip(np.asarray(alpha, dtype=float), 1e-9, 1 - 1e-9)[to_calib[data.labeler]]
+    b = np.clip(np.asarray(beta, dtype=float), 1e-9, 1 - 1e-9)[to_calib[data.labeler]]
+    z = data.label.astype(float)
+    ga = z / a - (1 - z) / (1 - a)
+    gb = z / (1 - b) - (1 - z) / b
+    wa = item_w[data.annotation_item]
+    lab = to_calib[data.labeler]
+    return np.concatenate([np.bincount(lab, weights=wa * ga, minlength=n_labelers),
+                           np.bincount(lab, weights=wa * gb, minlength=n_labelers)])
+
+
+# ---------------------------------------------------------------------------
+# Rectification
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rectified:
+    """theta_hat = lam * mean_U(f) + Hajek_S(y - lam f), with its current-round variance."""
+
+    estimate: float
+    lam: float
+    mean_f: float
+    rectifier: float
+    variance: float
+    phi: FloatArray  # per-item current influence (zero off the gold), variance = phi.phi / n^2
+    residual: FloatArray  # y - lam f on the gold items
+
+
+def _tuned_lambda(f: FloatArray, gs: GoldSample) -> float:
+    """PPI++ power tuning: the weighted LS slope of y on f over the gold, weights (1 - pi)/pi^2, clipped to [0, 1]."""
+    fs = f[gs.index]
+    v = (1 - gs.pi) / gs.pi**2
+    if gs.k < 2 or v.sum() <= 0:
+        return 0.0
+    fb = float(np.sum(v * fs) / v.sum())
+    yb = float(np.sum(v * gs.y) / v.sum())
+    sxx = float(np.sum(v * (fs - fb) ** 2))
+    if sxx <= 1e-12 * max(v.sum(), 1e-300):
+        return 0.0
+    return float(min(max(np.sum(v * (fs - fb) * (gs.y - yb)) / sxx, 0.0), 1.0))
+
+
+def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: float = PSEUDO) -> Rectified:
+    """The prediction-powered estimate of the round's rate from predictor ``f`` (one per item) and the gold sample.
+
+    ``lam=None`` tunes it (PPI++); ``lam=0`` is the gold items' (Hajek) mean,
+    ``lam=1`` plain PPI. The variance is the design-based one (module
+    docstring), floored at that of ``pseudo`` discordant gold items
+    (residual spread ``pseudo / (k + 2 pseudo)`` per item, at the mean
+    variance factor of the sample): with few gold items the sample often
+    holds no item where the predictor errs, and its residual spread is then
+    near zero whatever the predictor's error rate (Agresti and Coull's
+    ``z^2 / 2`` pseudo-successes play the same part for a proportion).
+    ``pseudo=0`` gives the plain design-based variance.
+    """
+    f = np.asarray(f, dtype=float)
+    if f.shape != (gs.n,):
+        raise HeroEvalError(f"predictor has shape {f.shape}, expected ({gs.n},)")
+    if not (math.isfinite(pseudo) and pseudo >= 0):
+        raise HeroEvalError(f"pseudo must be a number >= 0, got {pseudo!r}")
+    lm = _tuned_lambda(f, gs) if lam is None else float(lam)
+    w = gs.weights
+    r = gs.y - lm * f[gs.index]
+    rbar = float(np.sum(w * r) / np.sum(w))
+    mean_f = float(np.mean(f))
+    k, n = gs.k, gs.n
+    phi = np.zeros(n)
+    if k < 2:
+        return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, math.nan, phi, r)
+    c = (1 - gs.pi) / gs.pi**2  # each gold item's variance factor (1 - pi) / pi^2
+    phi[gs.index] = math.sqrt(k / (k - 1)) * np.sqrt(c) * (r - rbar)
+    var = float(phi @ phi) / n**2
+    floor = k * float(c.mean()) * pseudo / (k + 2 * pseudo) / n**2
+    if floor > var:
+        free = np.setdiff1d(np.arange(n), gs.index)[:1]  # the floor's excess sits in one entry off the gold
+        if free.size:
+            phi[free] = n * math.sqrt(floor - var)
+            var = floor
+    return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, var, phi, r)
+
+
+# ---------------------------------------------------------------------------
+# Intervals: t with k - 1 df, and the small-sample rule
+# ---------------------------------------------------------------------------
+
+
+def _kish(gs: GoldSample) -> tuple[float, float]:
+    """Hajek mean of the gold and Kish's effective sample size (k for a uniform sample)."""
+    w = gs.weights
+    p = float(np.sum(w * gs.y) / np.sum(w))
+    n_eff = float(np.sum(w) ** 2 / np.sum(w**2))
+    return p, n_eff
+
+
+def clopper_pearson(x: float, n: float, level: float, alternative: str = "two-sided") -> tuple[float, float]:
+    """Clopper–Pearson interval for x successes of n (non-integer x, n allowed: Korn–Graubard)."""
+    a = 1 - level if alternative != "two-sided" else (1 - level) / 2
+    lo = 0.0 if x <= 0 else float(beta_dist.ppf(a, x, n - x + 1))
+    hi = 1.0 if x >= n else float(beta_dist.ppf(1 - a, x + 1, n - x))
+    if alternative == "less":
+        lo = 0.0
+    elif alternative == "greater":
+        hi = 1.0
+    return lo, hi
+
+
+def wilson(p: float, n: float, level: float, alternative: str = "two-sided") -> tuple[float, float]:
+    """Wilson's score interval for a proportion ``p`` of ``n`` (``n`` may be an effective size; inf gives a point)."""
+    if not math.isfinite(n):
+        return p, p
+    z = float(norm.ppf(0.5 + level / 2)) if alternative == "two-sided" else float(norm.ppf(level))
+    den = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / den
+    h = z * math.sqrt(max(p * (1 - p) / n + z * z / (4 * n * n), 0.0)) / den
+    lo, hi = max(0.0, c - h), min(1.0, c + h)
+    if alternative == "less":
+        lo = 0.0
+    elif alternative == "greater":
+        hi = 1.0
+    return lo, hi
+
+
+class DesignInterval(_Test):
+    """The interval of an estimate from current gold: t with k - 1 df, widened by the small-sample rule.
+
+    ``kind="t"``: ``estimate +- t_{k-1} SE`` (clipped to [0, 1]), widened to
+    contain the gold's Clopper–Pearson (Korn–Graubard) interval when
+    ``k < SMALL_GOLD`` or the gold items are all of one class.
+    ``kind="wilson"``: Wilson's interval of the gold mean at the effective
+    size ``n_eff * (n - 1) / (n - k)`` (the gold-only estimate).
+    """
+
+    preferred = True  # method="auto" resolves to this interval
+
+    def __init__(self, estimate: float, se: float, gs: GoldSample, kind: str = "t",
+                 small_gold: int = SMALL_GOLD) -> None:
+        self.center = estimate
+        self.se = se
+        self.gs = gs
+        self.kind = kind
+        self.small_gold = small_gold
+        p, n_eff = _kish(gs)
+        self.gold_mean = p
+        self.n_eff = n_eff
+        self.one_class = bool(np.all(gs.y == gs.y[0]))
+        self.fallback = kind == "t" and (gs.k < small_gold or self.one_class or not math.isfinite(se))
+        self.label = ("wilson" if kind == "wilson" else "t+clopper-pearson" if self.fallback else "t")
+
+    def stat(self, mu0: float) -> float:  # pragma: no cover - the interval is closed-form
+        return (self.center - mu0) / self.se if self.se > 0 else math.copysign(math.inf, self.center - mu0)
+
+    def interval(self, confidence_level: float, alternative: str = "two-sided") -> tuple[float, float]:
+        check_alternative(alternative)
+        gs = self.gs
+        if self.kind == "wilson":
+            fpc = (gs.n - 1) / (gs.n - gs.k) if gs.k < gs.n else math.inf
+            return wilson(self.gold_mean, self.n_eff * fpc, confidence_level, alternative)
+        lo, hi = math.nan, math.nan
+        if math.isfinite(self.se) and gs.k >= 2:
+            q = 0.5 + confidence_level / 2 if alternative == "two-sided" else confidence_level
+            h = float(t_dist.ppf(q, gs.k - 1)) * self.se
+            lo, hi = max(0.0, self.center - h), min(1.0, self.center + h)
+            if alternative == "less":
+                lo = 0.0
+            elif alternative == "greater":
+                hi = 1.0
+        if self.fallback:
+            cl, ch = clopper_pearson(self.gold_mean * self.n_eff, self.n_eff, confidence_level, alternative)
+            lo = cl if not math.isfinite(lo) else min(lo, cl)
+            hi = ch if not math.isfinite(hi) else max(hi, ch)
+        return lo, hi
+
+
+# ---------------------------------------------------------------------------
+# Estimators
+# ---------------------------------------------------------------------------
+
+
+def _need_gold(data: AnnotationSet) -> GoldSample:
+    gs = gold_sample(data)
+    if gs is None:
+        raise DataError(f"the current round {data.name!r} has no gold items: estimates with current gold need "
+                        "some (read_annotations(current, gold=...); CLI --current-gold)")
+    return gs
+
+
+def _result(method: str, est: float, data: AnnotationSet, gs: GoldSample, rect: Rectified, infl: Influence,
+            kind: str, details: dict[str, Any], notes: tuple[str, ...]) -> EstimateResult:
+    clipped = min(max(est, 0.0), 1.0)
+    if clipped != est:
+        notes = (*notes, f"the rectified estimate {est:.4f} was clipped to [0, 1]")
+    test = DesignInterval(clipped, math.sqrt(max(infl.variance(), 0.0)) if math.isfinite(infl.variance())
+                          else math.nan, gs, kind)
+    if test.fallback and kind == "t":
+        why = (f"only {gs.k} gold items" if gs.k < SMALL_GOLD else "the gold items are all of one class"
+               if test.one_class else "no variance estimate")
+        notes = (*notes, f"{why}: the interval is widened to contain the gold's own Clopper–Pearson interval")
+    return EstimateResult(
+        method=method, estimate=clipped, n_items=data.n_items, n_annotations=data.n_annotations,
+        n_labelers=int(np.unique(data.labeler).size), status="ok",
+        details={"n_gold": gs.k, "design": gs.design, "lambda": rect.lam, "mean_predictor": rect.mean_f,
+                 "rectifier": rect.rectifier, "gold_mean": test.gold_mean, "gold_effective_n": test.n_eff,
+                 "small_sample_rule": bool(test.fallback), "interval": test.label, **details},
+        notes=(gs.describe(), *notes), influence=infl, test=test,
+    )
+
+
+def ppi(
+    current: AnnotationSet,
+    calibration: Calibration | None = None,
+    *,
+    predictor: Predictor = "hero1",
+    lam: float | None = None,
+    exclude_new_labelers: bool = False,
+    prior: float | None = None,
+) -> EstimateResult:
+    """The round's rate from its gold items rectifying a predictor of each item's gold label (PPI++).
+
+    Parameters
+    ----------
+    current : AnnotationSet
+        The current round with gold on some items (a uniform random sample,
+        or drawn by a design recorded with :meth:`AnnotationSet.with_design`).
+    calibration : Calibration
+        Needed for the posterior predictors (``"hero1"``, ``"prior"``).
+    predictor : {"hero1", "prior", "majority_vote"}
+        ``"hero1"``: P(Y = 1 | labels) under the calibration's two-coin model
+        at HERO-1's estimate of the round's rate (method ``"hero1_ppi"``);
+        ``"prior"``: at the history's rate (or ``prior``; ``"prior_ppi"``);
+        ``"majority_vote"``: the item's majority label (``"mv_ppi"``, PPI++
+        as ppi_py runs it).
+    lam : float, optional
+        Fixed rectification weight; default tuned (PPI++).
+
+    The module docstring gives the estimator, its variance (current and
+    history parts) and the small-sample rule.
+
+    Examples
+    --------
+    >>> import heroeval as he
+    >>> hist = he.AnnotationSet.from_arrays(
+    ...     [1, 2, 3, 4], ["a"] * 4, [1, 1, 0, 0], gold=([1, 2, 3, 4], [1, 0, 0, 0]))
+    >>> cal = he.calibrate(hist)
+    >>> cur = he.AnnotationSet.from_arrays([5, 6, 7, 8], ["a"] * 4, [1, 1, 0, 0], gold=([5, 7], [1, 0]))
+    >>> round(ppi(cur, cal, lam=0.0).estimate, 6)   # lam = 0: the gold items' mean
+    0.5
+    """
+    data = _check_current(current)
+    if predictor not in PREDICTORS:
+        raise HeroEvalError(f"predictor must be one of {list(PREDICTORS)}, got {predictor!r}")
+    if lam is not None and not (isinstance(lam, (int, float)) and math.isfinite(lam)):
+        raise HeroEvalError(f"lam must be a number or None, got {lam!r}")
+    notes: tuple[str, ...] = ()
+    details: dict[str, Any] = {"predictor": predictor}
+    if predictor == "majority_vote":
+        gs = _need_gold(data)
+        f = _majority(data)
+        rect = rectify(f, gs, lam)
+        infl = Influence(rect.phi)
+        return _result("mv_ppi", rect.estimate, data, gs, rect, infl, "t", details, notes)
+    if calibration is None:
+        raise HeroEvalError(f"predictor {predictor!r} needs a calibration")
+    cal = _check_calibration(calibration)
+    al = _align(data, cal, exclude_new_labelers)
+    d = al.data
+    gs = _need_gold(d)
+    notes = al.notes
+    L = _llr(d, al.to_calib, cal.alpha, cal.beta)
+    J = cal.n_labelers
+    c_mu = np.zeros(cal.n_parameters)
+    if predictor == "hero1":
+        h1 = hero1(d, cal, exclude_new_labelers=exclude_new_labelers)
+        mu = h1.estimate
+        if not math.isfinite(mu):
+            raise HeroEvalError("HERO-1 is unidentified on this round: no posterior predictor (use "
+                                "predictor='majority_vote' or the gold alone)")
+        if h1.influence is not None and h1.influence.history is not None and h1.influence.space == "stage_a":
+            c_mu = np.asarray(h1.influence.history, dtype=float)
+        details["prior_rate"] = mu
+    else:
+        if prior is not None:
+            mu = float(prior)
+        else:
+            nn = np.asarray(cal.round_n_items, dtype=float)
+            mu = float(np.sum(nn * cal.round_prevalence) / nn.sum())
+            c_mu[2 * J: 2 * J + len(cal.round_ids)] = nn / nn.sum()
+        details["prior_rate"] = mu
+    m = min(max(mu, _MU_CLIP), 1 - _MU_CLIP)
+    f = item_posterior(L, m)
+    rect = rectify(f, gs, lam)
+    # history term: lam * (mean_U df/dtheta - Hajek_S df/dtheta)
+    s = f * (1 - f)
+    wu = np.full(d.n_items, 1.0 / d.n_items)
+    ws = np.zeros(d.n_items)
+    ws[gs.index] = gs.weights / gs.weights.sum()
+    dw = wu - ws
+    grad = np.zeros(cal.n_parameters)
+    grad[: 2 * J] = _dL_sums(d, al.to_calib, cal.alpha, cal.beta, dw * s, J)
+    grad += float(np.sum(dw * s)) / (m * (1 - m)) * c_mu
+    c = rect.lam * grad
+    V = cal.parameter_covariance
+    if V is None:
+        notes = (*notes, "the calibration has no parameter covariance: the history term is left out")
+    infl = Influence(rect.phi, "stage_a", c, V, None if V is None else hash(cal.token))
+    details.update(al.details)
+    return _result(METHOD_OF[predictor], rect.estimate, d, gs, rect, infl, "t", details, notes)
+
+
+def gold_only(current: AnnotationSet) -> EstimateResult:
+    """The classical estimate from the round's gold items alone: their (Hajek) mean, Wilson's interval.
+
+    Wilson's interval at the effective size ``k (n - 1) / (n - k)`` (Kish's
+    size under a design): the finite-population correction for the rate of
+    the round's n items.
+    """
+    data = _check_current(current)
+    gs = _need_gold(data)
+    rect = rectify(np.zeros(data.n_items), gs, 0.0)
+    return _result("gold_only", rect.estimate, data, gs, rect, Influence(rect.phi), "wilson", {"predictor": None}, ())
+
+
+def split_methods(wanted: list[str]) -> tuple[list[str], list[str]]:
+    """(silver-only methods, methods that use current gold) of a method list."""
+    gold = [m for m in wanted if m in ALL_GOLD_METHODS]
+    return [m for m in wanted if m not in ALL_GOLD_METHODS], gold
+
+
+ALL_GOLD_METHODS = ("hero1_ppi", "prior_ppi", "mv_ppi", "gold_only")
+
+
+def gold_estimates(
+    current: AnnotationSet, calibration: Calibration | None, methods: list[str] | tuple[str, ...] = GOLD_METHODS, *,
+    exclude_new_labelers: bool = False, skip_errors: bool = False,
+) -> tuple[dict[str, EstimateResult], dict[str, str]]:
+    """The estimates that use current gold, by method name (``hero1_ppi``, ``prior_ppi``, ``mv_ppi``, ``gold_only``).
+
+    With ``skip_errors`` a method that cannot run is listed with the reason instead of raising.
+    """
+    out: dict[str, EstimateResult] = {}
+    skipped: dict[str, str] = {}
+    by_method = {v: k for k, v in METHOD_OF.items()}
+    for m in methods:
+        if m not in ALL_GOLD_METHODS:
+            raise HeroEvalError(f"unknown method with current gold {m!r}; choose from {list(ALL_GOLD_METHODS)}")
+        try:
+            if m == "gold_only":
+                out[m] = gold_only(current)
+            else:
+                out[m] = ppi(current, calibration, predictor=by_method[m],  # type: ignore[arg-type]
+                             exclude_new_labelers=exclude_new_labelers)
+        except HeroEvalError as exc:
+            if not skip_errors:
+                raise
+            skipped[m] = str(exc)
+    return out, skipped

@@ -1,0 +1,387 @@
+"""Current-round gold (issue 22): PPI++ with HERO's posteriors, designs, the small-sample rule, auto, select, plan."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import t as t_dist
+
+import heroeval as he
+from heroeval.choice.auto import recommend
+from heroeval.estimators._methods import estimate_methods
+from heroeval.estimators.ppi import (
+    PSEUDO,
+    SMALL_GOLD,
+    GoldSample,
+    clopper_pearson,
+    gold_only,
+    gold_sample,
+    ppi,
+    rectify,
+)
+from heroeval.inference.select import inclusion_probabilities, select_items
+
+
+class _D:
+    """A small two-coin world: history with 10 % gold, a current round whose every gold label is known."""
+
+    def __init__(self, seed: int, n_hist: int = 800, n_cur: int = 300, J: int = 6, mu_cur: float = 0.35):
+        gen = np.random.default_rng(seed)
+        a = gen.uniform(0.6, 0.9, J)
+        b = gen.uniform(0.6, 0.9, J)
+
+        def draw(m: int, mu: float, prefix: str, rho: float | None):
+            y = (gen.random(m) < mu).astype(np.int8)
+            item = np.repeat(np.arange(m), J)
+            lab = np.tile(np.arange(J), m)
+            z = (gen.random(item.size) < np.where(y[item] == 1, a[lab], 1 - b[lab])).astype(np.int8)
+            ids = np.array([f"{prefix}{i:04d}" for i in range(m)])
+            gold = None
+            if rho is not None:
+                g = np.flatnonzero(gen.random(m) < rho)
+                gold = (ids[g], y[g])
+            return he.AnnotationSet.from_arrays(ids[item], [f"L{j}" for j in lab], z, gold=gold, name=prefix), y
+
+        self.history, _ = draw(n_hist, 0.5, "h", 0.1)
+        self.current, self.current_gold = draw(n_cur, mu_cur, "c", None)
+
+
+def paper_dgp(seed: int) -> _D:
+    return _D(seed)
+
+
+def _uniform(y: np.ndarray, idx: np.ndarray, n: int) -> GoldSample:
+    return GoldSample(idx.astype(np.int64), y[idx].astype(float), np.full(idx.size, idx.size / n), "uniform", n)
+
+
+@pytest.fixture(scope="module")
+def dgp():
+    d = paper_dgp(3)
+    cal = he.calibrate(d.history)
+    return d, cal
+
+
+def _reveal(d, k: int, seed: int = 0, design=None):
+    rng = np.random.default_rng(seed)
+    cur = d.current
+    y = d.current_gold
+    idx = np.sort(rng.choice(cur.n_items, k, replace=False))
+    ids = cur.item_ids[idx]
+    return cur.with_gold(ids, y[idx])
+
+
+# ---------------------------------------------------------------- closed forms
+
+
+def test_lambda_zero_is_gold_mean():
+    rng = np.random.default_rng(1)
+    n = 50
+    y = rng.integers(0, 2, n).astype(float)
+    f = rng.random(n)
+    gs = _uniform(y, np.arange(0, n, 5), n)
+    r = rectify(f, gs, lam=0.0)
+    assert r.estimate == pytest.approx(y[::5].mean())
+
+
+def test_lambda_one_perfect_predictor_is_predictor_mean():
+    rng = np.random.default_rng(2)
+    n = 40
+    y = rng.integers(0, 2, n).astype(float)
+    gs = _uniform(y, np.arange(0, n, 4), n)
+    r = rectify(y.copy(), gs, lam=1.0, pseudo=0.0)
+    assert r.estimate == pytest.approx(y.mean())
+    assert r.variance == pytest.approx(0.0)
+
+
+def test_variance_uniform_matches_plain_formula():
+    rng = np.random.default_rng(3)
+    n, k = 200, 30
+    y = rng.integers(0, 2, n).astype(float)
+    f = np.clip(y * 0.7 + rng.random(n) * 0.3, 0, 1)
+    idx = np.sort(rng.choice(n, k, replace=False))
+    gs = _uniform(y, idx, n)
+    lam = 0.6
+    r = rectify(f, gs, lam=lam, pseudo=0.0)
+    res = y[idx] - lam * f[idx]
+    assert r.estimate == pytest.approx(lam * f.mean() + res.mean())
+    plain = (1 - k / n) * np.var(res, ddof=1) / k
+    assert r.variance == pytest.approx(plain)
+    # the tuned lambda is the least-squares slope, clipped to [0, 1]
+    slope = np.cov(f[idx], y[idx])[0, 1] / np.var(f[idx], ddof=1)
+    assert rectify(f, gs).lam == pytest.approx(min(max(slope, 0), 1))
+
+
+def test_variance_floor_when_gold_shows_no_error():
+    n, k = 100, 20
+    y = np.r_[np.ones(50), np.zeros(50)]
+    gs = _uniform(y, np.arange(0, n, 5), n)
+    r = rectify(y.copy(), gs, lam=1.0)  # a perfect predictor on the gold: no residual spread
+    c = (1 - k / n) / (k / n) ** 2
+    assert r.variance == pytest.approx(k * c * PSEUDO / (k + 2 * PSEUDO) / n**2)
+    assert r.phi @ r.phi / n**2 == pytest.approx(r.variance)
+
+
+def test_hajek_weights_known_design():
+    n = 6
+    f = np.array([0.1, 0.9, 0.5, 0.2, 0.8, 0.4])
+    y = np.array([0, 1, 1, 0, 1, 0], dtype=float)
+    idx = np.array([0, 2, 4])
+    pi = np.array([0.25, 0.5, 0.75])
+    gs = GoldSample(idx, y[idx], pi, "design", n)
+    lam = 0.5
+    r = rectify(f, gs, lam=lam, pseudo=0.0)
+    w = 1 / pi
+    res = y[idx] - lam * f[idx]
+    hajek = np.sum(w * res) / np.sum(w)
+    assert r.estimate == pytest.approx(lam * f.mean() + hajek)
+    v = 3 / 2 * np.sum((1 - pi) / pi**2 * (res - hajek) ** 2) / n**2
+    assert r.variance == pytest.approx(v)
+
+
+def test_horvitz_thompson_unbiased_by_enumeration():
+    # Poisson sampling on a small population: E[sum_S w r] = sum_U r exactly (HT), for a fixed lam
+    rng = np.random.default_rng(4)
+    n = 8
+    f = rng.random(n)
+    y = (rng.random(n) < f).astype(float)
+    pi = inclusion_probabilities(f, 3.0, "active", mix=0.3)
+    assert pi.sum() == pytest.approx(3.0)
+    lam = 0.7
+    exp_ht = 0.0
+    for mask in range(1 << n):
+        s = np.array([(mask >> i) & 1 for i in range(n)], dtype=bool)
+        p = np.prod(np.where(s, pi, 1 - pi))
+        exp_ht += p * np.sum((y[s] - lam * f[s]) / pi[s])
+    assert exp_ht / n == pytest.approx(np.mean(y - lam * f))
+
+
+def test_inclusion_probabilities_capped_and_sum_to_k():
+    f = np.r_[np.full(5, 0.5), np.full(95, 1e-6)]
+    pi = inclusion_probabilities(f, 10.0, "active", mix=0.1)
+    assert pi.max() <= 1 + 1e-12 and pi.sum() == pytest.approx(10.0)
+    assert np.all(pi[:5] == 1.0)
+    assert inclusion_probabilities(f, 10.0, "uniform") == pytest.approx(np.full(100, 0.1))
+
+
+def test_clopper_pearson_known_values():
+    lo, hi = clopper_pearson(0, 10, 0.95)
+    assert lo == 0 and hi == pytest.approx(1 - 0.025 ** (1 / 10))
+
+
+# ---------------------------------------------------------------- estimators on data
+
+
+def test_ppi_lambda_zero_equals_gold_mean_and_gold_only(dgp):
+    d, cal = dgp
+    cur = _reveal(d, 40)
+    g = cur.gold[cur.gold >= 0].mean()
+    assert ppi(cur, cal, lam=0.0).estimate == pytest.approx(g)
+    assert gold_only(cur).estimate == pytest.approx(g)
+    ci = gold_only(cur).confidence_interval()
+    assert ci.method == "wilson" and ci.low < g < ci.high
+
+
+def test_history_gradient_matches_finite_differences(dgp):
+    d, cal = dgp
+    cur = _reveal(d, 60, seed=5)
+    r = ppi(cur, cal, predictor="hero1", lam=0.8)
+    c = r.influence.history
+    J = cal.n_labelers
+    for j in (0, J + 2):
+        h = 1e-5
+
+        def at(delta: float, j=j) -> float:
+            a, b = np.array(cal.alpha), np.array(cal.beta)
+            if j < J:
+                a[j] += delta
+            else:
+                b[j - J] += delta
+            return ppi(cur, replace(cal, alpha=a, beta=b), predictor="hero1", lam=0.8).estimate
+
+        fd = (at(h) - at(-h)) / (2 * h)
+        assert c[j] == pytest.approx(fd, rel=1e-3, abs=1e-7)
+    assert 0 < r.variance_history < 0.1 * r.variance_current
+
+
+def test_t_interval_and_small_sample_rule(dgp):
+    d, cal = dgp
+    cur = _reveal(d, 40, seed=6)
+    r = ppi(cur, cal)
+    ci = r.confidence_interval()
+    h = t_dist.ppf(0.975, 39) * r.standard_error
+    assert ci.method == "t"
+    assert ci.low == pytest.approx(max(0, r.estimate - h)) and ci.high == pytest.approx(min(1, r.estimate + h))
+    small = _reveal(d, SMALL_GOLD - 4, seed=7)
+    rs = ppi(small, cal)
+    cs = rs.confidence_interval()
+    gsm = gold_sample(small)
+    cp = clopper_pearson(gsm.y.sum(), gsm.k, 0.95)
+    assert cs.method == "t+clopper-pearson" and cs.low <= cp[0] + 1e-12 and cs.high >= cp[1] - 1e-12
+    assert rs.details["small_sample_rule"]
+
+
+def test_compare_two_rounds_with_gold(dgp):
+    d, cal = dgp
+    a = _reveal(d, 50, seed=8)
+    b = a.take_items(range(150), name="b")
+    c = he.compare(a, b, cal, method="hero1_ppi")
+    ra, rb = ppi(a, cal), ppi(b, cal)
+    assert c.estimate == pytest.approx(ra.estimate - rb.estimate)
+    vh = ra.influence.variance_history() + rb.influence.variance_history() - 2 * ra.influence.history_covariance(
+        rb.influence)
+    assert c.variance_history == pytest.approx(max(vh, 0.0))
+
+
+# ---------------------------------------------------------------- k = 0: nothing changes
+
+
+def test_no_current_gold_changes_nothing(dgp):
+    d, cal = dgp
+    cur = d.current
+    assert not cur.has_gold
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = he.estimate(cur, cal, method="all", recommend=True, history=d.history)
+        old = estimate_methods(cur, cal, method="all", history=d.history)
+        rec = recommend(cur, replace(cal, history=d.history))
+    assert list(res) == list(old)
+    for m in old:
+        assert res[m].estimate == old[m].estimate
+        assert res[m].confidence_interval() == old[m].confidence_interval()
+    assert res.recommended.method == rec.method and res.recommended.reason == rec.reason
+    assert res.recommended.result.confidence_interval() == rec.result.confidence_interval()
+    # and the silver-only methods ignore gold in the round
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = he.estimate(_reveal(d, 30), cal, method="all", recommend=True, history=d.history)
+    for m in old:
+        assert g[m].estimate == old[m].estimate
+    assert g.recommended.method == "hero1_ppi"
+    assert {"hero1_ppi", "mv_ppi", "gold_only"} <= set(g)
+
+
+def test_auto_with_gold_reports_candidate_bias(dgp):
+    d, cal = dgp
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = he.estimate(_reveal(d, 30), cal, method="auto")
+    assert r.method == "hero1_ppi"
+    assert "measured on this round's gold" in r.details["auto"]["reason"]
+    rows = {row["method"]: row for row in r.details["auto"]["candidates"]}
+    assert "current_bias" in rows["hero1"]
+
+
+# ---------------------------------------------------------------- designs
+
+
+def test_select_items_and_design_roundtrip(dgp):
+    d, cal = dgp
+    sel = select_items(d.current, cal, 30, design="active", rng=3)
+    ch = sel.chosen
+    assert len(ch) == 30 and ch["item_id"].is_unique
+    pos = pd.Index(d.current.item_ids.astype(str)).get_indexer(ch["item_id"])
+    cur = d.current.with_gold(ch["item_id"], d.current_gold[pos]).with_design(ch["item_id"], ch["pi"])
+    gs = gold_sample(cur)
+    assert gs.design == "design" and np.allclose(np.sort(gs.pi), np.sort(ch["pi"]))
+    r = ppi(cur, cal)
+    assert r.details["design"] == "design" and 0 <= r.estimate <= 1
+
+
+def test_systematic_sampling_inclusion_frequencies():
+    from heroeval.inference.select import _systematic
+
+    pi = inclusion_probabilities(np.linspace(0.01, 0.99, 20), 5.0, "active", mix=0.2)
+    gen = np.random.default_rng(0)
+    counts = np.zeros(20)
+    reps = 4000
+    for _ in range(reps):
+        s = _systematic(pi, gen)
+        assert s.size == 5 and np.unique(s).size == 5
+        counts[s] += 1
+    assert np.max(np.abs(counts / reps - pi)) < 0.03
+
+
+def test_gold_outside_design_is_an_error(dgp):
+    d, _ = dgp
+    cur = d.current.with_gold(d.current.item_ids[:3], [1, 0, 1])
+    with pytest.raises(he.DataError, match="not in the design"):
+        cur.with_design(d.current.item_ids[:2], [0.5, 0.5])
+
+
+# ---------------------------------------------------------------- coverage (fixed seed)
+
+
+def test_coverage_simulation_fixed_seed():
+    """HERO-1 + gold (PPI++) covers the round's rate on the paper's design, uniform and active, k = 20 and 60."""
+    hits = {("uniform", 20): 0, ("uniform", 60): 0, ("active", 20): 0, ("active", 60): 0}
+    reps = 40
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for rep in range(reps):
+            d = paper_dgp(100 + rep)
+            cal = he.calibrate(d.history, covariance=True)
+            truth = d.current_gold.mean()
+            for design, k in hits:
+                sel = select_items(d.current, cal, k, design=design, rng=rep)
+                ch = sel.chosen
+                pos = pd.Index(d.current.item_ids.astype(str)).get_indexer(ch["item_id"])
+                cur = d.current.with_gold(ch["item_id"], d.current_gold[pos])
+                if design != "uniform":
+                    cur = cur.with_design(ch["item_id"], ch["pi"])
+                ci = ppi(cur, cal).confidence_interval()
+                hits[(design, k)] += ci.low <= truth <= ci.high
+    for key, h in hits.items():
+        assert h / reps >= 0.85, (key, h / reps)
+    assert math.isfinite(sum(hits.values()))
+
+
+# ---------------------------------------------------------------- planning and the CLI
+
+
+def test_plan_expert_labels_gold_only_closed_form(dgp):
+    from heroeval.inference.gold_plan import expert_labels
+
+    _, cal = dgp
+    p = expert_labels(cal, mu=0.3, half_width=0.06, round_items=300, n_mc=5000)
+    rows = {r["design"]: r for r in p.rows}
+    s2, z = 0.21, 1.959963984540054
+    k = s2 / ((0.06 / z) ** 2 + s2 / 300)
+    assert rows["gold only"]["expert_labels"] == pytest.approx(k, rel=1e-3)
+    assert rows["uniform (HERO-PPI)"]["expert_labels"] < rows["gold only"]["expert_labels"]
+
+
+def test_cli_select_then_estimate_with_current_gold(tmp_path, dgp):
+    from typer.testing import CliRunner
+
+    from heroeval.cli.commands import app
+
+    d, cal = dgp
+    cal.save(tmp_path / "cal.json")
+    cur = d.current
+    rows = pd.DataFrame({"item_id": cur.item_ids[cur.annotation_item], "labeler_id": cur.labeler_ids[cur.labeler],
+                         "label": cur.label})
+    rows.to_csv(tmp_path / "cur.csv", index=False)
+    run = CliRunner().invoke
+    r = run(app, ["select", str(tmp_path / "cur.csv"), "--calibration", str(tmp_path / "cal.json"), "-k", "25",
+                  "--seed", "1", "-o", str(tmp_path / "sel.csv")])
+    assert r.exit_code == 0, r.output
+    sel = pd.read_csv(tmp_path / "sel.csv", dtype={"item_id": str})
+    assert len(sel) == 25 and {"item_id", "pi"} <= set(sel.columns)
+    pos = pd.Index(cur.item_ids.astype(str)).get_indexer(sel["item_id"])
+    pd.DataFrame({"item_id": sel["item_id"], "gold": d.current_gold[pos]}).to_csv(tmp_path / "g.csv", index=False)
+    r = run(app, ["estimate", str(tmp_path / "cur.csv"), "--calibration", str(tmp_path / "cal.json"),
+                  "--current-gold", str(tmp_path / "g.csv"), "--design", str(tmp_path / "sel.csv"), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    import json
+
+    out = json.loads(r.stdout[r.stdout.index("{"):])
+    assert out["recommended"]["method"] == "hero1_ppi"
+    assert out["ingest"]["current_gold"]["n_gold"] == 25 and out["ingest"]["current_gold"]["design"] == "design"
+    r = run(app, ["estimate", str(tmp_path / "cur.csv"), "--calibration", str(tmp_path / "cal.json"),
+                  "--design", str(tmp_path / "sel.csv")])
+    assert r.exit_code == 2
