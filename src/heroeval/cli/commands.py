@@ -1181,7 +1181,7 @@ def select_cmd(
     k: Annotated[int, typer.Option("--k", "-k", help="Budget: how many items to send to the experts.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the selected items (CSV: item_id, pi, predictor, design).")],
     calibration: Annotated[Path | None, typer.Option(help="Calibration JSON from 'hero calibrate' (needed by the active and poisson designs).")] = None,
-    design: Annotated[SelectDesign, typer.Option(help="uniform: a simple random sample of k items; active: items whose gold the silver labels leave uncertain are likelier (pi proportional to sqrt(f(1-f)), mixed with uniform), exactly k items; poisson: the same pi, drawn independently.")] = SelectDesign.active,
+    design: Annotated[SelectDesign, typer.Option(help="uniform (default; measured narrower than active below about half the round, docs/current_gold.md): a simple random sample of k items; active: items whose gold the silver labels leave uncertain are likelier (pi proportional to sqrt(f(1-f)), mixed with uniform), exactly k items; poisson: the same pi, drawn independently.")] = SelectDesign.uniform,
     mix: Annotated[float, typer.Option(help="Active designs: share of the uniform design in the mixture (bounds every weight 1/pi by n/(mix k)).")] = DEFAULT_MIX,
     seed: Annotated[int | None, typer.Option(help="Seed of the draw.")] = None,
     new_labelers: NewLabelersOpt = None,

@@ -125,7 +125,7 @@ def select_items(
     calibration: Calibration | None,
     k: int,
     *,
-    design: Design = "active",
+    design: Design = "uniform",
     mix: float = DEFAULT_MIX,
     rng: np.random.Generator | int | None = None,
     exclude_new_labelers: bool = False,
