@@ -64,6 +64,20 @@ class Recommendation:
         }
 
 
+def _candidate(current: AnnotationSet, calibration: Calibration, method: str, weight: float | None,
+               exclude_new_labelers: bool, rows: list[dict[str, Any]]) -> EstimateResult | None:
+    """One candidate's estimate (EM warnings silenced), or None with a "skipped" row saying why it could not run."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            r = estimate_methods(current, calibration, method=method, exclude_new_labelers=exclude_new_labelers)
+    except HeroEvalError as exc:
+        rows.append({"method": method, "history_weight": weight, "skipped": str(exc)})
+        return None
+    assert isinstance(r, EstimateResult)
+    return r
+
+
 def recommend(
     current: AnnotationSet,
     calibration: Calibration,
@@ -130,14 +144,9 @@ def recommend(
                 cals[w] = fit_stage_a(hist, history_weight=w, **{k: s[k] for k in (
                     "tol", "max_iter", "criterion", "accelerate", "pseudo_count") if k in s})
             c_use = cals[own_w if w is None else w]
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", ConvergenceWarning)
-                    r = estimate_methods(current, c_use, method=m, exclude_new_labelers=exclude_new_labelers)
-            except HeroEvalError as exc:
-                rows.append({"method": m, "history_weight": w, "skipped": str(exc)})
+            r = _candidate(current, c_use, m, w, exclude_new_labelers, rows)
+            if r is None:
                 continue
-            assert not isinstance(r, Mapping)
             # hero_joint rests on HERO-1's likelihood: it is judged by HERO-1's mock round at the same weight
             mrow = checks.mock_row("hero1" if m == "hero_joint" else m, w)
             se = r.standard_error
@@ -173,12 +182,12 @@ def recommend(
         pick = robust if dependent0 and robust is not None else first
         return _boundary_recommendation(pick, results, at_bound, checks, rows, dep_txt, dependent0)
     if not scored:
-        r = results.get(first) or estimate_methods(current, cal, method="hero1", exclude_new_labelers=exclude_new_labelers)
-        assert not isinstance(r, Mapping)
+        r0 = results.get(first) or estimate_methods(current, cal, method="hero1", exclude_new_labelers=exclude_new_labelers)
+        assert isinstance(r0, EstimateResult)
         if first not in results:
             first = ("hero1", own_w)
         why = "; ".join(checks.notes) or "no candidate could be scored on mock rounds"
-        return Recommendation(first[0], own_w, r, f"{first[0]} by default: {why}", rows)
+        return Recommendation(first[0], own_w, r0, f"{first[0]} by default: {why}", rows)
     dependent = math.isfinite(dep.p_value) and dep.p_value < DEPENDENCE_ALPHA
     level = BIAS_TEST_ALPHA
     crit = float(norm.ppf(1 - level / 2))
@@ -294,14 +303,9 @@ def recommend_with_gold(
     for c in candidates:
         if c == "hero_joint" and calibration.history is None:
             continue
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                x = estimate_methods(current, calibration, method=c, exclude_new_labelers=exclude_new_labelers)
-        except HeroEvalError as exc:
-            rows.append({"method": c, "history_weight": None, "skipped": str(exc)})
+        x = _candidate(current, calibration, c, None, exclude_new_labelers, rows)
+        if x is None:
             continue
-        assert not isinstance(x, Mapping)
         b = x.estimate - ref
         rows.append({"method": c, "history_weight": None, "estimate": x.estimate,
                      "standard_error": x.standard_error, "current_bias": b, "current_bias_se": ref_se})
