@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,7 @@ import heroeval as he
 from heroeval.errors import DataError, HeroEvalError
 from heroeval.estimators._methods import _align, _codes, _llr
 from heroeval.estimators._score import psi, solve_score
+from heroeval.inference import _inference
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a import _em, _influence
 from heroeval.stage_a.calibration import design_of
@@ -336,3 +338,19 @@ def test_paper_dgp_shapes_and_errors() -> None:
         paper_dgp(1, labels_per_item=11)
     with pytest.raises(HeroEvalError, match="needs labels_per_item"):
         paper_dgp(1, current_labeler_weights=np.ones(10))
+
+
+def test_bootstrap_refits_at_the_calibrations_history_weight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A calibration at history weight w is bootstrapped at w (it was refitted at w = 1 before)."""
+    d = paper_dgp(3, rho=0.3)
+    cal = he.calibrate(d.history, history_weight=0.1)
+    seen: list[float] = []
+    real = _inference.fit_stage_a
+
+    def spy(*args: Any, **kwargs: Any) -> he.Calibration:
+        seen.append(kwargs["history_weight"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_inference, "fit_stage_a", spy)
+    he.bootstrap(d.current, cal, method=["hero1"], n_resamples=3, rng=0)
+    assert seen == [0.1, 0.1, 0.1]
