@@ -9,9 +9,11 @@ robustness.py's resamples exactly as ``hard_class_experiment.py`` does.
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,11 +21,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import heroeval as he
+from heroeval import simulate
 from heroeval._core.squarem import squarem as _squarem
+from heroeval.checks.model_checks import MIN_GOLD_PER_FOLD, _folds
+from heroeval.estimators._score import psi, solve_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from real_data import BINARY
 from robustness import COMPARED
+
+__all__ = ["BINARY", "COMPARED", "SIM_DESIGNS", "common_args", "sim_rows"]
 
 ModelCols = Callable[[pd.DataFrame], list[str]]
 
@@ -168,7 +177,6 @@ def rate_from_llr(L: np.ndarray) -> RateEstimate:
     Standard error: ``1 / sqrt(sum_i psi_i(mu)^2)``, the current round's
     observed information for ``mu`` alone (the history's uncertainty ignored).
     """
-    from heroeval.estimators._score import psi, solve_score
 
     mu, status = solve_score(L)
     se = math.nan
@@ -197,9 +205,6 @@ def mock_errors(hist: Any, keys: tuple[str, ...], fold_llrs: Callable[[Any, Any,
     folds are pooled into one score equation per model; the error is its root
     minus the gold items' rate.
     """
-    import heroeval as he
-    from heroeval.checks.model_checks import MIN_GOLD_PER_FOLD, _folds
-    from heroeval.estimators._score import solve_score
 
     k = min(folds, hist.n_gold // MIN_GOLD_PER_FOLD)
     if k < 2:
@@ -219,3 +224,57 @@ def mock_errors(hist: Any, keys: tuple[str, ...], fold_llrs: Callable[[Any, Any,
         mu, status = solve_score(np.concatenate(parts))
         out[m] = mu - ybar if status != "unidentified" else math.nan
     return out
+
+
+SIM_DESIGNS: dict[str, tuple[str, dict[str, Any]]] = {
+    "dependent, dense": ("dependent_dgp", {}),
+    "dependent, 5 of 10 labelers per item": ("dependent_dgp", {"labels_per_item": 5}),
+    "paper (independent), dense": ("paper_dgp", {}),
+    "paper (independent), 3 of 10 labelers per item": ("paper_dgp", {"labels_per_item": 3}),
+}
+"""The simulated designs of the three experiments (as robustness_sim.py)."""
+
+
+def sim_rows(design: str, seeds: Iterable[int], fit_rows: Callable[[Any], Iterable[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One design's seeds: the experiment's rows (``fit_rows(simulated data)``) beside the product's references.
+
+    The references are ``rogan_gladen``, HERO-1, HERO joint and ``auto`` with their
+    estimates and intervals, from a calibration with the checks on, as
+    robustness_sim.py computes them; each experiment row's ``hero1`` must equal the
+    product's HERO-1 (its null reproduces Stage A).
+    """
+    fname, kw = SIM_DESIGNS[design]
+    fn = getattr(simulate, fname)
+    warnings.simplefilter("ignore")
+    rows = []
+    for s in seeds:
+        d = fn(s, **kw)
+        cal = he.calibrate(d.history, checks=True)  # as robustness_sim.py (the checks do not change the fit)
+        res = he.estimate(d.current, cal, method=["rogan_gladen", "hero1", "hero_joint"], recommend=True)
+        assert isinstance(res, he.EstimateCollection) and res.recommended is not None
+        others: dict[str, Any] = {}
+        for m, r in [*res.items(), ("auto", res.recommended.result)]:
+            lo, hi = r.confidence_interval()
+            others[f"{m}_est"], others[f"{m}_lo"], others[f"{m}_hi"] = r.estimate, lo, hi
+        for x in fit_rows(d):
+            assert abs(others["hero1_est"] - x["hero1"]) < 1e-9
+            rows.append({"design": design, "rep": s, **x, **others})
+    return rows
+
+
+def common_args(ap: argparse.ArgumentParser, variants: Iterable[str]) -> None:
+    """The options every latent-structure experiment takes."""
+    here = Path(__file__).resolve().parent.parent
+    ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
+    ap.add_argument("--resamples", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--out", default=str(here / "docs" / "research" / "robustness"))
+    ap.add_argument("--ref", default=str(here / "docs" / "research" / "robustness"),
+                    help="folder of benchmarks/robustness.py's outputs (its resamples.csv.gz is not in git)")
+    ap.add_argument("--only", default="", help="comma-separated data set names")
+    ap.add_argument("--variants", default=",".join(variants), help="comma-separated: " + ", ".join(variants))
+    ap.add_argument("--mock", action="store_true",
+                    help="real data: also the mock-round errors on the history's gold (5 refits per model)")
+    ap.add_argument("--skip-real", action="store_true")
+    ap.add_argument("--skip-sim", action="store_true")

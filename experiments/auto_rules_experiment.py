@@ -70,7 +70,7 @@ import heroeval as he
 from heroeval._core.parallel import run_chunks
 from heroeval.choice.auto import recommend
 from heroeval.simulate import dependent_dgp, paper_dgp
-from heroeval.workflows.benchmark import load_folder, make_split
+from heroeval.workflows.benchmark import load_folder, make_split, summarize_benchmark
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -371,7 +371,6 @@ def main() -> None:
     out = Path(a.out)
     pd.set_option("display.width", 200)
     if a.from_benchmark:
-        from heroeval.workflows.benchmark import summarize_benchmark
 
         df = pd.read_csv(Path(a.from_benchmark) / "resamples.csv.gz")
         lo, hi = 0, int(df["resample"].max()) + 1

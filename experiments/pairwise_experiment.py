@@ -114,13 +114,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+from scipy.spatial.distance import squareform
 from scipy.special import expit, logit
 
 import heroeval as he
+from heroeval.checks.model_checks import dependence_test
+from heroeval.workflows.benchmark import load_folder, make_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _latent_tables as lt
+
+from heroeval._core.parallel import run_chunks
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -143,12 +151,7 @@ AB_START = 0.8
 def choose_clusters(history: he.AnnotationSet, link_alpha: float = LINK_ALPHA,
                     max_cluster: int = MAX_CLUSTER) -> IntArray:
     """Labeler -> cluster index (0..K-1) for labelers in non-singleton clusters, -1 for singletons (module docstring)."""
-    from scipy.cluster.hierarchy import fcluster, linkage
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-    from scipy.spatial.distance import squareform
 
-    from heroeval.checks.model_checks import dependence_test
 
     J = history.n_labelers
     out = np.full(J, -1, dtype=np.int64)
@@ -537,7 +540,6 @@ def _fit_row(hist: he.AnnotationSet, cur: he.AnnotationSet, truth: float, varian
 
 
 def _real_task(args: tuple[str, str, list[int], list[str], bool]) -> list[dict[str, Any]]:
-    from heroeval.workflows.benchmark import load_folder, make_split
 
     folder, suffix, rs, variants, mock = args
     warnings.simplefilter("ignore")
@@ -559,35 +561,12 @@ def _real_task(args: tuple[str, str, list[int], list[str], bool]) -> list[dict[s
     return rows
 
 
-SIM_DESIGNS: dict[str, tuple[str, dict[str, Any]]] = {
-    "dependent, dense": ("dependent_dgp", {}),
-    "dependent, 5 of 10 labelers per item": ("dependent_dgp", {"labels_per_item": 5}),
-    "paper (independent), dense": ("paper_dgp", {}),
-    "paper (independent), 3 of 10 labelers per item": ("paper_dgp", {"labels_per_item": 3}),
-}
+SIM_DESIGNS = lt.SIM_DESIGNS
 
 
 def _sim_task(args: tuple[str, list[int], list[str]]) -> list[dict[str, Any]]:
-    from heroeval import simulate
-
     design, seeds, variants = args
-    fname, kw = SIM_DESIGNS[design]
-    fn = getattr(simulate, fname)
-    warnings.simplefilter("ignore")
-    rows = []
-    for s in seeds:
-        d = fn(s, **kw)
-        cal = he.calibrate(d.history, checks=True)  # as robustness_sim.py (the checks do not change the fit)
-        res = he.estimate(d.current, cal, method=["rogan_gladen", "hero1", "hero_joint"], recommend=True)
-        assert isinstance(res, he.EstimateCollection) and res.recommended is not None
-        others: dict[str, Any] = {}
-        for m, r in [*res.items(), ("auto", res.recommended.result)]:
-            lo, hi = r.confidence_interval()
-            others[f"{m}_est"], others[f"{m}_lo"], others[f"{m}_hi"] = r.estimate, lo, hi
-        for x in _fit_rows(d.history, d.current, d.current_rate, variants):
-            assert abs(others["hero1_est"] - x["hero1"]) < 1e-9
-            rows.append({"design": design, "rep": s, **x, **others})
-    return rows
+    return lt.sim_rows(design, seeds, lambda d: _fit_rows(d.history, d.current, d.current_rate, variants))
 
 
 def _rmse(e: pd.Series) -> float:
@@ -619,27 +598,8 @@ def _progress(t0: float) -> Any:
 
 
 def main() -> None:
-    from heroeval._core.parallel import run_chunks
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from real_data import BINARY
-
-    here = Path(__file__).resolve().parent.parent
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
-    ap.add_argument("--resamples", type=int, default=10)
-    ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--out", default=str(here / "docs" / "robustness"))
-    ap.add_argument("--ref", default=str(here / "docs" / "robustness"),
-                    help="folder of robustness.py's outputs (resamples.csv.gz is not in git: /work/main/docs/research/robustness)")
-    ap.add_argument("--only", default="", help="comma-separated data set names")
-    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated: " + ", ".join(VARIANTS))
-    ap.add_argument("--mock", action="store_true",
-                    help="real data: also the mock-round errors on the history's gold (5 refits per model)")
-    ap.add_argument("--skip-real", action="store_true")
-    ap.add_argument("--skip-sim", action="store_true")
+    lt.common_args(ap, VARIANTS)
     a = ap.parse_args()
     variants = a.variants.split(",")
     out = Path(a.out)
@@ -648,7 +608,7 @@ def main() -> None:
     t0 = time.perf_counter()
     if not a.skip_real:
         jobs = [(str(Path(a.data) / name), suffix, [r], variants, a.mock)
-                for name, suffix in BINARY if not a.only or name in a.only.split(",") for r in range(a.resamples)]
+                for name, suffix in lt.BINARY if not a.only or name in a.only.split(",") for r in range(a.resamples)]
         real = pd.DataFrame(run_chunks(_real_task, jobs, [1] * len(jobs), a.workers, _progress(t0)))
         real = real.sort_values(["variant", "dataset", "shift", "resample"], kind="stable").reset_index(drop=True)
         sfx = "_mock" if a.mock else ""  # the mock rounds' run is kept apart from the main one
