@@ -241,3 +241,19 @@ def _save(cal: he.Calibration) -> Path:
     p = Path(tempfile.mkdtemp()) / "cal.json"
     cal.save(p)
     return p
+
+
+def test_majority_vote_at_zero_has_the_wilson_bound_not_a_point() -> None:
+    """0 of n majority votes: the interval is Wilson's [0, z^2/(n + z^2)], not the Wald interval's [0, 0]."""
+    n = 150
+    cur = he.AnnotationSet.from_arrays(np.repeat(np.arange(n), 3), ["a", "b", "c"] * n, np.zeros(3 * n, dtype=int))
+    r = he.majority_vote(cur)
+    z = float(norm.ppf(0.975))
+    ci = r.confidence_interval(0.95)
+    assert ci.low == 0.0 and ci.high == pytest.approx(z * z / (n + z * z), rel=1e-4)
+    z1 = float(norm.ppf(0.95))
+    assert r.bound(0.95) == pytest.approx(z1 * z1 / (n + z1 * z1), rel=1e-4)
+    # away from the boundary the default interval is the logit one, as before
+    lab = np.array([1, 1, 0] * (n // 2) + [0, 0, 0] * (n - n // 2))
+    mid = he.majority_vote(he.AnnotationSet.from_arrays(np.repeat(np.arange(n), 3), ["a", "b", "c"] * n, lab))
+    assert mid.confidence_interval(0.95).method == "logit"

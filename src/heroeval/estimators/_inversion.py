@@ -71,6 +71,28 @@ class _Test:
         return invert(self.stat, self.center, confidence_level, alternative)
 
 
+@dataclass
+class BinomialScoreTest(_Test):
+    """Wilson's score test of a proportion ``p_hat`` over ``n`` items: ``(p_hat - mu0) / sqrt(mu0 (1 - mu0) / n)``.
+
+    For majority vote, whose interval is for the majority-label rate: at 0 of
+    n positive votes the upper bound is ``z^2 / (n + z^2)``, not the Wald
+    interval's ``[0, 0]``.
+    """
+
+    p_hat: float
+    n: int
+    label: str = "wilson"
+
+    @property
+    def center(self) -> float:  # type: ignore[override]
+        return self.p_hat
+
+    def stat(self, mu0: float) -> float:
+        m = min(max(mu0, _MU_MIN), 1 - _MU_MIN)
+        return (self.p_hat - m) / math.sqrt(m * (1 - m) / max(self.n, 1))
+
+
 def invert(
     stat: Callable[[float], float], center: float, confidence_level: float, alternative: str
 ) -> tuple[float, float]:

@@ -19,7 +19,7 @@ from heroeval.errors import (
     SharedCovariatesWarning,
     UnknownLabelerError,
 )
-from heroeval.estimators._inversion import MomentTest, ScoreTest
+from heroeval.estimators._inversion import BinomialScoreTest, MomentTest, ScoreTest
 from heroeval.estimators._score import psi, solve_score
 from heroeval.estimators.newlabelers import hero1_anchored
 from heroeval.estimators.results import METHODS, EstimateCollection, EstimateResult, Influence
@@ -260,6 +260,7 @@ def majority_vote(
         details={"tie_rule": tie, "n_ties": int(ties.sum())},
         notes=("its interval is for the majority-label rate, not the gold rate",),
         influence=Influence(vote - vote.mean()),
+        test=BinomialScoreTest(float(vote.mean()), data.n_items),
     )
 
 
