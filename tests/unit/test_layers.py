@@ -60,3 +60,53 @@ def test_import_contracts_hold() -> None:
     res = subprocess.run([exe], cwd=SRC.parents[1], capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout[-3000:]
     assert " 0 broken" in res.stdout
+
+
+def _cycles(adj: dict[str, list[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), i.e. the import cycles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in adj.get(v, []):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(adj):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
+    assert _cycles({"a": ["b"], "b": []}) == []
+
+
+def test_module_import_graph_has_no_cycle() -> None:
+    """Every heroeval module, every import between them (grimp, import-linter's graph builder): no cycle."""
+    grimp = pytest.importorskip("grimp")
+    g = grimp.build_graph("heroeval", exclude_type_checking_imports=True)
+    adj = {m: sorted(x for x in g.find_modules_directly_imported_by(m) if x.startswith("heroeval"))
+           for m in g.modules if m.startswith("heroeval")}
+    assert len(adj) > 50
+    assert _cycles(adj) == []
