@@ -7,7 +7,7 @@ with a documented default.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import integrate
@@ -184,6 +184,7 @@ def dependent_dgp(
     decoy: int | None = 1,
     alpha: np.ndarray | None = None,
     beta: np.ndarray | None = None,
+    current_b0: float | None = None,
 ) -> PaperData:
     """The paper's design with errors that labelers share: hard items.
 
@@ -207,6 +208,12 @@ def dependent_dgp(
     are biased; moment estimators that use only each labeler's marginal
     rates (:func:`heroeval.rogan_gladen`) are not.
 
+    ``current_b0`` draws the current round with another intercept (a rate
+    shift: a new model version's defect rate differs from the history's;
+    ``current_b0=1.0`` gives a rate of about 0.61 against the default 0.47), with
+    the labelers' behaviour given the gold label unchanged. ``mu0`` is then
+    the current round's population rate.
+
     Examples
     --------
     >>> from heroeval.simulate import dependent_dgp
@@ -228,12 +235,13 @@ def dependent_dgp(
     hq = hard_share * hard_fooled
 
     design = _Design(a, b, b0, b1, labels_per_item, hard_share, hard_fooled, decoy)
-    cur, yc = _draw_round(gen, design, n, None)
+    cb0 = b0 if current_b0 is None else float(current_b0)
+    cur, yc = _draw_round(gen, replace(design, b0=cb0), n, None)
     hist, _ = _draw_round(gen, design, N, rho)
     # marginal P(z = 1 | Y = 1) and P(z = 0 | Y = 0)
     a_marg = (1 - hq) * a + (hq if decoy == 1 else 0.0)
     b_marg = (1 - hq) * b + (hq if decoy == 0 else 0.0)
-    return PaperData(hist, cur, a_marg, b_marg, _target(b0, b1), float(yc.mean()))
+    return PaperData(hist, cur, a_marg, b_marg, _target(cb0, b1), float(yc.mean()))
 @dataclass(frozen=True)
 class ShiftData:
     """One replication of :func:`shift_dgp`: history, current round and the true parameters."""

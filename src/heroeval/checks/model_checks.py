@@ -45,7 +45,7 @@ from heroeval.stage_a.checks_record import ModelChecks
 if TYPE_CHECKING:
     from heroeval.estimators.results import EstimateResult
 
-__all__ = ["CANDIDATES", "MOCK_METHODS", "WEIGHT_GRID", "run_checks"]
+__all__ = ["CANDIDATES", "MOCK_METHODS", "WEIGHT_GRID", "class_weights", "mock_key", "rate_matched_mock", "run_checks"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -210,21 +210,31 @@ def run_checks(
     curve = _curve(np.concatenate(preds[chosen]), y_all)
     mock: list[dict[str, Any]] = []
     infls: list[FloatArray] = []
+    # per gold item (pooled order): what rate_matched_mock needs to re-weight the mock rounds to another rate
+    per_item: dict[str, list[float]] = {"y": y_all.tolist(), "y_fold": yfold.tolist()}
 
-    def add(method: str, w: float | None, est: float, infl: FloatArray, yc: FloatArray, how: str) -> None:
+    def add(method: str, w: float | None, est: float, infl: FloatArray, yc: FloatArray, how: str,
+            L: FloatArray | None = None) -> None:
         n = infl.size
         d = infl - (yc - yc.mean()) if how == "pooled" else infl - (y_all - yfold)
         mock.append({"method": method, "history_weight": w, "n_items": int(n), "estimate": est, "truth": ybar,
                      "bias": est - ybar, "bias_se": float(np.sqrt(d @ d) / n), "how": how})
         infls.append(infl)
+        key = mock_key(method, w)
+        if L is not None:  # a score method: the weighted root is solved exactly from the cross-fitted ratios
+            per_item[f"{key}:llr"] = np.clip(L, -100.0, 100.0).tolist()  # +-100 acts as +-inf in psi; JSON-safe
+        else:
+            per_item[f"{key}:influence"] = infl.tolist()
 
     for w in grid:
         if "hero1" in candidates:
-            est, infl = _score_fit(np.concatenate(llr[w]))
-            add("hero1", w, est, infl, y_all, "pooled")
+            L = np.concatenate(llr[w])
+            est, infl = _score_fit(L)
+            add("hero1", w, est, infl, y_all, "pooled", L)
     if "gold_proportion" in candidates:
-        est, infl = _score_fit(np.concatenate(llr_gp))
-        add("gold_proportion", None, est, infl, y_all, "pooled")
+        L = np.concatenate(llr_gp)
+        est, infl = _score_fit(L)
+        add("gold_proportion", None, est, infl, y_all, "pooled", L)
     if "rogan_gladen" in candidates and rg_est and np.isfinite(rg_est).all():
         sizes = np.array([f.size for f in fold_items], dtype=float)
         est = float(np.dot(sizes, rg_est) / sizes.sum())
@@ -247,7 +257,82 @@ def run_checks(
         dd = infls[k] - infls[ref]
         row["vs_robust"] = row["estimate"] - mock[ref]["estimate"]
         row["vs_robust_se"] = float(np.sqrt(dd @ dd) / dd.size)
-    return ModelChecks(k_eff, n_gold, grid, log_score, chosen, curve, mock, dep, notes)
+    return ModelChecks(k_eff, n_gold, grid, log_score, chosen, curve, mock, dep, notes, per_item)
+
+
+def mock_key(method: str, weight: float | None) -> str:
+    """The key of a mock row's per-item arrays in ``ModelChecks.items`` (``"hero1@0.1"``, ``"rogan_gladen"``)."""
+    return method if weight is None else f"{method}@{weight:g}"
+
+
+def class_weights(y: FloatArray, rate: float) -> FloatArray:
+    """Weights that give gold items of rate ``mean(y)`` the rate ``rate``: ``rate / ybar`` on a positive,
+    ``(1 - rate) / (1 - ybar)`` on a negative (1 everywhere when the gold has one class only)."""
+    ybar = float(y.mean())
+    if not 0.0 < ybar < 1.0:
+        return np.ones_like(y)
+    return np.where(y == 1, rate / ybar, (1.0 - rate) / (1.0 - ybar))
+
+
+def rate_matched_mock(checks: ModelChecks, rate: float) -> dict[str, dict[str, float]]:
+    """Every mock row's error when the held-out gold items are weighted by class to ``rate``.
+
+    Under a pure rate shift (the labelers' error rates given the gold label
+    unchanged) the gold items weighted by :func:`class_weights` have the
+    label distribution of a round at ``rate``, so a candidate's weighted
+    mock error estimates its bias *at that rate*, not at the gold's.
+    Score methods (HERO-1, gold-proportion) solve the weighted score
+    equation on their cross-fitted log-likelihood ratios exactly; the others
+    (Rogan–Gladen, majority vote, Dawid–Skene) move by the weighted mean of
+    their per-item influence values (exact for majority vote, first order
+    for the rest). The error is against the weighted gold rate, and its
+    standard error comes from the weighted per-item error terms, with the
+    weights held fixed. Returns ``{key: {"bias", "bias_se", "n_eff"}}``
+    (:func:`mock_key`), ``n_eff`` the weights' effective sample size
+    ``(sum c)^2 / sum c^2``; empty when the checks carry no per-item arrays
+    (a calibration file written before they were kept).
+    """
+    it = checks.items
+    if not it or not checks.mock:
+        return {}
+    y = np.asarray(it["y"], dtype=np.float64)
+    yfold = np.asarray(it["y_fold"], dtype=np.float64)
+    c = class_weights(y, min(max(float(rate), 0.0), 1.0))
+    sc = float(c.sum())
+    n_eff = sc * sc / float(c @ c)
+    yc = float(c @ y) / sc
+    out: dict[str, dict[str, float]] = {}
+    terms: dict[str, FloatArray] = {}
+    for row in checks.mock:
+        key = mock_key(row["method"], row["history_weight"])
+        if f"{key}:llr" in it:
+            L = np.asarray(it[f"{key}:llr"], dtype=np.float64)
+            mu, status = solve_score(L, weights=c)
+            if status == "unidentified":
+                continue
+            ps = psi(mu, L)
+            info = float(c @ ps**2) / sc
+            infl = ps / info if info > 0 else np.zeros_like(L)
+            d = infl - (y - yc)
+        elif f"{key}:influence" in it:
+            infl = np.asarray(it[f"{key}:influence"], dtype=np.float64)
+            # estimate ~ truth + mean(infl): the weighted round moves it by the weighted mean's difference
+            mu = float(row["estimate"]) + float(c @ infl) / sc - float(infl.mean())
+            # per fold the estimate's linear term is relative to the fold's own rate
+            d = infl - (y - yc) if row.get("how") == "pooled" else infl - (y - yfold)
+        else:
+            continue
+        terms[key] = c * d / sc
+        out[key] = {"bias": mu - yc, "bias_se": float(np.sqrt(terms[key] @ terms[key])), "n_eff": n_eff}
+    ref = out.get(mock_key(ROBUST_REFERENCE, None))
+    for key, o in out.items():
+        if ref is None or o is ref:
+            o["vs_robust"], o["vs_robust_se"] = math.nan, math.nan
+            continue
+        dd = terms[key] - terms[mock_key(ROBUST_REFERENCE, None)]
+        o["vs_robust"] = o["bias"] - ref["bias"]  # the same weighted truth cancels
+        o["vs_robust_se"] = float(np.sqrt(dd @ dd))
+    return out
 
 
 def _current_only(items: AnnotationSet, method: str) -> EstimateResult:

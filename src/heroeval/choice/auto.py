@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 from scipy.stats import norm
 
 from heroeval.checks.model_checks import (
@@ -24,17 +25,21 @@ from heroeval.checks.model_checks import (
     CANDIDATES,
     DEPENDENCE_ALPHA,
     ROBUST_REFERENCE,
+    mock_key,
+    rate_matched_mock,
     run_checks,
 )
 from heroeval.errors import ConvergenceWarning, HeroEvalError
+from heroeval.estimators._inversion import _Test
 from heroeval.estimators._methods import estimate_methods
 from heroeval.estimators.ppi import gold_estimates, gold_sample
 from heroeval.estimators.results import EstimateResult
+from heroeval.inference.bias_aware import BiasAwareTest
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration, fit_stage_a
 from heroeval.stage_a.checks_record import ModelChecks, _fin
 
-__all__ = ["Recommendation", "recommend", "recommend_with_gold"]
+__all__ = ["DEFAULT_RULE", "AutoRule", "Recommendation", "bias_bound", "choose", "recommend", "recommend_with_gold"]
 
 @dataclass(frozen=True)
 class Recommendation:
@@ -50,6 +55,7 @@ class Recommendation:
     result: EstimateResult
     reason: str
     table: list[dict[str, Any]]
+    status: str = "ok"
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
         ci = self.result.confidence_interval(confidence_level)
@@ -57,7 +63,7 @@ class Recommendation:
             "method": self.method, "history_weight": self.history_weight,
             "estimate": _fin(self.result.estimate), "standard_error": _fin(self.result.standard_error or math.nan),
             "ci_low": _fin(ci.low), "ci_high": _fin(ci.high), "confidence_level": confidence_level,
-            "reason": self.reason,
+            "reason": self.reason, "status": self.status,
             "candidates": [{k: (_fin(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.table],
             "ci_method": ci.method, "ci_alternative": ci.alternative, "ci_text": ci.describe(),
             "upper_bound": _fin(self.result.bound(confidence_level, "upper")),
@@ -84,6 +90,7 @@ def recommend(
     *,
     exclude_new_labelers: bool = False,
     candidates: Sequence[str] = CANDIDATES,
+    rule: AutoRule | None = None,
 ) -> Recommendation:
     """The estimate to report for this round (``method="auto"``), and why.
 
@@ -113,6 +120,7 @@ def recommend(
     labels' agreement with any estimate (docs/research/robustness.md measures the
     coverage that results).
     """
+    rule = DEFAULT_RULE if rule is None else rule
     cal = calibration
     checks: ModelChecks | None = cal.checks
     hist = cal.history
@@ -133,7 +141,9 @@ def recommend(
     cals = {own_w: cal}
     rows: list[dict[str, Any]] = []
     results: dict[tuple[str, float | None], EstimateResult] = {}
-    for m in candidates:
+    if tuple(candidates) != CANDIDATES:
+        rule = replace(rule, candidates=tuple(candidates))
+    for m in (*rule.candidates, *[x for x in REPORTED if x not in rule.candidates]):
         ws: list[float | None] = list(weights) if m == "hero1" else [own_w] if m == "hero_joint" else [None]
         for w in ws:
             if m == "hero_joint" and (hist is None or w == 0.0):
@@ -147,28 +157,9 @@ def recommend(
             r = _candidate(current, c_use, m, w, exclude_new_labelers, rows)
             if r is None:
                 continue
-            # hero_joint rests on HERO-1's likelihood: it is judged by HERO-1's mock round at the same weight
-            mrow = checks.mock_row("hero1" if m == "hero_joint" else m, w)
-            se = r.standard_error
-            b = float(mrow["bias"]) if mrow else math.nan
-            vh = r.variance_history if math.isfinite(r.variance_history) else 0.0
-            sb = math.sqrt(float(mrow["bias_se"]) ** 2 + vh) if mrow else math.nan
-            if mrow is None or se is None or not math.isfinite(se) or not math.isfinite(r.estimate) \
-                    or not math.isfinite(b) or not math.isfinite(sb):
-                pred = math.nan
-            else:
-                # error variance relative to the realised rate: the mock items' part scaled to this round's size
-                b2 = max(b * b - sb * sb, 0.0)
-                v_mock = float(mrow["bias_se"]) ** 2 * float(mrow["n_items"]) / max(current.n_items, 1)
-                pred = math.sqrt(b2 + v_mock + vh)
             results[(m, w)] = r
-            vs = float(mrow.get("vs_robust", math.nan)) if mrow else math.nan
-            vs_se = float(mrow.get("vs_robust_se", math.nan)) if mrow else math.nan
-            rows.append({"method": m, "history_weight": w, "estimate": r.estimate,
-                         "standard_error": se if se is not None else math.nan, "mock_bias": b, "mock_bias_se": sb,
-                         "mock_vs_robust": vs, "mock_vs_robust_se": vs_se, "variance_history": vh,
-                         "predicted_rmse": pred})
-    scored = [r for r in rows if "predicted_rmse" in r and math.isfinite(r["predicted_rmse"])]
+            rows.append(_candidate_row(m, w, r, checks))
+    _rate_match(rows, checks, results.get((ROBUST_REFERENCE, None)))
     dep = checks.dependence
     dep_txt = ("labelers agree beyond independence given gold (dependence test p = "
                f"{dep.p_value:.2g})" if math.isfinite(dep.p_value) and dep.p_value < 0.05
@@ -181,51 +172,306 @@ def recommend(
         robust = next((k for k in results if k[0] == ROBUST_REFERENCE), None)
         pick = robust if dependent0 and robust is not None else first
         return _boundary_recommendation(pick, results, at_bound, checks, rows, dep_txt, dependent0)
-    if not scored:
-        r0 = results.get(first) or estimate_methods(current, cal, method="hero1", exclude_new_labelers=exclude_new_labelers)
-        assert isinstance(r0, EstimateResult)
-        if first not in results:
-            first = ("hero1", own_w)
-        why = "; ".join(checks.notes) or "no candidate could be scored on mock rounds"
-        return Recommendation(first[0], own_w, r0, f"{first[0]} by default: {why}", rows)
     dependent = math.isfinite(dep.p_value) and dep.p_value < DEPENDENCE_ALPHA
+    choice = choose(rows, dependent=dependent, first=first, n_current=current.n_items, rule=rule)
+    if choice is None:
+        return _unscored_recommendation(current, cal, first, own_w, results, rows, checks, exclude_new_labelers)
+    best, rule_txt, bias_aware = choice
+    m, w = best["method"], best["history_weight"]
+    r = results[(m, w)]
+    wtxt = f" (history weight {w:g})" if w is not None else ""
+    where = _where_text(best, rule)
+    reason = (f"{m}{wtxt}: {rule_txt}; its mock-round bias {best['mock_bias']:+.3g} ± {best['mock_bias_se']:.2g} "
+              f"({where}) over {checks.folds} folds of {checks.n_gold} gold items; {dep_txt}")
+    h1 = next((x for x in rows if x["method"] == "hero1" and x["history_weight"] == 1.0 and "bias_flagged" in x),
+              None)
+    if h1 is not None and h1 is not best and h1["bias_flagged"]:
+        reason += (f"; the paper's HERO-1 is biased on the mock rounds ({h1['mock_bias']:+.3g} ± "
+                   f"{h1['mock_bias_se']:.2g})")
+    status = "ok"
+    if bias_aware:
+        bound = bias_bound(best, rule)
+        r = _with_bias_bound(r, bound)
+        reason += (f"; because the checks find this model wrong, the interval is bias-aware: it covers the rate "
+                   f"whenever the bias is at most {bound:.3g} (the mock bias plus {rule.bias_kappa:g} of its "
+                   "standard errors), and is wider by that much")
+    n_eff = best.get(f"n_eff_{rule.rate_target}", math.inf)
+    if n_eff < rule.min_effective_gold:
+        status = "unreliable"
+        r = _hull(r, results, rows, rule)
+        reason += (f"; UNRELIABLE: this round's rate is so far from the gold's ({best['gold_rate']:.3g}) that "
+                   f"the re-weighted gold counts as only {n_eff:.0f} items (fewer than "
+                   f"{rule.min_effective_gold:g}), too few to judge any candidate at this rate; the interval "
+                   "reported spans every candidate's bias-aware interval. Label some of this round's items "
+                   "(hero select) to pin it down")
+    return Recommendation(m, w, r, reason, rows, status)
+
+
+REPORTED: tuple[str, ...] = ("majority_vote", "dawid_skene")
+"""Methods whose rows the recommendation's table always shows (judged on the mock rounds) but that are not
+chosen unless an :class:`AutoRule` lists them among its candidates."""
+
+RATE_TARGETS = ("robust", "own", "gold")
+
+
+@dataclass(frozen=True)
+class AutoRule:
+    """The constants of the recommended estimate's rule (docs/research/robustness.md, "Rate shift").
+
+    Attributes
+    ----------
+    rate_target : {"robust", "own", "gold"}
+        The rate at which every candidate's mock-round error is measured: the
+        held-out gold items are weighted by class to it. ``"robust"``: the
+        dependence-robust Rogan–Gladen estimate of this round's rate;
+        ``"own"``: the candidate's own estimate; ``"gold"``: no weighting
+        (the gold's own rate, the rule before rate matching). Either
+        estimate is shrunk towards the gold's rate as far as the evidence for
+        a shift is weak (positive-part James–Stein: ``lambda = max(0, 1 -
+        se^2 / d^2)``, ``d`` the estimate's distance from the gold's rate).
+    bias_kappa : float
+        When the checks find the chosen candidate's model wrong, its interval
+        is bias-aware with bias bound ``|b| + bias_kappa * s_b`` (``b`` its
+        mock-round bias, ``s_b`` that bias's standard error).
+    candidates : tuple of str
+        Methods chosen among (:data:`CANDIDATES`; ``"majority_vote"`` and
+        ``"dawid_skene"`` may be added).
+    min_effective_gold : float
+        Below this effective number of re-weighted gold items the round's rate
+        is too far from the gold's to judge the candidates: the recommendation
+        says "unreliable".
+    """
+
+    rate_target: str = "robust"
+    bias_kappa: float = 1.0
+    candidates: tuple[str, ...] = CANDIDATES
+    min_effective_gold: float = 20.0
+
+    def __post_init__(self) -> None:
+        if self.rate_target not in RATE_TARGETS:
+            raise HeroEvalError(f"rate_target must be one of {RATE_TARGETS}, got {self.rate_target!r}")
+        if not (math.isfinite(self.bias_kappa) and self.bias_kappa >= 0):
+            raise HeroEvalError(f"bias_kappa must be a number >= 0, got {self.bias_kappa!r}")
+
+
+DEFAULT_RULE = AutoRule()
+
+
+def _candidate_row(m: str, w: float | None, r: EstimateResult, checks: ModelChecks) -> dict[str, Any]:
+    """A candidate's row: its estimate and interval, and its mock-round error at the gold's rate."""
+    # hero_joint rests on HERO-1's likelihood: it is judged by HERO-1's mock round at the same weight
+    mrow = checks.mock_row("hero1" if m == "hero_joint" else m, w)
+    se = r.standard_error
+    vh = r.variance_history if math.isfinite(r.variance_history) else 0.0
+    ci = r.confidence_interval(0.95)
+
+    def g(k: str) -> float:
+        return float(mrow.get(k, math.nan)) if mrow else math.nan
+
+    gold_rate = float(np.mean(checks.items["y"])) if checks.items.get("y") else math.nan
+    return {"method": m, "history_weight": w, "estimate": r.estimate,
+            "standard_error": se if se is not None else math.nan, "ci_low": ci.low, "ci_high": ci.high,
+            "variance_history": vh, "gold_rate": gold_rate,
+            "mock_key": mock_key("hero1" if m == "hero_joint" else m, w if m in ("hero1", "hero_joint") else None),
+            "mock_items": g("n_items"), "bias_gold": g("bias"), "bias_se_gold": g("bias_se"),
+            "vs_robust_gold": g("vs_robust"), "vs_robust_se_gold": g("vs_robust_se"),
+            "rate_gold": gold_rate, "n_eff_gold": g("n_items")}
+
+
+def _shrunk_rate(est: float, se: float, gold_rate: float) -> tuple[float, float]:
+    """``est`` shrunk towards ``gold_rate``: ``gold_rate + lambda (est - gold_rate)``, ``lambda = max(0, 1 - se^2/d^2)``."""
+    if not (math.isfinite(est) and math.isfinite(se) and math.isfinite(gold_rate)):
+        return gold_rate, 0.0
+    d = min(max(est, 0.0), 1.0) - gold_rate
+    lam = max(0.0, 1.0 - se * se / (d * d)) if d != 0 else 0.0
+    return gold_rate + lam * d, lam
+
+
+def _rate_match(rows: list[dict[str, Any]], checks: ModelChecks, robust: EstimateResult | None) -> None:
+    """Add every row's mock error at the ``robust`` and ``own`` target rates (the gold's when not computable)."""
+    for row in rows:
+        if "estimate" not in row:
+            continue
+        for mode in ("robust", "own"):
+            for k in ("bias", "bias_se", "vs_robust", "vs_robust_se", "rate", "n_eff"):
+                row[f"{k}_{mode}"] = row[f"{k}_gold"]
+            row[f"lambda_{mode}"] = 0.0
+    if not checks.items.get("y"):
+        return
+    gold_rate = float(np.mean(checks.items["y"]))
+    targets: dict[str, tuple[float, float]] = {}
+    if robust is not None:
+        targets["robust"] = _shrunk_rate(robust.estimate, robust.standard_error, gold_rate)
+    cache: dict[float, dict[str, dict[str, float]]] = {}
+    for row in rows:
+        if "estimate" not in row:
+            continue
+        targets["own"] = _shrunk_rate(row["estimate"], row["standard_error"], gold_rate)
+        for mode, (rate, lam) in targets.items():
+            if lam == 0.0:
+                continue
+            if rate not in cache:
+                cache[rate] = rate_matched_mock(checks, rate)
+            mm = cache[rate].get(row["mock_key"])
+            if mm is None:
+                continue
+            row[f"bias_{mode}"], row[f"bias_se_{mode}"] = mm["bias"], mm["bias_se"]
+            row[f"vs_robust_{mode}"], row[f"vs_robust_se_{mode}"] = mm["vs_robust"], mm["vs_robust_se"]
+            row[f"rate_{mode}"], row[f"n_eff_{mode}"], row[f"lambda_{mode}"] = rate, mm["n_eff"], lam
+
+
+def _where_text(row: Mapping[str, Any], rule: AutoRule) -> str:
+    mode = rule.rate_target
+    lam = row.get(f"lambda_{mode}", 0.0)
+    if mode == "gold" or not lam:
+        return f"at the gold's own rate {row['gold_rate']:.3g}"
+    whose = "Rogan–Gladen's estimate" if mode == "robust" else "its own estimate"
+    return (f"with the gold weighted by class to this round's rate, {row[f'rate_{mode}']:.3g} ({whose}, shrunk "
+            f"{1 - lam:.0%} towards the gold's {row['gold_rate']:.3g})")
+
+
+def choose(
+    rows: Sequence[dict[str, Any]], *, dependent: bool, first: tuple[str, float | None], n_current: int,
+    rule: AutoRule = DEFAULT_RULE,
+) -> tuple[dict[str, Any], str, bool] | None:
+    """The rule of :func:`recommend` on a table of candidates; ``None`` when no candidate can be scored.
+
+    A pure function of the rows (estimate, standard error, mock-round bias
+    and its standard errors, history variance), so that the rule's constants
+    can be judged again on stored tables (``benchmarks/auto_loso.py``).
+    Adds ``mock_bias_se``, ``predicted_rmse`` and ``bias_flagged`` to every
+    scored row. Returns the chosen row, the rule's words, and whether the
+    interval must be bias-aware (the checks found the chosen model wrong).
+    """
+    scored = []
+    mode = rule.rate_target
+    for row in rows:
+        if "estimate" not in row:
+            continue
+        row["mock_bias"], row["mock_vs_robust"] = row[f"bias_{mode}"], row[f"vs_robust_{mode}"]
+        b, bse, vh = row["mock_bias"], row[f"bias_se_{mode}"], row["variance_history"]
+        sb = math.sqrt(bse**2 + vh) if math.isfinite(bse) else math.nan
+        row["mock_bias_se"] = sb
+        se, est = row["standard_error"], row["estimate"]
+        if not (math.isfinite(se) and math.isfinite(est) and math.isfinite(b) and math.isfinite(sb)):
+            row["predicted_rmse"] = math.nan
+            continue
+        # error variance relative to the realised rate: the mock items' part scaled to this round's size
+        b2 = max(b * b - sb * sb, 0.0)
+        v_mock = bse**2 * row[f"n_eff_{mode}"] / max(n_current, 1)
+        row["predicted_rmse"] = math.sqrt(b2 + v_mock + vh)
+        if row["method"] in rule.candidates:
+            scored.append(row)
+    if not scored:
+        return None
     level = BIAS_TEST_ALPHA
     crit = float(norm.ppf(1 - level / 2))
     vh_ref = next((row["variance_history"] for row in scored if row["method"] == ROBUST_REFERENCE), 0.0)
     for row in scored:
         sb = row["mock_bias_se"]
         flag = bool(math.isfinite(sb) and abs(row["mock_bias"]) > crit * sb)
-        vs, vs_se = row["mock_vs_robust"], row["mock_vs_robust_se"]
+        vs, vs_se = row["mock_vs_robust"], row[f"vs_robust_se_{mode}"]
         if math.isfinite(vs) and math.isfinite(vs_se):
             row["mock_vs_robust_se"] = vs_se = math.sqrt(vs_se**2 + row["variance_history"] + vh_ref)
             flag = flag or abs(vs) > crit * vs_se
         row["bias_flagged"] = flag
     default = next((r for r in scored if (r["method"], r["history_weight"]) == first), None)
-    # ties: the default first, then the order of CANDIDATES
-    order = {k: i for i, k in enumerate(results)}
+    # ties: the default first, then the order of the rows
+    order = {id(r): i for i, r in enumerate(scored)}
     by_mse = min(scored, key=lambda r: (r["predicted_rmse"], 0 if (r["method"], r["history_weight"]) == first
-                                        else 1, order.get((r["method"], r["history_weight"]), 0)))
+                                        else 1, order[id(r)]))
     if dependent:
-        best = by_mse
-        rule = (f"labelers err together, so the likelihood methods' independence model is wrong here; among the "
-                f"candidates, {best['method']} had the smallest predicted error on the mock rounds "
-                f"(RMSE {best['predicted_rmse']:.3g})")
-    elif default is not None and not default["bias_flagged"]:
-        best = default
-        rule = f"{first[0]} shows no significant bias on the mock rounds (level {level:g})"
-    else:
-        best = by_mse
-        rule = (f"{first[0]} is biased on the mock rounds (level {level:g}); among the candidates, {best['method']} "
-                f"had the smallest predicted error there (RMSE {best['predicted_rmse']:.3g})")
-    m, w = best["method"], best["history_weight"]
-    wtxt = f" (history weight {w:g})" if w is not None else ""
-    reason = (f"{m}{wtxt}: {rule}; its mock-round bias {best['mock_bias']:+.3g} ± {best['mock_bias_se']:.2g} "
-              f"over {checks.folds} folds of {checks.n_gold} gold items; {dep_txt}")
-    h1 = next((r for r in scored if r["method"] == "hero1" and r["history_weight"] == 1.0), None)
-    if h1 is not None and h1 is not best and h1["bias_flagged"]:
-        reason += (f"; the paper's HERO-1 is biased on the mock rounds ({h1['mock_bias']:+.3g} ± "
-                   f"{h1['mock_bias_se']:.2g})")
-    return Recommendation(m, w, results[(m, w)], reason, rows)
+        return by_mse, (f"labelers err together, so the likelihood methods' independence model is wrong here; "
+                        f"among the candidates, {by_mse['method']} had the smallest predicted error on the mock "
+                        f"rounds (RMSE {by_mse['predicted_rmse']:.3g})"), True
+    if default is not None and not default["bias_flagged"]:
+        return default, f"{first[0]} shows no significant bias on the mock rounds (level {level:g})", False
+    return by_mse, (f"{first[0]} is biased on the mock rounds (level {level:g}); among the candidates, "
+                    f"{by_mse['method']} had the smallest predicted error there (RMSE "
+                    f"{by_mse['predicted_rmse']:.3g})"), True
+
+
+def bias_bound(row: Mapping[str, Any], rule: AutoRule = DEFAULT_RULE) -> float:
+    """The bias bound of a candidate's bias-aware interval: ``|b| + kappa * s_b``."""
+    return abs(float(row["mock_bias"])) + rule.bias_kappa * float(row["mock_bias_se"])
+
+
+def _with_bias_bound(r: EstimateResult, bound: float) -> EstimateResult:
+    se = r.standard_error
+    test = BiasAwareTest(r.estimate, se if se is not None else math.nan, bound)
+    return replace(r, test=test, details={**r.details, "bias_bound": bound},
+                   notes=(*r.notes, f"bias-aware interval: bias bound {bound:.3g}"))
+
+
+def _hull(r: EstimateResult, results: Mapping[tuple[str, float | None], EstimateResult],
+          rows: Sequence[Mapping[str, Any]], rule: AutoRule) -> EstimateResult:
+    """The chosen estimate with an interval spanning every scored candidate's bias-aware interval."""
+    parts = [(rw["estimate"], rw["standard_error"], bias_bound(rw, rule)) for rw in rows
+             if rw["method"] in rule.candidates and math.isfinite(rw.get("predicted_rmse", math.nan))]
+    if not parts:
+        return r
+    test = _HullTest(r.estimate, parts)
+    return replace(r, test=test, notes=(*r.notes, "unreliable: interval spans every candidate's"))
+
+
+@dataclass
+class _HullTest(_Test):
+    """The union of several bias-aware intervals (an unreliable round): the widest honest statement."""
+
+    center: float
+    parts: list[tuple[float, float, float]]
+    label: str = "hull of bias-aware intervals"
+    preferred: bool = True
+
+    def stat(self, mu0: float) -> float:  # pragma: no cover - the interval is closed-form
+        return 0.0
+
+    def interval(self, confidence_level: float, alternative: str = "two-sided") -> tuple[float, float]:
+        ints = [BiasAwareTest(e, s, b).interval(confidence_level, alternative) for e, s, b in self.parts]
+        return min(i[0] for i in ints), max(i[1] for i in ints)
+
+
+def _unscored_recommendation(
+    current: AnnotationSet, cal: Calibration, first: tuple[str, float | None], own_w: float,
+    results: Mapping[tuple[str, float | None], EstimateResult], rows: list[dict[str, Any]], checks: ModelChecks,
+    exclude_new_labelers: bool,
+) -> Recommendation:
+    """Too little gold to score any candidate: the default, flagged unreliable, with the candidates' hull."""
+    r0 = results.get(first) or estimate_methods(current, cal, method="hero1", exclude_new_labelers=exclude_new_labelers)
+    assert isinstance(r0, EstimateResult)
+    if first not in results:
+        first = ("hero1", own_w)
+    why = "; ".join(checks.notes) or "no candidate could be scored on mock rounds"
+    r = r0
+    if any(k[0] in CANDIDATES and math.isfinite(x.confidence_interval(0.95).low) for k, x in results.items()):
+        r = replace(r0, test=_SpanTest(r0.estimate, dict(results)),
+                    notes=(*r0.notes, "unreliable: interval spans every candidate's"))
+    reason = (f"{first[0]} by default: {why}; UNRELIABLE: without enough gold the checks cannot tell whether "
+              "the labelers' model holds, so the interval reported spans every candidate's interval "
+              "rather than trusting one model")
+    return Recommendation(first[0], own_w, r, reason, rows, "unreliable")
+
+
+@dataclass
+class _SpanTest(_Test):
+    """The union of the candidates' own intervals (too little gold to check any of them)."""
+
+    center: float
+    results: dict[tuple[str, float | None], EstimateResult]
+    label: str = "span of the candidates' intervals"
+    preferred: bool = True
+
+    def stat(self, mu0: float) -> float:  # pragma: no cover - the interval is closed-form
+        return 0.0
+
+    def interval(self, confidence_level: float, alternative: str = "two-sided") -> tuple[float, float]:
+        ints = []
+        for k, x in self.results.items():
+            if k[0] in CANDIDATES and math.isfinite(x.estimate):
+                ci = x.confidence_interval(confidence_level, alternative=alternative)
+                if math.isfinite(ci.low) and math.isfinite(ci.high):
+                    ints.append((ci.low, ci.high))
+        return min(i[0] for i in ints), max(i[1] for i in ints)
 
 
 

@@ -26,8 +26,12 @@ def psi(mu: float, L: FloatArray) -> FloatArray:
     return out
 
 
-def solve_score(L: FloatArray, offset: float = 0.0) -> tuple[float, str]:
+def solve_score(L: FloatArray, offset: float = 0.0, weights: FloatArray | None = None) -> tuple[float, str]:
     """Root in [0, 1] of mean(psi(mu, L)) - offset, which is strictly decreasing.
+
+    With ``weights`` (non-negative, one per item) the mean is the weighted
+    mean ``sum(w psi) / sum(w)``: the mock rounds of the model checks weight
+    their gold items by class to another rate.
 
     Returns the root and a status: ``"unidentified"`` (estimate NaN) when no
     item's labels carry information (every L_i = 0), ``"interior"``, ``"boundary_0"`` when the
@@ -41,7 +45,7 @@ def solve_score(L: FloatArray, offset: float = 0.0) -> tuple[float, str]:
         return float("nan"), "unidentified"
 
     def f(mu: float) -> float:
-        return float(np.mean(psi(mu, L))) - offset
+        return float(np.average(psi(mu, L), weights=weights)) - offset
 
     f0 = f(0.0)
     if not f0 > 0:  # includes nan-free <= 0

@@ -89,6 +89,13 @@ class ModelChecks:
         (``bias``), its standard error across folds, RMSE, the folds used.
     dependence : DependenceTest
     notes : list of str
+    items : dict of str to list of float
+        Per held-out gold item, in the mock rounds' pooled order: the gold
+        label (``"y"``), its fold's gold rate (``"y_fold"``), and per mock
+        row either the cross-fitted log-likelihood ratios (``"hero1@1:llr"``)
+        or the influence values (``"rogan_gladen:influence"``). They let
+        ``method="auto"`` re-weight the mock rounds to the current round's
+        rate (:func:`heroeval.checks.rate_matched_mock`).
     """
 
     folds: int
@@ -100,6 +107,7 @@ class ModelChecks:
     mock: list[dict[str, Any]]
     dependence: DependenceTest
     notes: list[str] = field(default_factory=list)
+    items: dict[str, list[float]] = field(default_factory=dict)
 
     def mock_row(self, method: str, weight: float | None = None) -> dict[str, Any] | None:
         for r in self.mock:
@@ -115,6 +123,7 @@ class ModelChecks:
             "chosen_weight": self.chosen_weight, "calibration_curve": self.calibration_curve,
             "mock": [{k: (_fin(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.mock],
             "dependence": self.dependence.to_dict(), "notes": list(self.notes),
+            "items": {k: [round(float(x), 10) for x in v] for k, v in self.items.items()},
         }
 
     @classmethod
@@ -128,6 +137,7 @@ class ModelChecks:
                 mock=[{k: (math.nan if v is None and k not in ("history_weight",) else v) for k, v in r.items()}
                       for r in d["mock"]],
                 dependence=DependenceTest.from_dict(d["dependence"]), notes=list(d.get("notes", [])),
+                items={str(k): [float(x) for x in v] for k, v in d.get("items", {}).items()},
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise HeroEvalError(f"model checks: missing or bad field ({exc})") from exc

@@ -1,0 +1,194 @@
+"""Issue #18: the recommended estimate's rule, judged again on stored candidate tables, and chosen by leave-one-set-out.
+
+    .venv/bin/python benchmarks/auto_loso.py docs/research/robustness/shift/resamples.csv.gz \
+        --out docs/research/robustness/shift
+
+Every ``auto`` row of a ``benchmarks/robustness.py`` run stores its candidate
+table (estimates, standard errors, intervals and mock-round errors at the
+gold's rate, at Rogan–Gladen's rate and at each candidate's own rate). The
+rule itself (:func:`heroeval.choice.choose`) is a pure function of that
+table, so every variant of :class:`heroeval.choice.AutoRule` on the grid
+below is replayed here without refitting anything, exactly as
+``recommend`` would apply it.
+
+The choice of the rule's constants, by leave-one-set-out over the data sets:
+
+1. the rate target and the candidate set: the smallest geometric mean, over
+   the training cells (data set x shift), of ``RMSE(auto) / RMSE(best
+   method)``; these do not depend on ``bias_kappa``;
+2. then the smallest ``bias_kappa`` whose training cells cover the truth at
+   least :data:`COVER_MEAN` on average within every shift type and at least
+   :data:`COVER_MIN` in every cell (the largest on the grid if none does).
+
+For each held-out set the rule is chosen on the other sets and scored on it;
+the held-out cells together give the leave-one-set-out table. The in-sample
+table chooses on every set at once: that rule is ``DEFAULT_RULE``.
+
+Writes ``loso_rules.csv`` (every rule's per-shift figures on all sets),
+``loso_choices.csv`` (the rule chosen without each set), ``loso_cells.csv``
+(per cell, in-sample and held-out) and ``loso_summary.csv`` (per shift type,
+in-sample and held-out), and prints the last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from heroeval.checks.model_checks import CANDIDATES, DEPENDENCE_ALPHA
+from heroeval.choice.auto import DEFAULT_RULE, AutoRule, bias_bound, choose
+from heroeval.inference.bias_aware import BiasAwareTest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from robustness import COMPARED
+
+COVER_MEAN = 0.95
+COVER_MIN = 0.85
+KAPPAS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
+TARGETS = ("gold", "robust", "own")
+CANDIDATE_SETS = {"default": CANDIDATES, "with_mv": (*CANDIDATES, "majority_vote")}
+
+
+def _num(x: Any) -> Any:
+    return math.nan if x is None else x
+
+
+def replay(auto_row: pd.Series, rule: AutoRule) -> tuple[float, float, float, str]:
+    """``recommend``'s estimate and 95 % interval for one stored round under ``rule``: (estimate, low, high, pick)."""
+    if str(auto_row["status"]).startswith("boundary") or not isinstance(auto_row["candidates"], str):
+        return auto_row["estimate"], auto_row["ci_low"], auto_row["ci_high"], str(auto_row["picked"])
+    rows = [{k: _num(v) for k, v in r.items()} for r in json.loads(auto_row["candidates"])]
+    rows = [r for r in rows if "estimate" in r and "bias_gold" in r]
+    if not rows:  # a table written before rate matching: nothing to replay
+        return auto_row["estimate"], auto_row["ci_low"], auto_row["ci_high"], str(auto_row["picked"])
+    first = next(((r["method"], r["history_weight"]) for r in rows if r["method"] == "hero_joint"), ("hero1", 1.0))
+    dep = _num(auto_row["dependence_p"])
+    got = choose(rows, dependent=bool(math.isfinite(dep) and dep < DEPENDENCE_ALPHA), first=first,
+                 n_current=int(auto_row["n_current"]), rule=rule)
+    if got is None:
+        return auto_row["estimate"], auto_row["ci_low"], auto_row["ci_high"], str(auto_row["picked"])
+    best, _, bias_aware = got
+    pick = best["method"] if best["method"] not in ("hero1", "hero_joint") else f"{best['method']}@{best['history_weight']:g}"
+    est = best["estimate"]
+    if best.get(f"n_eff_{rule.rate_target}", math.inf) < rule.min_effective_gold:
+        ints = [BiasAwareTest(r["estimate"], r["standard_error"], bias_bound(r, rule)).interval(0.95)
+                for r in rows if r["method"] in rule.candidates and math.isfinite(r.get("predicted_rmse", math.nan))]
+        return est, min(i[0] for i in ints), max(i[1] for i in ints), pick + " (unreliable)"
+    if bias_aware:
+        lo, hi = BiasAwareTest(est, best["standard_error"], bias_bound(best, rule)).interval(0.95)
+        return est, lo, hi, pick
+    return est, best["ci_low"], best["ci_high"], pick
+
+
+def rules() -> list[tuple[str, AutoRule]]:
+    out = []
+    for t, (cname, cset), k in itertools.product(TARGETS, CANDIDATE_SETS.items(), KAPPAS):
+        out.append((f"{t}|{cname}|{k:g}", AutoRule(rate_target=t, bias_kappa=k, candidates=tuple(cset))))
+    return out
+
+
+def cell_table(df: pd.DataFrame, grid: list[tuple[str, AutoRule]]) -> pd.DataFrame:
+    """Per rule and cell (data set, shift): RMSE, coverage, mean width, and the cell's best fixed method's RMSE."""
+    df = df.copy()
+    df["sq"] = (df["estimate"] - df["truth"]) ** 2
+    fixed = df[df["method"].isin(COMPARED)].groupby(["dataset", "shift", "method"])["sq"].mean() ** 0.5
+    best = fixed.groupby(["dataset", "shift"]).min().rename("best_rmse")
+    hero1 = df[df["method"] == "hero1"].assign(w=lambda d: d["ci_high"] - d["ci_low"]).groupby(
+        ["dataset", "shift"])["w"].mean().rename("hero1_width")
+    autos = df[df["method"] == "auto"]
+    out = []
+    for name, rule in grid:
+        rep = [replay(r, rule) for _, r in autos.iterrows()]
+        a = autos[["dataset", "shift", "resample", "truth"]].copy()
+        a["est"], a["lo"], a["hi"], a["pick"] = zip(*rep, strict=True)
+        a["sq"] = (a["est"] - a["truth"]) ** 2
+        a["cover"] = (a["lo"] <= a["truth"]) & (a["truth"] <= a["hi"])
+        a["width"] = a["hi"] - a["lo"]
+        g = a.groupby(["dataset", "shift"]).agg(rmse=("sq", lambda s: float(np.sqrt(s.mean()))),
+                                                coverage=("cover", "mean"), width=("width", "mean"),
+                                                resamples=("sq", "size"))
+        g = g.join(best).join(hero1).reset_index()
+        g["ratio"] = g["rmse"] / g["best_rmse"]
+        g["rule"] = name
+        out.append(g)
+    return pd.concat(out, ignore_index=True)
+
+
+def per_shift(cells: pd.DataFrame) -> pd.DataFrame:
+    return cells.groupby("shift").agg(
+        cells=("ratio", "size"), coverage_mean=("coverage", "mean"), coverage_min=("coverage", "min"),
+        geo_ratio=("ratio", lambda r: float(np.exp(np.log(r).mean()))), worst_ratio=("ratio", "max"),
+        width_mean=("width", "mean"), hero1_width_mean=("hero1_width", "mean")).reset_index()
+
+
+def pick_rule(cells: pd.DataFrame, grid: list[tuple[str, AutoRule]]) -> str:
+    """Step 1: target and candidate set by geometric-mean ratio; step 2: the smallest kappa that covers."""
+    geo = cells.groupby("rule")["ratio"].apply(lambda r: float(np.exp(np.log(r).mean())))
+    by_rule = dict(grid)
+    fam = {name: name.rsplit("|", 1)[0] for name in by_rule}
+    fam_geo = {f: min(geo[n] for n in by_rule if fam[n] == f) for f in set(fam.values())}
+    f_best = min(sorted(fam_geo), key=lambda f: fam_geo[f])
+    members = sorted((n for n in by_rule if fam[n] == f_best), key=lambda n: by_rule[n].bias_kappa)
+    for n in members:
+        c = cells[cells["rule"] == n]
+        s = c.groupby("shift")["coverage"].mean()
+        if (s >= COVER_MEAN).all() and (c["coverage"] >= COVER_MIN).all():
+            return n
+    return members[-1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("resamples", help="a robustness.py resamples.csv.gz")
+    ap.add_argument("--out", default="")
+    a = ap.parse_args()
+    df = pd.read_csv(a.resamples)
+    grid = rules()
+    cells = cell_table(df, grid)
+    out = Path(a.out) if a.out else Path(a.resamples).parent
+    out.mkdir(parents=True, exist_ok=True)
+    rule_tab = cells.groupby("rule", sort=False).apply(per_shift, include_groups=False).reset_index(level=0)
+    rule_tab.to_csv(out / "loso_rules.csv", index=False)
+    chosen_all = pick_rule(cells, grid)
+    sets = sorted(cells["dataset"].unique())
+    choices, held = [], []
+    for d in sets:
+        n = pick_rule(cells[cells["dataset"] != d], grid)
+        choices.append({"held_out": d, "rule": n})
+        held.append(cells[(cells["dataset"] == d) & (cells["rule"] == n)])
+    pd.DataFrame(choices).to_csv(out / "loso_choices.csv", index=False)
+    held_cells = pd.concat(held, ignore_index=True)
+    ins = cells[cells["rule"] == chosen_all]
+    default_name = f"{DEFAULT_RULE.rate_target}|" + next(
+        k for k, v in CANDIDATE_SETS.items() if tuple(v) == DEFAULT_RULE.candidates) + f"|{DEFAULT_RULE.bias_kappa:g}"
+    pd.concat([ins.assign(view="in-sample"), held_cells.assign(view="leave-one-set-out")]).to_csv(
+        out / "loso_cells.csv", index=False)
+    summ = pd.concat([per_shift(ins).assign(view=f"in-sample ({chosen_all})"),
+                      per_shift(held_cells).assign(view="leave-one-set-out"),
+                      per_shift(cells[cells["rule"] == default_name]).assign(view=f"DEFAULT_RULE ({default_name})")])
+    # every fixed method's geometric-mean ratio per shift, for "lower than any single fixed method"
+    d2 = df[df["method"].isin(COMPARED)].assign(sq=lambda d: (d["estimate"] - d["truth"]) ** 2)
+    fr = d2.groupby(["dataset", "shift", "method"])["sq"].mean().pow(0.5).rename("rmse").reset_index()
+    fr = fr.merge(ins[["dataset", "shift", "best_rmse"]], on=["dataset", "shift"])
+    fixed_geo = fr.assign(r=lambda d: np.log(d["rmse"] / d["best_rmse"])).groupby(["shift", "method"])["r"].mean()
+    fixed_geo = np.exp(fixed_geo).unstack("method")
+    summ.to_csv(out / "loso_summary.csv", index=False)
+    fixed_geo.to_csv(out / "fixed_methods_geo_ratio.csv")
+    pd.set_option("display.width", 220)
+    print(summ.round(3).to_string(index=False))
+    print("\nleave-one-set-out choices:")
+    print(pd.DataFrame(choices).to_string(index=False))
+    print("\nfixed methods, geometric-mean RMSE ratio to the best, per shift:")
+    print(fixed_geo.round(3).to_string())
+
+
+if __name__ == "__main__":
+    main()

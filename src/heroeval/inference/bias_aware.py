@@ -1,0 +1,83 @@
+"""Bias-aware confidence intervals (Armstrong & Kolesár 2020) for an estimate whose bias is bounded, not zero.
+
+An estimator ``theta_hat ~ N(theta + b, se^2)`` with an unknown bias
+``|b| <= B`` is covered with probability at least ``1 - alpha`` by
+
+    theta_hat +- se * cv_alpha(B / se),
+
+where ``cv_alpha(t)`` is the ``1 - alpha`` quantile of ``|N(t, 1)|`` (the
+folded normal, :data:`scipy.stats.foldnorm`). At ``B = 0`` it is the usual
+``z_{1 - alpha/2}``; for large ``B / se`` it approaches ``B / se +
+z_{1 - alpha}``, so the interval widens by the bias bound, not by twice it.
+One-sided bounds add ``B`` to the usual one-sided bound. The promise is
+conditional on the bound: coverage holds whenever the true bias is at most
+``B``.
+
+:func:`heroeval.choice.recommend` uses this when the model checks find the
+chosen candidate's model wrong: ``B`` is then the candidate's rate-matched
+mock-round bias plus a multiple of that bias's standard error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy.stats import foldnorm, norm
+
+from heroeval.errors import HeroEvalError
+from heroeval.estimators._inversion import _Test, check_alternative
+
+__all__ = ["BiasAwareTest", "bias_aware_cv"]
+
+
+def bias_aware_cv(t: float, confidence_level: float = 0.95) -> float:
+    """The ``confidence_level`` quantile of ``|N(t, 1)|``: the critical value for a bias at most ``t`` SEs.
+
+    >>> round(bias_aware_cv(0.0), 4)     # the usual two-sided 95 % value
+    1.96
+    >>> round(bias_aware_cv(3.0), 3)     # about 3 + z_0.95 = 4.645
+    4.645
+    """
+    if not (math.isfinite(t) and t >= 0):
+        raise HeroEvalError(f"bias bound over standard error must be a finite number >= 0, got {t!r}")
+    if not 0 < confidence_level < 1:
+        raise HeroEvalError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+    if t == 0:
+        return float(norm.ppf(0.5 + confidence_level / 2))
+    return float(foldnorm.ppf(confidence_level, t))
+
+
+@dataclass
+class BiasAwareTest(_Test):
+    """The bias-aware interval of an estimate ``center`` with standard error ``se`` and bias bound ``bias_bound``.
+
+    ``preferred``: ``EstimateResult.confidence_interval(method="auto")``
+    resolves to this interval. Clipped to [0, 1].
+    """
+
+    center: float
+    se: float
+    bias_bound: float
+    label: str = "bias-aware"
+    preferred: bool = True
+
+    def stat(self, mu0: float) -> float:  # pragma: no cover - the interval is closed-form
+        return (self.center - mu0) / self.se if self.se > 0 else math.copysign(math.inf, self.center - mu0)
+
+    def half_width(self, confidence_level: float) -> float:
+        if self.se > 0:
+            return self.se * bias_aware_cv(self.bias_bound / self.se, confidence_level)
+        return self.bias_bound
+
+    def interval(self, confidence_level: float, alternative: str = "two-sided") -> tuple[float, float]:
+        check_alternative(alternative)
+        if not (math.isfinite(self.center) and math.isfinite(self.se) and math.isfinite(self.bias_bound)):
+            return math.nan, math.nan
+        if alternative == "two-sided":
+            h = self.half_width(confidence_level)
+            return max(0.0, self.center - h), min(1.0, self.center + h)
+        h = self.se * float(norm.ppf(confidence_level)) + self.bias_bound
+        if alternative == "less":
+            return 0.0, min(1.0, self.center + h)
+        return max(0.0, self.center - h), 1.0
