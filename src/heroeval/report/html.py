@@ -554,6 +554,7 @@ nav a { margin-right: 14px; font-size: 0.9em; }
 .card.primary { border-color: #1f77b4; background: #f3f8fd; }
 .warnings { background: var(--warnbg); border-left: 4px solid #e8a33d; padding: 8px 14px; margin: 12px 0; }
 .warnings li { color: var(--warn); white-space: pre-wrap; overflow-wrap: anywhere; }
+.warn { color: var(--warn); background: var(--warnbg); padding: 2px 6px; }
 table { border-collapse: collapse; margin: 8px 0 12px; font-size: 0.92em; }
 th, td { padding: 4px 10px; border-bottom: 1px solid var(--line); vertical-align: top; text-align: left; }
 th { background: #f1f3f5; font-weight: 600; }
@@ -683,6 +684,9 @@ def _headline_cards(d: Mapping[str, Any]) -> str:
             f'<div>{level:g}% CI [{_num(r["ci_low"])}, {_num(r["ci_high"])}], SE {_num(r["standard_error"])}</div>'
             + (f'<div data-field="bound">the rate is {_e(r["ci_text"])}</div>'
                if r.get("ci_alternative", "two-sided") != "two-sided" else "")
+            + ('<div class="warn" data-field="status"><b>UNRELIABLE</b>: do not ship on this interval '
+               '(see why)</div>' if k == "recommended" and block.get("recommendation")
+               and block["recommendation"].get("status") == "unreliable" else "")
             + (f'<div class="muted" data-field="reason">why: {_e(block["recommendation"]["reason"])}</div>'
                if k == "recommended" and block.get("recommendation") else "")
             + '</div>')

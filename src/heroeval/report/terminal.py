@@ -55,7 +55,9 @@ def estimates_table(
         r = rec.result
         ci = r.confidence_interval(confidence_level, ci_method, alternative)
         wtxt = "" if rec.history_weight is None else f", w={rec.history_weight:g}"
-        row = [f"[bold]recommended ({r.title}{wtxt})[/bold]", f"[bold]{r.estimate:.4f}[/bold]", _f(r.standard_error),
+        label = (f"[bold red]UNRELIABLE: recommended ({r.title}{wtxt})[/bold red]"
+                 if getattr(rec, "status", "ok") == "unreliable" else f"[bold]recommended ({r.title}{wtxt})[/bold]")
+        row = [label, f"[bold]{r.estimate:.4f}[/bold]", _f(r.standard_error),
                f"[bold]{_ci_cell(ci)}[/bold]"]
         row += [""] * ((1 if bootstrap else 0) + (1 if truth is not None else 0))
         if truth is not None:
