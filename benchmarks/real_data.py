@@ -1,6 +1,9 @@
 """Every method on every binary data set in ../shared/data (see heroeval.workflows.benchmark for the protocol).
 
-    .venv/bin/python benchmarks/real_data.py --resamples 20 --out docs/benchmark
+    .venv/bin/python benchmarks/real_data.py --resamples 20 --shifts none,half --out docs/benchmark
+
+(``--shifts`` defaults to none,half,rate, as ``run_benchmark`` does; the
+tables in docs/benchmark.md were made with none,half.)
 
 Writes per-resample rows (``resamples.csv.gz``), the summary (``summary.csv``)
 and ``table.md`` (RMSE, |bias| and coverage per data set, rho, shift, method).
@@ -11,11 +14,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
-from heroeval.workflows.benchmark import load_folder, run_benchmark, summarize_benchmark
+from heroeval.workflows.benchmark import BenchmarkData, load_folder, run_benchmark, summarize_benchmark
 
 BINARY = [
     ("adultcontent2", "_binary"), ("bluebirds", ""), ("duchenne", ""), ("mre_treat", ""), ("possent_zheng", ""),
@@ -32,6 +37,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--out", default="docs/benchmark")
     ap.add_argument("--only", default="", help="comma-separated data set names")
+    ap.add_argument("--shifts", default="none,half,rate",
+                    help="comma-separated: none, half (pool shift), rate (rate shift); docs/benchmark.md's tables: none,half")
     ap.add_argument("--rounds", action="store_true",
                     help="instead: real rounds as history vs current (triviaqa answering models, mre_treat batches)")
     a = ap.parse_args()
@@ -47,7 +54,7 @@ def main() -> None:
             continue
         t = time.perf_counter()
         data = load_folder(Path(a.data) / name, binary_suffix=suffix)
-        frames.append(run_benchmark(data, resamples=a.resamples, n=a.n))
+        frames.append(run_benchmark(data, resamples=a.resamples, n=a.n, shifts=a.shifts.split(",")))
         print(f"{data.name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     df = pd.concat(frames, ignore_index=True)
     df.to_csv(out / "resamples.csv.gz", index=False)
@@ -63,25 +70,37 @@ def mre_batch_groups(folder: Path) -> pd.Series:
     return pd.cut(first, bins=[0, 10, 15, 22, 46], labels=["b01-10", "b11-15", "b16-22", "b23-46"]).astype(str)
 
 
-def rounds(a: argparse.Namespace) -> None:
-    """Leave one real round out: triviaqa's 9 answering models, mre_treat's 4 blocks of batches."""
-    from dataclasses import replace
+def round_sets(data_dir: Path, n: int, only: Sequence[str] = ()) -> list[tuple[BenchmarkData, int]]:
+    """The data sets with real rounds, their item groups set, each with its current-round size.
 
+    triviaqa_llm_judges: the 9 answering models (``items.csv``'s ``exam_taker``),
+    n = 400; mre_treat: four consecutive blocks of batches
+    (:func:`mre_batch_groups`), n as given. trec2011_crowd's ``round`` numbers
+    the labels within an item (the k-th label collected), not groups of items,
+    so it has none. ``only`` keeps the named sets (all when empty).
+    """
+    out = []
+    if not only or "triviaqa_llm_judges" in only:
+        out.append((load_folder(data_dir / "triviaqa_llm_judges", group_col="exam_taker"), 400))
+    if not only or "mre_treat" in only:
+        mre = load_folder(data_dir / "mre_treat")
+        out.append((replace(mre, groups=mre_batch_groups(data_dir / "mre_treat")), n))
+    return out
+
+
+def rounds(a: argparse.Namespace) -> None:
+    """Leave one real round out: triviaqa's 9 answering models, mre_treat's 4 blocks of batches; 3 resamples a round."""
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     frames = []
     t0 = time.perf_counter()
-    tq = load_folder(Path(a.data) / "triviaqa_llm_judges", group_col="exam_taker")
-    frames.append(run_benchmark(tq, resamples=3 * 9, n=400, shifts=["none"], split="groups"))
-    print(f"triviaqa rounds: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-    mre = load_folder(Path(a.data) / "mre_treat")
-    mre = replace(mre, groups=mre_batch_groups(Path(a.data) / "mre_treat"))
-    frames.append(run_benchmark(mre, resamples=3 * 4, n=a.n, shifts=["none"], split="groups"))
-    print(f"mre_treat rounds: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    for data, n in round_sets(Path(a.data), a.n):
+        assert data.groups is not None
+        frames.append(run_benchmark(data, resamples=3 * data.groups.nunique(), n=n, shifts=["none"], split="groups"))
+        print(f"{data.name} rounds: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     df = pd.concat(frames, ignore_index=True)
     df.to_csv(out / "rounds_resamples.csv.gz", index=False)
     summarize_benchmark(df).to_csv(out / "rounds_summary.csv", index=False)
-
 
 if __name__ == "__main__":
     main()

@@ -6,12 +6,25 @@
 10..29 to an earlier run of resamples 0..9 (the splits are seeded by the
 resample index, so they are the same as a single run of 30 would make).
 
+``--shifts`` (default none,half) chooses the random splits' shifts (none,
+half: pool shift, rate: rate shift). ``--groups`` also runs the real rounds
+(``split="groups"``, leave one round out; the sets and their groups are
+``real_data.round_sets``: triviaqa's answering models with n = 400,
+mre_treat's blocks of batches), ``--resamples`` per data set (resample r
+takes group r mod G); their rows are tagged ``shift="groups"`` so that every
+table groups by shift type none / half / rate / groups.
+
 Writes ``resamples.csv.gz`` (one row per resample and method; ``picked`` says
-what ``auto`` chose), ``summary.csv`` (|bias|, SD, RMSE, coverage per data
-set, shift and method) and ``auto.csv`` (per data set and shift: the best
-method's RMSE, ``auto``'s, their ratio, and what ``auto`` picked), and prints
-the two criteria of the issue: the share of cells where ``auto`` is within
-10 % of the best method, and the worst ratio.
+what ``auto`` chose, ``candidates`` its candidate table as JSON),
+``summary.csv`` (|bias|, SD, RMSE, coverage, mean interval width per data
+set, shift and method), ``auto.csv`` (per data set and shift: the best
+method's RMSE, ``auto``'s, their ratio, coverage and mean width of ``auto``,
+HERO-1 and the best method, and what ``auto`` picked) and ``shift_table.csv``
+(per shift type, for ``auto`` and every method in COMPARED: geometric mean
+over cells of RMSE / best RMSE, worst ratio, share of cells within 10 %, mean
+and minimum coverage, mean width). It prints the two criteria of the issue
+(the share of cells where ``auto`` is within 10 % of the best method, and the
+worst ratio) and the shift table.
 
 ``--judge`` skips the computation and judges the ``resamples.csv.gz`` already
 in ``--out`` (``--resample-range A:B`` keeps resamples A..B-1, for example
@@ -37,13 +50,16 @@ import pandas as pd
 from heroeval.workflows.benchmark import load_folder, run_benchmark, summarize_benchmark
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_data import BINARY
+from real_data import BINARY, round_sets
 
 #: methods ``auto`` is compared with (every estimate a user could have picked instead)
 COMPARED = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1", "hero2", "hero_joint")
+#: shift types in the order the tables show them (``groups``: real rounds, ``--groups``)
+SHIFT_ORDER = ("none", "half", "rate", "groups")
 
 
 def auto_table(summ: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """Per cell (data set, shift): the best method's, HERO-1's and ``auto``'s RMSE, coverage and mean width."""
     rows = []
     for (ds, shift), g in summ.groupby(["dataset", "shift"], sort=False):
         g = g.set_index("method")
@@ -54,10 +70,62 @@ def auto_table(summ: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
             "dataset": ds, "shift": shift, "best_method": best, "best_rmse": others.loc[best, "rmse"],
             "hero1_rmse": g.loc["hero1", "rmse"], "majority_vote_rmse": g.loc["majority_vote", "rmse"],
             "auto_rmse": g.loc["auto", "rmse"], "ratio": g.loc["auto", "rmse"] / others.loc[best, "rmse"],
-            "auto_coverage": g.loc["auto", "coverage"],
+            "auto_coverage": g.loc["auto", "coverage"], "auto_width": g.loc["auto", "width"],
+            "hero1_coverage": g.loc["hero1", "coverage"], "hero1_width": g.loc["hero1", "width"],
+            "best_coverage": others.loc[best, "coverage"], "best_width": others.loc[best, "width"],
             "picked": ", ".join(f"{k} {v}" for k, v in picks.value_counts().items()),
         })
     return pd.DataFrame(rows)
+
+
+def shift_table(summ: pd.DataFrame) -> pd.DataFrame:
+    """Per shift type and method (``auto`` and every method in COMPARED), over the cells (data sets) of that shift.
+
+    ``geo_ratio``: geometric mean over cells of RMSE / the best COMPARED
+    method's RMSE in the cell; ``worst_ratio`` its maximum; ``within_10pct``:
+    share of cells with ratio <= 1.10; ``mean_coverage`` / ``min_coverage``
+    over cells (NaN for majority vote, whose interval is not for the gold
+    rate); ``mean_width``: mean over cells of the cell's mean interval width.
+    ``cells`` counts the cells where the method ran (HERO-2 needs item text).
+    """
+    order = {s: i for i, s in enumerate(SHIFT_ORDER)}
+    rows = []
+    for shift, g in sorted(summ.groupby("shift", sort=False), key=lambda kv: order.get(str(kv[0]), len(order))):
+        rmse = g.pivot_table(index="dataset", columns="method", values="rmse")
+        best = rmse[[m for m in COMPARED if m in rmse.columns]].min(axis=1)
+        for m in ("auto", *COMPARED):
+            if m not in rmse.columns:
+                continue
+            ratio = (rmse[m] / best).dropna()
+            gm = g[g["method"] == m]
+            rows.append({
+                "shift": shift, "method": m, "cells": int(ratio.size),
+                "geo_ratio": float(np.exp(np.log(ratio).mean())) if ratio.size else np.nan,
+                "worst_ratio": float(ratio.max()) if ratio.size else np.nan,
+                "within_10pct": float((ratio <= 1.10).mean()) if ratio.size else np.nan,
+                "mean_coverage": float(gm["coverage"].mean()), "min_coverage": float(gm["coverage"].min()),
+                "mean_width": float(gm["width"].mean()),
+            })
+    return pd.DataFrame(rows)
+
+
+def print_shift_table(st: pd.DataFrame) -> None:
+    """Per shift type: ``auto``'s line, then each fixed method's geometric-mean ratio, mean coverage and width."""
+    for shift, g in st.groupby("shift", sort=False):
+        g = g.set_index("method")
+        a = g.loc["auto"]
+        fixed = g.drop(index="auto")
+        best_fixed = fixed["geo_ratio"].idxmin()
+        beats = bool(a["geo_ratio"] < fixed["geo_ratio"].min())
+        print(f"shift {shift} ({int(a['cells'])} cells): auto coverage mean {a['mean_coverage']:.3f}, "
+              f"min {a['min_coverage']:.3f}; width {a['mean_width']:.3f} (HERO-1 {g.loc['hero1', 'mean_width']:.3f}); "
+              f"RMSE / best: geometric mean {a['geo_ratio']:.3f}, worst {a['worst_ratio']:.2f}; "
+              f"beats every fixed method's geometric mean: {'yes' if beats else 'no'} "
+              f"(best fixed: {best_fixed} {fixed.loc[best_fixed, 'geo_ratio']:.3f})")
+    wide = st.pivot_table(index="method", columns="shift", values=["geo_ratio", "mean_coverage", "mean_width"],
+                          sort=False, dropna=False)
+    wide = wide.reindex([m for m in ("auto", *COMPARED) if m in set(st["method"])])
+    print(wide.round(3).to_string())
 
 
 def bootstrap_criteria(df: pd.DataFrame, draws: int, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
@@ -105,6 +173,9 @@ def main() -> None:
     ap.add_argument("--judge", action="store_true", help="judge the resamples.csv.gz already in --out (no fitting)")
     ap.add_argument("--resample-range", default="", help="with --judge: A:B keeps resamples A..B-1")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap draws for the criteria's noise (0: none)")
+    ap.add_argument("--groups", action="store_true",
+                    help="also leave one real round out (split='groups', rows tagged shift='groups'): triviaqa's "
+                         "answering models (n = 400), mre_treat's blocks of batches; --resamples per data set")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -118,6 +189,13 @@ def main() -> None:
         frames.append(run_benchmark(data, resamples=a.resamples, n=a.n, rhos=(a.rho,), workers=a.workers,
                                     first_resample=a.first, shifts=a.shifts.split(",")))
         print(f"{data.name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+    if a.groups and not a.judge:
+        for data, n in round_sets(Path(a.data), a.n, a.only.split(",") if a.only else ()):
+            t = time.perf_counter()
+            g = run_benchmark(data, resamples=a.resamples, n=n, rhos=(a.rho,), workers=a.workers,
+                              first_resample=a.first, shifts=["none"], split="groups")
+            frames.append(g.assign(shift="groups"))  # resample r: group r mod G; split stays "groups"
+            print(f"{data.name} rounds: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     if a.judge:
         df = pd.read_csv(out / "resamples.csv.gz")
         if a.resample_range:
@@ -149,7 +227,10 @@ def main() -> None:
     wide = summ.pivot_table(index=["dataset", "shift"], columns="method", values="rmse")
     best = wide[[m for m in COMPARED if m in wide.columns]].min(axis=1)
     geo = {m: float(np.exp(np.log(wide[m] / best).mean())) for m in ("auto", *COMPARED) if m in wide.columns}
-    print("geometric mean over cells of RMSE / best RMSE: " + ", ".join(f"{m} {v:.3f}" for m, v in geo.items()))
+    print("geometric mean over all cells of RMSE / best RMSE: " + ", ".join(f"{m} {v:.3f}" for m, v in geo.items()))
+    st = shift_table(summ)
+    st.to_csv(out / "shift_table.csv", index=False)
+    print_shift_table(st)
     if a.bootstrap > 0:
         per_cell, count, worst = bootstrap_criteria(df, a.bootstrap)
         per_cell.to_csv(out / "auto_bootstrap.csv", index=False)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -121,3 +123,39 @@ def test_leave_one_group_out(folder: Path, tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["benchmark", str(d), "--split", "groups", "--group-col", "round", "--resamples", "2",
                                  "--rho", "0.1", "--shift", "none", "--n", "40", "--workers", "1"])
     assert r.exit_code == 0, r.output
+
+
+def test_summary_reports_mean_interval_width() -> None:
+    """``width`` is the mean of ci_high - ci_low over the resamples with a finite interval, beside RMSE and coverage."""
+    inf, nan = math.inf, math.nan
+    df = pd.DataFrame({
+        "dataset": "d", "split": "random", "rho": 0.1, "shift": "none",
+        "method": ["hero1"] * 4 + ["auto"] * 3 + ["majority_vote"] * 2,
+        "resample": [0, 1, 2, 3, 0, 1, 2, 0, 1],
+        "estimate": [0.50, 0.40, 0.55, 0.52, 0.48, 0.45, 0.60, 0.30, 0.35],
+        "ci_low": [0.40, 0.35, -inf, nan, 0.40, 0.30, 0.55, 0.25, 0.30],
+        "ci_high": [0.60, 0.45, 0.70, 0.60, 0.58, 0.60, 0.65, 0.35, 0.42],
+        "truth": [0.50, 0.50, 0.50, 0.50, 0.50, 0.50, 0.50, 0.50, 0.50],
+        "n_current": 100, "rho_effective": 0.1, "score_r2": nan,
+    })
+    s = summarize_benchmark(df).set_index("method")
+    # by hand: hero1's finite intervals are resamples 0 and 1 (0.20 and 0.10); auto's 0.18, 0.30, 0.10
+    assert s.loc["hero1", "width"] == pytest.approx((0.20 + 0.10) / 2, abs=1e-12)
+    assert s.loc["auto", "width"] == pytest.approx((0.18 + 0.30 + 0.10) / 3, abs=1e-12)
+    assert s.loc["majority_vote", "width"] == pytest.approx((0.10 + 0.12) / 2, abs=1e-12)
+    # the existing columns are kept, and mean the same as before
+    assert {"resamples", "bias", "abs_bias", "sd", "rmse", "coverage", "n_current", "rho_effective",
+            "score_r2"} <= set(s.columns)
+    assert s.loc["auto", "rmse"] == pytest.approx(math.sqrt((0.02**2 + 0.05**2 + 0.10**2) / 3), abs=1e-12)
+    assert s.loc["auto", "coverage"] == pytest.approx(2 / 3)  # [0.55, 0.65] misses 0.50
+    assert s.loc["hero1", "coverage"] == pytest.approx(2 / 4)  # [0.35, 0.45] misses; a NaN bound does not cover
+    assert math.isnan(s.loc["majority_vote", "coverage"])
+    one = summarize_benchmark(df[df["method"] == "hero1"].assign(ci_low=nan))
+    assert math.isnan(one["width"].iloc[0])  # no finite interval: no width
+
+
+def test_default_shifts_are_none_half_and_rate() -> None:
+    assert inspect.signature(run_benchmark).parameters["shifts"].default == ("none", "half", "rate")
+    r = CliRunner().invoke(app, ["benchmark", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    assert "[default: none,half,rate]" in " ".join(r.stdout.split())

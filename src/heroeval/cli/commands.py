@@ -793,7 +793,7 @@ def benchmark_cmd(
     reps: Annotated[int, typer.Option(help="Random history/current splits (resamples) per setting; as in hero simulate.")] = 20,
     rho: Annotated[str, typer.Option(help="Shares of history items with gold revealed, comma-separated.")] = "0.05,0.10",
     n: Annotated[int, typer.Option(help="Current items per split (at most 40% of the gold items).")] = 200,
-    shift: Annotated[str, typer.Option(help="none, half (the current round keeps half of the labelers) and/or rate (its items drawn with 3x the odds of a positive), comma-separated.")] = "none,half",
+    shift: Annotated[str, typer.Option(help="none, half (the current round keeps half of the labelers) and/or rate (its items drawn with 3x the odds of a positive), comma-separated.")] = "none,half,rate",
     binary_suffix: Annotated[str, typer.Option(help="Read labels<suffix>.csv and gold<suffix>.csv, e.g. _binary.")] = "",
     split: Annotated[str, typer.Option(help="random splits, or groups: leave one real round out (needs --group-col).")] = "random",
     group_col: Annotated[str | None, typer.Option(help="Column of items.csv that groups items into real rounds.")] = None,
@@ -803,7 +803,7 @@ def benchmark_cmd(
     fmt: FmtOpt = Format.table,
     resamples_alias: Annotated[int | None, typer.Option("--resamples", hidden=True, help="Same as --reps (kept from 0.1).")] = None,
 ) -> None:
-    """Every method on a real annotation set with gold labels, by resampling (|bias|, SD, RMSE, coverage)."""
+    """Every method on a real annotation set with gold labels, by resampling (|bias|, SD, RMSE, coverage, width)."""
     resamples = reps if resamples_alias is None else resamples_alias
 
     def go() -> tuple[Any, Any, float]:

@@ -334,7 +334,7 @@ def summary_markdown(summ: Any, secs: float, reps: int) -> str:
 
 def benchmark_table(summ: Any, title: str) -> Table:
     t = Table(title=title, title_justify="left")
-    for c in ("rho", "shift", "method", "|bias|", "SD", "RMSE", "coverage", "current n", "score R2"):
+    for c in ("rho", "shift", "method", "|bias|", "SD", "RMSE", "coverage", "width", "current n", "score R2"):
         t.add_column(c, justify="left" if c in ("method", "shift") else "right")
     prev = None
     for r in summ.itertuples():
@@ -343,8 +343,10 @@ def benchmark_table(summ: Any, title: str) -> Table:
             t.add_section()
         prev = key
         t.add_row(_cell(r.rho, "g"), str(r.shift), str(r.method), _cell(r.abs_bias, ".3f"), _cell(r.sd, ".3f"),
-                  _cell(r.rmse, ".3f"), _cell(r.coverage, ".2f"), _cell(r.n_current, ".0f"), _cell(r.score_r2, ".3f"))
-    t.caption = "majority vote's interval is not for the gold rate (no coverage); score R2 = HERO-2's covariate fit"
+                  _cell(r.rmse, ".3f"), _cell(r.coverage, ".2f"), _cell(r.width, ".3f"), _cell(r.n_current, ".0f"),
+                  _cell(r.score_r2, ".3f"))
+    t.caption = ("majority vote's interval is not for the gold rate (no coverage); width = mean width of the 95% "
+                 "interval; score R2 = HERO-2's covariate fit")
     t.caption_justify = "left"
     return t
 

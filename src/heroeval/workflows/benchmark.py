@@ -241,7 +241,7 @@ def run_benchmark(
     resamples: int = 20,
     rhos: Sequence[float] = (0.05, 0.10),
     n: int = 200,
-    shifts: Sequence[str] = ("none", "half"),
+    shifts: Sequence[str] = SHIFTS,
     seed: int = 2026,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -250,6 +250,9 @@ def run_benchmark(
     first_resample: int = 0,
 ) -> pd.DataFrame:
     """Every method on ``resamples`` splits per (rho, shift); one row per resample and method.
+
+    ``shifts`` defaults to all three: ``"none"`` (random splits), ``"half"``
+    (pool shift) and ``"rate"`` (rate shift); see the module docstring.
 
     The splits are resamples ``first_resample, ..., first_resample +
     resamples - 1``; resample r is the same split in every call (seeded by
@@ -289,17 +292,25 @@ def run_benchmark(
 
 
 def summarize_benchmark(df: pd.DataFrame) -> pd.DataFrame:
-    """|bias|, SD, RMSE and 95 % coverage of the current round's gold rate, per dataset, rho, shift and method."""
+    """|bias|, SD, RMSE, 95 % coverage and mean interval width, per dataset, rho, shift and method.
+
+    The target is the current round's gold rate. ``width`` is the mean of
+    ``ci_high - ci_low`` over the resamples whose interval is finite (NaN when
+    none is).
+    """
     d = df.copy()
     d["err"] = d["estimate"] - d["truth"]
     d["cover"] = (d["ci_low"] <= d["truth"]) & (d["truth"] <= d["ci_high"])
+    lo, hi = d["ci_low"].to_numpy(float), d["ci_high"].to_numpy(float)
+    d["width"] = np.where(np.isfinite(lo) & np.isfinite(hi), hi - lo, np.nan)
     if "split" not in d.columns:
         d["split"] = "random"
     keys = ["dataset", "split", "rho", "shift", "method"]
     out = d.groupby(keys, sort=False).agg(
         resamples=("err", "size"), bias=("err", "mean"), sd=("err", "std"),
         rmse=("err", lambda e: float(np.sqrt(np.nanmean(np.square(e))))), coverage=("cover", "mean"),
-        n_current=("n_current", "mean"), rho_effective=("rho_effective", "mean"), score_r2=("score_r2", "mean"),
+        width=("width", "mean"), n_current=("n_current", "mean"), rho_effective=("rho_effective", "mean"),
+        score_r2=("score_r2", "mean"),
     ).reset_index()
     out["abs_bias"] = out["bias"].abs()
     out.loc[out["method"] == "majority_vote", "coverage"] = math.nan
