@@ -576,6 +576,7 @@ def rogan_gladen(
     weights: Literal["pooled", "diagonal", "correlated"] = "diagonal",
     min_youden: float = 0.05,
     exclude_new_labelers: bool = False,
+    shrink: Literal["none", "eb"] = "none",
 ) -> EstimateResult:
     """Dependence-robust moment estimator: per-labeler Rogan–Gladen, pooled.
 
@@ -609,6 +610,25 @@ def rogan_gladen(
       crowds with little gold per labeler; it did not beat the diagonal
       weights on the real sets (docs/research/robustness.md).
 
+    ``shrink="eb"`` replaces every labeler's gold proportions, in the moment
+    equations, the weights and the choice of labelers alike, by their
+    empirical-Bayes posterior means ``(tp + k m) / (n_pos + k)`` (and
+    likewise for the specificity), under a ``Beta(k m, k (1 - m))`` prior per
+    class fitted to the pool of labelers by the beta-binomial method of
+    moments (the prior ``weights="pooled"`` uses; ``m`` the pooled proportion).
+    A labeler with few gold items is pulled towards the pool; with no
+    evidence of heterogeneity between labelers every labeler gets ``m``. The
+    ``mu_j`` are then no longer unbiased one by one (shrinkage trades bias
+    for variance), but a labeler's wild proportion from three gold items no
+    longer makes a wild ``mu_j``. In the standard error ``k`` is held fixed
+    and ``m`` is not: a gold item moves labeler j's shrunk rate by
+    ``1 / (n_pos_j + k)`` per label of j (instead of ``1 / n_pos_j``) plus
+    ``k / (n_pos_j + k)`` times its move of ``m`` (``1 / N_pos`` per label of
+    any labeler), so the interval stays first-order correct for the shrunk
+    estimator's target given ``k``. The variances in the weights are the
+    posterior variances ``a (1 - a) / (n_pos + k + 1)``.
+    Measured on the real sets in docs/research/robustness.md.
+
     Labelers whose Youden index ``alpha_j + beta_j - 1`` is at most
     ``min_youden`` (uninformative or adversarial on the gold) are left out and
     named in ``details``. The standard error comes from per-item influence
@@ -633,6 +653,8 @@ def rogan_gladen(
     cal = _check_calibration(calibration)
     if weights not in ("pooled", "diagonal", "correlated"):
         raise HeroEvalError(f"weights must be 'pooled', 'diagonal' or 'correlated', got {weights!r}")
+    if shrink not in ("none", "eb"):
+        raise HeroEvalError(f"shrink must be 'none' or 'eb', got {shrink!r}")
     if not (isinstance(min_youden, (int, float)) and 0 <= min_youden < 1):
         raise HeroEvalError(f"min_youden must be in [0, 1), got {min_youden!r}")
     al = _align(data, cal, exclude_new_labelers)
@@ -643,12 +665,21 @@ def rogan_gladen(
     with np.errstate(invalid="ignore", divide="ignore"):
         a = np.where(npos > 0, cal.gold_tp / np.maximum(npos, 1.0), 0.5)
         b = np.where(nneg > 0, cal.gold_tn / np.maximum(nneg, 1.0), 0.5)
-    youden = a + b - 1
+    # the rates in the moment equations: the plain proportions a, b, or their empirical-Bayes posterior means
+    # lam a + (1 - lam) m with lam = n / (n + k); a gold label's influence is lifted onto the plain proportions
+    # through the linear map _EbLift (k held fixed)
+    lift_a = _EbLift.fit(cal.gold_tp.astype(float), npos, shrink == "eb")
+    lift_b = _EbLift.fit(cal.gold_tn.astype(float), nneg, shrink == "eb")
+    a_m = lift_a.rates(a)
+    b_m = lift_b.rates(b)
+    youden = a_m + b_m - 1
     lab = al.to_calib[cur.labeler]
     z = cur.label.astype(np.float64)
     n_j = np.bincount(lab, minlength=J).astype(np.float64)
     s_j = np.bincount(lab, weights=z, minlength=J)
-    if weights == "pooled":
+    if weights == "pooled" and shrink == "eb":
+        a_s, b_s, sel_youden = a_m, b_m, youden
+    elif weights == "pooled":
         # empirical-Bayes (beta-binomial) shrinkage of each labeler's gold proportions towards the pool,
         # used only to choose which labelers count and how much: the estimating equation keeps the plain
         # (unbiased) proportions
@@ -662,6 +693,9 @@ def rogan_gladen(
     dropped = [cal.labeler_ids[k] for k in np.flatnonzero(present & ~use)]
     details: dict[str, Any] = {**al.details, "weights": weights, "labelers_used": int(use.sum()),
                                "labelers_left_out": dropped, "min_youden": min_youden}
+    if shrink == "eb":
+        details["shrink"] = "eb"
+        details["eb_prior"] = {"sensitivity": lift_a.summary(), "specificity": lift_b.summary()}
     if not use.any():
         return _result("rogan_gladen", math.nan, cur, status="unidentified", details=details,
                        notes=(*al.notes, "no current labeler has gold-based sensitivity + specificity above "
@@ -670,7 +704,7 @@ def rogan_gladen(
     p = s_j[u] / n_j[u]
     Y = youden[u]
     with np.errstate(invalid="ignore", divide="ignore"):
-        mu_j = np.where(np.abs(Y) > 1e-12, (p + b[u] - 1) / np.where(np.abs(Y) > 1e-12, Y, 1.0), np.nan)
+        mu_j = np.where(np.abs(Y) > 1e-12, (p + b_m[u] - 1) / np.where(np.abs(Y) > 1e-12, Y, 1.0), np.nan)
     pos_in_u = np.full(J, -1, dtype=np.int64)
     pos_in_u[u] = np.arange(u.size)
     k_of = pos_in_u[lab]
@@ -682,8 +716,12 @@ def rogan_gladen(
     # (z - p_j) / n_j on current items (wcur) and of alpha_j, beta_j (wa, wb) in the linear term
     if weights == "pooled":
         Ys = sel_youden[u]
-        va_s = a_s[u] * (1 - a_s[u]) / npos[u]
-        vb_s = b_s[u] * (1 - b_s[u]) / nneg[u]
+        if shrink == "eb":  # posterior variances
+            va_s = lift_a.posterior_var(a_m)[u]
+            vb_s = lift_b.posterior_var(b_m)[u]
+        else:
+            va_s = a_s[u] * (1 - a_s[u]) / npos[u]
+            vb_s = b_s[u] * (1 - b_s[u]) / nneg[u]
 
         def c_of(m0: float) -> FloatArray:
             # optimal weights of the moment equations E[p_j] = m a_j + (1 - m)(1 - b_j): slope / variance,
@@ -692,7 +730,7 @@ def rogan_gladen(
             out: FloatArray = Ys / (pbar * (1 - pbar) / n_j[u] + m0**2 * va_s + (1 - m0) ** 2 * vb_s)
             return out
 
-        num = p + b[u] - 1
+        num = p + b_m[u] - 1
         c = n_j[u] * Ys
         m0 = float(np.clip(c @ num / (c @ Y), 0.02, 0.98)) if c @ Y > 0 else 0.5
         for _ in range(2):
@@ -711,14 +749,18 @@ def rogan_gladen(
         var_a = va_s
         var_b = vb_s
     else:
-        # binomial variances at Laplace-smoothed rates, so a labeler perfect on few gold items is not certain
-        la = (cal.gold_tp[u] + 1.0) / (npos[u] + 2.0)
-        lb = (cal.gold_tn[u] + 1.0) / (nneg[u] + 2.0)
-        var_a = la * (1 - la) / npos[u]
-        var_b = lb * (1 - lb) / nneg[u]
+        if shrink == "eb":  # posterior variances
+            var_a = lift_a.posterior_var(a_m)[u]
+            var_b = lift_b.posterior_var(b_m)[u]
+        else:
+            # binomial variances at Laplace-smoothed rates, so a labeler perfect on few gold items is not certain
+            la = (cal.gold_tp[u] + 1.0) / (npos[u] + 2.0)
+            lb = (cal.gold_tn[u] + 1.0) / (nneg[u] + 2.0)
+            var_a = la * (1 - la) / npos[u]
+            var_b = lb * (1 - lb) / nneg[u]
 
         def model_var(m0: float) -> FloatArray:
-            pbar = np.clip(m0 * a[u] + (1 - m0) * (1 - b[u]), 1e-3, 1 - 1e-3)
+            pbar = np.clip(m0 * a_m[u] + (1 - m0) * (1 - b_m[u]), 1e-3, 1 - 1e-3)
             out: FloatArray = (pbar * (1 - pbar) / n_j[u] + m0**2 * var_a + (1 - m0) ** 2 * var_b) / Y**2
             return out
 
@@ -735,7 +777,10 @@ def rogan_gladen(
             np.add.at(M, (item_of[ok], k_of[ok]), cv)
             S = M.T @ M
             if hist is not None:
-                Hm = _gold_item_influence(hist, u, a, b, npos, nneg, ca, cb, per_labeler=True)
+                # each labeler's own gold only (the shrinkage's pull through the pooled m is left out of
+                # these correlations, which only set the weights)
+                Hm = _gold_item_influence(hist, u, a, b, npos, nneg, ca * lift_a.lam[u], cb * lift_b.lam[u],
+                                          per_labeler=True)
                 S = S + Hm.T @ Hm
             else:
                 S = S + np.diag(ca**2 * var_a + cb**2 * var_b)
@@ -758,31 +803,115 @@ def rogan_gladen(
     indep = float(np.sum(wcur**2 * p * (1 - p) / n_u))
     obs = float(current_if @ current_if) / float(cur.n_items) ** 2
     deff = max(1.0, obs / indep) if indep > 0 else 1.0
+    zero = np.zeros(u.size)
+
+    def gold_if(ca_u: FloatArray, cb_u: FloatArray) -> FloatArray:
+        # influence of each history item on sum_j ca_j a_m_j + cb_j b_m_j (labelers u)
+        assert hist is not None
+        if shrink == "none":
+            return _gold_item_influence(hist, u, a, b, npos, nneg, ca_u, cb_u, per_labeler=False)[:, 0]
+        return _gold_item_influence(hist, np.arange(J), a, b, npos, nneg, lift_a.lift(u, ca_u),
+                                    lift_b.lift(u, cb_u), per_labeler=False)[:, 0]
+
+    # the plain proportions' binomial variances (the gold-count form)
+    va_plain = np.where(npos > 0, a * (1 - a) / np.maximum(npos, 1.0), 0.0)
+    vb_plain = np.where(nneg > 0, b * (1 - b) / np.maximum(nneg, 1.0), 0.0)
     if hist is not None:
-        hA = _gold_item_influence(hist, u, a, b, npos, nneg, wcur, np.zeros(u.size), per_labeler=False)[:, 0]
-        hB = _gold_item_influence(hist, u, a, b, npos, nneg, np.zeros(u.size), wcur, per_labeler=False)[:, 0]
+        hA = gold_if(wcur, zero)
+        hB = gold_if(zero, wcur)
         hAA, hAB, hBB = float(hA @ hA), float(hA @ hB), float(hB @ hB)
+    elif shrink == "none":
+        hAA, hAB, hBB = float(np.sum(wcur**2 * va_plain[u])), 0.0, float(np.sum(wcur**2 * vb_plain[u]))
     else:
-        va_u = a[u] * (1 - a[u]) / npos[u]
-        vb_u = b[u] * (1 - b[u]) / nneg[u]
-        hAA, hAB, hBB = float(np.sum(wcur**2 * va_u)), 0.0, float(np.sum(wcur**2 * vb_u))
-    test = MomentTest(center=mu, raw=raw, coef=np.asarray(wcur, dtype=float), a=a[u], b=b[u], n_j=n_u, deff=deff,
-                      hAA=hAA, hAB=hAB, hBB=hBB)
+        hAA = float(np.sum(lift_a.lift(u, wcur) ** 2 * va_plain))
+        hAB, hBB = 0.0, float(np.sum(lift_b.lift(u, wcur) ** 2 * vb_plain))
+    test = MomentTest(center=mu, raw=raw, coef=np.asarray(wcur, dtype=float), a=a_m[u], b=b_m[u], n_j=n_u,
+                      deff=deff, hAA=hAA, hAB=hAB, hBB=hBB)
     details["weight_by_labeler"] = {cal.labeler_ids[k]: float(x) for k, x in zip(u, w, strict=True)}
     details["labeler_estimates"] = {cal.labeler_ids[k]: float(x) for k, x in zip(u, mu_j, strict=True)}
     if hist is not None:
-        h = _gold_item_influence(hist, u, a, b, npos, nneg, wa, wb, per_labeler=False)
-        infl = Influence(current_if, "items", h[:, 0], None, hash(cal.token))
+        infl = Influence(current_if, "items", gold_if(wa, wb), None, hash(cal.token))
     else:
         cc = np.zeros(2 * J)
-        cc[u] = wa
-        cc[J + u] = wb
+        if shrink == "none":
+            cc[u] = wa
+            cc[J + u] = wb
+        else:  # coefficients on the plain proportions, whose variances follow
+            cc[:J] = lift_a.lift(u, wa)
+            cc[J:] = lift_b.lift(u, wb)
         tp, fn, tn, fp = cal.gold_tp, cal.gold_fn, cal.gold_tn, cal.gold_fp
         va = (tp * (1 - a) ** 2 + fn * a**2) / np.maximum(npos, 1.0) ** 2
         vb = (tn * (1 - b) ** 2 + fp * b**2) / np.maximum(nneg, 1.0) ** 2
         infl = Influence(current_if, "gold_counts", cc, np.concatenate([va, vb]), hash(cal.token))
     return _result("rogan_gladen", mu, cur, status=status, details=details, notes=al.notes, influence=infl,
                    test=test)
+
+
+def _eb_prior(success: FloatArray, n: FloatArray) -> tuple[float, float]:
+    """The beta-binomial prior ``Beta(k m, k (1 - m))`` of :func:`_eb_shrink`: ``(m, k)``, ``k = inf`` at no heterogeneity."""
+    has = n > 0
+    if not has.any():
+        return 0.5, math.inf
+    m = float(success[has].sum() / n[has].sum())
+    m = min(max(m, 1e-6), 1 - 1e-6)
+    r = success[has] / n[has]
+    wts = n[has] / n[has].sum()
+    s2 = float(wts @ (r - float(wts @ r)) ** 2)
+    # E[sum w (r - mhat)^2] = sum w (1 - w) var(r_j), var(r_j) = tau^2 (1 - 1/n_j) + m (1 - m) / n_j
+    nh = n[has]
+    g = wts * (1 - wts)
+    denom = float(g @ (1 - 1 / nh))
+    tau2 = (s2 - m * (1 - m) * float(g @ (1 / nh))) / denom if denom > 0 else 0.0
+    if not tau2 > 0:
+        return m, math.inf
+    k = max(m * (1 - m) / min(tau2, m * (1 - m) * (1 - 1e-9)) - 1, 1e-9)
+    return m, k
+
+
+@dataclass(frozen=True)
+class _EbLift:
+    """Empirical-Bayes rates ``lam a + (1 - lam) m`` (``lam = n / (n + k)``) as a linear map of the plain ``a``.
+
+    ``m = sum_l n_l a_l / N`` is the pooled proportion and ``k`` is held fixed, so a coefficient vector
+    ``c`` on the shrunk rates is the coefficient vector ``lift(c) = c lam + (sum_j c_j (1 - lam_j)) n / N``
+    on the plain proportions. ``active=False``: the identity (``lam = 1``).
+    """
+
+    m: float
+    k: float
+    lam: FloatArray
+    n: FloatArray
+    active: bool
+
+    @classmethod
+    def fit(cls, success: FloatArray, n: FloatArray, active: bool) -> _EbLift:
+        if not active:
+            return cls(math.nan, math.nan, np.ones(n.shape), n, False)
+        m, k = _eb_prior(success, n)
+        lam = np.zeros(n.shape) if math.isinf(k) else n / (n + k)
+        return cls(m, k, lam, n, True)
+
+    def rates(self, plain: FloatArray) -> FloatArray:
+        if not self.active:
+            return plain
+        out: FloatArray = self.lam * plain + (1 - self.lam) * self.m
+        return out
+
+    def posterior_var(self, rate: FloatArray) -> FloatArray:
+        out: FloatArray = rate * (1 - rate) / (self.n + self.k + 1)  # 0 at k = inf
+        return out
+
+    def lift(self, u: npt.NDArray[np.int64], c_u: FloatArray) -> FloatArray:
+        c = np.zeros(self.n.shape)
+        c[u] = c_u
+        if not self.active:
+            return c
+        N = float(self.n[self.n > 0].sum())
+        out: FloatArray = c * self.lam + float(c @ (1 - self.lam)) * np.where(self.n > 0, self.n, 0.0) / N
+        return out
+
+    def summary(self) -> dict[str, float | None]:
+        return {"mean": self.m, "strength": None if math.isinf(self.k) else self.k}
 
 
 def _eb_shrink(success: FloatArray, n: FloatArray) -> FloatArray:
@@ -800,22 +929,9 @@ def _eb_shrink(success: FloatArray, n: FloatArray) -> FloatArray:
     >>> _eb_shrink(np.array([1.0, 3.0]), np.array([2.0, 6.0])).round(3).tolist()   # both at the pool: 1/2
     [0.5, 0.5]
     """
-    has = n > 0
-    if not has.any():
-        return np.full(n.shape, 0.5)
-    m = float(success[has].sum() / n[has].sum())
-    m = min(max(m, 1e-6), 1 - 1e-6)
-    r = success[has] / n[has]
-    wts = n[has] / n[has].sum()
-    s2 = float(wts @ (r - float(wts @ r)) ** 2)
-    # E[sum w (r - mhat)^2] = sum w (1 - w) var(r_j), var(r_j) = tau^2 (1 - 1/n_j) + m (1 - m) / n_j
-    nh = n[has]
-    g = wts * (1 - wts)
-    denom = float(g @ (1 - 1 / nh))
-    tau2 = (s2 - m * (1 - m) * float(g @ (1 / nh))) / denom if denom > 0 else 0.0
-    if not tau2 > 0:
+    m, k = _eb_prior(success, n)
+    if math.isinf(k):
         return np.full(n.shape, m)
-    k = max(m * (1 - m) / min(tau2, m * (1 - m) * (1 - 1e-9)) - 1, 1e-9)
     out: FloatArray = (success + k * m) / (n + k)
     return out
 
