@@ -53,7 +53,7 @@ from robustness import COMPARED
 COVER_MEAN = 0.95
 COVER_MIN = 0.85
 KAPPAS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
-TARGETS = ("gold", "robust", "own")
+TARGETS = ("gold", "robust", "robust_eb", "own")
 CANDIDATE_SETS = {"default": CANDIDATES, "with_mv": (*CANDIDATES, "majority_vote")}
 
 

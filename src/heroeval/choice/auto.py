@@ -31,7 +31,7 @@ from heroeval.checks.model_checks import (
 )
 from heroeval.errors import ConvergenceWarning, HeroEvalError
 from heroeval.estimators._inversion import _Test
-from heroeval.estimators._methods import estimate_methods
+from heroeval.estimators._methods import estimate_methods, rogan_gladen
 from heroeval.estimators.ppi import gold_estimates, gold_sample
 from heroeval.estimators.results import EstimateResult
 from heroeval.inference.bias_aware import BiasAwareTest
@@ -159,7 +159,13 @@ def recommend(
                 continue
             results[(m, w)] = r
             rows.append(_candidate_row(m, w, r, checks))
-    _rate_match(rows, checks, results.get((ROBUST_REFERENCE, None)))
+    robust_eb: EstimateResult | None = None
+    if (ROBUST_REFERENCE, None) in results:
+        try:
+            robust_eb = rogan_gladen(current, cal, shrink="eb", exclude_new_labelers=exclude_new_labelers)
+        except (HeroEvalError, ValueError, ArithmeticError):  # an unusable target: judged at the other rates
+            robust_eb = None
+    _rate_match(rows, checks, {"robust": results.get((ROBUST_REFERENCE, None)), "robust_eb": robust_eb})
     dep = checks.dependence
     dep_txt = ("labelers agree beyond independence given gold (dependence test p = "
                f"{dep.p_value:.2g})" if math.isfinite(dep.p_value) and dep.p_value < 0.05
@@ -211,7 +217,7 @@ REPORTED: tuple[str, ...] = ("majority_vote", "dawid_skene")
 """Methods whose rows the recommendation's table always shows (judged on the mock rounds) but that are not
 chosen unless an :class:`AutoRule` lists them among its candidates."""
 
-RATE_TARGETS = ("robust", "own", "gold")
+RATE_TARGETS = ("robust", "robust_eb", "own", "gold")
 
 
 @dataclass(frozen=True)
@@ -224,7 +230,8 @@ class AutoRule:
         The rate at which every candidate's mock-round error is measured: the
         held-out gold items are weighted by class to it. ``"robust"``: the
         dependence-robust Rogan–Gladen estimate of this round's rate;
-        ``"own"``: the candidate's own estimate; ``"gold"``: no weighting
+        ``"robust_eb"``: the same with the labelers' gold rates shrunk
+        towards the pool (``rogan_gladen(shrink="eb")``); ``"own"``: the candidate's own estimate; ``"gold"``: no weighting
         (the gold's own rate, the rule before rate matching). Either
         estimate is shrunk towards the gold's rate as far as the evidence for
         a shift is weak (positive-part James–Stein: ``lambda = max(0, 1 -
@@ -287,12 +294,12 @@ def _shrunk_rate(est: float, se: float, gold_rate: float) -> tuple[float, float]
     return gold_rate + lam * d, lam
 
 
-def _rate_match(rows: list[dict[str, Any]], checks: ModelChecks, robust: EstimateResult | None) -> None:
-    """Add every row's mock error at the ``robust`` and ``own`` target rates (the gold's when not computable)."""
+def _rate_match(rows: list[dict[str, Any]], checks: ModelChecks, robust: Mapping[str, EstimateResult | None]) -> None:
+    """Add every row's mock error at each target rate of :data:`RATE_TARGETS` (the gold's when not computable)."""
     for row in rows:
         if "estimate" not in row:
             continue
-        for mode in ("robust", "own"):
+        for mode in RATE_TARGETS[:-1]:
             for k in ("bias", "bias_se", "vs_robust", "vs_robust_se", "rate", "n_eff"):
                 row[f"{k}_{mode}"] = row[f"{k}_gold"]
             row[f"lambda_{mode}"] = 0.0
@@ -300,8 +307,9 @@ def _rate_match(rows: list[dict[str, Any]], checks: ModelChecks, robust: Estimat
         return
     gold_rate = float(np.mean(checks.items["y"]))
     targets: dict[str, tuple[float, float]] = {}
-    if robust is not None:
-        targets["robust"] = _shrunk_rate(robust.estimate, robust.standard_error, gold_rate)
+    for mode, r in robust.items():
+        if r is not None:
+            targets[mode] = _shrunk_rate(r.estimate, r.standard_error, gold_rate)
     cache: dict[float, dict[str, dict[str, float]]] = {}
     for row in rows:
         if "estimate" not in row:
@@ -325,7 +333,8 @@ def _where_text(row: Mapping[str, Any], rule: AutoRule) -> str:
     lam = row.get(f"lambda_{mode}", 0.0)
     if mode == "gold" or not lam:
         return f"at the gold's own rate {row['gold_rate']:.3g}"
-    whose = "Rogan–Gladen's estimate" if mode == "robust" else "its own estimate"
+    whose = {"robust": "Rogan–Gladen's estimate", "robust_eb": "Rogan–Gladen's estimate with shrunk gold rates",
+             "own": "its own estimate"}[mode]
     return (f"with the gold weighted by class to this round's rate, {row[f'rate_{mode}']:.3g} ({whose}, shrunk "
             f"{1 - lam:.0%} towards the gold's {row['gold_rate']:.3g})")
 
