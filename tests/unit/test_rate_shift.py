@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
+from typer.testing import CliRunner
 
 import heroeval as he
 from heroeval.checks.model_checks import class_weights, rate_matched_mock, run_checks
 from heroeval.choice.auto import AutoRule, bias_bound, choose, recommend
+from heroeval.cli.commands import app
 from heroeval.estimators._score import psi
 from heroeval.inference.bias_aware import BiasAwareTest, bias_aware_cv
 from heroeval.simulate import dependent_dgp, paper_dgp
@@ -206,3 +210,36 @@ def test_recommend_is_unreliable_when_the_gold_cannot_judge_the_rate() -> None:
     for r in rec.table:
         if r.get("method") in AutoRule().candidates and math.isfinite(r.get("predicted_rmse", math.nan)):
             assert lo <= r["ci_low"] + 1e-12 and hi >= r["ci_high"] - 1e-12
+
+
+def test_recommend_with_too_little_gold_for_the_checks_is_unreliable() -> None:
+    d = paper_dgp(4, N=300, rho=0.02)
+    assert d.history.n_gold < 8
+    cal = he.calibrate(d.history)
+    rec = recommend(d.current, cal)
+    assert rec.status == "unreliable" and "UNRELIABLE" in rec.reason
+    lo, hi = rec.result.confidence_interval(0.95)
+    ests = he.estimate(d.current, cal, method=["gold_proportion", "rogan_gladen", "hero1"])
+    for r in ests.values():
+        ci = r.confidence_interval(0.95)
+        if math.isfinite(ci.low):
+            assert lo <= ci.low + 1e-12 and ci.high <= hi + 1e-12
+
+
+def _write(ds: he.AnnotationSet, path) -> None:
+    pd.DataFrame({"item_id": ds.item_ids[ds.annotation_item], "labeler_id": ds.labeler_ids[ds.labeler],
+                  "label": ds.label}).to_csv(path, index=False)
+
+
+def test_cli_json_carries_the_recommendation_status(tmp_path) -> None:
+    d = dependent_dgp(2, N=400, rho=0.06, current_b0=4.0, n=400)
+    hist_f, cur_f, gold_f = tmp_path / "h.csv", tmp_path / "c.csv", tmp_path / "g.csv"
+    _write(d.history, hist_f)
+    _write(d.current, cur_f)
+    gi = d.history.gold >= 0
+    pd.DataFrame({"item_id": d.history.item_ids[gi], "gold": d.history.gold[gi]}).to_csv(gold_f, index=False)
+    out = CliRunner().invoke(app, ["estimate", str(cur_f), "--history", str(hist_f), "--gold", str(gold_f),
+                                   "--format", "json"])
+    assert out.exit_code == 0, out.output
+    js = json.loads(out.output)
+    assert js["recommended"]["status"] == "unreliable"

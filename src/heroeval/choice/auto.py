@@ -247,16 +247,23 @@ class AutoRule:
         Below this effective number of re-weighted gold items the round's rate
         is too far from the gold's to judge the candidates: the recommendation
         says "unreliable".
+    bias_aware : {"flagged", "always"}
+        ``"flagged"``: the interval is bias-aware when the checks find the
+        chosen model wrong (dependence, or a significant mock bias of the
+        default); ``"always"``: whenever a mock-round bias could be measured.
     """
 
     rate_target: str = "robust"
     bias_kappa: float = 1.0
     candidates: tuple[str, ...] = CANDIDATES
     min_effective_gold: float = 20.0
+    bias_aware: str = "flagged"
 
     def __post_init__(self) -> None:
         if self.rate_target not in RATE_TARGETS:
             raise HeroEvalError(f"rate_target must be one of {RATE_TARGETS}, got {self.rate_target!r}")
+        if self.bias_aware not in ("flagged", "always"):
+            raise HeroEvalError(f"bias_aware must be 'flagged' or 'always', got {self.bias_aware!r}")
         if not (math.isfinite(self.bias_kappa) and self.bias_kappa >= 0):
             raise HeroEvalError(f"bias_kappa must be a number >= 0, got {self.bias_kappa!r}")
 
@@ -394,7 +401,8 @@ def choose(
                         f"among the candidates, {by_mse['method']} had the smallest predicted error on the mock "
                         f"rounds (RMSE {by_mse['predicted_rmse']:.3g})"), True
     if default is not None and not default["bias_flagged"]:
-        return default, f"{first[0]} shows no significant bias on the mock rounds (level {level:g})", False
+        return (default, f"{first[0]} shows no significant bias on the mock rounds (level {level:g})",
+                rule.bias_aware == "always")
     return by_mse, (f"{first[0]} is biased on the mock rounds (level {level:g}); among the candidates, "
                     f"{by_mse['method']} had the smallest predicted error there (RMSE "
                     f"{by_mse['predicted_rmse']:.3g})"), True
