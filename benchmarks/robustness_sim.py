@@ -16,6 +16,7 @@ what ``auto`` picked) and prints them.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import warnings
@@ -57,7 +58,11 @@ def one(args: tuple[str, list[int]]) -> list[dict[str, Any]]:
                          "ci_low": lo, "ci_high": hi,
                          "picked": "" if m != "auto" else (res.recommended.method + (
                              "" if res.recommended.history_weight is None else f"@{res.recommended.history_weight:g}")),
-                         "dependence_p": cal.checks.dependence.p_value if cal.checks else np.nan})
+                         "dependence_p": cal.checks.dependence.p_value if cal.checks else np.nan,
+                         "status": r.status, "n_current": d.current.n_items,
+                         # the candidate table, so that auto_loso.py can replay other rules on it
+                         "candidates": "" if m != "auto" else json.dumps(res.recommended.to_dict()["candidates"]),
+                         "recommendation_status": "" if m != "auto" else res.recommended.status})
     return rows
 
 

@@ -34,7 +34,7 @@ from heroeval.estimators._inversion import _Test
 from heroeval.estimators._methods import estimate_methods, rogan_gladen
 from heroeval.estimators.ppi import gold_estimates, gold_sample
 from heroeval.estimators.results import EstimateResult
-from heroeval.inference.bias_aware import BiasAwareTest
+from heroeval.inference.bias_aware import BiasAwareTest, bias_aware_cv
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration, fit_stage_a
 from heroeval.stage_a.checks_record import ModelChecks, _fin
@@ -198,9 +198,14 @@ def recommend(
     if bias_aware:
         bound = bias_bound(best, rule)
         r = _with_bias_bound(r, bound)
-        reason += (f"; because the checks find this model wrong, the interval is bias-aware: it covers the rate "
-                   f"whenever the bias is at most {bound:.3g} (the mock bias plus {rule.bias_kappa:g} of its "
-                   "standard errors), and is wider by that much")
+        se = best["standard_error"]
+        plain = float(norm.ppf(0.975)) * se
+        wide = se * bias_aware_cv(bound / se) if se > 0 else bound
+        reason += ("; because the checks find the labelers' model wrong here" if dependent or best["bias_flagged"]
+                   else "; by the rule's setting") + (
+            f", the 95 % interval is bias-aware: it covers the rate whenever this estimate's bias is at most "
+            f"{bound:.3g} (its mock-round bias plus {rule.bias_kappa:g} standard errors of it), which widens it "
+            f"from ± {plain:.3g} to ± {wide:.3g}")
     n_eff = best.get(f"n_eff_{rule.rate_target}", math.inf)
     if n_eff < rule.min_effective_gold:
         status = "unreliable"
