@@ -22,6 +22,12 @@ The choice of the rule's constants, by leave-one-set-out over the data sets:
    average within every shift type and at least :data:`COVER_MIN` in every
    cell (none: the highest mean coverage).
 
+With ``--sim`` (``robustness_sim.py``'s replications), step 2 keeps only the
+variants that, on the paper's designs (where HERO-1's model holds), are at
+most :data:`PAPER_WIDTH` times as wide as HERO-1's interval and cover the
+population rate ``mu0`` (the paper's estimand) within :data:`PAPER_COVER`: the issue's price limit for honesty where none is needed.
+The simulations are not a shared set, so this does not leak a held-out set.
+
 For each held-out set the rule is chosen on the other sets and scored on it;
 the held-out cells together give the leave-one-set-out table. The in-sample
 table chooses on every set at once: that rule is ``DEFAULT_RULE``.
@@ -48,12 +54,15 @@ import pandas as pd
 from heroeval.checks.model_checks import CANDIDATES, DEPENDENCE_ALPHA
 from heroeval.choice.auto import DEFAULT_RULE, AutoRule, bias_bound, choose
 from heroeval.inference.bias_aware import BiasAwareTest
+from heroeval.simulate import paper_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from robustness import COMPARED
 
 COVER_MEAN = 0.95
 COVER_MIN = 0.80
+PAPER_WIDTH = 1.10
+PAPER_COVER = (0.93, 0.97)
 KAPPAS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
 TARGETS = ("gold", "robust", "robust_eb", "own")
 CANDIDATE_SETS = {"default": CANDIDATES, "with_mv": (*CANDIDATES, "majority_vote"),
@@ -141,7 +150,7 @@ def per_shift(cells: pd.DataFrame) -> pd.DataFrame:
         width_mean=("width", "mean"), hero1_width_mean=("hero1_width", "mean")).reset_index()
 
 
-def pick_rule(cells: pd.DataFrame, grid: list[tuple[str, AutoRule]]) -> str:
+def pick_rule(cells: pd.DataFrame, grid: list[tuple[str, AutoRule]], allowed: set[str] | None = None) -> str:
     """Step 1: rate target and candidate set by geometric-mean ratio; step 2: among the interval variants
     (``bias_aware`` x ``bias_kappa``) of that family, the narrowest on average that covers (see the module
     docstring); none covering: the one with the highest mean coverage."""
@@ -150,7 +159,8 @@ def pick_rule(cells: pd.DataFrame, grid: list[tuple[str, AutoRule]]) -> str:
     fam = {name: "|".join(name.split("|")[:2]) for name in by_rule}
     fam_geo = {f: min(geo[n] for n in by_rule if fam[n] == f) for f in set(fam.values())}
     f_best = min(sorted(fam_geo), key=lambda f: fam_geo[f])
-    members = [n for n in by_rule if fam[n] == f_best]
+    members = [n for n in by_rule if fam[n] == f_best and (allowed is None or n in allowed)]
+    members = members or [n for n in by_rule if fam[n] == f_best]
     ok, cov = [], {}
     for n in members:
         c = cells[cells["rule"] == n]
@@ -163,23 +173,66 @@ def pick_rule(cells: pd.DataFrame, grid: list[tuple[str, AutoRule]]) -> str:
     return max(members, key=lambda n: cov[n])
 
 
+def sim_table(sim: pd.DataFrame, rule: AutoRule) -> pd.DataFrame:
+    """``rule`` replayed on ``robustness_sim.py``'s replications: per design, auto's bias, RMSE, coverage and mean
+    width beside HERO-1's (the paper's design, where HERO-1's model holds, is the check on the interval's cost)."""
+    sim = sim.copy()
+    if "mu0" not in sim.columns:  # files written before the column: the designs' population rates
+        sim["mu0"] = [paper_target(1.0 if "rate shift" in d else -0.2) for d in sim["design"]]
+    autos = sim[sim["method"] == "auto"].rename(columns={"rep": "resample"})
+    rep = [replay(r, rule) for _, r in autos.iterrows()]
+    a = autos[["design", "resample", "truth", "mu0"]].copy()
+    a["est"], a["lo"], a["hi"], a["pick"] = zip(*rep, strict=True)
+    h = sim[sim["method"] == "hero1"].rename(columns={"rep": "resample", "estimate": "h_est", "ci_low": "h_lo",
+                                                       "ci_high": "h_hi"})[["design", "resample", "h_est", "h_lo",
+                                                                            "h_hi"]]
+    a = a.merge(h, on=["design", "resample"])
+    out = []
+    for dname, g in a.groupby("design", sort=False):
+        out.append({"design": dname, "reps": len(g), "auto_bias": (g["est"] - g["truth"]).mean(),
+                    "auto_rmse": float(np.sqrt(((g["est"] - g["truth"]) ** 2).mean())),
+                    "auto_coverage": ((g["lo"] <= g["truth"]) & (g["truth"] <= g["hi"])).mean(),
+                    "auto_coverage_mu0": ((g["lo"] <= g["mu0"]) & (g["mu0"] <= g["hi"])).mean(),
+                    "hero1_coverage_mu0": ((g["h_lo"] <= g["mu0"]) & (g["mu0"] <= g["h_hi"])).mean(),
+                    "auto_width": (g["hi"] - g["lo"]).mean(), "hero1_bias": (g["h_est"] - g["truth"]).mean(),
+                    "hero1_rmse": float(np.sqrt(((g["h_est"] - g["truth"]) ** 2).mean())),
+                    "hero1_coverage": ((g["h_lo"] <= g["truth"]) & (g["truth"] <= g["h_hi"])).mean(),
+                    "hero1_width": (g["h_hi"] - g["h_lo"]).mean()})
+    t = pd.DataFrame(out)
+    t["width_ratio"] = t["auto_width"] / t["hero1_width"]
+    return t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("resamples", help="a robustness.py resamples.csv.gz")
     ap.add_argument("--out", default="")
+    ap.add_argument("--sim", default="", help="robustness_sim.py's sim_replications.csv.gz: replay the chosen rule "
+                    "and DEFAULT_RULE on it (loso_sim.csv)")
     a = ap.parse_args()
     df = pd.read_csv(a.resamples)
     grid = rules()
+    allowed = None
+    if a.sim:
+        sim_all = pd.read_csv(a.sim)
+        paper = sim_all[sim_all["design"].str.startswith("paper")]
+        allowed = set()
+        for name, rule in grid:
+            t = sim_table(paper, rule)
+            if (t["width_ratio"] <= PAPER_WIDTH).all() and t["auto_coverage_mu0"].between(*PAPER_COVER).all():
+                allowed.add(name)
+        print(f"{len(allowed)} of {len(grid)} rules keep the paper's design within {PAPER_WIDTH:g} x HERO-1's width "
+              f"and coverage {PAPER_COVER}")
     cells = cell_table(df, grid)
     out = Path(a.out) if a.out else Path(a.resamples).parent
     out.mkdir(parents=True, exist_ok=True)
     rule_tab = cells.groupby("rule", sort=False).apply(per_shift, include_groups=False).reset_index(level=0)
     rule_tab.to_csv(out / "loso_rules.csv", index=False)
-    chosen_all = pick_rule(cells, grid)
+    chosen_all = pick_rule(cells, grid, allowed)
     sets = sorted(cells["dataset"].unique())
     choices, held = [], []
     for d in sets:
-        n = pick_rule(cells[cells["dataset"] != d], grid)
+        n = pick_rule(cells[cells["dataset"] != d], grid, allowed)
         choices.append({"held_out": d, "rule": n})
         held.append(cells[(cells["dataset"] == d) & (cells["rule"] == n)])
     pd.DataFrame(choices).to_csv(out / "loso_choices.csv", index=False)
@@ -207,6 +260,13 @@ def main() -> None:
     print(pd.DataFrame(choices).to_string(index=False))
     print("\nfixed methods, geometric-mean RMSE ratio to the best, per shift:")
     print(fixed_geo.round(3).to_string())
+    if a.sim:
+        sim = sim_all
+        st = pd.concat([sim_table(sim, dict(grid)[chosen_all]).assign(rule=chosen_all),
+                        sim_table(sim, DEFAULT_RULE).assign(rule=default_name)])
+        st.to_csv(out / "loso_sim.csv", index=False)
+        print("\nsimulations (robustness_sim.py), the in-sample rule and DEFAULT_RULE replayed:")
+        print(st.round(4).to_string(index=False))
 
 
 if __name__ == "__main__":

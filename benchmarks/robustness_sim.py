@@ -55,6 +55,7 @@ def one(args: tuple[str, list[int]]) -> list[dict[str, Any]]:
         for m, r in items:
             lo, hi = r.confidence_interval()
             rows.append({"design": design, "rep": s, "method": m, "estimate": r.estimate, "truth": d.current_rate,
+                         "mu0": d.mu0,
                          "ci_low": lo, "ci_high": hi,
                          "picked": "" if m != "auto" else (res.recommended.method + (
                              "" if res.recommended.history_weight is None else f"@{res.recommended.history_weight:g}")),
