@@ -79,7 +79,13 @@ def parse(auto_row: pd.Series) -> list[dict[str, Any]]:
     if str(auto_row["status"]).startswith("boundary") or not isinstance(auto_row["candidates"], str):
         return []
     rows = [{k: _num(v) for k, v in r.items()} for r in json.loads(auto_row["candidates"])]
-    return [r for r in rows if "estimate" in r and "bias_gold" in r]
+    rows = [r for r in rows if "estimate" in r and "bias_gold" in r]
+    for r in rows:  # a table from before a target was added: judged at the gold's rate there
+        for mode in TARGETS:
+            if f"bias_{mode}" not in r:
+                for k in ("bias", "bias_se", "vs_robust", "vs_robust_se", "rate", "n_eff"):
+                    r[f"{k}_{mode}"] = r[f"{k}_gold"]
+    return rows
 
 
 def replay(auto_row: pd.Series, rule: AutoRule, rows: list[dict[str, Any]] | None = None
@@ -121,6 +127,10 @@ def cell_table(df: pd.DataFrame, grid: list[tuple[str, AutoRule]]) -> pd.DataFra
     df["sq"] = (df["estimate"] - df["truth"]) ** 2
     fixed = df[df["method"].isin(COMPARED)].groupby(["dataset", "shift", "method"])["sq"].mean() ** 0.5
     best = fixed.groupby(["dataset", "shift"]).min().rename("best_rmse")
+    best_m = fixed.groupby(["dataset", "shift"]).idxmin().map(lambda k: k[2]).rename("best_method")
+    wid = df.assign(w=df["ci_high"] - df["ci_low"]).groupby(["dataset", "shift", "method"])["w"].mean()
+    best_w = pd.Series({k: wid.get((k[0], k[1], m), math.nan) for k, m in best_m.items()}, name="best_width")
+    best_w.index = best_w.index.set_names(["dataset", "shift"])
     hero1 = df[df["method"] == "hero1"].assign(w=lambda d: d["ci_high"] - d["ci_low"]).groupby(
         ["dataset", "shift"])["w"].mean().rename("hero1_width")
     autos = df[df["method"] == "auto"]
@@ -136,7 +146,7 @@ def cell_table(df: pd.DataFrame, grid: list[tuple[str, AutoRule]]) -> pd.DataFra
         g = a.groupby(["dataset", "shift"]).agg(rmse=("sq", lambda s: float(np.sqrt(s.mean()))),
                                                 coverage=("cover", "mean"), width=("width", "mean"),
                                                 resamples=("sq", "size"))
-        g = g.join(best).join(hero1).reset_index()
+        g = g.join(best).join(best_m).join(best_w).join(hero1).reset_index()
         g["ratio"] = g["rmse"] / g["best_rmse"]
         g["rule"] = name
         out.append(g)
@@ -147,7 +157,8 @@ def per_shift(cells: pd.DataFrame) -> pd.DataFrame:
     return cells.groupby("shift").agg(
         cells=("ratio", "size"), coverage_mean=("coverage", "mean"), coverage_min=("coverage", "min"),
         geo_ratio=("ratio", lambda r: float(np.exp(np.log(r).mean()))), worst_ratio=("ratio", "max"),
-        width_mean=("width", "mean"), hero1_width_mean=("hero1_width", "mean")).reset_index()
+        width_mean=("width", "mean"), hero1_width_mean=("hero1_width", "mean"),
+        best_width_mean=("best_width", "mean")).reset_index()
 
 
 def pick_rule(cells: pd.DataFrame, grid: list[tuple[str, AutoRule]], allowed: set[str] | None = None) -> str:
