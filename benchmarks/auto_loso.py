@@ -20,13 +20,18 @@ The choice of the rule's constants, by leave-one-set-out over the data sets:
    ``bias_kappa`` on :data:`KAPPAS`), the one with the smallest mean width
    whose training cells cover the truth at least :data:`COVER_MEAN` on
    average within every shift type and at least :data:`COVER_MIN` in every
-   cell (none: the highest mean coverage).
+   cell of the random splits (:data:`COVER_SHIFTS`; none: the highest mean
+   coverage).
 
 With ``--sim`` (``robustness_sim.py``'s replications), step 2 keeps only the
 variants that, on the paper's designs (where HERO-1's model holds), are at
 most :data:`PAPER_WIDTH` times as wide as HERO-1's interval and cover the
 population rate ``mu0`` (the paper's estimand) within :data:`PAPER_COVER`: the issue's price limit for honesty where none is needed.
-The simulations are not a shared set, so this does not leak a held-out set.
+It also keeps only variants whose intervals cover the realised rate in the
+dependent-errors designs (with and without rate shift) as the coverage
+constraint asks of the real cells (:data:`COVER_MEAN` on average,
+:data:`COVER_MIN` in each). The simulations are not a shared set, so this
+does not leak a held-out set.
 
 For each held-out set the rule is chosen on the other sets and scored on it;
 the held-out cells together give the leave-one-set-out table. The in-sample
@@ -61,6 +66,11 @@ from robustness import COMPARED
 
 COVER_MEAN = 0.95
 COVER_MIN = 0.80
+COVER_SHIFTS = ("none", "half", "rate")
+"""Shift types whose cells the coverage constraint of step 2 reads. The real rounds (``groups``) are reported but
+not used to choose: two data sets, few distinct rounds (resamples of a small round repeat it), and one round of
+mre_treat (batches 23-46) whose gold is 0 by the data's construction (the expert judged only distant-supervision
+positives), where every method errs by +0.24 to +0.60 and no interval built from the history covers."""
 PAPER_WIDTH = 1.10
 PAPER_COVER = (0.93, 0.97)
 KAPPAS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
@@ -174,7 +184,7 @@ def pick_rule(cells: pd.DataFrame, grid: list[tuple[str, AutoRule]], allowed: se
     members = members or [n for n in by_rule if fam[n] == f_best]
     ok, cov = [], {}
     for n in members:
-        c = cells[cells["rule"] == n]
+        c = cells[(cells["rule"] == n) & cells["shift"].isin(COVER_SHIFTS)]
         s = c.groupby("shift")["coverage"].mean()
         cov[n] = float(c["coverage"].mean())
         if (s >= COVER_MEAN).all() and (c["coverage"] >= COVER_MIN).all():
@@ -218,6 +228,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("resamples", help="a robustness.py resamples.csv.gz")
     ap.add_argument("--out", default="")
+    ap.add_argument("--reuse", action="store_true", help="reuse loso_all_cells.csv.gz of an earlier run (same data)")
     ap.add_argument("--sim", default="", help="robustness_sim.py's sim_replications.csv.gz: replay the chosen rule "
                     "and DEFAULT_RULE on it (loso_sim.csv)")
     a = ap.parse_args()
@@ -226,15 +237,23 @@ def main() -> None:
     allowed = None
     if a.sim:
         sim_all = pd.read_csv(a.sim)
-        paper = sim_all[sim_all["design"].str.startswith("paper")]
         allowed = set()
         for name, rule in grid:
-            t = sim_table(paper, rule)
-            if (t["width_ratio"] <= PAPER_WIDTH).all() and t["auto_coverage_mu0"].between(*PAPER_COVER).all():
+            t = sim_table(sim_all, rule)
+            paper = t[t["design"].str.startswith("paper")]
+            dep = t[~t["design"].str.startswith("paper")]
+            if ((paper["width_ratio"] <= PAPER_WIDTH).all() and paper["auto_coverage_mu0"].between(*PAPER_COVER).all()
+                    and dep["auto_coverage"].mean() >= COVER_MEAN and dep["auto_coverage"].min() >= COVER_MIN):
                 allowed.add(name)
         print(f"{len(allowed)} of {len(grid)} rules keep the paper's design within {PAPER_WIDTH:g} x HERO-1's width "
-              f"and coverage {PAPER_COVER}")
-    cells = cell_table(df, grid)
+              f"and coverage {PAPER_COVER}, and cover the dependent designs at least {COVER_MEAN:g} on average and "
+              f"{COVER_MIN:g} in each")
+    cache = Path(a.out or Path(a.resamples).parent) / "loso_all_cells.csv.gz"
+    if a.reuse and cache.exists():
+        cells = pd.read_csv(cache)
+    else:
+        cells = cell_table(df, grid)
+        cells.to_csv(cache, index=False)
     out = Path(a.out) if a.out else Path(a.resamples).parent
     out.mkdir(parents=True, exist_ok=True)
     rule_tab = cells.groupby("rule", sort=False).apply(per_shift, include_groups=False).reset_index(level=0)
