@@ -204,7 +204,8 @@ def recommend(
         reason += ("; because the checks find the labelers' model wrong here" if dependent or best["bias_flagged"]
                    else "; by the rule's setting") + (
             f", the 95 % interval is bias-aware: it covers the rate whenever this estimate's bias is at most "
-            f"{bound:.3g} (its mock-round bias plus {rule.bias_kappa:g} standard errors of it), which widens it "
+            f"{bound:.3g} (its mock-round bias plus {rule.bias_kappa:g} standard error"
+            f"{'' if rule.bias_kappa == 1 else 's'} of it), which widens it "
             f"from ± {plain:.3g} to ± {wide:.3g}")
     n_eff = best.get(f"n_eff_{rule.rate_target}", math.inf)
     if n_eff < rule.min_effective_gold:
