@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from rich.console import Console
 from scipy.optimize import brentq
 from scipy.stats import norm
 from typer.testing import CliRunner
@@ -19,6 +20,8 @@ from heroeval.choice.auto import AutoRule, bias_bound, choose, recommend
 from heroeval.cli.commands import app
 from heroeval.estimators._score import psi
 from heroeval.inference.bias_aware import BiasAwareTest, bias_aware_cv
+from heroeval.report.html import build_report
+from heroeval.report.terminal import estimates_table
 from heroeval.simulate import dependent_dgp, paper_dgp
 
 # ---------------------------------------------------------------------------
@@ -277,3 +280,15 @@ def test_replaying_the_stored_table_reproduces_recommend(seed: int) -> None:
         est, lo, hi, _ = mod.replay(row, rule)  # type: ignore[attr-defined]
         assert est == pytest.approx(rec.result.estimate, abs=1e-12)
         assert (lo, hi) == (pytest.approx(ci.low, abs=1e-9), pytest.approx(ci.high, abs=1e-9))
+
+
+def test_report_and_table_say_unreliable() -> None:
+    d = dependent_dgp(2, N=400, rho=0.06, current_b0=4.0, n=400)
+    cal = he.calibrate(d.history, checks=True)
+    res = he.estimate(d.current, cal, method="all", recommend=True)
+    assert res.recommended is not None and res.recommended.status == "unreliable"
+    page = build_report(d.current, cal, res)
+    assert 'data-field="status"' in page and "UNRELIABLE" in page
+    con = Console(record=True, width=200)
+    con.print(estimates_table(res))
+    assert "UNRELIABLE: recommended" in con.export_text()
