@@ -9,7 +9,7 @@ labelers still behave as the calibration says.
 
 from heroeval.checks.dependence import dependence_test, error_correlation
 from heroeval.checks.drift import DriftCheck, check_drift, reestimate_without
-from heroeval.checks.model_checks import CANDIDATES, MOCK_METHODS, WEIGHT_GRID, run_checks
+from heroeval.checks.model_checks import CANDIDATES, MOCK_METHODS, WEIGHT_GRID, rate_matched_mock, run_checks
 from heroeval.stage_a.checks_record import DependenceTest, ModelChecks
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "check_drift",
     "dependence_test",
     "error_correlation",
+    "rate_matched_mock",
     "reestimate_without",
     "run_checks",
 ]

@@ -1,5 +1,5 @@
 """The choice among methods: the recommended estimate (``method="auto"``) and why."""
 
-from heroeval.choice.auto import Recommendation, recommend
+from heroeval.choice.auto import DEFAULT_RULE, AutoRule, Recommendation, choose, recommend
 
-__all__ = ["Recommendation", "recommend"]
+__all__ = ["DEFAULT_RULE", "AutoRule", "Recommendation", "choose", "recommend"]
