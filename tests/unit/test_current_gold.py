@@ -465,8 +465,8 @@ def _gold_round(gen, d, k: int, b0: float, name: str):
 def test_compare_with_gold_coverage_simulation():
     """Coverage of hero1_ppi's 95 % interval for A - B, gold on k = 50 of 300 items in each round.
 
-    200 replications of heroeval.simulate.paper_dgp (history and Stage A refitted each time, rates 0.46 and
-    0.55 via b0 = -0.2 and 0.3), the target each round's realised rate. Measured 0.965 (0.975 at 1000
+    200 replications of heroeval.simulate.paper_dgp (history and Stage A refitted each time, rates 0.48 and
+    0.53 via b0 = -0.2 and 0.3), the target each round's realised rate. Measured 0.965 (0.975 at 1000
     replications: the variance floor makes it a little conservative). Tolerance: [0.90, 0.995], about 3
     Monte Carlo SEs (0.015) either side of 0.95.
     """

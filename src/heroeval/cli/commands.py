@@ -30,8 +30,8 @@ from heroeval.errors import HeroEvalError, HeroEvalWarning
 from heroeval.estimators._methods import hero1
 from heroeval.estimators.ppi import ALL_GOLD_METHODS, gold_sample
 from heroeval.estimators.results import METHODS, EstimateCollection, EstimateResult
-from heroeval.inference._inference import bootstrap as run_bootstrap
 from heroeval.inference._inference import ComparisonCollection, compare
+from heroeval.inference._inference import bootstrap as run_bootstrap
 from heroeval.inference.gold_plan import expert_labels as plan_expert_labels
 from heroeval.inference.planning import plan
 from heroeval.inference.select import DEFAULT_MIX, select_items
@@ -667,7 +667,7 @@ def compare_cmd(
         rd: dict[str, Any] = {"item_col": item_col, "labeler_col": labeler_col, "label_col": label_col,
                               "round_col": round_col, "duplicates": duplicates, "label_map": lm, "encoding": encoding}
         with _busy("reading and calibrating"):
-            gk = {"gold_col": gold_col, "gold_item_col": gold_item_col}
+            gk: dict[str, Any] = {"gold_col": gold_col, "gold_item_col": gold_item_col}
             a = _read_current(a_current, covariates=a_covariates, name="A", title="Ingest: round A", gold=a_gold,
                               **gk, **rd)
             b = _read_current(b_current, covariates=b_covariates, name="B", title="Ingest: round B", gold=b_gold,
