@@ -30,8 +30,8 @@ from heroeval.errors import HeroEvalError, HeroEvalWarning
 from heroeval.estimators._methods import hero1
 from heroeval.estimators.ppi import ALL_GOLD_METHODS, gold_sample
 from heroeval.estimators.results import METHODS, EstimateCollection, EstimateResult
+from heroeval.inference._inference import ComparisonCollection, compare
 from heroeval.inference._inference import bootstrap as run_bootstrap
-from heroeval.inference._inference import compare
 from heroeval.inference.gold_plan import expert_labels as plan_expert_labels
 from heroeval.inference.planning import plan
 from heroeval.inference.select import DEFAULT_MIX, select_items
@@ -236,6 +236,16 @@ def _current_gold_text(ds: AnnotationSet, design: Path | None = None) -> str | N
            f"drawn by a design ({'--design ' + str(design) if design is not None else 'a pi column in the gold file'};"
            f" inclusion probabilities {gs.pi.min():.3g} to {gs.pi.max():.3g}, Hajek weights 1/pi)")
     return f"current gold: {gs.k} of {gs.n} items of round {ds.name!r} have expert labels, {how}"
+
+
+def _current_gold_json(ds: AnnotationSet, gold_file: Path | None, design: Path | None = None) -> dict[str, Any] | None:
+    """The JSON record of a current round's gold (None without): how many items, how drawn, from which files."""
+    gs = gold_sample(ds)
+    if gs is None:
+        return None
+    return {"n_gold": gs.k, "n_items": gs.n, "design": gs.design,
+            "gold_file": None if gold_file is None else str(gold_file),
+            "design_file": None if design is None else str(design), "text": _current_gold_text(ds, design)}
 
 
 def _has_column(path: Path, col: str) -> bool:
@@ -572,11 +582,9 @@ def estimate_cmd(
                 out["estimates"][m]["bootstrap"] = boot[m].to_dict(confidence_level)
         out["ingest"] = {"current": cur.report.to_dict(),
                          "history": None if hist is None else hist.report.to_dict()}
-        gs = gold_sample(cur)
-        if gs is not None:
-            out["ingest"]["current_gold"] = {"n_gold": gs.k, "n_items": gs.n, "design": gs.design,
-                                             "design_file": None if design is None else str(design),
-                                             "text": _current_gold_text(cur, design)}
+        cg = _current_gold_json(cur, current_gold, design)
+        if cg is not None:
+            out["ingest"]["current_gold"] = cg
         print(json.dumps(out, indent=1))
         return
     con = _console()
@@ -626,12 +634,21 @@ def compare_cmd(
     gold_col: GoldColOpt = None,
     gold_item_col: GoldItemColOpt = None,
     encoding: EncodingOpt = None,
+    a_gold: Annotated[Path | None, typer.Option(help="Expert (gold) labels on some items of round A: item_id, gold (and optionally pi), as hero estimate --current-gold reads them. With gold in both rounds the estimates with current gold (hero1_ppi, mv_ppi, gold_only) are compared too.")] = None,
+    b_gold: Annotated[Path | None, typer.Option(help="Expert (gold) labels on some items of round B (see --a-gold).")] = None,
 ) -> None:
-    """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values."""
+    """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values.
+
+    With --a-gold and --b-gold (expert labels on a random sample of each
+    round's items) the estimates with current gold are compared as well.
+    """
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
     _check_output(report, "--report", "the report")
     rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
     if classes is not None or ordinal:
+        if a_gold is not None or b_gold is not None:
+            _err("--a-gold / --b-gold are not available for multi-class labels yet")
+            raise typer.Exit(2)
         if report is not None:
             _err("--report is not available for multi-class labels yet")
             raise typer.Exit(2)
@@ -650,8 +667,11 @@ def compare_cmd(
         rd: dict[str, Any] = {"item_col": item_col, "labeler_col": labeler_col, "label_col": label_col,
                               "round_col": round_col, "duplicates": duplicates, "label_map": lm, "encoding": encoding}
         with _busy("reading and calibrating"):
-            a = _read_current(a_current, covariates=a_covariates, name="A", title="Ingest: round A", **rd)
-            b = _read_current(b_current, covariates=b_covariates, name="B", title="Ingest: round B", **rd)
+            gk: dict[str, Any] = {"gold_col": gold_col, "gold_item_col": gold_item_col}
+            a = _read_current(a_current, covariates=a_covariates, name="A", title="Ingest: round A", gold=a_gold,
+                              **gk, **rd)
+            b = _read_current(b_current, covariates=b_covariates, name="B", title="Ingest: round B", gold=b_gold,
+                              **gk, **rd)
             hist = None
             if calibration is not None:
                 cal = load_calibration(calibration)
@@ -690,10 +710,21 @@ def compare_cmd(
     if fmt is Format.json:
         out = cc.to_dict(confidence_level)
         out["ingest"] = {"a": a.report.to_dict(), "b": b.report.to_dict()}
+        if a.has_gold or b.has_gold:
+            out["ingest"]["current_gold"] = {"a": _current_gold_json(a, a_gold), "b": _current_gold_json(b, b_gold)}
         print(json.dumps(out, indent=1))
         return
     con = _console()
-    _render.print_all(con, *_ingest_tables(), _render.comparison_table(cc, confidence_level))
+    _render.print_all(con, *_ingest_tables())
+    for r in (a, b):
+        gold_txt = _current_gold_text(r)
+        if gold_txt:
+            con.print(escape(gold_txt), soft_wrap=True)
+    _render.print_all(con, _render.comparison_table(cc, confidence_level))
+    if isinstance(cc, ComparisonCollection):
+        for m, why in cc.skipped.items():
+            if m in ALL_GOLD_METHODS:
+                con.print(escape(f"{m}: not compared ({why})"), soft_wrap=True)
     if report is not None:
         con.print(f"report written to {report}")
 

@@ -18,10 +18,11 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 from scipy.stats import norm
+from scipy.stats import t as t_dist
 
 from heroeval.errors import ConvergenceWarning, HeroEvalError
 from heroeval.estimators._methods import estimate_methods
-from heroeval.estimators.ppi import GOLD_METHODS, gold_estimates, split_methods
+from heroeval.estimators.ppi import ALL_GOLD_METHODS, GOLD_METHODS, gold_estimates, split_methods
 from heroeval.estimators.results import (
     METHODS,
     ConfidenceInterval,
@@ -94,6 +95,12 @@ class Comparison:
     variance_history: float
     a: EstimateResult
     b: EstimateResult
+    df: float | None = None
+    """Degrees of freedom of the t interval and test (the estimates with current gold: Welch–Satterthwaite
+    over the two rounds' gold samples); ``None``: the normal approximation."""
+
+    def _quantile(self, q: float) -> float:
+        return float(norm.ppf(q) if self.df is None else t_dist.ppf(q, self.df))
 
     @property
     def standard_error(self) -> float:
@@ -106,10 +113,19 @@ class Comparison:
         se = self.standard_error
         if not (math.isfinite(se) and se > 0):
             return math.nan
-        return float(2 * norm.sf(abs(self.estimate) / se))
+        z = abs(self.estimate) / se
+        return float(2 * (norm.sf(z) if self.df is None else t_dist.sf(z, self.df)))
 
     def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
-        return _wald(self.estimate, self.standard_error, confidence_level)
+        """``estimate +- q * SE`` clipped to [-1, 1]: q normal (``"wald"``), or Student's t at ``df`` (``"t"``)."""
+        if self.df is None:
+            return _wald(self.estimate, self.standard_error, confidence_level)
+        level = _check_level(confidence_level)
+        se = self.standard_error
+        if not (math.isfinite(self.estimate) and math.isfinite(se)):
+            return ConfidenceInterval(math.nan, math.nan, level, "t")
+        h = self._quantile(0.5 + level / 2) * se
+        return ConfidenceInterval(max(-1.0, self.estimate - h), min(1.0, self.estimate + h), level, "t")
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
         return _jsonable_dict(
@@ -118,6 +134,8 @@ class Comparison:
                 "p_value": self.p_value,
                 "variance_current": self.variance_current,
                 "variance_history": self.variance_history,
+                **({} if self.df is None else {
+                    "df": self.df, "n_gold": {"a": self.a.details.get("n_gold"), "b": self.b.details.get("n_gold")}}),
             }
         )
 
@@ -207,7 +225,24 @@ def _compare_results(a: EstimateResult, b: EstimateResult) -> Comparison:
     vh = ia.variance_history() + ib.variance_history() - 2 * ia.history_covariance(ib)
     if a.status.startswith("boundary") or b.status.startswith("boundary"):
         vc = math.nan
-    return Comparison(a.method, a.estimate - b.estimate, vc, max(vh, 0.0) if math.isfinite(vh) else vh, a, b)
+    df = None
+    if a.method in ALL_GOLD_METHODS:  # t at Welch–Satterthwaite's df over the two gold samples
+        va, vb = a.influence.variance_current(), b.influence.variance_current()
+        ka, kb = int(a.details.get("n_gold", 0)), int(b.details.get("n_gold", 0))
+        den = (va**2 / (ka - 1) if ka > 1 else math.inf) + (vb**2 / (kb - 1) if kb > 1 else math.inf)
+        df = (va + vb) ** 2 / den if den > 0 and math.isfinite(den) else 1.0
+        df = max(df, 1.0)
+    return Comparison(a.method, a.estimate - b.estimate, vc, max(vh, 0.0) if math.isfinite(vh) else vh, a, b, df)
+
+
+def _one_sided_gold(round_a: AnnotationSet, round_b: AnnotationSet, methods: Sequence[str]) -> str:
+    """Why the estimates with current gold cannot compare a round with gold and one without."""
+    has, lacks = (("A", round_a), ("B", round_b)) if round_a.has_gold else (("B", round_b), ("A", round_a))
+    return (f"round {lacks[0]} ({lacks[1].name!r}) has no current gold but round {has[0]} ({has[1].name!r}) has: "
+            f"{', '.join(methods)} need(s) gold in both rounds (a difference of a gold-rectified estimate and a "
+            f"silver-only one would be valid only if the history transports to round {lacks[0]}). Give round "
+            f"{lacks[0]} expert labels too (read_annotations(..., gold=...); hero compare --{lacks[0].lower()}-gold "
+            f"FILE), or compare with a silver-only method such as hero1, which ignores round {has[0]}'s gold")
 
 
 def compare(
@@ -227,6 +262,19 @@ def compare(
     Labeler pools may differ between the rounds. Extra keyword arguments go
     to :func:`~heroeval.estimate`.
 
+    With current gold in both rounds (``read_annotations(..., gold=...)``)
+    the estimates that use it (``hero1_ppi``, ``prior_ppi``, ``mv_ppi``,
+    ``gold_only``; ``method="all"`` adds the first, third and fourth) are
+    compared the same way: each round's current variance includes its gold
+    sample's (the samples are independent), the history terms of HERO's
+    posteriors are subtracted before squaring, and the interval and p-value
+    use Student's t at the Welch–Satterthwaite degrees of freedom of the two
+    rounds' current variances and gold counts. A round with gold against one
+    without: asking for an estimate with gold raises :class:`HeroEvalError`
+    naming the round without; ``method="all"`` lists them under ``skipped``
+    with that reason (the silver-only methods, which ignore gold, are
+    compared as usual).
+
     Examples
     --------
     >>> import heroeval as he
@@ -244,10 +292,15 @@ def compare(
     single = isinstance(method, str) and method != "all"
     wanted: str | list[str] = [str(method)] if single else (method if isinstance(method, str) else list(method))
     gold_wanted: list[str] = []
+    one_sided: dict[str, str] = {}
     if isinstance(wanted, list):
         wanted, gold_wanted = split_methods(wanted)
+        if gold_wanted and round_a.has_gold != round_b.has_gold:
+            raise HeroEvalError(_one_sided_gold(round_a, round_b, gold_wanted))
     elif round_a.has_gold and round_b.has_gold:
         gold_wanted = list(GOLD_METHODS)
+    elif round_a.has_gold or round_b.has_gold:  # "all": say why the estimates with gold are missing
+        one_sided = dict.fromkeys(GOLD_METHODS, _one_sided_gold(round_a, round_b, GOLD_METHODS))
     ra = estimate_methods(round_a, calibration, method=wanted, history=history, **kwargs)
     rb = estimate_methods(round_b, calibration, method=wanted, history=history, **kwargs)
     assert isinstance(ra, EstimateCollection) and isinstance(rb, EstimateCollection)
@@ -263,6 +316,7 @@ def compare(
         return comps[str(method)]
     skipped = {m: why for m, why in {**rb.skipped, **ra.skipped}.items()}
     skipped.update({m: "computed for only one of the rounds" for m in set(ra) ^ set(rb)})
+    skipped.update(one_sided)
     return ComparisonCollection(comps, ra, rb, skipped)
 
 
