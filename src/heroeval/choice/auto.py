@@ -201,8 +201,8 @@ def recommend(
         se = best["standard_error"]
         plain = float(norm.ppf(0.975)) * se
         wide = se * bias_aware_cv(bound / se) if se > 0 else bound
-        reason += ("; because the checks find the labelers' model wrong here" if dependent or best["bias_flagged"]
-                   else "; by the rule's setting") + (
+        reason += ("; because the checks find the labelers' model wrong here" if rule.bias_aware == "flagged"
+                   else "; by the rule's setting (bias_aware='always')") + (
             f", the 95 % interval is bias-aware: it covers the rate whenever this estimate's bias is at most "
             f"{bound:.3g} (its mock-round bias plus {rule.bias_kappa:g} standard error"
             f"{'' if rule.bias_kappa == 1 else 's'} of it), which widens it "
