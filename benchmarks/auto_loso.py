@@ -57,7 +57,7 @@ import numpy as np
 import pandas as pd
 
 from heroeval.checks.model_checks import CANDIDATES, DEPENDENCE_ALPHA
-from heroeval.choice.auto import DEFAULT_RULE, AutoRule, bias_bound, choose
+from heroeval.choice.auto import DEFAULT_RULE, AutoRule, bias_bound, choose, hull_interval
 from heroeval.inference.bias_aware import BiasAwareTest
 from heroeval.simulate import paper_target
 
@@ -114,9 +114,8 @@ def replay(auto_row: pd.Series, rule: AutoRule, rows: list[dict[str, Any]] | Non
     pick = best["method"] if best["method"] not in ("hero1", "hero_joint") else f"{best['method']}@{best['history_weight']:g}"
     est = best["estimate"]
     if best.get(f"n_eff_{rule.rate_target}", math.inf) < rule.min_effective_gold:
-        ints = [BiasAwareTest(r["estimate"], r["standard_error"], bias_bound(r, rule)).interval(0.95)
-                for r in rows if r["method"] in rule.candidates and math.isfinite(r.get("predicted_rmse", math.nan))]
-        return est, min(i[0] for i in ints), max(i[1] for i in ints), pick + " (unreliable)"
+        lo, hi = hull_interval(rows, rule)
+        return est, lo, hi, pick + " (unreliable)"
     if bias_aware:
         lo, hi = BiasAwareTest(est, best["standard_error"], bias_bound(best, rule)).interval(0.95)
         return est, lo, hi, pick

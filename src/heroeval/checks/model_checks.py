@@ -307,12 +307,9 @@ def rate_matched_mock(checks: ModelChecks, rate: float) -> dict[str, dict[str, f
         key = mock_key(row["method"], row["history_weight"])
         if f"{key}:llr" in it:
             L = np.asarray(it[f"{key}:llr"], dtype=np.float64)
-            mu, status = solve_score(L, weights=c)
-            if status == "unidentified":
+            mu, infl = _score_fit(L, c)
+            if not math.isfinite(mu):
                 continue
-            ps = psi(mu, L)
-            info = float(c @ ps**2) / sc
-            infl = ps / info if info > 0 else np.zeros_like(L)
             d = infl - (y - yc)
         elif f"{key}:influence" in it:
             infl = np.asarray(it[f"{key}:influence"], dtype=np.float64)
@@ -346,14 +343,15 @@ def _mock_llr(items: AnnotationSet, alpha: FloatArray, beta: FloatArray) -> Floa
     return _llr(items, np.arange(alpha.size, dtype=np.int64), np.asarray(alpha), np.asarray(beta))
 
 
-def _score_fit(L: FloatArray) -> tuple[float, FloatArray]:
-    """HERO's score equation on cross-fitted log-likelihood ratios: the estimate and its influence values."""
+def _score_fit(L: FloatArray, weights: FloatArray | None = None) -> tuple[float, FloatArray]:
+    """HERO's score equation on cross-fitted log-likelihood ratios (weighted: ``sum w psi = 0``): the estimate
+    (NaN when unidentified) and its per-item influence values ``psi / I``, ``I`` the (weighted) mean of psi^2."""
 
-    mu, status = solve_score(L)
+    mu, status = solve_score(L, weights=weights)
     if status == "unidentified":
         return math.nan, np.zeros(L.size)
     ps = psi(mu, L)
-    info = float(np.mean(ps**2))
+    info = float(np.average(ps**2, weights=weights))
     infl: FloatArray = ps / info if info > 0 else np.zeros(L.size)
     return mu, infl
 

@@ -429,12 +429,24 @@ def _with_bias_bound(r: EstimateResult, bound: float) -> EstimateResult:
 def _hull(r: EstimateResult, results: Mapping[tuple[str, float | None], EstimateResult],
           rows: Sequence[Mapping[str, Any]], rule: AutoRule) -> EstimateResult:
     """The chosen estimate with an interval spanning every scored candidate's bias-aware interval."""
-    parts = [(rw["estimate"], rw["standard_error"], bias_bound(rw, rule)) for rw in rows
-             if rw["method"] in rule.candidates and math.isfinite(rw.get("predicted_rmse", math.nan))]
+    parts = hull_parts(rows, rule)
     if not parts:
         return r
     test = _HullTest(r.estimate, parts)
     return replace(r, test=test, notes=(*r.notes, "unreliable: interval spans every candidate's"))
+
+
+def hull_parts(rows: Sequence[Mapping[str, Any]], rule: AutoRule = DEFAULT_RULE) -> list[tuple[float, float, float]]:
+    """(estimate, standard error, bias bound) of every scored candidate: an unreliable round's interval spans their
+    bias-aware intervals."""
+    return [(rw["estimate"], rw["standard_error"], bias_bound(rw, rule)) for rw in rows
+            if rw["method"] in rule.candidates and math.isfinite(rw.get("predicted_rmse", math.nan))]
+
+
+def hull_interval(rows: Sequence[Mapping[str, Any]], rule: AutoRule = DEFAULT_RULE,
+                  confidence_level: float = 0.95) -> tuple[float, float]:
+    """The interval an unreliable round reports: the span of :func:`hull_parts`' bias-aware intervals."""
+    return _HullTest(math.nan, hull_parts(rows, rule)).interval(confidence_level)
 
 
 @dataclass
