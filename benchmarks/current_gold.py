@@ -1,6 +1,6 @@
 """A few expert labels in the current round (issue 22): coverage and width of the estimates with current gold.
 
-    .venv/bin/python benchmarks/current_gold.py --resamples 30 --out docs/current_gold
+    .venv/bin/python benchmarks/current_gold.py --resamples 30 --workers 2 --out docs/current_gold
 
 On every binary set in ../shared/data (benchmarks/real_data.py's BINARY),
 shifts none / half / rate, rho = 0.10, n = 200 current items (fewer on small
@@ -33,9 +33,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from heroeval._core.parallel import run_chunks
 from heroeval.choice.auto import recommend_with_gold
 from heroeval.errors import HeroEvalWarning
-from heroeval.estimators._methods import _align
+from heroeval.estimators._methods import _align, _llr
 from heroeval.estimators.ppi import clopper_pearson, gold_estimates
 from heroeval.inference.select import select_items
 from heroeval.workflows.api import calibrate, estimate
@@ -59,6 +60,11 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS) -> list[dic
     y = gold.loc[ids].to_numpy()
     truth = float(y.mean())
     n = cur.n_items
+    # the history's gold items under the calibration (in-sample): the residual spread a predictor had there
+    ha = _align(sp.history, cal, True)
+    hg = np.flatnonzero(ha.data.gold >= 0)
+    h_y = ha.data.gold[hg].astype(float)
+    h_L = _llr(ha.data, ha.to_calib, cal.alpha, cal.beta)[hg]
     base = {"dataset": data.name, "shift": shift, "resample": r, "n_current": n, "truth": truth}
     rows = []
     h1 = estimate(cur, cal, method="hero1", drift_check=False)
@@ -82,15 +88,40 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS) -> list[dic
             res = {"auto": rec.result, **res}
             for m, x in res.items():
                 ci = x.confidence_interval()
+                dd = x.details
+                lam = dd.get("lambda", math.nan)
+                s2h = math.nan
+                if dd.get("predictor") in ("hero1", "prior") and h_y.size > 1:
+                    f_h = 1.0 / (1.0 + np.exp(-(math.log(min(max(dd["prior_rate"], 1e-6), 1 - 1e-6) /
+                                                         (1 - min(max(dd["prior_rate"], 1e-6), 1 - 1e-6))) + h_L)))
+                    s2h = float(np.var(h_y - lam * f_h, ddof=1))
                 rows.append({**base, "k": k, "design": design, "method": m, "estimate": x.estimate,
                              "se": x.standard_error, "ci_low": ci.low, "ci_high": ci.high, "interval": ci.method,
-                             "lambda": x.details.get("lambda", math.nan), "k_drawn": x.details.get("n_gold")})
+                             "lambda": lam, "k_drawn": dd.get("n_gold"),
+                             # replay components (benchmarks/current_gold_loso.py): the variance before the floor,
+                             # the floor's unit, the history term, the small-sample rule's inputs
+                             "var_raw": dd.get("variance_current_raw", math.nan),
+                             "floor_unit": dd.get("variance_floor_unit", math.nan),
+                             "var_hist": dd.get("variance_history", math.nan),
+                             "gold_mean": dd.get("gold_mean", math.nan), "gold_neff": dd.get("gold_effective_n", math.nan),
+                             "small_rule": bool(dd.get("small_sample_rule", False)), "sigma2_hist": s2h})
             # Clopper-Pearson on the gold alone (uniform design only: unweighted)
             if design == "uniform":
                 lo, hi = clopper_pearson(float(y[pos].sum()), float(pos.size), 0.95)
                 rows.append({**base, "k": k, "design": design, "method": "gold_cp", "estimate": float(y[pos].mean()),
                              "se": math.nan, "ci_low": lo, "ci_high": hi, "interval": "clopper-pearson",
                              "lambda": 0.0, "k_drawn": pos.size})
+    return rows
+
+
+def _job(job: tuple) -> list[dict]:
+    folder, name, suffix, shift, resamples, seed = job
+    warnings.simplefilter("ignore", HeroEvalWarning)
+    warnings.simplefilter("ignore", RuntimeWarning)
+    data = load_folder(Path(folder) / name, binary_suffix=suffix, text_components=0)
+    rows: list[dict] = []
+    for r in range(resamples):
+        rows.extend(one(data, r, shift, seed))
     return rows
 
 
@@ -113,6 +144,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--out", default="docs/current_gold")
     ap.add_argument("--only", default="")
+    ap.add_argument("--workers", type=int, default=1)
     a = ap.parse_args()
     warnings.simplefilter("ignore", HeroEvalWarning)
     warnings.simplefilter("ignore", RuntimeWarning)
@@ -124,12 +156,10 @@ def main() -> None:
         if a.only and name not in a.only.split(","):
             continue
         t = time.perf_counter()
-        data = load_folder(Path(a.data) / name, binary_suffix=suffix, text_components=0)
-        for shift in SHIFTS:
-            for r in range(a.resamples):
-                rows.extend(one(data, r, shift, a.seed))
-        print(f"{data.name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
-    df = pd.DataFrame(rows)
+        jobs = [(a.data, name, suffix, shift, a.resamples, a.seed) for shift in SHIFTS]
+        rows.extend(run_chunks(_job, jobs, [a.resamples] * len(jobs), workers=a.workers))
+        print(f"{name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+    df = pd.DataFrame(rows).sort_values(["dataset", "shift", "resample", "k", "design", "method"], kind="stable")
     df.to_csv(out / "resamples.csv.gz", index=False)
     summ = summarize(df)
     summ.to_csv(out / "summary.csv", index=False)

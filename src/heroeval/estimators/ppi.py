@@ -204,6 +204,8 @@ class Rectified:
     variance: float
     phi: FloatArray  # per-item current influence (zero off the gold), variance = phi.phi / n^2
     residual: FloatArray  # y - lam f on the gold items
+    variance_raw: float = math.nan  # the design-based variance before the floor
+    floor_unit: float = math.nan  # k * mean((1 - pi) / pi^2) / n^2: the floor is floor_unit * pseudo / (k + 2 pseudo)
 
 
 def _tuned_lambda(f: FloatArray, gs: GoldSample) -> float:
@@ -249,14 +251,15 @@ def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: flo
         return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, math.nan, phi, r)
     c = (1 - gs.pi) / gs.pi**2  # each gold item's variance factor (1 - pi) / pi^2
     phi[gs.index] = math.sqrt(k / (k - 1)) * np.sqrt(c) * (r - rbar)
-    var = float(phi @ phi) / n**2
-    floor = k * float(c.mean()) * pseudo / (k + 2 * pseudo) / n**2
+    var = var_raw = float(phi @ phi) / n**2
+    unit = k * float(c.mean()) / n**2
+    floor = unit * pseudo / (k + 2 * pseudo)
     if floor > var:
         free = np.setdiff1d(np.arange(n), gs.index)[:1]  # the floor's excess sits in one entry off the gold
         if free.size:
             phi[free] = n * math.sqrt(floor - var)
             var = floor
-    return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, var, phi, r)
+    return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, var, phi, r, var_raw, unit)
 
 
 # ---------------------------------------------------------------------------
@@ -380,7 +383,9 @@ def _result(method: str, est: float, data: AnnotationSet, gs: GoldSample, rect: 
         n_labelers=int(np.unique(data.labeler).size), status="ok",
         details={"n_gold": gs.k, "design": gs.design, "lambda": rect.lam, "mean_predictor": rect.mean_f,
                  "rectifier": rect.rectifier, "gold_mean": test.gold_mean, "gold_effective_n": test.n_eff,
-                 "small_sample_rule": bool(test.fallback), "interval": test.label, **details},
+                 "small_sample_rule": bool(test.fallback), "interval": test.label,
+                 "variance_current_raw": rect.variance_raw, "variance_floor_unit": rect.floor_unit,
+                 "variance_history": infl.variance_history(), **details},
         notes=(gs.describe(), *notes), influence=infl, test=test,
     )
 

@@ -474,18 +474,37 @@ def bootstrap(
 
 @dataclass(frozen=True)
 class MetricEstimate:
-    """A derived quantity with a delta-method standard error."""
+    """A derived quantity with a delta-method standard error.
+
+    ``df``: Student's t at these degrees of freedom instead of the normal
+    quantile (quantities built from current gold samples); ``result``: the
+    quantity is one stratum's rate, and its interval is that estimate's own
+    (t, widened by the small-sample rule where it applies).
+    """
 
     name: str
     estimate: float
     standard_error: float
+    df: float | None = None
+    result: EstimateResult | None = None
 
     def confidence_interval(self, confidence_level: float = 0.95, method: str = "wald") -> ConfidenceInterval:
-        return rate_interval(self.estimate, self.standard_error, confidence_level, method)
+        if self.result is not None:
+            return self.result.confidence_interval(confidence_level)
+        if self.df is None:
+            return rate_interval(self.estimate, self.standard_error, confidence_level, method)
+        level = _check_level(confidence_level)
+        if not (math.isfinite(self.estimate) and math.isfinite(self.standard_error)):
+            return ConfidenceInterval(math.nan, math.nan, level, "t")
+        h = float(t_dist.ppf(0.5 + level / 2, self.df)) * self.standard_error
+        return ConfidenceInterval(max(0.0, self.estimate - h), min(1.0, self.estimate + h), level, "t")
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
         ci = self.confidence_interval(confidence_level)
-        return _jsonable_dict(_interval_fields(self.estimate, self.standard_error, ci))
+        out = _jsonable_dict(_interval_fields(self.estimate, self.standard_error, ci))
+        if self.df is not None:
+            out["df"] = _jsonable(self.df)
+        return out
 
 
 @dataclass(frozen=True)
@@ -537,7 +556,16 @@ def classifier_metrics(
         covariate column of ``current``, or a mapping / Series from item id
         to 0/1. Every current item needs a flag.
     method : str
-        The estimator used in each stratum (default ``"hero1"``).
+        The estimator used in each stratum (default ``"hero1"``). With gold
+        on some current items (a uniform random sample, or drawn by a
+        recorded design), ``"hero1_ppi"``, ``"prior_ppi"``, ``"mv_ppi"`` or
+        ``"gold_only"`` estimate each stratum's rate from the stratum's own
+        gold items (within a stratum, a uniform sample of the round is a
+        uniform sample of the stratum); each stratum needs at least 2 gold
+        items. Precision's interval is then the stratum estimate's own
+        (t at k - 1 df, with the small-sample rule), recall's and
+        prevalence's are t intervals at the Welch–Satterthwaite df of the
+        two strata's gold samples.
     """
     ids = [str(x) for x in current.item_ids]
     if isinstance(flags, str):
@@ -561,8 +589,17 @@ def classifier_metrics(
     off = np.flatnonzero(c == 0)
     if on.size == 0 or off.size == 0:
         raise HeroEvalError("the classifier flags all or none of the current items: precision and recall need both")
-    r1 = estimate_methods(current.take_items(on, name=f"{current.name}[flagged]"), calibration, method=method, **kwargs)
-    r0 = estimate_methods(current.take_items(off, name=f"{current.name}[unflagged]"), calibration, method=method, **kwargs)
+    flagged = current.take_items(on, name=f"{current.name}[flagged]")
+    unflagged = current.take_items(off, name=f"{current.name}[unflagged]")
+    with_gold = method in ALL_GOLD_METHODS
+    if with_gold and not current.has_gold:
+        raise HeroEvalError(f"method {method!r} uses current gold, but the current round {current.name!r} has no "
+                            "gold items (read_annotations(current, gold=...); CLI --current-gold)")
+    strata: list[EstimateResult | EstimateCollection] = [
+        _stratum_with_gold(x, calibration, method, which, **kwargs) if with_gold
+        else estimate_methods(x, calibration, method=method, **kwargs)
+        for x, which in ((flagged, "flagged"), (unflagged, "unflagged"))]
+    r1, r0 = strata
     assert isinstance(r1, EstimateResult) and isinstance(r0, EstimateResult)
     assert r1.influence is not None and r0.influence is not None
     n = c.size
@@ -581,13 +618,50 @@ def classifier_metrics(
         se_rec = math.sqrt(float(g_rec @ cov @ g_rec))
     else:
         rec, se_rec = math.nan, math.nan
+        g_rec = np.full(3, math.nan)
+    df_prev = df_rec = None
+    if with_gold:  # t at Welch–Satterthwaite's df over the two strata's gold samples
+        df_prev, df_rec = (_welch_df(g[:2], (r1, r0)) for g in (g_prev, g_rec))
     return ClassifierMetrics(
         method=method,
-        precision=MetricEstimate("precision", m1, r1.standard_error),
-        miss_rate=MetricEstimate("P(Y=1 | C=0)", m0, r0.standard_error),
+        precision=MetricEstimate("precision", m1, r1.standard_error, result=r1 if with_gold else None),
+        miss_rate=MetricEstimate("P(Y=1 | C=0)", m0, r0.standard_error, result=r0 if with_gold else None),
         flag_rate=MetricEstimate("P(C=1)", pi, math.sqrt(vpi)),
-        prevalence=MetricEstimate("prevalence", prev, se_prev),
-        recall=MetricEstimate("recall", rec, se_rec),
+        prevalence=MetricEstimate("prevalence", prev, se_prev, df_prev),
+        recall=MetricEstimate("recall", rec, se_rec, df_rec),
         flagged=r1,
         unflagged=r0,
     )
+
+
+
+def _stratum_with_gold(stratum: AnnotationSet, calibration: Calibration, method: str, which: str,
+                       **kwargs: Any) -> EstimateResult:
+    """One stratum's rate by an estimate with current gold (its gold items are a random sample of the stratum)."""
+    extra = set(kwargs) - {"exclude_new_labelers"}
+    if extra:
+        raise HeroEvalError(f"{method} takes no option(s) {sorted(extra)} (only exclude_new_labelers)")
+    k = int(np.count_nonzero(stratum.gold >= 0))
+    if k < 2:
+        raise HeroEvalError(
+            f"the {which} items hold {k} of the round's gold items: precision and recall with current gold "
+            f"({method}) estimate the rate among flagged and among unflagged items separately, each from its own "
+            "gold items, and need at least 2 in each (label more items, or choose them with hero select "
+            "within each group)")
+    res, _ = gold_estimates(stratum, calibration, [method], exclude_new_labelers=bool(kwargs.get(
+        "exclude_new_labelers", False)))
+    return res[method]
+
+
+def _welch_df(g: npt.NDArray[np.float64], parts: tuple[EstimateResult, EstimateResult]) -> float:
+    """Welch–Satterthwaite df of ``sum_s g_s * rate_s`` over independent strata with current gold."""
+    terms, den = 0.0, 0.0
+    for gs, r in zip(g, parts, strict=True):
+        assert r.influence is not None
+        v = float(gs) ** 2 * r.influence.variance_current()
+        k = int(r.details.get("n_gold", 0))
+        terms += v
+        den += v**2 / (k - 1) if k > 1 else math.inf
+    if not (math.isfinite(terms) and math.isfinite(den)) or den <= 0:
+        return 1.0
+    return max(terms**2 / den, 1.0)

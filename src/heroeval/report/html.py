@@ -123,11 +123,46 @@ def _estimate_dict(key: str, r: EstimateResult, level: float, ci_method: str) ->
     return out
 
 
+_GOLD_METHODS = ("hero1_ppi", "prior_ppi", "mv_ppi", "gold_only")
+_Z95 = 1.959963984540054
+
+
+def _gold_block(res: EstimateCollection, level: float) -> dict[str, Any] | None:
+    """What the round's own expert labels say: how many, how drawn, the estimates that use them, and each
+    silver-only estimate's error measured against the recommended estimate with gold (``None``: no gold)."""
+    gold = [(m, r) for m, r in res.results.items() if r.method in _GOLD_METHODS]
+    if not gold:
+        return None
+    rec = _recommended(res)
+    ref = rec if rec is not None and rec.method in _GOLD_METHODS else gold[0][1]
+    first = gold[0][1]
+    rows = []
+    for m, r in gold:
+        ci = r.confidence_interval(level)
+        rows.append({"method": m, "label": r.title, "estimate": r.estimate, "standard_error": r.standard_error,
+                     "ci_low": ci.low, "ci_high": ci.high, "interval": ci.method,
+                     "lambda": r.details.get("lambda"), "predictor": r.details.get("predictor")})
+    checks = []
+    for m, r in res.results.items():
+        if r.method in _GOLD_METHODS or r is rec or not math.isfinite(r.estimate):
+            continue
+        b = r.estimate - ref.estimate
+        se = ref.standard_error
+        checks.append({"method": m, "label": r.title, "estimate": r.estimate, "error": b, "error_se": se,
+                       "significant": bool(math.isfinite(se) and se > 0 and abs(b) > _Z95 * se)})
+    out: dict[str, Any] = _jsonable({"n_gold": first.details.get("n_gold"), "n_items": first.n_items,
+                      "design": first.details.get("design"), "text": first.notes[0] if first.notes else "",
+                      "gold_mean": first.details.get("gold_mean"), "reference": ref.method,
+                      "estimates": rows, "silver_errors": checks})
+    return out
+
+
 def _estimates_block(res: EstimateCollection, level: float, ci_method: str) -> dict[str, Any]:
     return {
         "order": [k for k, _ in _ordered(res)],
         "estimates": {k: _estimate_dict(k, r, level, ci_method) for k, r in _ordered(res)},
         "skipped": dict(res.skipped),
+        "current_gold": _gold_block(res, level),
         "recommendation": None if getattr(res, "recommended", None) is None or not hasattr(res.recommended, "to_dict")
         else _jsonable(res.recommended.to_dict(level)),
     }
@@ -649,6 +684,34 @@ def _estimates_table(block: Mapping[str, Any], round_key: str, level: float, ci_
     return _table(head, rows, "estimates")
 
 
+def _gold_html(g: Mapping[str, Any], round_key: str, level: float) -> str:
+    """The section on the round's own expert labels (see :func:`_gold_block`)."""
+    head = [("estimate with the round's gold", False), ("estimate", True), ("SE", True),
+            (f"{100 * level:g}% CI low", True), (f"{100 * level:g}% CI high", True), ("interval", False),
+            ("lambda", True)]
+    rows = [f'<tr data-round="{_e(round_key)}" data-method="{_e(r["method"])}"><td class="name">{_e(r["label"])}</td>'
+            f'{_td(r["estimate"], "estimate")}{_td(r["standard_error"], "standard_error")}'
+            f'{_td(r["ci_low"], "ci_low")}{_td(r["ci_high"], "ci_high")}<td>{_e(r["interval"])}</td>'
+            f'{_td(r["lambda"], "lambda", ".2f")}</tr>' for r in g["estimates"]]
+    out = (f"<p>{_e(g['text'])}. The estimates below use them: HERO's per-item posteriors (or the majority vote) "
+           "predict each item's gold label and the gold items correct the prediction's average error "
+           "(prediction-powered inference, PPI++; lambda is the weight the predictor earned). They are unbiased "
+           "for this round's rate whatever the rate shift, pool shift or labelers' dependence, because the gold "
+           "items are a random sample of the round.</p>" + _table(head, rows, "gold-estimates"))
+    if g["silver_errors"]:
+        ref = next((r["label"] for r in g["estimates"] if r["method"] == g["reference"]), g["reference"])
+        head2 = [("silver-only estimate", False), ("estimate", True), (f"error vs {ref}", True), ("SE", True),
+                 ("off at 5 %", False)]
+        rows2 = [f'<tr data-round="{_e(round_key)}" data-method="{_e(r["method"])}"><td class="name">'
+                 f'{_e(r["label"])}</td>{_td(r["estimate"], "estimate")}{_td(r["error"], "error", "+.4f")}'
+                 f'{_td(r["error_se"], "error_se")}<td class="{"bad" if r["significant"] else ""}">'
+                 f'{"yes" if r["significant"] else "no"}</td></tr>' for r in g["silver_errors"]]
+        out += ("<p>The same gold measures each silver-only estimate's error on this very round (its estimate minus "
+                f"{_e(ref)}; the SE is the reference's, which dominates). No mock round of the history can do "
+                "that.</p>" + _table(head2, rows2, "gold-errors"))
+    return out
+
+
 def _forest_rows(block: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [block["estimates"][k] for k in block["order"]]
 
@@ -853,6 +916,9 @@ def render_html(d: Mapping[str, Any]) -> str:
                          "the dashed line is the naive majority vote. HERO corrects each labeler's known "
                          "errors; majority vote does not.</figcaption></figure>"
                          + _estimates_table(block, key, level, ci_method, d["primary"], d.get("truth"))))
+        if block.get("current_gold"):
+            sections.append((f"gold-{key}", "Expert labels in this round" if d["kind"] == "estimate"
+                             else f"Round {key.upper()}: expert labels", _gold_html(block["current_gold"], key, level)))
     lmap = _labeler_map(d["labelers"], "fig-labelers")
     sections.append(("labelers", "Labelers: who can be trusted",
                      f"<figure>{lmap}<figcaption>Each labeler's sensitivity against specificity as Stage A "
