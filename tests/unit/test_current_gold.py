@@ -387,6 +387,16 @@ def test_cli_select_then_estimate_with_current_gold(tmp_path, dgp):
     r = run(app, ["estimate", str(tmp_path / "cur.csv"), "--calibration", str(tmp_path / "cal.json"),
                   "--design", str(tmp_path / "sel.csv")])
     assert r.exit_code == 2
+    # the HTML report with the round's gold: its own section, the recommended estimate with gold first
+    r = run(app, ["report", str(tmp_path / "cur.csv"), "--calibration", str(tmp_path / "cal.json"),
+                  "--current-gold", str(tmp_path / "g.csv"), "--design", str(tmp_path / "sel.csv"),
+                  "-o", str(tmp_path / "r.html")])
+    assert r.exit_code == 0, r.output
+    page = (tmp_path / "r.html").read_text()
+    assert 'id="gold-current"' in page and "25 of 300 items have gold" in page
+    r = run(app, ["report", str(tmp_path / "cur.csv"), "--calibration", str(tmp_path / "cal.json"),
+                  "--design", str(tmp_path / "sel.csv"), "-o", str(tmp_path / "r2.html")])
+    assert r.exit_code == 2 and not (tmp_path / "r2.html").exists()
 
 
 # ---------------------------------------------------------------- compare with gold in one or both rounds

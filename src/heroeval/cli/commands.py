@@ -978,12 +978,20 @@ def report_cmd(
     gold_col: GoldColOpt = None,
     gold_item_col: GoldItemColOpt = None,
     encoding: EncodingOpt = None,
+    current_gold: CurGoldOpt = None,
+    design: DesignOpt = None,
 ) -> None:
     """Write one self-contained HTML report: every estimate, the labelers, the pool shift and the checks."""
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
     _check_output(output, "--output", "the report")
     rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
+    if design is not None and current_gold is None:
+        _err("--design goes with --current-gold (the expert labels of the selected items)")
+        raise typer.Exit(2)
     if classes is not None or ordinal:
+        if current_gold is not None:
+            _err("--current-gold is not available for multi-class labels yet")
+            raise typer.Exit(2)
         _mc_new_labelers(rule)
         _run(lambda: _mc.report(
             current, output, calibration=calibration, history=history, gold=gold, classes=classes, ordinal=ordinal,
@@ -997,12 +1005,14 @@ def report_cmd(
         cur, hist, cal = _current_and_calibration(
             current, covariates, calibration, history, gold, history_covariates, lm, 1.0, item_col=item_col,
             labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
-            gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding)
+            gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding, current_gold=current_gold,
+            design=design)
         kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "new_labelers": rule}
         res, warns = collect_warnings(lambda: estimate(cur, cal, method="all", history=hist, rng=seed,
                                                        recommend=True, **kw))
         assert isinstance(res, EstimateCollection)
-        src = {"current": current, "calibration": calibration, "history": history, "gold": gold}
+        src = {"current": current, "calibration": calibration, "history": history, "gold": gold,
+               "current gold": current_gold, "design": design}
         page = build_report(cur, cal, res, history=hist, title=title, warnings=warns,
                             confidence_level=confidence_level, ci_method=ci_method.value,
                             sources={k: str(v) for k, v in src.items() if v is not None})
