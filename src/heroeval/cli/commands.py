@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from heroeval._core.jit import HAVE_NUMBA
 from heroeval._version import __version__
@@ -26,6 +24,8 @@ from heroeval.cli.store import store_app
 from heroeval.errors import HeroEvalError, HeroEvalWarning
 
 if TYPE_CHECKING:  # annotations only (strings at run time)
+    from rich.console import Console
+
     from heroeval.ingest.annotations import AnnotationSet, IngestReport
     from heroeval.stage_a.calibration import Calibration
 
@@ -110,10 +110,15 @@ class Tie(str, Enum):
 
 def _console() -> Console:
     # a wide, plain layout when piped; rich detects colour and width on a terminal
+    from rich.console import Console
+
     return Console(highlight=False, width=None if sys.stdout.isatty() else 132)
 
 
 def _err(msg: str) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
     Console(stderr=True, highlight=False).print(f"[bold red]error:[/bold red] {escape(to_cli(msg))}", soft_wrap=True)
 
 
@@ -291,6 +296,9 @@ def _current_and_calibration(
 
 def _run(fn: Any) -> Any:
     """Run ``fn`` turning heroeval errors into a clean message and exit code 2."""
+    from rich.console import Console
+    from rich.markup import escape
+
     from heroeval.report import terminal as _render
 
     caught: list[warnings.WarningMessage] = []
@@ -531,6 +539,8 @@ def estimate_cmd(
     estimate comes first: the method the model checks on the history's gold
     expect to err least for this round.
     """
+    from rich.markup import escape
+
     from heroeval.cli import multiclass as _mc
     from heroeval.estimators.ppi import ALL_GOLD_METHODS
     from heroeval.estimators.results import EstimateCollection, EstimateResult
@@ -660,6 +670,8 @@ def compare_cmd(
     With --a-gold and --b-gold (expert labels on a random sample of each
     round's items) the estimates with current gold are compared as well.
     """
+    from rich.markup import escape
+
     from heroeval.checks.drift import check_drift
     from heroeval.cli import multiclass as _mc
     from heroeval.estimators.ppi import ALL_GOLD_METHODS
@@ -965,6 +977,8 @@ def _process_seconds() -> float | None:
 @contextmanager
 def _progress(what: str, enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
     """A transient rich progress bar on stderr fed by ``tick(done, total)``; None when stderr is not a terminal."""
+    from rich.console import Console
+
     if not (enabled and sys.stderr.isatty()):
         yield None
         return
@@ -981,6 +995,8 @@ def _busy(what: str) -> Iterator[Callable[[str], None] | None]:
 
     Yields ``say(text)``, which replaces the spinner's text (None when stderr is not a terminal).
     """
+    from rich.console import Console
+
     if not sys.stderr.isatty():
         yield None
         return
@@ -1087,6 +1103,7 @@ def drift_cmd(
 ) -> None:
     """Labeler drift check: does each labeler's current positive rate match its calibration?"""
     import numpy as np
+    from rich.markup import escape
 
     from heroeval.checks.drift import check_drift, reestimate_without
     from heroeval.estimators._methods import hero1
@@ -1186,6 +1203,7 @@ def plan_cmd(
     With --expert-labels: expert labels in the current round for a half-width.
     """
     import numpy as np
+    from rich.markup import escape
 
     from heroeval.inference.gold_plan import expert_labels as plan_expert_labels
     from heroeval.inference.planning import plan
@@ -1289,6 +1307,8 @@ def select_cmd(
     'hero estimate CURRENT ... --current-gold gold.csv --design SELECTION':
     the estimates with current gold weight each item by 1/pi.
     """
+    from rich.markup import escape
+
     from heroeval.inference.select import select_items
     from heroeval.report import terminal as _render
     from heroeval.stage_a.calibration import load_calibration

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from heroeval.errors import HeroEvalError, HeroEvalWarning
 
 if TYPE_CHECKING:  # annotations only (strings at run time)
+    from rich.console import Console
+    from rich.table import Table
+
     from heroeval.store.trend import Trend
 
 _ADJUSTMENTS = ("sidak", "bonferroni", "maxz", "none")
@@ -40,11 +40,16 @@ DEFAULT_STORE = Path("hero.duckdb")
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, width=None if sys.stdout.isatty() else 132)
 
 
 def _run(fn: Callable[[], T]) -> T:
     """Run ``fn``; a heroeval error becomes a message on stderr and exit code 2."""
+    from rich.console import Console
+    from rich.markup import escape
+
     caught: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -89,6 +94,8 @@ def add_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Add a round (one transaction). The same content added again is reported, not duplicated."""
+    from rich.markup import escape
+
     from heroeval.report import terminal as _render
     from heroeval.store import Store
 
@@ -112,6 +119,9 @@ def add_cmd(
 @store_app.command("list")
 def list_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonOpt = False) -> None:
     """The rounds in the store, in the order added."""
+    from rich.markup import escape
+    from rich.table import Table
+
     from heroeval.store import Store
 
     rl = _run(lambda: Store(store, wait=wait).rounds())
@@ -132,6 +142,8 @@ def list_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: Json
 def show_cmd(name: Annotated[str, typer.Argument(help="The round.")], store: StoreOpt = DEFAULT_STORE,
              wait: WaitOpt = 5.0, as_json: JsonOpt = False) -> None:
     """One round: its metadata, sizes, content hash and the ingest report of its add."""
+    from rich.markup import escape
+
     from heroeval.report import terminal as _render
     from heroeval.store import Store
 
@@ -151,6 +163,8 @@ def rm_cmd(name: Annotated[str, typer.Argument(help="The round to remove.")], st
            force: Annotated[bool, typer.Option(help="Remove it even if a pinned calibration used it.")] = False,
            wait: WaitOpt = 5.0) -> None:
     """Remove a round (the store's log keeps an audit line)."""
+    from rich.markup import escape
+
     from heroeval.store import Store
 
     r = _run(lambda: Store(store, wait=wait).remove(name, force=force))
@@ -163,6 +177,8 @@ def role_cmd(name: Annotated[str, typer.Argument(help="The round.")],
              role: Annotated[str, typer.Argument(help="auto, history or current.")],
              store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0) -> None:
     """Mark a round as history (calibrate on it), current (never) or auto (history when it has gold)."""
+    from rich.markup import escape
+
     from heroeval.store import Store
 
     r = _run(lambda: Store(store, wait=wait).set_role(name, role))
@@ -172,6 +188,8 @@ def role_cmd(name: Annotated[str, typer.Argument(help="The round.")],
 @store_app.command("log")
 def log_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonOpt = False) -> None:
     """The audit log: adds, duplicate adds, removals, role changes, pins."""
+    from rich.markup import escape
+
     from heroeval.store import Store
 
     rows = _run(lambda: Store(store, wait=wait).log())
@@ -188,6 +206,8 @@ def log_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonO
 def export_cmd(directory: Annotated[Path, typer.Argument(help="A new directory for the Parquet dataset.")],
                store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0) -> None:
     """Export the rounds as a Parquet dataset partitioned by round (read by the DuckDB and Dask paths)."""
+    from rich.markup import escape
+
     from heroeval.store import Store
 
     out = _run(lambda: Store(store, wait=wait).export(directory))
@@ -203,6 +223,8 @@ def calibrate_cmd(
     wait: WaitOpt = 5.0,
 ) -> None:
     """Stage A on the store's history: the cached fit if the history and settings are unchanged, else a new one."""
+    from rich.markup import escape
+
     from heroeval.report import terminal as _render
     from heroeval.store import Store
 
@@ -228,6 +250,8 @@ def estimate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Estimate a round against the store's history (the cached calibration, or a refit when the history changed)."""
+    from rich.markup import escape
+
     from heroeval.estimators.results import EstimateCollection, EstimateResult
     from heroeval.report import terminal as _render
     from heroeval.store import Store
@@ -258,6 +282,8 @@ def pin_cmd(name: Annotated[str, typer.Argument(help="A name for the pinned cali
             note: Annotated[str, typer.Option(help="Why it was pinned.")] = "",
             store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0) -> None:
     """Pin the calibration of the current history under a name (kept verbatim; `hero store reproduce` refits it)."""
+    from rich.markup import escape
+
     from heroeval.store import Store
 
     sc = _run(lambda: Store(store, wait=wait).pin(name, note=note))
@@ -267,6 +293,9 @@ def pin_cmd(name: Annotated[str, typer.Argument(help="A name for the pinned cali
 @store_app.command("pins")
 def pins_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonOpt = False) -> None:
     """The pinned calibrations."""
+    from rich.markup import escape
+    from rich.table import Table
+
     from heroeval.store import Store
 
     rows = _run(lambda: Store(store, wait=wait).pins())
@@ -286,6 +315,8 @@ def reproduce_cmd(name: Annotated[str, typer.Argument(help="The pin.")], store: 
                   output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the pinned calibration JSON here.")] = None,
                   wait: WaitOpt = 5.0) -> None:
     """Refit a pinned calibration from its rounds and say whether it reproduces."""
+    from rich.markup import escape
+
     from heroeval.store import Store
 
     st = Store(store, wait=wait)
@@ -315,6 +346,9 @@ def _truth(path: Path | None) -> dict[str, float] | None:
 
 
 def trend_table(tr: Trend, truth: dict[str, float] | None) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
     t = Table(title=f"Rate by round ({escape(tr.method_line())})", title_justify="left")
     show_model = any(r.model not in (None, r.name) for r in tr.rounds)
     cols = ["round", *(["model"] if show_model else []), "items", "gold", "estimate", "SE", "simultaneous CI",
@@ -354,6 +388,8 @@ def trend_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Each round's rate with simultaneous intervals, the differences, and the labelers' drift round by round."""
+    from rich.markup import escape
+
     from heroeval.report import terminal as _render
     from heroeval.report.html import write_report
     from heroeval.report.trend import build_trend_report
