@@ -1341,14 +1341,20 @@ def select_cmd(
               f"--current-gold GOLD.csv --design {output}", soft_wrap=True)
 
 
-@app.callback(invoke_without_command=True)
-def _root(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
-) -> None:
-    _INGESTED.clear()  # a new command (the CLI's tests run many in one process)
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         print(f"heroeval {__version__}")
         raise typer.Exit(0)
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    # eager, and handled by its callback: `hero --version` exits while its options are parsed, before typer
+    # builds its (pydantic) converters for the other options, which would double the start-up time
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                                          callback=_print_version)] = False,
+) -> None:
+    _INGESTED.clear()  # a new command (the CLI's tests run many in one process)
 
 
 def main() -> None:  # pragma: no cover - console-script entry
