@@ -16,6 +16,11 @@ data); :mod:`~heroeval.stage_a`; :mod:`~heroeval.estimators`;
 :mod:`~heroeval.inference`, :mod:`~heroeval.checks` and
 :mod:`~heroeval.multiclass`; :mod:`~heroeval.choice`;
 :mod:`~heroeval.workflows`; ``report``; ``cli``.
+
+``import heroeval`` is light: the public names below are imported on first use
+(PEP 562 ``__getattr__``), so a notebook or ``hero --help`` does not pay for
+pandas, SciPy or the estimators until it uses them. This module and ``cli`` are
+the only places allowed to load heroeval modules lazily (see pyproject.toml).
 """
 
 import importlib
