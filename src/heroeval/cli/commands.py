@@ -1,4 +1,10 @@
-"""The ``hero`` command line. It reads, calls the public API and renders; it computes nothing."""
+"""The ``hero`` command line. It reads, calls the public API and renders; it computes nothing.
+
+Each command imports what it uses inside its body (heroeval's modules, NumPy, rich), so that
+``hero --help`` and ``hero --version`` load none of it: the one place, beside the package's
+``__init__``, where heroeval modules may be imported lazily (pyproject.toml, tests/unit/test_layers.py).
+Module level holds only what typer needs to build the commands: their signatures and help texts.
+"""
 
 from __future__ import annotations
 
