@@ -321,4 +321,5 @@ def test_calibration_says_which_engine_ran() -> None:
     cal = he.calibrate(hist, engine="numpy", covariance=False)
     assert cal.settings["engine"] == "numpy"
     assert "NumPy engine" in _engine_text(cal) and "below the 1,000,000" in _engine_text(cal)
+    assert "numba is installed" in _engine_text(cal)  # numba is a regular dependency: the reason is the size
     assert he.calibrate(hist, engine="numba", covariance=False).settings["engine"] == "numba"

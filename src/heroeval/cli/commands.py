@@ -1,4 +1,10 @@
-"""The ``hero`` command line. It reads, calls the public API and renders; it computes nothing."""
+"""The ``hero`` command line. It reads, calls the public API and renders; it computes nothing.
+
+Each command imports what it uses inside its body (heroeval's modules, NumPy, rich), so that
+``hero --help`` and ``hero --version`` load none of it: the one place, beside the package's
+``__init__``, where heroeval modules may be imported lazily (pyproject.toml, tests/unit/test_layers.py).
+Module level holds only what typer needs to build the commands: their signatures and help texts.
+"""
 
 from __future__ import annotations
 
@@ -13,38 +19,21 @@ from contextlib import contextmanager
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import numpy as np
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from heroeval._core.jit import HAVE_NUMBA
 from heroeval._version import __version__
-from heroeval.checks.drift import check_drift, reestimate_without
-from heroeval.cli import multiclass as _mc
 from heroeval.cli._messages import to_cli
 from heroeval.cli.store import store_app
 from heroeval.errors import HeroEvalError, HeroEvalWarning
-from heroeval.estimators._methods import hero1
-from heroeval.estimators.ppi import ALL_GOLD_METHODS, gold_sample
-from heroeval.estimators.results import METHODS, EstimateCollection, EstimateResult
-from heroeval.inference._inference import ComparisonCollection, compare
-from heroeval.inference._inference import bootstrap as run_bootstrap
-from heroeval.inference.gold_plan import expert_labels as plan_expert_labels
-from heroeval.inference.planning import plan
-from heroeval.inference.select import DEFAULT_MIX, select_items
-from heroeval.ingest.annotations import AnnotationSet, IngestReport
-from heroeval.ingest.read import read_annotations
-from heroeval.report import terminal as _render
-from heroeval.report.html import build_comparison_report, build_report, collect_warnings, write_report
-from heroeval.report.plots import plot_benchmark, plot_sweep
-from heroeval.stage_a.calibration import Calibration, load_calibration
-from heroeval.workflows import montecarlo
-from heroeval.workflows.api import calibrate, estimate, warn_multiple_rounds
-from heroeval.workflows.benchmark import load_folder, run_benchmark, summarize_benchmark
-from heroeval.workflows.demo import example_paths, run_demo
+
+if TYPE_CHECKING:  # annotations only (strings at run time)
+    from rich.console import Console
+
+    from heroeval.ingest.annotations import AnnotationSet, IngestReport
+    from heroeval.stage_a.calibration import Calibration
 
 app = typer.Typer(
     name="hero",
@@ -127,10 +116,15 @@ class Tie(str, Enum):
 
 def _console() -> Console:
     # a wide, plain layout when piped; rich detects colour and width on a terminal
+    from rich.console import Console
+
     return Console(highlight=False, width=None if sys.stdout.isatty() else 132)
 
 
 def _err(msg: str) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
     Console(stderr=True, highlight=False).print(f"[bold red]error:[/bold red] {escape(to_cli(msg))}", soft_wrap=True)
 
 
@@ -144,6 +138,8 @@ def _register(title: str, ds: AnnotationSet) -> AnnotationSet:
 
 
 def _ingest_tables() -> list[Any]:
+    from heroeval.report import terminal as _render
+
     return [_render.ingest_table(rep, title, say=to_cli) for title, rep in _INGESTED]
 
 
@@ -194,6 +190,8 @@ def _read(path: Path, *, gold: Path | None = None, covariates: Path | None = Non
           label_map: dict[str, int | None] | None = None, reader: str = "auto", memory_limit: str | None = None,
           progress: bool = False, gold_col: str | None = None, gold_item_col: str | None = None,
           encoding: str | None = None, title: str = "Ingest: history") -> AnnotationSet:
+    from heroeval.ingest.read import read_annotations
+
     rc: Any = None if round_col is None else (False if round_col == "none" else round_col)
     ds = read_annotations(
         path, gold=gold, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
@@ -213,6 +211,8 @@ def _read_current(path: Path, *, name: str, title: str, covariates: Path | None 
 
     ``gold``: expert labels on some of its items (--current-gold), ``design``: how they were sampled (--design).
     """
+    from heroeval.ingest.read import read_annotations
+
     rc: Any = None if round_col is None else (False if round_col == "none" else round_col)
     if isinstance(rc, str) and not _has_column(path, rc):
         rc = False  # the history's round column is not in this file
@@ -228,6 +228,8 @@ def _read_current(path: Path, *, name: str, title: str, covariates: Path | None 
 
 def _current_gold_text(ds: AnnotationSet, design: Path | None = None) -> str | None:
     """The ingest line for a current round's gold: how many items, how they were sampled."""
+    from heroeval.estimators.ppi import gold_sample
+
     gs = gold_sample(ds)
     if gs is None:
         return None
@@ -240,6 +242,8 @@ def _current_gold_text(ds: AnnotationSet, design: Path | None = None) -> str | N
 
 def _current_gold_json(ds: AnnotationSet, gold_file: Path | None, design: Path | None = None) -> dict[str, Any] | None:
     """The JSON record of a current round's gold (None without): how many items, how drawn, from which files."""
+    from heroeval.estimators.ppi import gold_sample
+
     gs = gold_sample(ds)
     if gs is None:
         return None
@@ -277,6 +281,9 @@ def _current_and_calibration(
     encoding: str | None = None, checks: bool = True, current_gold: Path | None = None, design: Path | None = None,
 ) -> tuple[AnnotationSet, AnnotationSet | None, Calibration]:
     """Read the current round, and load the calibration file or calibrate the history (with model checks)."""
+    from heroeval.stage_a.calibration import load_calibration
+    from heroeval.workflows.api import calibrate
+
     with _busy("reading and calibrating"):
         cur = _read_current(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
                             label_col=label_col, round_col=round_col, duplicates=duplicates,
@@ -295,6 +302,11 @@ def _current_and_calibration(
 
 def _run(fn: Any) -> Any:
     """Run ``fn`` turning heroeval errors into a clean message and exit code 2."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from heroeval.report import terminal as _render
+
     caught: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -353,6 +365,10 @@ def calibrate_cmd(
 
     HISTORY may be a glob ('logs/*.parquet') or a directory with the duckdb reader.
     """
+    from heroeval.cli import multiclass as _mc
+    from heroeval.report import terminal as _render
+    from heroeval.workflows.api import calibrate
+
     hw = _history_weight(history_weight)
     _check_output(output, "--output", "the calibration")
     if covariates is not None:
@@ -398,11 +414,20 @@ def calibrate_cmd(
     con.print(f"calibration written to {output}")
 
 
+# Help texts and defaults are built when the command line starts, so they name these without importing the
+# estimators (start-up time); tests/cli/test_startup.py pins them to the library's own constants.
+_METHODS = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1", "hero2", "hero_joint")
+"""heroeval.estimators.results.METHODS"""
+_ALL_GOLD_METHODS = ("hero1_ppi", "prior_ppi", "mv_ppi", "gold_only")
+"""heroeval.estimators.ppi.ALL_GOLD_METHODS"""
+_DEFAULT_MIX = 0.5
+"""heroeval.inference.select.DEFAULT_MIX"""
+
 CalOpt = Annotated[Path | None, typer.Option(help="Calibration JSON from 'hero calibrate'.")]
 HistOpt = Annotated[Path | None, typer.Option(help="History annotations (instead of --calibration).")]
 GoldOpt = Annotated[Path | None, typer.Option(help="History gold labels (with --history).")]
 HistCovOpt = Annotated[Path | None, typer.Option(help="History covariates (HERO-2, with --history).")]
-MethodOpt = Annotated[str, typer.Option(help=f"One of {', '.join(METHODS)} (with current gold also {', '.join(ALL_GOLD_METHODS)}), a comma list, or all.")]
+MethodOpt = Annotated[str, typer.Option(help=f"One of {', '.join(_METHODS)} (with current gold also {', '.join(_ALL_GOLD_METHODS)}), a comma list, or all.")]
 CurGoldOpt = Annotated[Path | None, typer.Option(help="Expert (gold) labels on some items of the current round: item_id, gold (and optionally pi). They are used by the estimates with current gold (hero1_ppi: HERO-1's posteriors rectified by them), which the recommended estimate then is.")]
 DesignOpt = Annotated[Path | None, typer.Option(help="How the current gold items were sampled: the selection file 'hero select' wrote (item_id, pi). Without it (and without a pi column in the gold file) they are taken as a uniform random sample.")]
 RidgeOpt = Annotated[float, typer.Option(help="HERO-2 ridge penalty (standardised scale).")]
@@ -520,6 +545,15 @@ def estimate_cmd(
     estimate comes first: the method the model checks on the history's gold
     expect to err least for this round.
     """
+    from rich.markup import escape
+
+    from heroeval.cli import multiclass as _mc
+    from heroeval.estimators.ppi import ALL_GOLD_METHODS
+    from heroeval.estimators.results import EstimateCollection, EstimateResult
+    from heroeval.inference._inference import bootstrap as run_bootstrap
+    from heroeval.report import terminal as _render
+    from heroeval.workflows.api import estimate
+
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
     hw = _history_weight(history_weight)
     rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
@@ -642,6 +676,17 @@ def compare_cmd(
     With --a-gold and --b-gold (expert labels on a random sample of each
     round's items) the estimates with current gold are compared as well.
     """
+    from rich.markup import escape
+
+    from heroeval.checks.drift import check_drift
+    from heroeval.cli import multiclass as _mc
+    from heroeval.estimators.ppi import ALL_GOLD_METHODS
+    from heroeval.inference._inference import ComparisonCollection, compare
+    from heroeval.report import terminal as _render
+    from heroeval.report.html import build_comparison_report, collect_warnings, write_report
+    from heroeval.stage_a.calibration import load_calibration
+    from heroeval.workflows.api import calibrate, warn_multiple_rounds
+
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
     _check_output(report, "--report", "the report")
     rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
@@ -767,6 +812,10 @@ def simulate_cmd(
     fmt: FmtOpt = Format.table,
 ) -> None:
     """Reproduce the paper's simulation study (and sweeps it did not run): bias, SD, RMSE, coverage per method."""
+    from heroeval.report import terminal as _render
+    from heroeval.report.plots import plot_sweep
+    from heroeval.workflows import montecarlo
+
 
     if target not in ("mu0", "current_rate"):
         _err(f"--target must be mu0 or current_rate, got {target!r}")
@@ -835,6 +884,10 @@ def benchmark_cmd(
     resamples_alias: Annotated[int | None, typer.Option("--resamples", hidden=True, help="Same as --reps (kept from 0.1).")] = None,
 ) -> None:
     """Every method on a real annotation set with gold labels, by resampling (|bias|, SD, RMSE, coverage, width)."""
+    from heroeval.report import terminal as _render
+    from heroeval.report.plots import plot_benchmark
+    from heroeval.workflows.benchmark import load_folder, run_benchmark, summarize_benchmark
+
     resamples = reps if resamples_alias is None else resamples_alias
 
     def go() -> tuple[Any, Any, float]:
@@ -869,6 +922,10 @@ def demo_cmd(
     report: Annotated[Path | None, typer.Option(help="Also write the demo's self-contained HTML report here.")] = None,
 ) -> None:
     """Run every method on the bundled real example (LLM judges grading TriviaQA answers)."""
+    from heroeval.report import terminal as _render
+    from heroeval.report.html import build_report, collect_warnings, write_report
+    from heroeval.workflows.demo import example_paths, run_demo
+
 
     _check_output(report, "--report", "the report")
     t0 = time.perf_counter()
@@ -926,6 +983,8 @@ def _process_seconds() -> float | None:
 @contextmanager
 def _progress(what: str, enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
     """A transient rich progress bar on stderr fed by ``tick(done, total)``; None when stderr is not a terminal."""
+    from rich.console import Console
+
     if not (enabled and sys.stderr.isatty()):
         yield None
         return
@@ -942,6 +1001,8 @@ def _busy(what: str) -> Iterator[Callable[[str], None] | None]:
 
     Yields ``say(text)``, which replaces the spinner's text (None when stderr is not a terminal).
     """
+    from rich.console import Console
+
     if not sys.stderr.isatty():
         yield None
         return
@@ -982,6 +1043,12 @@ def report_cmd(
     design: DesignOpt = None,
 ) -> None:
     """Write one self-contained HTML report: every estimate, the labelers, the pool shift and the checks."""
+    from heroeval.cli import multiclass as _mc
+    from heroeval.estimators.results import EstimateCollection
+    from heroeval.report import terminal as _render
+    from heroeval.report.html import build_report, collect_warnings, write_report
+    from heroeval.workflows.api import estimate
+
     _check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
     _check_output(output, "--output", "the report")
     rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
@@ -1051,6 +1118,15 @@ def drift_cmd(
     encoding: EncodingOpt = None,
 ) -> None:
     """Labeler drift check: does each labeler's current positive rate match its calibration?"""
+    import numpy as np
+    from rich.markup import escape
+
+    from heroeval.checks.drift import check_drift, reestimate_without
+    from heroeval.estimators._methods import hero1
+    from heroeval.report import terminal as _render
+    from heroeval.stage_a.calibration import load_calibration
+    from heroeval.workflows.api import calibrate, estimate, warn_multiple_rounds
+
 
     _check_sources(calibration, history, gold, None, round_col)
     if reestimate not in ("none", "drop", "estimate"):
@@ -1142,6 +1218,13 @@ def plan_cmd(
 
     With --expert-labels: expert labels in the current round for a half-width.
     """
+    import numpy as np
+    from rich.markup import escape
+
+    from heroeval.inference.gold_plan import expert_labels as plan_expert_labels
+    from heroeval.inference.planning import plan
+    from heroeval.stage_a.calibration import load_calibration
+
     if expert_labels:
         if half_width is None or round_items is None or difference is not None or n_items is not None \
                 or bound is not None:
@@ -1223,7 +1306,7 @@ def select_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the selected items (CSV: item_id, pi, predictor, design).")],
     calibration: Annotated[Path | None, typer.Option(help="Calibration JSON from 'hero calibrate' (needed by the active and poisson designs).")] = None,
     design: Annotated[SelectDesign, typer.Option(help="uniform (default; measured narrower than active below about half the round, docs/current_gold.md): a simple random sample of k items; active: items whose gold the silver labels leave uncertain are likelier (pi proportional to sqrt(f(1-f)), mixed with uniform), exactly k items; poisson: the same pi, drawn independently.")] = SelectDesign.uniform,
-    mix: Annotated[float, typer.Option(help="Active designs: share of the uniform design in the mixture (bounds every weight 1/pi by n/(mix k)).")] = DEFAULT_MIX,
+    mix: Annotated[float, typer.Option(help="Active designs: share of the uniform design in the mixture (bounds every weight 1/pi by n/(mix k)).")] = _DEFAULT_MIX,
     seed: Annotated[int | None, typer.Option(help="Seed of the draw.")] = None,
     new_labelers: NewLabelersOpt = None,
     label_map: MapOpt = None,
@@ -1240,6 +1323,12 @@ def select_cmd(
     'hero estimate CURRENT ... --current-gold gold.csv --design SELECTION':
     the estimates with current gold weight each item by 1/pi.
     """
+    from rich.markup import escape
+
+    from heroeval.inference.select import select_items
+    from heroeval.report import terminal as _render
+    from heroeval.stage_a.calibration import load_calibration
+
     _check_output(output, "--output", "the selection")
     if design is not SelectDesign.uniform and calibration is None:
         _err(f"the {design.value} design needs --calibration (the items' posteriors); or use --design uniform")
@@ -1268,14 +1357,20 @@ def select_cmd(
               f"--current-gold GOLD.csv --design {output}", soft_wrap=True)
 
 
-@app.callback(invoke_without_command=True)
-def _root(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
-) -> None:
-    _INGESTED.clear()  # a new command (the CLI's tests run many in one process)
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         print(f"heroeval {__version__}")
         raise typer.Exit(0)
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    # eager, and handled by its callback: `hero --version` exits while its options are parsed, before typer
+    # builds its (pydantic) converters for the other options, which would double the start-up time
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                                          callback=_print_version)] = False,
+) -> None:
+    _INGESTED.clear()  # a new command (the CLI's tests run many in one process)
 
 
 def main() -> None:  # pragma: no cover - console-script entry

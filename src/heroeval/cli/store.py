@@ -8,20 +8,20 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from heroeval.errors import HeroEvalError, HeroEvalWarning
-from heroeval.estimators.results import EstimateCollection, EstimateResult
-from heroeval.report import terminal as _render
-from heroeval.report.html import write_report
-from heroeval.report.trend import build_trend_report
-from heroeval.store import Store
-from heroeval.store.trend import ADJUSTMENTS, Trend
+
+if TYPE_CHECKING:  # annotations only (strings at run time)
+    from rich.console import Console
+    from rich.table import Table
+
+    from heroeval.store.trend import Trend
+
+_ADJUSTMENTS = ("sidak", "bonferroni", "maxz", "none")
+"""heroeval.store.trend.ADJUSTMENTS, named without importing the store (start-up time; tests/cli/test_startup.py pins it)."""
 
 store_app = typer.Typer(
     name="store",
@@ -40,11 +40,16 @@ DEFAULT_STORE = Path("hero.duckdb")
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, width=None if sys.stdout.isatty() else 132)
 
 
 def _run(fn: Callable[[], T]) -> T:
     """Run ``fn``; a heroeval error becomes a message on stderr and exit code 2."""
+    from rich.console import Console
+    from rich.markup import escape
+
     caught: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -89,6 +94,11 @@ def add_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Add a round (one transaction). The same content added again is reported, not duplicated."""
+    from rich.markup import escape
+
+    from heroeval.report import terminal as _render
+    from heroeval.store import Store
+
     def go() -> Any:
         return Store(store, wait=wait).add(annotations, name=name, gold=gold, covariates=covariates, model=model,
                                            date=date, tags=tag or (), role=role, split_rounds=split_rounds,
@@ -109,6 +119,11 @@ def add_cmd(
 @store_app.command("list")
 def list_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonOpt = False) -> None:
     """The rounds in the store, in the order added."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from heroeval.store import Store
+
     rl = _run(lambda: Store(store, wait=wait).rounds())
     if as_json:
         _dump(rl.to_dict())
@@ -127,6 +142,11 @@ def list_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: Json
 def show_cmd(name: Annotated[str, typer.Argument(help="The round.")], store: StoreOpt = DEFAULT_STORE,
              wait: WaitOpt = 5.0, as_json: JsonOpt = False) -> None:
     """One round: its metadata, sizes, content hash and the ingest report of its add."""
+    from rich.markup import escape
+
+    from heroeval.report import terminal as _render
+    from heroeval.store import Store
+
     r = _run(lambda: Store(store, wait=wait).round(name))
     if as_json:
         _dump(r.to_dict())
@@ -143,6 +163,10 @@ def rm_cmd(name: Annotated[str, typer.Argument(help="The round to remove.")], st
            force: Annotated[bool, typer.Option(help="Remove it even if a pinned calibration used it.")] = False,
            wait: WaitOpt = 5.0) -> None:
     """Remove a round (the store's log keeps an audit line)."""
+    from rich.markup import escape
+
+    from heroeval.store import Store
+
     r = _run(lambda: Store(store, wait=wait).remove(name, force=force))
     _console().print(f"removed round {escape(repr(r.name))} ({r.n_items} items, {r.n_annotations} labels, "
                      f"content {r.content_hash[:12]}); logged", soft_wrap=True)
@@ -153,6 +177,10 @@ def role_cmd(name: Annotated[str, typer.Argument(help="The round.")],
              role: Annotated[str, typer.Argument(help="auto, history or current.")],
              store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0) -> None:
     """Mark a round as history (calibrate on it), current (never) or auto (history when it has gold)."""
+    from rich.markup import escape
+
+    from heroeval.store import Store
+
     r = _run(lambda: Store(store, wait=wait).set_role(name, role))
     _console().print(f"round {escape(repr(r.name))}: role {r.role}{' (history)' if r.in_history else ''}")
 
@@ -160,6 +188,10 @@ def role_cmd(name: Annotated[str, typer.Argument(help="The round.")],
 @store_app.command("log")
 def log_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonOpt = False) -> None:
     """The audit log: adds, duplicate adds, removals, role changes, pins."""
+    from rich.markup import escape
+
+    from heroeval.store import Store
+
     rows = _run(lambda: Store(store, wait=wait).log())
     if as_json:
         _dump(rows)
@@ -174,6 +206,10 @@ def log_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonO
 def export_cmd(directory: Annotated[Path, typer.Argument(help="A new directory for the Parquet dataset.")],
                store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0) -> None:
     """Export the rounds as a Parquet dataset partitioned by round (read by the DuckDB and Dask paths)."""
+    from rich.markup import escape
+
+    from heroeval.store import Store
+
     out = _run(lambda: Store(store, wait=wait).export(directory))
     _console().print(f"exported {out['rounds']} rounds ({out['annotations']} labels, {out['gold_items']} gold items) "
                      f"to {escape(str(directory))}; read with {escape(out['read_with'])}", soft_wrap=True)
@@ -187,6 +223,11 @@ def calibrate_cmd(
     wait: WaitOpt = 5.0,
 ) -> None:
     """Stage A on the store's history: the cached fit if the history and settings are unchanged, else a new one."""
+    from rich.markup import escape
+
+    from heroeval.report import terminal as _render
+    from heroeval.store import Store
+
     sc = _run(lambda: Store(store, wait=wait).calibrate(refit=refit))
     con = _console()
     con.print(escape(sc.line()), soft_wrap=True)
@@ -209,6 +250,12 @@ def estimate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Estimate a round against the store's history (the cached calibration, or a refit when the history changed)."""
+    from rich.markup import escape
+
+    from heroeval.estimators.results import EstimateCollection, EstimateResult
+    from heroeval.report import terminal as _render
+    from heroeval.store import Store
+
     ms: str | list[str] = "all" if method == "all" else [m.strip() for m in method.split(",") if m.strip()]
     se = _run(lambda: Store(store, wait=wait).estimate(target, method=ms, history=history, covariates=covariates,
                                                        refit=refit))
@@ -235,6 +282,10 @@ def pin_cmd(name: Annotated[str, typer.Argument(help="A name for the pinned cali
             note: Annotated[str, typer.Option(help="Why it was pinned.")] = "",
             store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0) -> None:
     """Pin the calibration of the current history under a name (kept verbatim; `hero store reproduce` refits it)."""
+    from rich.markup import escape
+
+    from heroeval.store import Store
+
     sc = _run(lambda: Store(store, wait=wait).pin(name, note=note))
     _console().print(f"pinned {escape(repr(name))}: {escape(sc.line())}", soft_wrap=True)
 
@@ -242,6 +293,11 @@ def pin_cmd(name: Annotated[str, typer.Argument(help="A name for the pinned cali
 @store_app.command("pins")
 def pins_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonOpt = False) -> None:
     """The pinned calibrations."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from heroeval.store import Store
+
     rows = _run(lambda: Store(store, wait=wait).pins())
     if as_json:
         _dump(rows)
@@ -259,6 +315,10 @@ def reproduce_cmd(name: Annotated[str, typer.Argument(help="The pin.")], store: 
                   output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the pinned calibration JSON here.")] = None,
                   wait: WaitOpt = 5.0) -> None:
     """Refit a pinned calibration from its rounds and say whether it reproduces."""
+    from rich.markup import escape
+
+    from heroeval.store import Store
+
     st = Store(store, wait=wait)
     out = _run(lambda: st.reproduce(name))
     con = _console()
@@ -286,6 +346,9 @@ def _truth(path: Path | None) -> dict[str, float] | None:
 
 
 def trend_table(tr: Trend, truth: dict[str, float] | None) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
     t = Table(title=f"Rate by round ({escape(tr.method_line())})", title_justify="left")
     show_model = any(r.model not in (None, r.name) for r in tr.rounds)
     cols = ["round", *(["model"] if show_model else []), "items", "gold", "estimate", "SE", "simultaneous CI",
@@ -316,7 +379,7 @@ def trend_cmd(
     rounds: Annotated[list[str] | None, typer.Argument(help="Rounds in order (default: all, in the order added).")] = None,
     store: StoreOpt = DEFAULT_STORE,
     baseline: Annotated[str | None, typer.Option(help="Differences from this round (default: from the previous one).")] = None,
-    adjust: Annotated[str, typer.Option(help=f"Multiplicity: {', '.join(ADJUSTMENTS)}.")] = "sidak",
+    adjust: Annotated[str, typer.Option(help=f"Multiplicity: {', '.join(_ADJUSTMENTS)}.")] = "sidak",
     confidence_level: Annotated[float, typer.Option(help="Simultaneous confidence level.")] = 0.95,
     drift: Annotated[bool, typer.Option("--drift/--no-drift", help="Test each round's labelers for drift against the rest of the history.")] = True,
     truth: Annotated[Path | None, typer.Option(help="JSON of true rates by round name, shown beside the estimates.")] = None,
@@ -325,6 +388,13 @@ def trend_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Each round's rate with simultaneous intervals, the differences, and the labelers' drift round by round."""
+    from rich.markup import escape
+
+    from heroeval.report import terminal as _render
+    from heroeval.report.html import write_report
+    from heroeval.report.trend import build_trend_report
+    from heroeval.store import Store
+
     def go() -> tuple[Trend, dict[str, float] | None]:
         tr = Store(store, wait=wait).trend(rounds or None, baseline=baseline, confidence_level=confidence_level,
                                            adjust=adjust, drift=drift)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from heroeval._core.jit import HAVE_NUMBA
 from heroeval.estimators.results import EstimateCollection, EstimateResult
 from heroeval.ingest.annotations import IngestReport
 from heroeval.stage_a.calibration import NUMBA_MIN_ANNOTATIONS, Calibration
@@ -204,8 +205,12 @@ def _engine_text(cal: Calibration) -> str:
         return "; compiled engine (numba)"
     if engine == "numpy":
         n = cal.n_history_annotations
-        why = (f"{n:,} annotations, below the {NUMBA_MIN_ANNOTATIONS:,} from which compiling pays"
-               if n < NUMBA_MIN_ANNOTATIONS else "chosen, or numba is not installed")
+        if n < NUMBA_MIN_ANNOTATIONS:
+            why = (f"{n:,} annotations, below the {NUMBA_MIN_ANNOTATIONS:,} from which compiling pays; "
+                   + ("numba is installed" if HAVE_NUMBA else "numba is not installed either"))
+        else:
+            why = ("chosen with engine numpy, or numba was missing where it was fitted" if HAVE_NUMBA
+                   else "numba is not installed: pip install numba")
         return f"; NumPy engine ({why})"
     return ""
 
