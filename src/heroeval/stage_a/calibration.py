@@ -530,6 +530,18 @@ def parameter_covariance(
     return out
 
 
+def information_of(d: _em.Design | _kernels.CompactDesign) -> _em.Information:
+    """The observed information of a design as ``f(alpha, beta, prev)``, for the EM's Newton phase."""
+    if isinstance(d, _kernels.CompactDesign):
+        return d.information
+
+    def info(alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
+        gamma, _ = _em.e_step(d, alpha, beta, prev, need_ll=False)
+        return _influence.information(d, alpha, beta, prev, gamma)
+
+    return info
+
+
 def _distinct_items_per_labeler(ds: AnnotationSet) -> IntArray:
     """Number of distinct items each labeler labelled (repeated pairs count once)."""
     if not ds.repeated_pairs:
@@ -630,7 +642,7 @@ def fit_stage_a(
         dc = _em.compress(d) if compress and history.covariates is None else None
         d_fit = d if dc is None else dc
     fit = _em.run_em(d_fit, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-                     progress=_progress_callback(progress))
+                     progress=_progress_callback(progress), information=information_of(d_fit))
     conv = ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate)
     if not fit.converged:
         warnings.warn(
