@@ -348,6 +348,7 @@ def run_em(
     progress: Progress | None = None,
     information: Information | None = None,
     newton_after: int = NEWTON_AFTER,
+    posteriors: bool = True,
 ) -> EMFit:
     """Maximise the observed-data likelihood by EM, optionally SQUAREM-accelerated.
 
@@ -367,7 +368,8 @@ def run_em(
     crawl for hundreds of steps, Newton's method takes a handful. The stopping
     rule is unchanged (one plain EM step moves no parameter by more than
     ``tol``), and a fit that converges within ``newton_after`` is exactly the
-    SQUAREM fit.
+    SQUAREM fit; ``newton_after=0`` starts with Newton steps. ``posteriors=False`` skips the final pass for the posteriors
+    (``gamma`` is then empty and ``loglik`` the last one recorded, NaN if none).
     """
     J = d.n_labelers
     fixed = fixed_labelers
@@ -389,6 +391,14 @@ def run_em(
         return float(np.max(np.abs(expit(th_a) - expit(th_b)))) if th_a.size else 0.0
 
     newton = information is not None and accelerate and criterion == "parameters"
+    if newton and newton_after <= 0:  # straight to Newton steps (a start next to the solution)
+        assert information is not None
+        ph = _newton_phase(d, _pack(alpha0, beta0, prev0), information, tol=tol, budget=max_iter, fixed=fixed,
+                           a_fix=a_fix, b_fix=b_fix, progress=progress, n_done=0)
+        a, b, p = _unpack(ph.x, J)
+        gamma, ll = posterior(d, a, b, p) if posteriors else (np.zeros(0), ph.trace[-1])
+        return EMFit(alpha=a, beta=b, prev=p, gamma=gamma, loglik=ll, n_iter=ph.n_eval, converged=ph.converged,
+                     max_change=float(ph.change), loglik_trace=ph.trace, newton_steps=ph.steps)
     res = squarem(
         F, _pack(alpha0, beta0, prev0), distance=change, tol=tol,
         max_iter=min(max_iter, max(int(newton_after), 1)) if newton else max_iter, accelerate=accelerate,
@@ -405,7 +415,10 @@ def run_em(
         n_eval += ph.n_eval
         trace.extend(ph.trace)
     a, b, p = _unpack(th, J)
-    gamma, ll = posterior(d, a, b, p)
+    if posteriors:
+        gamma, ll = posterior(d, a, b, p)
+    else:
+        gamma, ll = np.zeros(0), (trace[-1] if trace else float("nan"))
     return EMFit(
         alpha=a,
         beta=b,
@@ -458,7 +471,10 @@ def _newton_phase(
     never decreases it). Near a saddle of the likelihood, where EM and SQUAREM
     crawl (adultcontent2 after 100 map evaluations), the damped step follows
     the direction of positive curvature out. On convergence the
-    EM image ``M(x)`` is returned, as SQUAREM does.
+    EM image ``M(x)`` is returned, as SQUAREM does, after parameters within
+    :data:`NEWTON_BOUND` of 0 or 1 whose gradient points outwards are moved to
+    the clip (1e-9 or 1 - 1e-9) if that does not lower the objective, and
+    the iteration goes on from there until it has converged again.
     """
     J = d.n_labelers
     c = float(getattr(d, "pseudo_count", 0.0))
@@ -487,6 +503,17 @@ def _newton_phase(
         if progress is not None:
             progress(n_done + n_eval, ll, ch)
         if ch <= tol:
+            # parameters within NEWTON_BOUND of 0 or 1 that the gradient pushes outwards go to the clip, where
+            # EM would take them at its slow pace (their values' logs enter every likelihood ratio downstream)
+            pr = expit(xm)
+            snap = (np.minimum(pr, 1 - pr) < NEWTON_BOUND) & (grad * np.sign(xm) > 0) & (np.abs(xm) < _LOGIT_MAX)
+            if snap.any() and n_eval < budget:
+                cand = xm.copy()
+                cand[snap] = np.sign(xm[snap]) * _LOGIT_MAX
+                xm2, grad2, ll2 = at(cand)
+                if ll2 >= ll:  # a step like any other: go on from there until converged again
+                    x, xm, grad, ll = cand, xm2, grad2, ll2
+                    continue
             return _NewtonResult(xm, True, ch, n_eval, steps, tuple(trace))
         if n_eval >= budget:
             return _NewtonResult(x, False, ch, n_eval, steps, tuple(trace))
