@@ -28,7 +28,8 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +40,15 @@ from heroeval.errors import ConvergenceWarning, HeroEvalError
 from heroeval.estimators._methods import _llr, dawid_skene, estimate_methods, majority_vote
 from heroeval.estimators._score import psi, solve_score
 from heroeval.ingest.annotations import AnnotationSet
-from heroeval.stage_a.calibration import fit_stage_a
+from heroeval.stage_a import _em
+from heroeval.stage_a.calibration import (
+    Calibration,
+    FoldFits,
+    fit_stage_a,
+    gold_counts,
+    initial_from_counts,
+    initial_values,
+)
 from heroeval.stage_a.checks_record import ModelChecks
 
 if TYPE_CHECKING:
@@ -87,6 +96,14 @@ is significant at this level (when the dependence test has not rejected independ
 
 DEPENDENCE_ALPHA = 0.01
 
+WARM_MIN_LABELS = 200
+"""``refit="auto"`` starts the checks' refits from the whole history's fit when every labeler has this many labels.
+
+With fewer, the two-coin likelihood can have several local maxima (labelers with few labels), and a fold refit
+started from the whole history's fit ended on another one than the refit from the gold-based start in a
+simulated sparse crowd (tests/unit/test_cheap_checks.py); with many, both end on the same to the EM tolerance.
+"""
+
 
 # ---------------------------------------------------------------------------
 # Cross-validation on the gold items
@@ -114,6 +131,8 @@ def run_checks(
     seed: int = 0,
     em_settings: Mapping[str, Any] | None = None,
     candidates: Sequence[str] = MOCK_METHODS,
+    start: Calibration | None = None,
+    refit: Literal["auto", "warm", "cold", "scratch"] = "auto",
 ) -> ModelChecks:
     """Cross-validated model checks on the history's gold items (see the module docstring).
 
@@ -134,6 +153,24 @@ def run_checks(
     candidates : sequence of str
         Methods to run on the mock rounds (``hero_joint`` is judged by
         HERO-1's mock round).
+    start : Calibration, optional
+        Stage A already fitted on the whole history with the same settings
+        (:func:`heroeval.calibrate` passes its own fit): the refits start from
+        it. Without it, it is fitted here.
+    refit : {"auto", "warm", "cold", "scratch"}
+        How the refits run. All but ``"scratch"`` share one design of the
+        history (left-out items get weight 0,
+        :class:`heroeval.stage_a.calibration.FoldFits`). ``"warm"``: each
+        refit starts from the whole history's fit at its weight and takes
+        Newton steps with that fit's observed information (a few passes).
+        ``"cold"``: each starts from its training items' gold-based values and
+        runs Stage A's EM (the fits of ``"scratch"`` to rounding).
+        ``"scratch"``: :func:`fit_stage_a` on a copy of the training items
+        (the checks before 0.3). ``"auto"`` (default): ``"warm"`` when every
+        labeler has at least :data:`WARM_MIN_LABELS` labels, else ``"cold"``:
+        with few labels per labeler the likelihood can have several local
+        maxima, and a refit from another start can end on another one
+        (tests/unit/test_cheap_checks.py).
 
     Examples
     --------
@@ -143,13 +180,12 @@ def run_checks(
     >>> chk.chosen_weight in chk.weight_grid
     True
     """
-    from dataclasses import replace
-
-
     if not isinstance(history, AnnotationSet):
         raise HeroEvalError(f"history must be an AnnotationSet, got {type(history).__name__}")
     if not (isinstance(folds, int) and folds >= 2):
         raise HeroEvalError(f"folds must be an integer >= 2, got {folds!r}")
+    if refit not in ("auto", "warm", "cold", "scratch"):
+        raise HeroEvalError(f"refit must be 'auto', 'warm', 'cold' or 'scratch', got {refit!r}")
     grid = tuple(sorted({float(w) for w in weight_grid}))
     if not grid or any(not 0 <= w <= 1 for w in grid):
         raise HeroEvalError(f"weight_grid must hold numbers in [0, 1], got {list(weight_grid)!r}")
@@ -164,7 +200,6 @@ def run_checks(
         notes.append(f"{n_gold} gold items: {k_eff} folds instead of {folds}")
     settings = dict(em_settings or {})
     fold_items = _folds(history, k_eff, seed)
-    all_items = np.arange(history.n_items)
     gold_items = np.concatenate(fold_items)
     y_all = history.gold[gold_items].astype(np.float64)
     ybar = float(y_all.mean())
@@ -175,33 +210,44 @@ def run_checks(
     llr_gp: list[FloatArray] = []
     rg_est: list[float] = []
     rg_if: list[FloatArray] = []
-    for test in fold_items:
-        train = np.setdiff1d(all_items, test, assume_unique=True)
-        h_k = history.take_items(train, name="history (fold)")
+    if refit == "auto":
+        n_lab = np.bincount(history.labeler, minlength=history.n_labelers)
+        refit = "warm" if n_lab.size and int(n_lab.min()) >= WARM_MIN_LABELS else "cold"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fits = (_fold_fits_scratch(history, fold_items, grid, settings) if refit == "scratch"
+                else _fold_fits_shared(history, fold_items, grid, settings, start, warm=refit == "warm"))
+    tp_all, fn_all, tn_all, fp_all = gold_counts(history)
+    template = start if start is not None else None
+    for k, test in enumerate(fold_items):
         m_k = history.take_items(test, name="mock round")
         y = history.gold[test].astype(np.float64)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            for j, w in enumerate(grid):
-                cal = fit_stage_a(h_k, history_weight=w, covariance=False, **settings)
-                L = _mock_llr(m_k, cal.alpha, cal.beta)
-                llr[w].append(L)
-                post = expit(logit(np.clip(np.asarray(cal.round_prevalence)[m_k.item_round], 1e-9, 1 - 1e-9)) + L)
-                preds[w].append(post)
-                pc = np.clip(post, 1e-12, 1 - 1e-12)
-                logp[w].append(y * np.log(pc) + (1 - y) * np.log1p(-pc))
-                if j == 0:
-                    tp, fn, tn, fp = cal.gold_tp, cal.gold_fn, cal.gold_tn, cal.gold_fp
-                    llr_gp.append(_mock_llr(m_k, (tp + 1.0) / (tp + fn + 2.0), (tn + 1.0) / (tn + fp + 2.0)))
-                    if "rogan_gladen" in candidates:
-                        r = estimate_methods(m_k, replace(cal, history=None), method="rogan_gladen")
-                        assert not isinstance(r, Mapping)
-                        if r.influence is not None and math.isfinite(r.estimate):
-                            rg_est.append(r.estimate)
-                            rg_if.append(r.influence.current)
-                        else:
-                            rg_est.append(math.nan)
-                            rg_if.append(np.zeros(test.size))
+        for w in grid:
+            alpha, beta, prev = fits[k][w]
+            L = _mock_llr(m_k, alpha, beta)
+            llr[w].append(L)
+            post = expit(logit(np.clip(np.asarray(prev)[m_k.item_round], 1e-9, 1 - 1e-9)) + L)
+            preds[w].append(post)
+            pc = np.clip(post, 1e-12, 1 - 1e-12)
+            logp[w].append(y * np.log(pc) + (1 - y) * np.log1p(-pc))
+        # the training folds' gold counts: the history's minus the held-out items'
+        tk, fk, nk, pk = gold_counts(m_k)
+        tp, fn, tn, fp = tp_all - tk, fn_all - fk, tn_all - nk, fp_all - pk
+        llr_gp.append(_mock_llr(m_k, (tp + 1.0) / (tp + fn + 2.0), (tn + 1.0) / (tn + fp + 2.0)))
+        if "rogan_gladen" in candidates:
+            if template is None:  # Rogan-Gladen reads the labelers and their gold counts only
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    template = fit_stage_a(history, covariance=False, **settings)
+            cal_k = replace(template, gold_tp=tp, gold_fn=fn, gold_tn=tn, gold_fp=fp, history=None, checks=None)
+            r = estimate_methods(m_k, cal_k, method="rogan_gladen")
+            assert not isinstance(r, Mapping)
+            if r.influence is not None and math.isfinite(r.estimate):
+                rg_est.append(r.estimate)
+                rg_if.append(r.influence.current)
+            else:
+                rg_est.append(math.nan)
+                rg_if.append(np.zeros(test.size))
     log_score = {}
     for w in grid:
         v = np.concatenate(logp[w])
@@ -258,6 +304,75 @@ def run_checks(
         row["vs_robust"] = row["estimate"] - mock[ref]["estimate"]
         row["vs_robust_se"] = float(np.sqrt(dd @ dd) / dd.size)
     return ModelChecks(k_eff, n_gold, grid, log_score, chosen, curve, mock, dep, notes, per_item)
+
+
+Params = tuple[FloatArray, FloatArray, FloatArray]
+
+
+def _fold_fits_scratch(history: AnnotationSet, fold_items: list[npt.NDArray[np.int64]], grid: tuple[float, ...],
+                    settings: dict[str, Any]) -> list[dict[float, Params]]:
+    """Each fold and weight fitted from scratch on a copy of the training items (``refit="scratch"``)."""
+    all_items = np.arange(history.n_items)
+    out: list[dict[float, Params]] = []
+    for test in fold_items:
+        h_k = history.take_items(np.setdiff1d(all_items, test, assume_unique=True), name="history (fold)")
+        fits: dict[float, Params] = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            for w in grid:
+                cal = fit_stage_a(h_k, history_weight=w, covariance=False, **settings)
+                fits[w] = (np.asarray(cal.alpha), np.asarray(cal.beta), np.asarray(cal.round_prevalence))
+        out.append(fits)
+    return out
+
+
+def _fold_fits_shared(history: AnnotationSet, fold_items: list[npt.NDArray[np.int64]], grid: tuple[float, ...],
+                      settings: dict[str, Any], start: Calibration | None, warm: bool) -> list[dict[float, Params]]:
+    """Each fold and weight refitted on one shared design (``refit="warm"`` or ``"cold"``).
+
+    Warm: the whole history is fitted at each weight of the grid, from the
+    neighbouring weight's solution (the highest weight from ``start`` when it
+    is at that weight); its observed information there drives the Newton steps
+    of every fold at that weight, which start from it. Cold: every refit starts
+    from its training items' gold-based values (:func:`initial_values`).
+    """
+    em = {k: settings[k] for k in ("tol", "max_iter", "criterion", "accelerate") if k in settings}
+    ff = FoldFits(history, pseudo_count=float(settings.get("pseudo_count", 0.0)),
+                  engine=settings.get("engine", "auto"))
+    out: list[dict[float, Params]] = [{} for _ in fold_items]
+    if not warm:
+        tp, fn, tn, fp = gold_counts(history)
+        isg = history.gold >= 0
+        G = history.n_rounds
+        for k, test in enumerate(fold_items):
+            tk, fk, nk, pk = gold_counts(history.take_items(test))
+            keep = isg.copy()
+            keep[test] = False
+            ng = np.bincount(history.item_round[keep], minlength=G)
+            sg = np.bincount(history.item_round[keep], weights=history.gold[keep].astype(float), minlength=G)
+            init = initial_from_counts(tp - tk, fn - fk, tn - nk, fp - pk, ng, sg)
+            for w in grid:
+                f = ff.fit(w, init, drop=test, newton_after=_em.NEWTON_AFTER, **em)
+                out[k][w] = (f.alpha, f.beta, f.prev)
+        return out
+    prev_fit: Params | None = None
+    if start is not None:
+        prev_fit = (np.asarray(start.alpha), np.asarray(start.beta), np.asarray(start.round_prevalence))
+    start_w = None if start is None else float(start.settings.get("history_weight", 1.0))
+    for w in sorted(grid, reverse=True):
+        if prev_fit is None:
+            prev_fit = initial_values(history)
+        if start_w == w and start is not None and start.history_fit is not None:
+            full = start.history_fit
+        else:
+            full = ff.fit(w, prev_fit, newton_after=_em.NEWTON_AFTER, **em)
+        H = None if w == 0.0 else ff.information(w, full)
+        here = (full.alpha, full.beta, full.prev)
+        for k, test in enumerate(fold_items):
+            f = ff.fit(w, here, drop=test, information=H, **em)
+            out[k][w] = (f.alpha, f.beta, f.prev)
+        prev_fit = here
+    return out
 
 
 def mock_key(method: str, weight: float | None) -> str:

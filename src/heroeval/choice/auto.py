@@ -132,7 +132,7 @@ def recommend(
             )
         s = cal.settings
         checks = run_checks(hist, em_settings={k: s[k] for k in ("tol", "max_iter", "criterion", "accelerate",
-                                                                  "pseudo_count") if k in s})
+                                                                  "pseudo_count") if k in s}, start=cal)
         cal = replace(cal, checks=checks)
     own_w = float(cal.settings.get("history_weight", 1.0))
     # HERO-1 at w = 0 is gold-only maximum likelihood without smoothing: not a candidate unless it is the user's own

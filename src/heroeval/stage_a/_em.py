@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import scipy.linalg
 import scipy.sparse as sp
 from scipy.special import expit, logit
 
@@ -243,6 +244,49 @@ def em_map(
     return out
 
 
+def em_sums(
+    d: Design | Any, alpha: FloatArray, beta: FloatArray, prev: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, bool, float]:
+    """The M-step's sufficient statistics at ``(alpha, beta, prev)`` and the objective there.
+
+    Returns ``(s1, cnt, gsum, gsize, weighted, loglik)`` as :func:`m_from_sums`
+    takes them; one E pass on either engine. The Newton polish of
+    :func:`run_em` gets from them both the EM step and the gradient.
+    """
+    if isinstance(d, Design):
+        gamma, ll = e_step(d, alpha, beta, prev, True)
+        w = d.weight
+        gw = gamma if w is None else gamma * w
+        s1 = np.asarray(d.AT @ gw, dtype=np.float64)
+        if w is None:
+            gsum = np.bincount(d.group, weights=gamma, minlength=d.n_groups).astype(np.float64)
+            return s1, d.code_counts, gsum, d.group_size, False, ll
+        cnt = np.asarray(d.AT @ w, dtype=np.float64)
+        gsum = np.bincount(d.group, weights=gw, minlength=d.n_groups).astype(np.float64)
+        wsum = np.bincount(d.group, weights=w, minlength=d.n_groups).astype(np.float64)
+        return s1, cnt, gsum, wsum, True, ll
+    out: tuple[FloatArray, FloatArray, FloatArray, FloatArray, bool, float] = d.em_sums(alpha, beta, prev)
+    return out
+
+
+def logit_gradient(
+    s1: FloatArray, cnt: FloatArray, gsum: FloatArray, gsize: FloatArray, c: float,
+    alpha: FloatArray, beta: FloatArray, prev: FloatArray,
+) -> FloatArray:
+    """Gradient of the objective (log-likelihood plus log prior) in the logits of (alpha, beta, prev).
+
+    By Fisher's identity it is the complete-data score at the posteriors: for
+    ``theta = logit alpha_j``, ``sum gamma z + c - alpha_j (sum gamma + 2 c)``
+    over labeler j's annotations, that is the M-step's denominator times
+    ``M(alpha)_j - alpha_j``; likewise for beta and the prevalences.
+    """
+    s0 = cnt - s1
+    pos = s1[0::2] + s1[1::2]
+    neg = s0[0::2] + s0[1::2]
+    return np.concatenate([s1[1::2] + c - alpha * (pos + 2 * c), s0[0::2] + c - beta * (neg + 2 * c),
+                           gsum - prev * gsize])
+
+
 def posterior(d: Design | Any, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> tuple[FloatArray, float]:
     if isinstance(d, Design):
         return e_step(d, alpha, beta, prev)
@@ -261,6 +305,7 @@ class EMFit:
     converged: bool
     max_change: float  # last max |parameter change| (probability scale)
     loglik_trace: tuple[float, ...]
+    newton_steps: int = 0  # Newton steps tried after SQUAREM slowed (each one map evaluation more)
 
 
 def _pack(alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
@@ -276,6 +321,18 @@ def _unpack(th: FloatArray, J: int) -> tuple[FloatArray, FloatArray, FloatArray]
 Progress = Callable[[int, float, float], None]
 """``progress(map_evaluations, log_likelihood or NaN, max parameter change)``, called once per EM cycle."""
 
+Information = Callable[[FloatArray, FloatArray, FloatArray], FloatArray]
+"""``information(alpha, beta, prev)``: the observed information on the probability scale (P x P)."""
+
+NEWTON_AFTER = 100
+"""Map evaluations of SQUAREM before :func:`run_em` turns to Newton steps (when given the information)."""
+
+NEWTON_BOUND = 1e-6
+"""Logits this close to the clip (parameters at 1e-9 or 1 - 1e-9) take EM steps in the Newton phase."""
+
+_NEWTON_TRIES = 6
+"""Damped Newton steps tried from one point before an EM step is taken instead."""
+
 
 def run_em(
     d: Design | Any,
@@ -289,6 +346,9 @@ def run_em(
     accelerate: bool = True,
     fixed_labelers: npt.NDArray[np.bool_] | None = None,
     progress: Progress | None = None,
+    information: Information | None = None,
+    newton_after: int = NEWTON_AFTER,
+    posteriors: bool = True,
 ) -> EMFit:
     """Maximise the observed-data likelihood by EM, optionally SQUAREM-accelerated.
 
@@ -300,6 +360,16 @@ def run_em(
     values (used by the joint fit of new labelers, later issues).
     ``n_iter`` counts EM map evaluations, so accelerated and plain runs
     compare at equal cost.
+
+    With ``information`` (and ``accelerate``, ``criterion="parameters"``), a
+    fit that SQUAREM has not finished in ``newton_after`` map evaluations
+    continues with safeguarded Newton steps on the logits (:func:`_newton_phase`):
+    where a few parameters converge linearly at a rate near 1, EM and SQUAREM
+    crawl for hundreds of steps, Newton's method takes a handful. The stopping
+    rule is unchanged (one plain EM step moves no parameter by more than
+    ``tol``), and a fit that converges within ``newton_after`` is exactly the
+    SQUAREM fit; ``newton_after=0`` starts with Newton steps. ``posteriors=False`` skips the final pass for the posteriors
+    (``gamma`` is then empty and ``loglik`` the last one recorded, NaN if none).
     """
     J = d.n_labelers
     fixed = fixed_labelers
@@ -320,14 +390,35 @@ def run_em(
     def change(th_a: FloatArray, th_b: FloatArray) -> float:
         return float(np.max(np.abs(expit(th_a) - expit(th_b)))) if th_a.size else 0.0
 
+    newton = information is not None and accelerate and criterion == "parameters"
+    if newton and newton_after <= 0:  # straight to Newton steps (a start next to the solution)
+        assert information is not None
+        ph = _newton_phase(d, _pack(alpha0, beta0, prev0), information, tol=tol, budget=max_iter, fixed=fixed,
+                           a_fix=a_fix, b_fix=b_fix, progress=progress, n_done=0)
+        a, b, p = _unpack(ph.x, J)
+        gamma, ll = posterior(d, a, b, p) if posteriors else (np.zeros(0), ph.trace[-1])
+        return EMFit(alpha=a, beta=b, prev=p, gamma=gamma, loglik=ll, n_iter=ph.n_eval, converged=ph.converged,
+                     max_change=float(ph.change), loglik_trace=ph.trace, newton_steps=ph.steps)
     res = squarem(
-        F, _pack(alpha0, beta0, prev0), distance=change, tol=tol, max_iter=max_iter, accelerate=accelerate,
+        F, _pack(alpha0, beta0, prev0), distance=change, tol=tol,
+        max_iter=min(max_iter, max(int(newton_after), 1)) if newton else max_iter, accelerate=accelerate,
         criterion="objective" if criterion == "loglik" else "distance",
         project=lambda x: np.clip(x, -_LOGIT_MAX, _LOGIT_MAX), progress=progress,
     )
     th, converged, max_change, trace = res.x, res.converged, res.change, list(res.trace)
+    steps = 0
+    if newton and not converged and n_eval < max_iter:
+        assert information is not None
+        ph = _newton_phase(d, th, information, tol=tol, budget=max_iter - n_eval, fixed=fixed, a_fix=a_fix,
+                           b_fix=b_fix, progress=progress, n_done=n_eval)
+        th, converged, max_change, steps = ph.x, ph.converged, ph.change, ph.steps
+        n_eval += ph.n_eval
+        trace.extend(ph.trace)
     a, b, p = _unpack(th, J)
-    gamma, ll = posterior(d, a, b, p)
+    if posteriors:
+        gamma, ll = posterior(d, a, b, p)
+    else:
+        gamma, ll = np.zeros(0), (trace[-1] if trace else float("nan"))
     return EMFit(
         alpha=a,
         beta=b,
@@ -338,7 +429,158 @@ def run_em(
         converged=converged,
         max_change=float(max_change),
         loglik_trace=tuple(trace),
+        newton_steps=steps,
     )
+
+
+@dataclass(frozen=True)
+class _NewtonResult:
+    x: FloatArray
+    converged: bool
+    change: float
+    n_eval: int
+    steps: int
+    trace: tuple[float, ...]
+
+
+def _newton_phase(
+    d: Design | Any,
+    th: FloatArray,
+    information: Information,
+    *,
+    tol: float,
+    budget: int,
+    fixed: npt.NDArray[np.bool_] | None,
+    a_fix: FloatArray,
+    b_fix: FloatArray,
+    progress: Progress | None,
+    n_done: int,
+) -> _NewtonResult:
+    """Safeguarded Newton steps on the logits from ``th`` until one EM step moves no parameter by more than ``tol``.
+
+    Each pass at a point gives the objective there, the EM step ``M`` and the
+    gradient (:func:`em_sums`, :func:`logit_gradient`). The step solves the
+    observed information on the logit scale (``D I D - diag(g (1 - 2 p))``,
+    ``D = p (1 - p)``) on every parameter with curvature, except logits at the
+    clip (1e-9 or 1 - 1e-9) that the gradient pushes outwards; those and
+    labelers held fixed take their EM value. The matrix is scaled to unit
+    diagonal and damped (Levenberg–Marquardt) until it is positive definite;
+    the damping follows the ratio of the gain to the quadratic model's. A step
+    is kept only if the objective does not decrease; up to
+    :data:`_NEWTON_TRIES` more damped steps are tried, then an EM step (which
+    never decreases it). Near a saddle of the likelihood, where EM and SQUAREM
+    crawl (adultcontent2 after 100 map evaluations), the damped step follows
+    the direction of positive curvature out. On convergence the
+    EM image ``M(x)`` is returned, as SQUAREM does, after parameters within
+    :data:`NEWTON_BOUND` of 0 or 1 whose gradient points outwards are moved to
+    the clip (1e-9 or 1 - 1e-9) if that does not lower the objective, and
+    the iteration goes on from there until it has converged again.
+    """
+    J = d.n_labelers
+    c = float(getattr(d, "pseudo_count", 0.0))
+    n_eval = 0
+    trace: list[float] = []
+
+    def at(x: FloatArray) -> tuple[FloatArray, FloatArray, float]:
+        nonlocal n_eval
+        n_eval += 1
+        a, b, p = _unpack(x, J)
+        s1, cnt, gsum, gsize, weighted, ll = em_sums(d, a, b, p)
+        a2, b2, p2 = m_from_sums(s1, cnt, gsum, gsize, c, weighted)
+        grad = logit_gradient(s1, cnt, gsum, gsize, c, a, b, p)
+        if fixed is not None:
+            a2 = np.where(fixed, a_fix, a2)
+            b2 = np.where(fixed, b_fix, b2)
+        return _pack(a2, b2, p2), grad, ll
+
+    x = th
+    xm, grad, ll = at(x)
+    damp = 0.0
+    steps = 0
+    while True:
+        trace.append(ll)
+        ch = float(np.max(np.abs(expit(xm) - expit(x)))) if x.size else 0.0
+        if progress is not None:
+            progress(n_done + n_eval, ll, ch)
+        if ch <= tol:
+            # parameters within NEWTON_BOUND of 0 or 1 that the gradient pushes outwards go to the clip, where
+            # EM would take them at its slow pace (their values' logs enter every likelihood ratio downstream)
+            pr = expit(xm)
+            snap = (np.minimum(pr, 1 - pr) < NEWTON_BOUND) & (grad * np.sign(xm) > 0) & (np.abs(xm) < _LOGIT_MAX)
+            if snap.any() and n_eval < budget:
+                cand = xm.copy()
+                cand[snap] = np.sign(xm[snap]) * _LOGIT_MAX
+                xm2, grad2, ll2 = at(cand)
+                if ll2 >= ll:  # a step like any other: go on from there until converged again
+                    x, xm, grad, ll = cand, xm2, grad2, ll2
+                    continue
+            return _NewtonResult(xm, True, ch, n_eval, steps, tuple(trace))
+        if n_eval >= budget:
+            return _NewtonResult(x, False, ch, n_eval, steps, tuple(trace))
+        pr = expit(x)
+        D = pr * (1 - pr)
+        a, b, p = _unpack(x, J)
+        info = information(a, b, p) * D[:, None] * D[None, :]
+        info[np.diag_indices_from(info)] -= grad * (1 - 2 * pr)
+        dg = np.diag(info)
+        # a logit at the clip stays out of the system only while the objective pushes it outwards
+        out = (np.abs(x) >= _LOGIT_MAX - NEWTON_BOUND) & (grad * np.sign(x) >= 0)
+        scale = np.abs(dg)
+        free = ~out & (scale > 1e-14 * max(float(scale.max(initial=0.0)), 1e-300))
+        if fixed is not None:
+            free[:J] &= ~fixed
+            free[J:2 * J] &= ~fixed
+        I_ff = info[np.ix_(free, free)]
+        g_f = grad[free]
+        moved = False
+        for _ in range(_NEWTON_TRIES):
+            sol = _damped_solve(I_ff, g_f, damp)
+            if sol is None or n_eval >= budget:
+                break
+            s_f, damp = sol
+            step = xm - x  # parameters outside the Newton system take their EM step
+            step[free] = s_f
+            steps += 1
+            cand = np.clip(x + step, -_LOGIT_MAX, _LOGIT_MAX)
+            xm2, grad2, ll2 = at(cand)
+            if ll2 >= ll:
+                # Levenberg-Marquardt: less damping when the quadratic model predicted the gain well
+                pred = float(g_f @ s_f - 0.5 * s_f @ I_ff @ s_f)
+                ratio = (ll2 - ll) / pred if pred > 0 else 1.0
+                if ratio > 0.75:
+                    damp = damp / 4 if damp > 1e-8 else 0.0
+                elif ratio < 0.25:
+                    damp = max(4 * damp, 1e-4)
+                x, xm, grad, ll = cand, xm2, grad2, ll2
+                moved = True
+                break
+            damp = max(8 * damp, 1e-4)  # the objective went down: not kept; a shorter, more gradient-like step
+        if not moved:  # an EM step, which never decreases the objective
+            if n_eval >= budget:
+                return _NewtonResult(x, False, ch, n_eval, steps, tuple(trace))
+            x, (xm, grad, ll) = xm, at(xm)
+
+
+def _damped_solve(H: FloatArray, g: FloatArray, damp: float) -> tuple[FloatArray, float] | None:
+    """``(H + damp diag(H))^-1 g`` by Cholesky, with ``damp`` raised until the matrix is positive definite.
+
+    Returns the step and the damping used, or None if none up to 1e6 works.
+    """
+    if g.size == 0:
+        return np.zeros(0), damp
+    s = 1.0 / np.sqrt(np.abs(np.diag(H)))
+    Hs = H * s[:, None] * s[None, :]
+    lam = damp
+    while lam <= 1e6:
+        try:
+            cf = scipy.linalg.cho_factor(Hs + lam * np.eye(g.size), check_finite=False)
+            out: FloatArray = s * scipy.linalg.cho_solve(cf, s * g, check_finite=False)
+            if np.isfinite(out).all():
+                return out, lam
+        except np.linalg.LinAlgError:
+            pass
+        lam = max(1e-8, 10 * lam)
+    return None
 
 
 def compress(d: Design, min_ratio: float = 2.0) -> Design | None:

@@ -378,6 +378,20 @@ class CompactDesign:
                                      weighted=self.weight is not None)
         return a2, b2, p2, ll
 
+    def em_sums(
+        self, alpha: FloatArray, beta: FloatArray, prev: FloatArray
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, bool, float]:
+        """The M-step's sufficient statistics and the objective (see :func:`heroeval.stage_a._em.em_sums`)."""
+        s1, gsum, ll = self._pass(alpha, beta, prev, True)
+        return (s1, self.code_counts, gsum, self.group_size, self.weight is not None,
+                ll + _prior(self.pseudo_count, alpha, beta))
+
+    def information(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
+        """The observed information at ``(alpha, beta, prev)``: a posterior pass and the covariance pass."""
+        gamma, _ = self.posterior(alpha, beta, prev)
+        H, _, _ = self.covariance_sums(alpha, beta, prev, gamma, None, False)
+        return H
+
     def posterior(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> tuple[FloatArray, float]:
         """Posteriors P(Y_r = 1 | data) in input item order (gold items: their gold) and the log-likelihood."""
         _, _, ll = self._pass(alpha, beta, prev, True)

@@ -530,6 +530,18 @@ def parameter_covariance(
     return out
 
 
+def information_of(d: _em.Design | _kernels.CompactDesign) -> _em.Information:
+    """The observed information of a design as ``f(alpha, beta, prev)``, for the EM's Newton phase."""
+    if isinstance(d, _kernels.CompactDesign):
+        return d.information
+
+    def info(alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
+        gamma, _ = _em.e_step(d, alpha, beta, prev, need_ll=False)
+        return _influence.information(d, alpha, beta, prev, gamma)
+
+    return info
+
+
 def _distinct_items_per_labeler(ds: AnnotationSet) -> IntArray:
     """Number of distinct items each labeler labelled (repeated pairs count once)."""
     if not ds.repeated_pairs:
@@ -630,7 +642,7 @@ def fit_stage_a(
         dc = _em.compress(d) if compress and history.covariates is None else None
         d_fit = d if dc is None else dc
     fit = _em.run_em(d_fit, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-                     progress=_progress_callback(progress))
+                     progress=_progress_callback(progress), information=information_of(d_fit))
     conv = ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate)
     if not fit.converged:
         warnings.warn(
@@ -745,3 +757,96 @@ def weighted_design(history: AnnotationSet, w: float, pseudo_count: float = 0.0)
     d = design_of(history)
     weight = None if w == 1.0 else np.where(history.gold >= 0, 1.0, w)
     return replace(d, pseudo_count=pseudo_count, weight=weight)
+
+
+class FoldFits:
+    """Stage A refitted on one history with some gold items left out, at several history weights.
+
+    The model checks (:func:`heroeval.checks.run_checks`) refit Stage A once per fold
+    of the gold items and per weight. Leaving items out is giving them weight 0,
+    so every refit shares one design built here once (the compiled engine's
+    sorted codes, or the NumPy engine's compressed rows); only the per-item
+    weights and the M-step's weighted counts change, and those are sums over
+    the few left-out items. Refits start from a nearby solution (the whole
+    history's fit at the same weight) and take Newton steps with that fit's
+    observed information (:func:`heroeval.stage_a._em.run_em`), so each costs a
+    few passes. The stopping rule is Stage A's: one EM step moves no parameter
+    by more than ``tol``.
+    """
+
+    def __init__(self, history: AnnotationSet, *, pseudo_count: float = 0.0,
+                 engine: Literal["auto", "numpy", "numba"] = "auto") -> None:
+        self.history = history
+        self.pseudo_count = float(pseudo_count)
+        self.numba = _choose_engine(engine, history.n_annotations)
+        isg = history.gold >= 0
+        self._isg = isg
+        self._compact: _kernels.CompactDesign | None = None
+        self._design: _em.Design | None = None
+        self._row_of_item: IntArray | None = None
+        J, G = history.n_labelers, history.n_rounds
+        if self.numba:
+            cd = _kernels.compact_design(history.item_ptr, history.labeler, history.label, J, history.gold,
+                                         history.item_round, G, pseudo_count=self.pseudo_count)
+            self._compact = cd
+            gold_set = history.take_items(np.flatnonzero(isg))
+            c_gold = _em.bincount(2 * gold_set.labeler.astype(np.int64) + gold_set.label, 2 * J)
+            self._counts = (cd.code_counts - c_gold, c_gold)  # gold-free and gold annotations per code
+            g_all = _em.bincount(history.item_round, G)
+            g_gold = np.bincount(history.item_round[isg], minlength=G).astype(np.float64)
+            self._gsizes = (g_all - g_gold, g_gold)
+        else:
+            d = replace(design_of(history), pseudo_count=self.pseudo_count)
+            dc = _em.compress(d)
+            if dc is None:
+                self._design = replace(d, weight=np.ones(history.n_items))
+                self._row_of_item = np.arange(history.n_items)
+            else:
+                self._design = dc
+                self._row_of_item = dc.row_of_item
+
+    def design(self, w: float, drop: IntArray | None = None) -> _em.Design | _kernels.CompactDesign:
+        """The design of the history without the items ``drop`` (gold items), gold-free items weighted by ``w``."""
+        drop = np.zeros(0, dtype=np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
+        h = self.history
+        if self._compact is not None:
+            cd = self._compact
+            wt = np.where(self._isg, 1.0, w)
+            wt[drop] = 0.0
+            if cd.order is not None:
+                wt = wt[cd.order]
+            out = h.take_items(drop)
+            c_drop = _em.bincount(2 * out.labeler.astype(np.int64) + out.label, 2 * h.n_labelers)
+            g_drop = np.bincount(out.item_round, minlength=h.n_rounds).astype(np.float64)
+            counts = w * self._counts[0] + (self._counts[1] - c_drop)
+            gsize = w * self._gsizes[0] + (self._gsizes[1] - g_drop)
+            return replace(cd, weight=np.ascontiguousarray(wt), code_counts=counts, group_size=gsize)
+        d, rows = self._design, self._row_of_item
+        assert d is not None and rows is not None
+        cnt = np.ones(d.n_items) if d.count is None else d.count
+        rw = np.where(d.gold >= 0, 1.0, w) * cnt
+        rw[rows[drop]] = 0.0  # gold items keep rows of their own
+        return replace(d, weight=rw)
+
+    def fit(self, w: float, start: tuple[FloatArray, FloatArray, FloatArray], *, drop: IntArray | None = None,
+            information: FloatArray | None = None, tol: float = 1e-8, max_iter: int = 10_000,
+            criterion: Literal["parameters", "loglik"] = "parameters", accelerate: bool = True,
+            newton_after: int = 0) -> _em.EMFit:
+        """Stage A without ``drop`` at weight ``w`` from ``start``.
+
+        With ``information`` (an observed information, probability scale, at a
+        nearby fit), Newton steps with that matrix from the first evaluation;
+        without it, Newton steps with the information at each point.
+        """
+        d = self.design(w, drop)
+        a0, b0, p0 = start
+        if w == 0.0 and criterion == "parameters":
+            # gold items only: the posteriors are the gold, so one EM step is the maximum (and one more confirms it)
+            return _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, accelerate=False, posteriors=False)
+        info: _em.Information = information_of(d) if information is None else (lambda a, b, p: information)
+        return _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
+                          information=info, newton_after=newton_after, posteriors=False)
+
+    def information(self, w: float, fit: _em.EMFit) -> FloatArray:
+        """The observed information of the whole history at weight ``w`` at ``fit`` (probability scale)."""
+        return information_of(self.design(w))(fit.alpha, fit.beta, fit.prev)

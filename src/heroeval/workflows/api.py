@@ -194,20 +194,25 @@ def calibrate(
     check_fit_settings(history, tol, max_iter, criterion, pseudo_count, variance)
     cv = history_weight == "cv"
     w = 1.0 if cv else _check_weight(history_weight)
-    model_checks = None
-    if cv or checks:
-        model_checks = run_checks(
-            history, folds=check_folds, seed=seed,
-            em_settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
-                         "pseudo_count": float(pseudo_count)},
+    def fit(weight: float, with_covariance: bool) -> Calibration:
+        return fit_stage_a(
+            history, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
+            pseudo_count=pseudo_count, variance=variance, covariance=with_covariance, history_weight=weight,
+            compress=compress, engine=engine, progress=progress,
         )
-        if cv:
-            w = model_checks.chosen_weight
-    return fit_stage_a(
-        history, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate, pseudo_count=pseudo_count,
-        variance=variance, covariance=covariance, history_weight=w,
-        model_checks=model_checks, compress=compress, engine=engine, progress=progress,
+
+    if not (cv or checks):
+        return fit(w, covariance)
+    # the fit first: the checks' refits start from it (and share its design's pieces)
+    cal = fit(w, covariance and not cv)
+    model_checks = run_checks(
+        history, folds=check_folds, seed=seed, start=cal,
+        em_settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
+                     "pseudo_count": float(pseudo_count)},
     )
+    if cv:
+        cal = fit(model_checks.chosen_weight, covariance)
+    return replace(cal, checks=model_checks)
 
 
 def estimate(

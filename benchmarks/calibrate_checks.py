@@ -1,0 +1,54 @@
+#!/usr/bin/env python
+"""What the model checks cost: ``hero calibrate`` with default options against ``--no-checks`` (issue #20).
+
+    .venv/bin/python benchmarks/calibrate_checks.py                 # 1e7 annotations, J = 50, ~1 min
+    .venv/bin/python benchmarks/calibrate_checks.py --data DIR      # reuse a folder written by an earlier run
+
+Writes the benchmark's synthetic history with ``scale.write_data`` (3-5
+labelers per item, 1 % gold, Parquet), runs ``hero calibrate`` once without
+timing (numba compiles into its disk cache), then times each variant once, in
+a fresh process, as wall time of the whole command (reading, Stage A, the
+checks, writing the JSON), and prints the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import scale  # noqa: E402
+
+
+def run(hero: Path, d: Path, *extra: str) -> float:
+    t = time.perf_counter()
+    subprocess.run([str(hero), "calibrate", str(d / "history.parquet"), "--gold", str(d / "gold.parquet"),
+                    "-o", str(d / "calib.json"), *extra], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", type=float, default=1e7)
+    ap.add_argument("--labelers", type=int, default=50)
+    ap.add_argument("--data", default="")
+    a = ap.parse_args()
+    hero = Path(sys.executable).parent / "hero"
+    d = Path(a.data) if a.data else Path(tempfile.mkdtemp(prefix="hero-checks-"))
+    if not (d / "history.parquet").exists():
+        d.mkdir(parents=True, exist_ok=True)
+        print(scale.write_data(int(a.size), a.labelers, 7, d), file=sys.stderr)
+    run(hero, d, "--no-checks")  # numba's cache and the page cache
+    t_no = run(hero, d, "--no-checks")
+    t_yes = run(hero, d)
+    print(f"| annotations | J | --no-checks s | default (checks) s | ratio |\n|---:|---:|---:|---:|---:|\n"
+          f"| {a.size:.0e} | {a.labelers} | {t_no:.1f} | {t_yes:.1f} | {t_yes / t_no:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

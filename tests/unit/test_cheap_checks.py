@@ -1,0 +1,74 @@
+"""The model checks' refits on one shared design, from the whole history's fit (issue #20, item 1).
+
+``run_checks(refit="scratch")`` is the checks as they were (``fit_stage_a`` on a
+copy of each fold's training items, from the gold-based start); the shared
+design (left-out items weighted 0) with either start must give the same checks
+to the EM tolerance where the likelihood has one maximum, and ``refit="auto"``
+must not start from the whole fit where it may have several.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import heroeval as he
+from heroeval.checks import run_checks
+from heroeval.checks.model_checks import WARM_MIN_LABELS, _folds
+from heroeval.simulate import paper_dgp
+from heroeval.stage_a.calibration import FoldFits, fit_stage_a, initial_values
+
+from .test_em_newton import sparse_crowd
+
+
+def _same_checks(a: he.checks.ModelChecks, b: he.checks.ModelChecks, tol: float) -> None:
+    assert a.chosen_weight == b.chosen_weight and a.folds == b.folds
+    for w in a.log_score:
+        assert a.log_score[w][0] == pytest.approx(b.log_score[w][0], abs=tol)
+        assert a.log_score[w][1] == pytest.approx(b.log_score[w][1], abs=tol)
+    assert [(r["method"], r["history_weight"]) for r in a.mock] == [(r["method"], r["history_weight"]) for r in b.mock]
+    for ra, rb in zip(a.mock, b.mock, strict=True):
+        for key in ("estimate", "bias", "bias_se"):
+            assert ra[key] == pytest.approx(rb[key], abs=tol), (ra["method"], key)
+
+
+@pytest.mark.parametrize("refit", ["warm", "cold"])
+def test_shared_design_checks_equal_the_checks_from_scratch(refit: str) -> None:
+    hist = paper_dgp(1, rho=0.3).history
+    cal = he.calibrate(hist, covariance=False)
+    scratch = run_checks(hist, refit="scratch")
+    shared = run_checks(hist, refit=refit, start=cal)  # type: ignore[arg-type]
+    _same_checks(scratch, shared, 1e-6)
+
+
+def test_calibrate_runs_the_warm_checks_and_keeps_its_fit() -> None:
+    hist = paper_dgp(2, rho=0.3).history
+    n_lab = np.bincount(hist.labeler, minlength=hist.n_labelers)
+    assert n_lab.min() >= WARM_MIN_LABELS  # so "auto" is "warm" here
+    with_checks = he.calibrate(hist, checks=True)
+    without = he.calibrate(hist)
+    np.testing.assert_array_equal(with_checks.alpha, without.alpha)
+    np.testing.assert_array_equal(with_checks.beta, without.beta)
+    np.testing.assert_allclose(with_checks.parameter_covariance, without.parameter_covariance, rtol=0, atol=0)
+    _same_checks(with_checks.checks, run_checks(hist, refit="scratch"), 1e-6)
+
+
+def test_fold_fits_equal_fits_on_the_training_items() -> None:
+    hist = sparse_crowd(7, J=60, per_labeler=30)
+    test = _folds(hist, 5, 0)[2]
+    train = hist.take_items(np.setdiff1d(np.arange(hist.n_items), test))
+    ff = FoldFits(hist, pseudo_count=0.5)
+    for w in (0.0, 0.3, 1.0):
+        ref = fit_stage_a(train, history_weight=w, pseudo_count=0.5, covariance=False)
+        f = ff.fit(w, initial_values(train), drop=test, newton_after=100)
+        np.testing.assert_allclose(f.alpha, ref.alpha, atol=1e-9)
+        np.testing.assert_allclose(f.beta, ref.beta, atol=1e-9)
+        np.testing.assert_allclose(f.prev, ref.round_prevalence, atol=1e-9)
+
+
+def test_sparse_crowds_refit_from_the_gold_start() -> None:
+    """Labelers with few labels: the likelihood has several maxima, so "auto" keeps the gold-based start."""
+    hist = sparse_crowd(2)
+    assert np.bincount(hist.labeler).min() < WARM_MIN_LABELS
+    cal = he.calibrate(hist, covariance=False)
+    _same_checks(run_checks(hist, refit="scratch"), run_checks(hist, start=cal), 1e-6)
