@@ -153,23 +153,30 @@ def scores_and_information(
     if not gram:
         StS = np.full((P, P), np.nan)
     # conditional expected complete-data information (diagonal)
+    H = _complete_diagonal(d, alpha, beta, g, w, ia, ib, pg) - missing
+    # per-item scores as a sparse matrix (for influence values of single parameters)
+    S = sp.csr_matrix((sv * per_item[item_ext], col, ptr), shape=(N, P))
+    return ScoreInfo(S, H, free_parameters(alpha, beta, prev), StS)
+
+
+def _complete_diagonal(d: _em.Design, alpha: FloatArray, beta: FloatArray, g: FloatArray, w: FloatArray,
+                       ia: FloatArray, ib: FloatArray, pg: FloatArray) -> FloatArray:
+    """The conditional expected complete-data information (diagonal), with the pseudo-count prior's curvature."""
     gw = g * w
     onew = (1 - g) * w
     ga = np.asarray(d.AT @ gw)
     gb = np.asarray(d.AT @ onew)
     Da = (ga * ia)[0::2] + (ga * ia)[1::2]
     Db = (gb * ib)[0::2] + (gb * ib)[1::2]
-    Dm = np.bincount(d.group, weights=gw / pg**2 + onew / (1 - pg) ** 2, minlength=G)
+    Dm = np.bincount(d.group, weights=gw / pg**2 + onew / (1 - pg) ** 2, minlength=d.n_groups)
     c = d.pseudo_count
     if c > 0:  # log Beta(1 + c, 1 + c) prior curvature
         a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
         b = np.clip(beta, _em.EPS, 1 - _em.EPS)
         Da = Da + c * (1 / a**2 + 1 / (1 - a) ** 2)
         Db = Db + c * (1 / b**2 + 1 / (1 - b) ** 2)
-    H = np.diag(np.concatenate([Da, Db, Dm])) - missing
-    # per-item scores as a sparse matrix (for influence values of single parameters)
-    S = sp.csr_matrix((sv * per_item[item_ext], col, ptr), shape=(N, P))
-    return ScoreInfo(S, H, free_parameters(alpha, beta, prev), StS)
+    out: FloatArray = np.diag(np.concatenate([Da, Db, Dm]))
+    return out
 
 
 def information(d: _em.Design, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gamma: FloatArray) -> FloatArray:
@@ -209,20 +216,7 @@ def information(d: _em.Design, alpha: FloatArray, beta: FloatArray, prev: FloatA
     g = gamma
     Uw = sp.csr_matrix((u * np.repeat(g * (1 - g) * w, 2 * k + 1), col, ptr), shape=(N, P))
     missing = np.asarray((U.T @ Uw).toarray())
-    gw = g * w
-    onew = (1 - g) * w
-    ga = np.asarray(d.AT @ gw)
-    gb = np.asarray(d.AT @ onew)
-    Da = (ga * ia)[0::2] + (ga * ia)[1::2]
-    Db = (gb * ib)[0::2] + (gb * ib)[1::2]
-    Dm = np.bincount(d.group, weights=gw / pg**2 + onew / (1 - pg) ** 2, minlength=G)
-    c = d.pseudo_count
-    if c > 0:
-        a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
-        b = np.clip(beta, _em.EPS, 1 - _em.EPS)
-        Da = Da + c * (1 / a**2 + 1 / (1 - a) ** 2)
-        Db = Db + c * (1 / b**2 + 1 / (1 - b) ** 2)
-    H: FloatArray = np.diag(np.concatenate([Da, Db, Dm])) - missing
+    H: FloatArray = _complete_diagonal(d, alpha, beta, g, w, ia, ib, pg) - missing
     return H
 
 
