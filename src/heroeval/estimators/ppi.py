@@ -41,6 +41,25 @@ and its variance is ``c' V c`` with ``V`` the calibration's
 ``parameter_covariance``. It is small (the two means estimate the same
 thing), but it is included.
 
+**Small-sample safeguards of the variance.** With a few dozen gold items the
+residuals' spread is itself noisy, and often near zero because the sample
+holds no item where the predictor errs. Two safeguards (:func:`rectify`):
+
+* a *history prior* (a moderated variance, as in Smyth's limma): the spread
+  is shrunk towards the predictor's residual spread on the history's
+  held-out gold items, worth :data:`PRIOR_ITEMS` gold items (at most the
+  held-out items' effective number), ``(k s^2 + m s_h^2) / (k + m)``. The
+  held-out items are the model checks' (``calibrate(checks=True)``, the
+  CLI's default), scored by cross-fitted calibrations as a current item is,
+  and weighted by class to the round's estimated rate
+  (:data:`PRIOR_AT_CURRENT_RATE`). Without the checks' record there is no
+  prior; the estimate says which in ``details``;
+* a floor at the spread of :data:`PSEUDO` discordant gold items at each end
+  of the residual's range.
+
+The constants were chosen by leave-one-set-out over the shared data sets
+(``benchmarks/current_gold_loso.py``; docs/current_gold.md).
+
 **Interval and the small-sample rule.** ``theta_hat +- t_{k-1} * SE``,
 clipped to [0, 1]. With fewer than :data:`SMALL_GOLD` gold items, or gold
 items all of one class (where the residuals' spread says little), the
@@ -75,6 +94,7 @@ from heroeval.estimators._methods import (
 from heroeval.estimators.results import EstimateResult, Influence
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
+from heroeval.stage_a.checks_record import class_weights
 
 __all__ = [
     "ALL_GOLD_METHODS",
@@ -85,6 +105,7 @@ __all__ = [
     "gold_estimates",
     "gold_only",
     "gold_sample",
+    "history_prior",
     "item_posterior",
     "ppi",
     "rectify",
@@ -104,6 +125,10 @@ SMALL_GOLD = 10
 _MU_CLIP = 1e-6
 PSEUDO = float(norm.ppf(0.975)) ** 2 / 2
 """Pseudo-items at each end of the residual's range in the variance (z^2/2, Agresti–Coull's count)."""
+PRIOR_ITEMS = 40.0
+"""What the history prior on the residual spread is worth, in gold items (at most the history's held-out gold)."""
+PRIOR_AT_CURRENT_RATE = True
+"""Weight the history's held-out gold items by class to the round's estimated rate in the prior's spread."""
 
 
 # ---------------------------------------------------------------------------
@@ -204,8 +229,10 @@ class Rectified:
     variance: float
     phi: FloatArray  # per-item current influence (zero off the gold), variance = phi.phi / n^2
     residual: FloatArray  # y - lam f on the gold items
-    variance_raw: float = math.nan  # the design-based variance before the floor
+    variance_raw: float = math.nan  # the design-based variance before the history prior and the floor
     floor_unit: float = math.nan  # k * mean((1 - pi) / pi^2) / n^2: the floor is floor_unit * pseudo / (k + 2 pseudo)
+    prior_variance: float = math.nan  # the history prior's residual spread (nan: no prior)
+    prior_items: float = 0.0  # what the prior is worth, in gold items
 
 
 def _tuned_lambda(f: FloatArray, gs: GoldSample) -> float:
@@ -222,24 +249,36 @@ def _tuned_lambda(f: FloatArray, gs: GoldSample) -> float:
     return float(min(max(np.sum(v * (fs - fb) * (gs.y - yb)) / sxx, 0.0), 1.0))
 
 
-def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: float = PSEUDO) -> Rectified:
+def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: float = PSEUDO,
+            prior: tuple[float, float] | None = None) -> Rectified:
     """The prediction-powered estimate of the round's rate from predictor ``f`` (one per item) and the gold sample.
 
     ``lam=None`` tunes it (PPI++); ``lam=0`` is the gold items' (Hajek) mean,
     ``lam=1`` plain PPI. The variance is the design-based one (module
-    docstring), floored at that of ``pseudo`` discordant gold items
-    (residual spread ``pseudo / (k + 2 pseudo)`` per item, at the mean
-    variance factor of the sample): with few gold items the sample often
-    holds no item where the predictor errs, and its residual spread is then
-    near zero whatever the predictor's error rate (Agresti and Coull's
-    ``z^2 / 2`` pseudo-successes play the same part for a proportion).
-    ``pseudo=0`` gives the plain design-based variance.
+    docstring), with two small-sample safeguards:
+
+    * ``prior=(s2_h, m)``: the residual spread ``s^2`` of the gold is shrunk
+      towards a prior spread ``s2_h`` worth ``m`` gold items,
+      ``(k s^2 + m s2_h) / (k + m)`` (a moderated variance, as in Smyth's
+      limma); :func:`history_prior` gives the predictor's spread on the
+      history's held-out gold items;
+    * a floor at the spread of ``pseudo`` discordant gold items at each end
+      of the residual's range, ``pseudo / (k + 2 pseudo)`` per item at the
+      sample's mean variance factor: with few gold items the sample often
+      holds no item where the predictor errs, and its spread is then near
+      zero whatever the predictor's error rate (Agresti and Coull's
+      ``z^2 / 2`` pseudo-successes play the same part for a proportion).
+
+    ``pseudo=0`` and ``prior=None`` give the plain design-based variance.
     """
     f = np.asarray(f, dtype=float)
     if f.shape != (gs.n,):
         raise HeroEvalError(f"predictor has shape {f.shape}, expected ({gs.n},)")
     if not (math.isfinite(pseudo) and pseudo >= 0):
         raise HeroEvalError(f"pseudo must be a number >= 0, got {pseudo!r}")
+    s2_h, m = (math.nan, 0.0) if prior is None else (float(prior[0]), float(prior[1]))
+    if prior is not None and not (math.isfinite(s2_h) and s2_h >= 0 and math.isfinite(m) and m >= 0):
+        raise HeroEvalError(f"prior must be (residual variance >= 0, items >= 0), got {prior!r}")
     lm = _tuned_lambda(f, gs) if lam is None else float(lam)
     w = gs.weights
     r = gs.y - lm * f[gs.index]
@@ -248,18 +287,61 @@ def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: flo
     k, n = gs.k, gs.n
     phi = np.zeros(n)
     if k < 2:
-        return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, math.nan, phi, r)
+        return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, math.nan, phi, r, prior_variance=s2_h, prior_items=m)
     c = (1 - gs.pi) / gs.pi**2  # each gold item's variance factor (1 - pi) / pi^2
     phi[gs.index] = math.sqrt(k / (k - 1)) * np.sqrt(c) * (r - rbar)
-    var = var_raw = float(phi @ phi) / n**2
-    unit = k * float(c.mean()) / n**2
-    floor = unit * pseudo / (k + 2 * pseudo)
-    if floor > var:
-        free = np.setdiff1d(np.arange(n), gs.index)[:1]  # the floor's excess sits in one entry off the gold
+    var_raw = float(phi @ phi) / n**2
+    unit = k * float(c.mean()) / n**2  # the variance per unit of residual spread (uniform: (1 - k/n) / k)
+    target = var_raw
+    if m > 0 and unit > 0:
+        target = unit * (k * var_raw / unit + m * s2_h) / (k + m)
+    target = max(target, unit * pseudo / (k + 2 * pseudo))
+    if target < var_raw:  # the prior narrows: the gold items' influence values shrink in proportion
+        phi[gs.index] *= math.sqrt(target / var_raw)
+    elif target > var_raw:  # the excess sits in one entry off the gold
+        free = np.setdiff1d(np.arange(n), gs.index)[:1]
         if free.size:
-            phi[free] = n * math.sqrt(floor - var)
-            var = floor
-    return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, var, phi, r, var_raw, unit)
+            phi[free] = n * math.sqrt(target - var_raw)
+        else:
+            target = var_raw
+    return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, target, phi, r, var_raw, unit, s2_h, m)
+
+
+def history_prior(calibration: Calibration, lam: float, mu: float, rate: float | None = None,
+                  items: float | None = None) -> tuple[float, float] | None:
+    """The posterior predictor's residual spread on the history's held-out gold items, and its worth in items.
+
+    The model checks (``calibrate(checks=True)``, the default) keep, for each
+    held-out gold item of their mock rounds, its gold label and HERO-1's
+    cross-fitted log-likelihood ratio ``L``: the item as a calibration that
+    did not see it scores it, as a current item is scored. The residual is
+    ``y - lam * sigmoid(logit mu + L)`` (the predictor at rate ``mu``); its
+    spread is the weighted variance with the items weighted by class to
+    ``rate`` (``None``: the gold's own rate). Worth ``min(items, n_eff)``
+    gold items, ``n_eff`` Kish's effective size of those weights:
+    a prior never counts for more items than it was computed from.
+    ``None`` when the calibration carries no such record.
+    """
+    chk = calibration.checks
+    if chk is None:
+        return None
+    w_cal = calibration.settings.get("history_weight", 1.0) if calibration.settings else 1.0
+    got = chk.held_out_llr(float(w_cal)) if isinstance(w_cal, (int, float)) else None
+    if got is None:
+        got = chk.held_out_llr(chk.chosen_weight)
+    if got is None:
+        return None
+    y, L = got
+    fh = item_posterior(L, mu)
+    r = y - lam * fh
+    wt = class_weights(y, min(max(rate, 0.0), 1.0)) if rate is not None else np.ones_like(y)
+    sw = float(wt.sum())
+    n_eff = sw**2 / float(np.sum(wt**2)) if sw > 0 else 0.0
+    if n_eff < 2:
+        return None
+    rb = float(np.sum(wt * r) / sw)
+    s2 = float(np.sum(wt * (r - rb) ** 2) / sw) * n_eff / (n_eff - 1)
+    return s2, min(PRIOR_ITEMS if items is None else float(items), n_eff)
 
 
 # ---------------------------------------------------------------------------
@@ -385,6 +467,7 @@ def _result(method: str, est: float, data: AnnotationSet, gs: GoldSample, rect: 
                  "rectifier": rect.rectifier, "gold_mean": test.gold_mean, "gold_effective_n": test.n_eff,
                  "small_sample_rule": bool(test.fallback), "interval": test.label,
                  "variance_current_raw": rect.variance_raw, "variance_floor_unit": rect.floor_unit,
+                 "variance_current": rect.variance,
                  "variance_history": infl.variance_history(), **details},
         notes=(gs.describe(), *notes), influence=infl, test=test,
     )
@@ -473,6 +556,10 @@ def ppi(
     m = min(max(mu, _MU_CLIP), 1 - _MU_CLIP)
     f = item_posterior(L, m)
     rect = rectify(f, gs, lam)
+    hp = history_prior(cal, rect.lam, m, min(max(rect.estimate, 0.0), 1.0) if PRIOR_AT_CURRENT_RATE else None)
+    if hp is not None and rect.lam > 0:
+        rect = rectify(f, gs, rect.lam, prior=hp)
+        details.update(history_prior_variance=hp[0], history_prior_items=hp[1])
     # history term: lam * (mean_U df/dtheta - Hajek_S df/dtheta)
     s = f * (1 - f)
     wu = np.full(d.n_items, 1.0 / d.n_items)
