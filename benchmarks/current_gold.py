@@ -37,7 +37,7 @@ from heroeval._core.parallel import run_chunks
 from heroeval.choice.auto import recommend_with_gold
 from heroeval.errors import HeroEvalWarning
 from heroeval.estimators._methods import _align, _llr
-from heroeval.estimators.ppi import clopper_pearson, gold_estimates, history_prior
+from heroeval.estimators.ppi import clopper_pearson, gold_estimates
 from heroeval.inference.select import select_items
 from heroeval.workflows.api import calibrate, estimate
 from heroeval.workflows.benchmark import load_folder, make_split
@@ -52,7 +52,7 @@ SHIFTS = ("none", "half", "rate")
 
 def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS) -> list[dict]:
     sp = make_split(data, r, 0.10, 200, shift, seed)
-    cal = calibrate(sp.history, checks=True)  # as `hero calibrate` does by default: the history prior needs them
+    cal = calibrate(sp.history)
     al = _align(sp.current, cal, True)
     cur = al.data
     gold = data.gold.set_index("item_id")["gold"]
@@ -60,7 +60,8 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS) -> list[dic
     y = gold.loc[ids].to_numpy()
     truth = float(y.mean())
     n = cur.n_items
-    # the history's gold items under the calibration (in-sample): the residual spread a predictor had there
+    # the history's gold items under the calibration (in-sample): the residual spread a predictor had there,
+    # computed here independently of the product's heroeval.estimators.ppi.history_prior (the replay's input)
     ha = _align(sp.history, cal, True)
     hg = np.flatnonzero(ha.data.gold >= 0)
     h_y = ha.data.gold[hg].astype(float)
@@ -91,17 +92,10 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS) -> list[dic
                 dd = x.details
                 lam = dd.get("lambda", math.nan)
                 s2h = math.nan
-                xfit = {"s2h_hist": math.nan, "m_hist": math.nan, "s2h_cur": math.nan, "m_cur": math.nan}
                 if dd.get("predictor") in ("hero1", "prior") and h_y.size > 1:
                     f_h = 1.0 / (1.0 + np.exp(-(math.log(min(max(dd["prior_rate"], 1e-6), 1 - 1e-6) /
                                                          (1 - min(max(dd["prior_rate"], 1e-6), 1 - 1e-6))) + h_L)))
                     s2h = float(np.var(h_y - lam * f_h, ddof=1))
-                    # the product's history prior (cross-fitted ratios of the checks), at the gold's rate and at
-                    # the round's estimated rate, with its full worth (n_eff) so that any cap can be replayed
-                    for tag, rate in (("hist", None), ("cur", x.estimate)):
-                        hp = history_prior(cal, lam, dd["prior_rate"], rate, items=math.inf)
-                        if hp is not None:
-                            xfit[f"s2h_{tag}"], xfit[f"m_{tag}"] = hp
                 rows.append({**base, "k": k, "design": design, "method": m, "estimate": x.estimate,
                              "se": x.standard_error, "ci_low": ci.low, "ci_high": ci.high, "interval": ci.method,
                              "lambda": lam, "k_drawn": dd.get("n_gold"),
@@ -111,7 +105,8 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS) -> list[dic
                              "floor_unit": dd.get("variance_floor_unit", math.nan),
                              "var_hist": dd.get("variance_history", math.nan),
                              "gold_mean": dd.get("gold_mean", math.nan), "gold_neff": dd.get("gold_effective_n", math.nan),
-                             "small_rule": bool(dd.get("small_sample_rule", False)), "sigma2_hist": s2h, **xfit})
+                             "small_rule": bool(dd.get("small_sample_rule", False)), "sigma2_hist": s2h,
+                             "n_gold_hist": int(h_y.size)})
             # Clopper-Pearson on the gold alone (uniform design only: unweighted)
             if design == "uniform":
                 lo, hi = clopper_pearson(float(y[pos].sum()), float(pos.size), 0.95)

@@ -13,8 +13,9 @@ from scipy.stats import t as t_dist
 
 import heroeval as he
 from heroeval.choice.auto import recommend
-from heroeval.estimators._methods import estimate_methods
+from heroeval.estimators._methods import _align, _llr, estimate_methods
 from heroeval.estimators.ppi import (
+    PRIOR_ITEMS,
     PSEUDO,
     SMALL_GOLD,
     GoldSample,
@@ -22,13 +23,13 @@ from heroeval.estimators.ppi import (
     gold_only,
     gold_sample,
     history_prior,
-    item_posterior,
     ppi,
     rectify,
 )
 from heroeval.inference.select import inclusion_probabilities, select_items
 from heroeval.report import build_report, report_data
 from heroeval.simulate import paper_dgp as sim_paper_dgp
+from heroeval.stage_a.calibration import score_gold_items
 
 
 class _D:
@@ -154,48 +155,58 @@ def test_history_prior_moderates_the_residual_spread_closed_form():
         rectify(f, gs, prior=(-1.0, 5.0))
 
 
-@pytest.fixture(scope="module")
-def dgp_checked():
-    d = paper_dgp(5)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cal = he.calibrate(d.history, checks=True)
-    return d, cal
-
-
-def test_history_prior_matches_a_plain_computation(dgp_checked):
-    """The spread of y - lam * posterior over the checks' held-out gold items, by a loop; class-weighted to a rate."""
-    d, cal = dgp_checked
-    items = cal.checks.items
-    y = np.asarray(items["y"])
-    L = np.asarray(items["hero1@1:llr"])
+def test_history_prior_matches_a_plain_computation(dgp, tmp_path):
+    """The sample variance of y - lam * posterior over the history's gold items, their L by estimators' _llr."""
+    d, cal = dgp
+    al = _align(d.history, cal, True)
+    g = np.flatnonzero(al.data.gold >= 0)
+    y = al.data.gold[g].astype(float)
+    L = _llr(al.data, al.to_calib, cal.alpha, cal.beta)[g]
+    gs_ = cal.gold_scores
+    assert gs_.n_gold == g.size == gs_.y.size
+    order = np.lexsort((L, y)), np.lexsort((gs_.llr, gs_.y))
+    np.testing.assert_allclose(gs_.llr[order[1]], L[order[0]], rtol=0, atol=1e-12)
     lam, mu = 0.8, 0.3
-    for rate in (None, 0.3):
-        ybar = y.mean()
-        w = [1.0 if rate is None else (rate / ybar if yi == 1 else (1 - rate) / (1 - ybar)) for yi in y]
-        r = [yi - lam / (1 + math.exp(-(math.log(mu / (1 - mu)) + li))) for yi, li in zip(y, L, strict=True)]
-        sw = sum(w)
-        rb = sum(wi * ri for wi, ri in zip(w, r, strict=True)) / sw
-        n_eff = sw**2 / sum(wi * wi for wi in w)
-        plain = sum(wi * (ri - rb) ** 2 for wi, ri in zip(w, r, strict=True)) / sw * n_eff / (n_eff - 1)
-        s2, m = history_prior(cal, lam, mu, rate)
-        assert s2 == pytest.approx(plain, rel=1e-10)
-        assert m == pytest.approx(min(40.0, n_eff))
-        assert history_prior(cal, lam, mu, rate, items=math.inf)[1] == pytest.approx(n_eff)
-    f = item_posterior(L, mu)
-    assert np.all((f > 0) & (f < 1))
-    # a calibration without the checks' record has no prior, and ppi's variance is the floor-only one
-    assert history_prior(he.calibrate(d.history), lam, mu) is None
+    r = [yi - lam / (1 + math.exp(-(math.log(mu / (1 - mu)) + li))) for yi, li in zip(y, L, strict=True)]
+    rb = sum(r) / len(r)
+    plain = sum((ri - rb) ** 2 for ri in r) / (len(r) - 1)
+    s2, m = history_prior(cal, lam, mu)
+    assert s2 == pytest.approx(plain, rel=1e-10)
+    assert m == min(PRIOR_ITEMS, g.size)
+    assert history_prior(cal, lam, mu, items=math.inf)[1] == g.size
+    # saved and reloaded: the same prior (L rounded to 1e-10 in the file)
+    cal.save(tmp_path / "c.json")
+    s2b, _ = history_prior(he.load_calibration(tmp_path / "c.json"), lam, mu)
+    assert s2b == pytest.approx(s2, rel=1e-8)
+    # a calibration without the record (an older file) has no prior
+    assert history_prior(replace(cal, gold_scores=None), lam, mu) is None
 
 
-def test_ppi_uses_the_history_prior_when_the_checks_ran(dgp_checked):
-    d, cal = dgp_checked
+def test_gold_scores_sample_beyond_the_cap():
+    """Beyond `keep` gold items a fixed-seed sample is scored; n_gold counts them all; no item's L is lost."""
+    hist = he.AnnotationSet.from_arrays([1, 1, 2, 3, 3, 4], ["a", "b", "a", "a", "b", "b"], [1, 1, 0, 1, 0, 0],
+                                        gold=([1, 2, 3, 4], [1, 0, 1, 0]))
+    cal = he.calibrate(hist)
+    full = score_gold_items(hist, cal.alpha, cal.beta)
+    la = np.log(np.clip(cal.alpha, 1e-12, 1)), np.log(np.clip(1 - cal.alpha, 1e-12, 1))
+    lb = np.log(np.clip(cal.beta, 1e-12, 1)), np.log(np.clip(1 - cal.beta, 1e-12, 1))
+    # item 1: a=1, b=1; item 2: a=0; item 3: a=1, b=0; item 4: b=0 (labelers a = 0, b = 1)
+    want = [la[0][0] - lb[1][0] + la[0][1] - lb[1][1], la[1][0] - lb[0][0],
+            la[0][0] - lb[1][0] + la[1][1] - lb[0][1], la[1][1] - lb[0][1]]
+    np.testing.assert_allclose(full.llr, want, atol=1e-6)
+    np.testing.assert_array_equal(full.y, [1, 0, 1, 0])
+    part = score_gold_items(hist, cal.alpha, cal.beta, keep=2)
+    assert part.n_gold == 4 and part.y.size == 2
+    assert set(np.round(part.llr, 9)) <= set(np.round(full.llr, 9))
+
+
+def test_ppi_uses_the_history_prior(dgp):
+    d, cal = dgp
     cur = _reveal(d, 20, seed=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         r = ppi(cur, cal)
-        plain_cal = replace(cal, checks=None)
-        r0 = ppi(cur, plain_cal)
+        r0 = ppi(cur, replace(cal, gold_scores=None))
     assert r.estimate == pytest.approx(r0.estimate, abs=1e-12)  # the prior moves only the variance
     assert "history_prior_items" in r.details and "history_prior_items" not in r0.details
     k, n = 20, d.current.n_items
@@ -577,10 +588,10 @@ def test_compare_with_gold_coverage_simulation():
 
 @pytest.mark.slow
 def test_history_prior_coverage_simulation_under_rate_shift():
-    """hero1_ppi with the history prior (checks on) covers the round's rate at k = 20 under a rate shift.
+    """hero1_ppi with the history prior covers the round's rate at k = 20 under a rate shift.
 
     200 replications of heroeval.simulate.paper_dgp, history rate ~0.45 (b0 = -0.2), current rounds at ~0.64
-    (b0 = 0.6), dense labels and 3 labels per item alternately; Stage A and its checks refitted each time.
+    (b0 = 0.6), dense labels and 3 labels per item alternately; Stage A refitted each time.
     Measured 0.995, width 0.301 (0.288 with the checks' record removed, i.e. the floor alone: on this
     design the held-out gold's residual spread exceeds the floor's). Tolerance: at least 0.91, about 2.7
     Monte Carlo SEs (0.015) below 0.95.
@@ -591,7 +602,7 @@ def test_history_prior_coverage_simulation_under_rate_shift():
         for s in range(200):
             gen = np.random.default_rng(1000 + s)
             d = sim_paper_dgp(gen, labels_per_item=3 if s % 2 else None)
-            cal = he.calibrate(d.history, checks=True)
+            cal = he.calibrate(d.history)
             cur, truth = _gold_round(gen, d, 20, 0.6, "C")
             r = ppi(cur, cal)
             used += "history_prior_items" in r.details

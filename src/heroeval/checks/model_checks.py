@@ -49,7 +49,7 @@ from heroeval.stage_a.calibration import (
     initial_from_counts,
     initial_values,
 )
-from heroeval.stage_a.checks_record import ModelChecks, class_weights, mock_key
+from heroeval.stage_a.checks_record import ModelChecks
 
 if TYPE_CHECKING:
     from heroeval.estimators.results import EstimateResult
@@ -373,6 +373,20 @@ def _fold_fits_shared(history: AnnotationSet, fold_items: list[npt.NDArray[np.in
             out[k][w] = (f.alpha, f.beta, f.prev)
         prev_fit = here
     return out
+
+
+def mock_key(method: str, weight: float | None) -> str:
+    """The key of a mock row's per-item arrays in ``ModelChecks.items`` (``"hero1@0.1"``, ``"rogan_gladen"``)."""
+    return method if weight is None else f"{method}@{weight:g}"
+
+
+def class_weights(y: FloatArray, rate: float) -> FloatArray:
+    """Weights that give gold items of rate ``mean(y)`` the rate ``rate``: ``rate / ybar`` on a positive,
+    ``(1 - rate) / (1 - ybar)`` on a negative (1 everywhere when the gold has one class only)."""
+    ybar = float(y.mean())
+    if not 0.0 < ybar < 1.0:
+        return np.ones_like(y)
+    return np.where(y == 1, rate / ybar, (1.0 - rate) / (1.0 - ybar))
 
 
 def rate_matched_mock(checks: ModelChecks, rate: float) -> dict[str, dict[str, float]]:

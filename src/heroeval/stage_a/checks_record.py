@@ -12,29 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
 from heroeval.errors import HeroEvalError
 
-__all__ = ["DependenceTest", "ModelChecks", "class_weights", "mock_key"]
-
-FloatArray = npt.NDArray[np.float64]
-
-
-def mock_key(method: str, weight: float | None) -> str:
-    """The key of a mock row's per-item arrays in ``ModelChecks.items`` (``"hero1@0.1"``, ``"rogan_gladen"``)."""
-    return method if weight is None else f"{method}@{weight:g}"
-
-
-def class_weights(y: FloatArray, rate: float) -> FloatArray:
-    """Weights that give gold items of rate ``mean(y)`` the rate ``rate``: ``rate / ybar`` on a positive,
-    ``(1 - rate) / (1 - ybar)`` on a negative (1 everywhere when the gold has one class only)."""
-    ybar = float(y.mean())
-    if not 0.0 < ybar < 1.0:
-        return np.ones_like(y)
-    out: FloatArray = np.where(y == 1, rate / ybar, (1.0 - rate) / (1.0 - ybar))
-    return out
+__all__ = ["DependenceTest", "ModelChecks"]
 
 @dataclass(frozen=True)
 class DependenceTest:
@@ -128,15 +108,6 @@ class ModelChecks:
     dependence: DependenceTest
     notes: list[str] = field(default_factory=list)
     items: dict[str, list[float]] = field(default_factory=dict)
-
-    def held_out_llr(self, weight: float) -> tuple[FloatArray, FloatArray] | None:
-        """The held-out gold items' labels and HERO-1's cross-fitted log-likelihood ratios at history weight
-        ``weight`` (the mock rounds' items, scored by a calibration that did not see them), or ``None`` when
-        the record does not hold them (a record saved before they were kept, or HERO-1 not checked)."""
-        y, L = self.items.get("y"), self.items.get(f"{mock_key('hero1', weight)}:llr")
-        if y is None or L is None or len(y) != len(L) or len(y) == 0:
-            return None
-        return np.asarray(y, dtype=np.float64), np.asarray(L, dtype=np.float64)
 
     def mock_row(self, method: str, weight: float | None = None) -> dict[str, Any] | None:
         for r in self.mock:
