@@ -24,7 +24,8 @@ two cores (docs/scale.md):
 
 The covariance pass streams the items once and accumulates the observed
 information and the Gram matrix of the scores without forming per-item
-score rows.
+score rows, as sums per pair of labelers (:func:`_pair_pass`): one cache line
+per pair of an item's labels.
 
 The formulas are exactly those of :mod:`heroeval.stage_a._em` and
 :mod:`heroeval.stage_a._influence`; tests/unit/test_kernels.py checks both engines
@@ -221,78 +222,6 @@ def _gather_codes(ptr_in, labeler, label, order, ptr_out, out, bounds):  # type:
                 out[b + i] = 2 * labeler[a + i] + label[a + i]
 
 
-def _cov_pass(ptr, code, bounds, group, gamma, weight, has_w, ua, ub, pg_of_group, J, P, X, gram):  # type: ignore[no-untyped-def]
-    """Streamed sums for the observed information and the sandwich.
-
-    Returns per-chunk ``missing = sum_r g(1-g) w u_r u_r'``, ``StS = sum_r
-    w^2 s_r s_r'`` (upper triangles only; the caller symmetrises),
-    ``SX = sum_r w s_r x_r'`` and per-code sums of gamma*w and (1-gamma)*w.
-    """
-    N = ptr.shape[0] - 1
-    n_chunks = bounds.shape[0] - 1
-    p = X.shape[1]
-    M = np.zeros((n_chunks, P, P))
-    S = np.zeros((n_chunks, P, P)) if gram else np.zeros((n_chunks, 1, 1))
-    SX = np.zeros((n_chunks, P, p))
-    GA = np.zeros((n_chunks, 2 * J))
-    GB = np.zeros((n_chunks, 2 * J))
-    kmax = 0
-    for r in range(N):
-        kmax = max(kmax, ptr[r + 1] - ptr[r])
-    for t in _prange(n_chunks):
-        col = np.empty(2 * kmax + 1, dtype=np.int64)
-        uu = np.empty(2 * kmax + 1)
-        ss = np.empty(2 * kmax + 1)
-        for r in range(bounds[t], bounds[t + 1]):
-            a0 = ptr[r]
-            k = ptr[r + 1] - a0
-            g = gamma[r]
-            w = weight[r] if has_w else 1.0
-            grp = group[r]
-            pg = pg_of_group[grp]
-            for i in range(k):
-                c = code[a0 + i]
-                lab = c // 2
-                col[i] = lab
-                uu[i] = ua[c]
-                ss[i] = g * ua[c]
-                col[k + i] = J + lab
-                uu[k + i] = -ub[c]
-                ss[k + i] = (1.0 - g) * ub[c]
-                GA[t, c] += g * w
-                GB[t, c] += (1.0 - g) * w
-            m = 2 * k
-            col[m] = 2 * J + grp
-            uu[m] = 1.0 / (pg * (1.0 - pg))
-            ss[m] = (g - pg) / (pg * (1.0 - pg))
-            n = m + 1
-            wm = g * (1.0 - g) * w
-            if wm != 0.0:
-                for i in range(n):
-                    ci = col[i]
-                    ui = uu[i] * wm
-                    for j in range(n):
-                        cj = col[j]
-                        if cj >= ci:
-                            M[t, ci, cj] += ui * uu[j]
-            if gram:
-                w2 = w * w
-                for i in range(n):
-                    ci = col[i]
-                    si = ss[i] * w2
-                    for j in range(n):
-                        cj = col[j]
-                        if cj >= ci:
-                            S[t, ci, cj] += si * ss[j]
-            if p > 0:
-                for i in range(n):
-                    ci = col[i]
-                    si = ss[i] * w
-                    for q in range(p):
-                        SX[t, ci, q] += si * X[r, q]
-    return M, S, SX, GA, GB
-
-
 def _pair_pass(r0, r1, ptr, code, group, gamma, weight, has_w, ua, ub, m_of_group, pg_of_group, J, G, X, gram, bounds, out):  # type: ignore[no-untyped-def]
     """The covariance pass over items ``r0:r1`` as sums per labeler pair (see :meth:`CompactDesign.covariance_sums`).
 
@@ -419,25 +348,31 @@ def _unpack_pairs(cells, LG, GG, J, G, off, sign, out):  # type: ignore[no-untyp
     """``out`` (P x P) += ``sign`` times the symmetric matrix whose pair sums are ``cells[:, off:off + 4]``.
 
     ``LG[:, :, off // 2: off // 2 + 2]`` holds the labelers' pairs with the rounds' prevalences and
-    ``GG[:, off // 4]`` the prevalences' own (the layout of :func:`_pair_pass`).
+    ``GG[:, off // 4]`` the prevalences' own (the layout of :func:`_pair_pass`). Labeler pairs are
+    taken in 64 x 64 tiles, so the transposed entries land in a few cache-resident blocks.
     """
-    q = 0
-    for a in range(J):
-        for b in range(a, J):
-            aa = sign * cells[q, off]
-            ab = sign * cells[q, off + 1]
-            ba = sign * cells[q, off + 2]
-            bb = sign * cells[q, off + 3]
-            out[a, b] += aa
-            out[J + a, J + b] += bb
-            out[a, J + b] += ab
-            out[J + b, a] += ab
-            if b != a:
-                out[b, a] += aa
-                out[J + b, J + a] += bb
-                out[b, J + a] += ba
-                out[J + a, b] += ba
-            q += 1
+    T = 64
+    for a0 in range(0, J, T):
+        a1 = min(a0 + T, J)
+        for b0 in range(a0, J, T):
+            b1 = min(b0 + T, J)
+            for a in range(a0, a1):
+                row = a * J - (a * (a - 1)) // 2 - a  # cell of (a, b) is row + b
+                for b in range(max(a, b0), b1):
+                    q = row + b
+                    aa = sign * cells[q, off]
+                    ab = sign * cells[q, off + 1]
+                    ba = sign * cells[q, off + 2]
+                    bb = sign * cells[q, off + 3]
+                    out[a, b] += aa
+                    out[J + a, J + b] += bb
+                    out[a, J + b] += ab
+                    out[J + b, a] += ab
+                    if b != a:
+                        out[b, a] += aa
+                        out[J + b, J + a] += bb
+                        out[b, J + a] += ba
+                        out[J + a, b] += ba
     h = off // 2
     for a in range(J):
         for g in range(G):
@@ -472,12 +407,6 @@ def _zeros(shape: tuple[int, ...]) -> FloatArray:
 
 _PAIR_BYTES = 1 << 30
 """At most this many bytes of per-thread pair sums in the covariance pass (fewer threads beyond it)."""
-
-
-def _sym_upper(U: FloatArray) -> FloatArray:
-    """A symmetric matrix from sums kept on and above the diagonal (entries (i, j) with i <= j)."""
-    out: FloatArray = np.triu(U) + np.triu(U, 1).T
-    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -620,10 +549,11 @@ class CompactDesign:
             cells += out[t]
         H = np.zeros((P, P))
         _serial("_unpack_pairs")(cells, LG, GG, J, G, 0, -1.0, H)
-        StS = np.full((P, P), np.nan)
         if gram:
-            StS[:] = 0.0
+            StS = np.zeros((P, P))
             _serial("_unpack_pairs")(cells, LG, GG, J, G, 4, 1.0, StS)
+        else:
+            StS = np.full((P, P), np.nan)
         del cells, out
         Da = (GA * ia)[0::2] + (GA * ia)[1::2]
         Db = (GB * ib)[0::2] + (GB * ib)[1::2]
