@@ -261,10 +261,10 @@ class Calibration:
             "parameter_covariance": None
             if self.covariance is None
             else {
-                "dim": int(self.parameter_covariance.shape[0]),
+                "dim": self.covariance.dim,
                 "order": "sensitivity[J], specificity[J], round prevalence[G], covariate mean[p]",
                 "float64_le_base64": base64.b64encode(
-                    np.ascontiguousarray(self.parameter_covariance, dtype="<f8").tobytes()
+                    np.ascontiguousarray(self.covariance.matrix(), dtype="<f8").tobytes()
                 ).decode("ascii"),
             },
             "fit": self.convergence.to_dict(),
