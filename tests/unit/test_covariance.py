@@ -140,9 +140,11 @@ def test_solves_by_conjugate_gradients_cholesky_and_pseudo_inverse() -> None:
     Xc = rng.normal(size=(50, 2))
     Xc -= Xc.mean(axis=0)
     SX = rng.normal(size=(P, 2))
-    for args in ((S, None, None), (None, None, None), (S, SX, Xc)):
-        Vd = cv.dense_covariance(H, free, *args)
-        pc = cv.ParameterCovariance.from_information(H.copy(), free, *args, factor_min=1)
+    cases: list[tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]] = [
+        (S, None, None), (None, None, None), (S, SX, Xc)]
+    for gram, sx, xc in cases:
+        Vd = cv.dense_covariance(H, free, gram, sx, xc)
+        pc = cv.ParameterCovariance.from_information(H.copy(), free, gram, sx, xc, factor_min=1)
         c = rng.normal(size=pc.dim)
         assert pc.method == "cg"
         assert abs(pc.quad(c) - c @ Vd @ c) <= 1e-10 * abs(c @ Vd @ c)
@@ -152,7 +154,7 @@ def test_solves_by_conjugate_gradients_cholesky_and_pseudo_inverse() -> None:
         assert abs(pc.quad(c) - c @ Vd @ c) <= 1e-10 * abs(c @ Vd @ c)
         assert _rel(pc.matrix(), Vd) < 1e-10
         # below factor_min: formed at once, exactly as before
-        small = cv.ParameterCovariance.from_information(H.copy(), free, *args)
+        small = cv.ParameterCovariance.from_information(H.copy(), free, gram, sx, xc)
         assert small.method == "matrix"
         np.testing.assert_array_equal(small.matrix(), Vd)
     # not positive definite: conjugate gradients meet negative curvature, the pseudo-inverse takes over
