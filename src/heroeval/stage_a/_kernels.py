@@ -234,7 +234,8 @@ def _pair_pass(r0, r1, ptr, code, group, gamma, weight, has_w, ua, ub, m_of_grou
     Those eight sums are kept side by side in one 64-byte cell per labeler pair
     (row ``a * J - a (a - 1) / 2 + b - a`` of ``cells``, the packed upper triangle: missing in 0:4, Gram in 4:8), so a pair of labels
     touches one cache line, where the P x P matrices took eight scattered
-    updates. Cells hold sums over ordered pairs of labels (the pair (b, a) is the
+    updates. Pairs of one labeler's labels (a label with itself, a labeler twice on
+    an item) are summed in a small J-row table first, added to the cells at the end. Cells hold sums over ordered pairs of labels (the pair (b, a) is the
     transposed cell); the labels' pairs with the prevalence go to ``LG`` (labeler
     x round: missing alpha, missing beta, Gram alpha, Gram beta), the
     prevalences' own to ``GG``. The chunk starting at ``bounds[t]`` adds its pair sums to
@@ -246,6 +247,7 @@ def _pair_pass(r0, r1, ptr, code, group, gamma, weight, has_w, ua, ub, m_of_grou
     while bounds[t] != r0:
         t += 1
     cells = out[t]
+    DG = np.zeros((J, cells.shape[1]))  # the cells of pairs of one labeler's labels: few, and cache-resident
     LG = np.zeros((J, G, 4))
     GG = np.zeros((G, 2))
     SX = np.zeros((P, p))
@@ -282,31 +284,29 @@ def _pair_pass(r0, r1, ptr, code, group, gamma, weight, has_w, ua, ub, m_of_grou
             ai = av[i]
             bi = bv[i]
             # the label with itself: one ordered pair
-            q = la * J - (la * (la - 1)) // 2
-            cells[q, 0] += wm * ai * ai
-            cells[q, 1] -= wm * ai * bi
-            cells[q, 2] -= wm * bi * ai
-            cells[q, 3] += wm * bi * bi
+            DG[la, 0] += wm * ai * ai
+            DG[la, 1] -= wm * ai * bi
+            DG[la, 2] -= wm * bi * ai
+            DG[la, 3] += wm * bi * bi
             if gram:
-                cells[q, 4] += s11 * ai * ai
-                cells[q, 5] += s10 * ai * bi
-                cells[q, 6] += s10 * bi * ai
-                cells[q, 7] += s00 * bi * bi
+                DG[la, 4] += s11 * ai * ai
+                DG[la, 5] += s10 * ai * bi
+                DG[la, 6] += s10 * bi * ai
+                DG[la, 7] += s00 * bi * bi
             for j in range(i + 1, k):
                 lb = lab[j]
                 aj = av[j]
                 bj = bv[j]
                 if la == lb:  # a labeler twice on the item: both ordered pairs fall in its own cell
-                    q = la * J - (la * (la - 1)) // 2
-                    cells[q, 0] += 2.0 * wm * ai * aj
-                    cells[q, 1] -= wm * (ai * bj + aj * bi)
-                    cells[q, 2] -= wm * (ai * bj + aj * bi)
-                    cells[q, 3] += 2.0 * wm * bi * bj
+                    DG[la, 0] += 2.0 * wm * ai * aj
+                    DG[la, 1] -= wm * (ai * bj + aj * bi)
+                    DG[la, 2] -= wm * (ai * bj + aj * bi)
+                    DG[la, 3] += 2.0 * wm * bi * bj
                     if gram:
-                        cells[q, 4] += 2.0 * s11 * ai * aj
-                        cells[q, 5] += s10 * (ai * bj + aj * bi)
-                        cells[q, 6] += s10 * (ai * bj + aj * bi)
-                        cells[q, 7] += 2.0 * s00 * bi * bj
+                        DG[la, 4] += 2.0 * s11 * ai * aj
+                        DG[la, 5] += s10 * (ai * bj + aj * bi)
+                        DG[la, 6] += s10 * (ai * bj + aj * bi)
+                        DG[la, 7] += 2.0 * s00 * bi * bj
                     continue
                 if la < lb:
                     q = la * J - (la * (la - 1)) // 2 + (lb - la)
@@ -341,6 +341,10 @@ def _pair_pass(r0, r1, ptr, code, group, gamma, weight, has_w, ua, ub, m_of_grou
             sm = w * (g - pg) * mg
             for t in range(p):
                 SX[2 * J + grp, t] += sm * X[r, t]
+    for a in range(J):
+        q = a * J - (a * (a - 1)) // 2
+        for c in range(cells.shape[1]):
+            cells[q, c] += DG[a, c]
     return LG, GG, SX, GA, GB
 
 
