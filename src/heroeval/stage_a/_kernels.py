@@ -348,46 +348,51 @@ def _pair_pass(r0, r1, ptr, code, group, gamma, weight, has_w, ua, ub, m_of_grou
     return LG, GG, SX, GA, GB
 
 
-def _unpack_pairs(cells, LG, GG, J, G, off, sign, out):  # type: ignore[no-untyped-def]
-    """``out`` (P x P) += ``sign`` times the symmetric matrix whose pair sums are ``cells[:, off:off + 4]``.
+def _unpack_pairs(m0, m1, cells, LG, GG, J, G, H, S):  # type: ignore[no-untyped-def]
+    """The dense matrices of the pair sums (the layout of :func:`_pair_pass`): ``H -= missing`` (m = 0), ``S += Gram`` (m = 1).
 
-    ``LG[:, :, off // 2: off // 2 + 2]`` holds the labelers' pairs with the rounds' prevalences and
-    ``GG[:, off // 4]`` the prevalences' own (the layout of :func:`_pair_pass`). Labeler pairs are
-    taken in 64 x 64 tiles, so the transposed entries land in a few cache-resident blocks.
+    Matrix m is ``sign`` times the symmetric matrix whose pair sums are ``cells[:, 4m:4m + 4]``,
+    ``LG[:, :, 2m:2m + 2]`` (labelers with the rounds' prevalences) and ``GG[:, m]`` (the
+    prevalences' own). Labeler pairs are taken in 64 x 64 tiles, so the transposed entries
+    land in a few cache-resident blocks. The two matrices run as two chunks on two threads.
     """
-    T = 64
-    for a0 in range(0, J, T):
-        a1 = min(a0 + T, J)
-        for b0 in range(a0, J, T):
-            b1 = min(b0 + T, J)
-            for a in range(a0, a1):
-                row = a * J - (a * (a - 1)) // 2 - a  # cell of (a, b) is row + b
-                for b in range(max(a, b0), b1):
-                    q = row + b
-                    aa = sign * cells[q, off]
-                    ab = sign * cells[q, off + 1]
-                    ba = sign * cells[q, off + 2]
-                    bb = sign * cells[q, off + 3]
-                    out[a, b] += aa
-                    out[J + a, J + b] += bb
-                    out[a, J + b] += ab
-                    out[J + b, a] += ab
-                    if b != a:
-                        out[b, a] += aa
-                        out[J + b, J + a] += bb
-                        out[b, J + a] += ba
-                        out[J + a, b] += ba
-    h = off // 2
-    for a in range(J):
+    for m in range(m0, m1):
+        off = 4 * m
+        sign = -1.0 if m == 0 else 1.0
+        out = H if m == 0 else S
+        T = 64
+        for a0 in range(0, J, T):
+            a1 = min(a0 + T, J)
+            for b0 in range(a0, J, T):
+                b1 = min(b0 + T, J)
+                for a in range(a0, a1):
+                    row = a * J - (a * (a - 1)) // 2 - a  # cell of (a, b) is row + b
+                    for b in range(max(a, b0), b1):
+                        q = row + b
+                        aa = sign * cells[q, off]
+                        ab = sign * cells[q, off + 1]
+                        ba = sign * cells[q, off + 2]
+                        bb = sign * cells[q, off + 3]
+                        out[a, b] += aa
+                        out[J + a, J + b] += bb
+                        out[a, J + b] += ab
+                        out[J + b, a] += ab
+                        if b != a:
+                            out[b, a] += aa
+                            out[J + b, J + a] += bb
+                            out[b, J + a] += ba
+                            out[J + a, b] += ba
+        h = off // 2
+        for a in range(J):
+            for g in range(G):
+                x = sign * LG[a, g, h]
+                y = sign * LG[a, g, h + 1]
+                out[a, 2 * J + g] += x
+                out[2 * J + g, a] += x
+                out[J + a, 2 * J + g] += y
+                out[2 * J + g, J + a] += y
         for g in range(G):
-            x = sign * LG[a, g, h]
-            y = sign * LG[a, g, h + 1]
-            out[a, 2 * J + g] += x
-            out[2 * J + g, a] += x
-            out[J + a, 2 * J + g] += y
-            out[2 * J + g, J + a] += y
-    for g in range(G):
-        out[2 * J + g, 2 * J + g] += sign * GG[g, off // 4]
+            out[2 * J + g, 2 * J + g] += sign * GG[g, off // 4]
     return 0
 
 
@@ -552,12 +557,8 @@ class CompactDesign:
         for t in range(1, copies):
             cells += out[t]
         H = np.zeros((P, P))
-        _serial("_unpack_pairs")(cells, LG, GG, J, G, 0, -1.0, H)
-        if gram:
-            StS = np.zeros((P, P))
-            _serial("_unpack_pairs")(cells, LG, GG, J, G, 4, 1.0, StS)
-        else:
-            StS = np.full((P, P), np.nan)
+        StS = np.zeros((P, P)) if gram else np.full((P, P), np.nan)
+        run_threads("_unpack_pairs", np.arange(3 if gram else 2, dtype=np.int64), cells, LG, GG, J, G, H, StS)
         del cells, out
         Da = (GA * ia)[0::2] + (GA * ia)[1::2]
         Db = (GB * ib)[0::2] + (GB * ib)[1::2]
