@@ -55,6 +55,7 @@ from heroeval.stage_a.calibration import (
     _progress_callback,
     initial_from_counts,
 )
+from heroeval.stage_a.covariance import ParameterCovariance
 
 __all__ = ["calibrate_dask"]
 
@@ -314,8 +315,8 @@ def calibrate_dask(
     res = client.gather([client.submit(_part_cov, p, fit.alpha, fit.beta, fit.prev, gram, pure=False)
                          for p in parts])
     H = np.sum([r[0] for r in res], axis=0)
-    Hinv = _influence.inverse_of(H, _influence.free_parameters(fit.alpha, fit.beta, fit.prev))
-    V = Hinv @ np.sum([r[1] for r in res], axis=0) @ Hinv if gram else Hinv
+    pcov = ParameterCovariance.from_information(H, _influence.free_parameters(fit.alpha, fit.beta, fit.prev),
+                                                np.sum([r[1] for r in res], axis=0) if gram else None)
     dropped: dict[str, int] = {}
     for s in summaries:
         for k, v in s["dropped"].items():
@@ -327,7 +328,7 @@ def calibrate_dask(
         round_n_gold=tot("round_gold").astype(np.int64), covariate_names=(), covariate_mean=None,
         covariate_cov=None, n_covariate_items=0,
         convergence=ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate),
-        parameter_covariance=0.5 * (V + V.T),
+        covariance=pcov,
         settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
                   "pseudo_count": 0.0, "variance": variance, "history_weight": 1.0, "engine": "dask",
                   "partitions": len(parts), "rows_read": int(tot("n_rows")), "rows_dropped": dropped,
