@@ -721,7 +721,7 @@ def calibrate_dask(
         With ``history=None`` (the items stay on the cluster).
     """
     _check_em_settings(tol, max_iter, criterion)
-    if history_weight == "cv":
+    if isinstance(history_weight, str) and history_weight == "cv":
         raise HeroEvalError("history_weight='cv' needs the model checks: use heroeval.calibrate_dask, which runs them "
                             "(this Stage A function takes a number in [0, 1])")
     _check_weight(history_weight)
