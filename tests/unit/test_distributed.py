@@ -253,3 +253,17 @@ def test_option_errors(client: object) -> None:
         he.calibrate_dask(ddf, gold=g, client=client, checks=True, check_folds=1)
     with pytest.raises(he.errors.HeroEvalError, match="covariate_cols needs covariates"):
         he.calibrate_dask(ddf, gold=g, client=client, covariate_cols=["x"])
+
+
+def test_labelers_and_rounds_only_on_dropped_rows(client: object) -> None:
+    """The pandas reader keeps only labelers and rounds of rows it uses; so does the Dask path."""
+    df, gold = _sparse_crowd(2, n_items=600, J=12)
+    df["round"] = np.where(df["item_id"] % 2 == 0, "r0", "r1")
+    extra = pd.DataFrame({"item_id": [10_000, 10_001], "labeler_id": ["ghost", "j1"], "label": [np.nan, np.nan],
+                          "round": ["r0", "r9"]})  # a labeler and a round seen only on rows without a label
+    df = pd.concat([df, extra], ignore_index=True)
+    mem = he.calibrate(he.read_annotations(df, gold=gold, round_col="round"))
+    cal = calibrate_dask(dd.from_pandas(df, npartitions=3), gold=gold, client=client, round_col="round")
+    assert "ghost" not in cal.labeler_ids and "r9" not in cal.round_ids
+    _close(mem, cal, PARITY)
+    assert cal.settings["rows_dropped"] == {"missing label": 2}

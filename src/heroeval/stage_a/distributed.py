@@ -167,6 +167,27 @@ def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labele
     )
 
 
+def _recode(p: _Part, labs: IntArray, rounds: IntArray) -> _Part:
+    """The partition with only the labelers ``labs`` and rounds ``rounds`` (codes into the first dictionaries).
+
+    The pandas reader keeps the labelers and rounds of the rows it uses; the dictionaries read from the
+    raw columns can hold one that only rows dropped later (a missing label, say) carry.
+    """
+    d = p.design
+    cols = np.sort(np.concatenate([2 * labs, 2 * labs + 1]))
+    A = d.A[:, cols].tocsr()
+    new_group = np.full(d.n_groups, -1, dtype=np.int64)
+    new_group[rounds] = np.arange(rounds.size)
+    group = new_group[d.group].astype(np.int32)
+    G = int(rounds.size)
+    d2 = replace(d, n_labelers=int(labs.size), n_groups=G, A=A, AT=A.T if d.n_items > _em._CSC_ITEMS else A.T.tocsr(),
+                 code_counts=d.code_counts[cols], group=group,
+                 group_size=np.bincount(group, minlength=G).astype(np.float64))
+    return replace(p, design=d2, tp=p.tp[labs], fn=p.fn[labs], tn=p.tn[labs], fp=p.fp[labs], n_ann=p.n_ann[labs],
+                   n_items_lab=p.n_items_lab[labs], round_items=p.round_items[rounds],
+                   round_gold=p.round_gold[rounds], round_gold_pos=p.round_gold_pos[rounds])
+
+
 def _item_hashes(df: pd.DataFrame, i_c: str) -> npt.NDArray[np.uint64]:
     """Sorted distinct 64-bit hashes of a partition's item ids (for the partitioned_by_item check)."""
     ids = _ids_to_str(df[i_c]).dropna()
@@ -502,6 +523,13 @@ def load_dask_history(
     parts = [client.submit(_build_part, dp, (i_c, l_c, y_c, r_c), labelers, rounds, gold_f, k, cov_f, pure=False)
              for k, dp in enumerate(client.compute(delayed_parts))]
     summaries = client.gather([client.submit(_summary, p) for p in parts])
+    used_labs = np.flatnonzero(np.sum([s["n_ann"] for s in summaries], axis=0) > 0)
+    used_rounds = np.flatnonzero(np.sum([s["round_items"] for s in summaries], axis=0) > 0)
+    if used_labs.size < len(labelers) or used_rounds.size < len(rounds):
+        parts = [client.submit(_recode, p, used_labs, used_rounds, pure=False) for p in parts]
+        labelers = [labelers[k] for k in used_labs]
+        rounds = [rounds[g] for g in used_rounds]
+        summaries = client.gather([client.submit(_summary, p) for p in parts])
     dh = DaskHistory(client, parts, labelers, rounds, cov_names, summaries, cov_rows)
     if dh.n_gold == 0:
         raise DataError("dask history has no gold labels on its items: Stage A needs gold anchors")
