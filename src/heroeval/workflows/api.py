@@ -6,6 +6,10 @@ This is the one layer that sees all of them:
   and, when asked (``checks=True`` or ``history_weight="cv"``), runs the model
   checks on the history's gold first (:func:`heroeval.checks.run_checks`) and
   keeps them in ``Calibration.checks``;
+* :func:`calibrate_dask` does the same for a history on a Dask cluster: Stage A
+  and the checks' refits on the workers (:mod:`heroeval.stage_a.distributed`),
+  the rest of the checks on the gold items brought to the client
+  (:func:`heroeval.checks.model_checks.run_checks_on_gold`);
 * :func:`estimate` runs the estimators (:func:`heroeval.estimators.estimate_methods`)
   and, for ``method="auto"`` or ``recommend=True``, the choice
   (:func:`heroeval.choice.auto`).
