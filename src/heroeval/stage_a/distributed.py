@@ -345,8 +345,8 @@ class DaskHistory:
         order = np.argsort(pd.Index(names.astype(str)).to_numpy(dtype=object), kind="stable") if names.size else \
             np.zeros(0, np.int64)
         starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
-        idx = (np.concatenate([np.arange(starts[k], starts[k] + lens[k]) for k in order]) if order.size
-               else np.zeros(0, np.int64))
+        lo = lens[order]
+        idx = np.repeat(starts[order] - (np.cumsum(lo) - lo), lo) + np.arange(int(lo.sum()), dtype=np.int64)
         ptr = np.zeros(order.size + 1, dtype=np.int64)
         np.cumsum(lens[order], out=ptr[1:])
         J = self.n_labelers
