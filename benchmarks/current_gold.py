@@ -60,7 +60,8 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS) -> list[dic
     y = gold.loc[ids].to_numpy()
     truth = float(y.mean())
     n = cur.n_items
-    # the history's gold items under the calibration (in-sample): the residual spread a predictor had there
+    # the history's gold items under the calibration (in-sample): the residual spread a predictor had there,
+    # computed here independently of the product's heroeval.estimators.ppi.history_prior (the replay's input)
     ha = _align(sp.history, cal, True)
     hg = np.flatnonzero(ha.data.gold >= 0)
     h_y = ha.data.gold[hg].astype(float)
@@ -104,7 +105,8 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS) -> list[dic
                              "floor_unit": dd.get("variance_floor_unit", math.nan),
                              "var_hist": dd.get("variance_history", math.nan),
                              "gold_mean": dd.get("gold_mean", math.nan), "gold_neff": dd.get("gold_effective_n", math.nan),
-                             "small_rule": bool(dd.get("small_sample_rule", False)), "sigma2_hist": s2h})
+                             "small_rule": bool(dd.get("small_sample_rule", False)), "sigma2_hist": s2h,
+                             "n_gold_hist": int(h_y.size)})
             # Clopper-Pearson on the gold alone (uniform design only: unweighted)
             if design == "uniform":
                 lo, hi = clopper_pearson(float(y[pos].sum()), float(pos.size), 0.95)

@@ -92,11 +92,21 @@ def main() -> None:
                     yc = np.asarray(items["y"])
                     a2, b2 = platt(np.asarray(items["hero1@1:llr"]), yc)
                     f_cv = expit(a2 * L + b2 + logit(mu) - logit(yc.mean()))
+                # the gold-proportion method's posterior (auto's choice on many real panels): each labeler's
+                # Laplace-smoothed gold-only rates, at that method's own estimate of the round's rate
+                a_gp = (cal.gold_tp + 1.0) / (cal.gold_tp + cal.gold_fn + 2.0)
+                b_gp = (cal.gold_tn + 1.0) / (cal.gold_tn + cal.gold_fp + 2.0)
+                L_gp = np.clip(_llr(cur, al.to_calib, a_gp, b_gp), -50, 50)
+                mu_gp = estimate(cur, cal, method="gold_proportion", drift_check=False).estimate
+                f_gp = expit(logit(min(max(mu_gp, 1e-6), 1 - 1e-6)) + L_gp)
                 rows.append({"ds": name, "shift": shift, "r": r, "raw": resid_ratio(f_raw, y),
-                             "insample": resid_ratio(f_in, y), "cv": resid_ratio(f_cv, y)})
+                             "insample": resid_ratio(f_in, y), "cv": resid_ratio(f_cv, y),
+                             "gold_proportion": resid_ratio(f_gp, y)})
         print(name, file=sys.stderr, flush=True)
     d = pd.DataFrame(rows)
-    print(d.groupby("shift")[["raw", "insample", "cv"]].agg(lambda v: float(np.exp(np.mean(np.log(v))))).round(3))
+    cols = ["raw", "insample", "cv", "gold_proportion"]
+    print(d.groupby("shift")[cols].agg(lambda v: float(np.exp(np.mean(np.log(v))))).round(3))
+    print(d.groupby(["ds", "shift"])[cols].agg(lambda v: float(np.exp(np.mean(np.log(v))))).round(3).to_string())
 
 
 if __name__ == "__main__":

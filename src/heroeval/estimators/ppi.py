@@ -41,6 +41,22 @@ and its variance is ``c' V c`` with ``V`` the calibration's
 ``parameter_covariance``. It is small (the two means estimate the same
 thing), but it is included.
 
+**Small-sample safeguards of the variance.** With a few dozen gold items the
+residuals' spread is itself noisy, and often near zero because the sample
+holds no item where the predictor errs. Two safeguards (:func:`rectify`):
+
+* a *history prior* (a moderated variance, as in Smyth's limma): the spread
+  is shrunk towards the same predictor's residual spread on the history's
+  gold items (:func:`history_prior`), worth :data:`PRIOR_ITEMS` gold items
+  (at most the history's gold count): ``(k s^2 + m s_h^2) / (k + m)``. A
+  calibration without the history's gold scores (an older file, or a Dask
+  fit) has no prior; ``details`` say whether it was used;
+* a floor at the spread of :data:`PSEUDO` discordant gold items at each end
+  of the residual's range.
+
+The constants were chosen by leave-one-set-out over the shared data sets
+(``benchmarks/current_gold_loso.py``; docs/current_gold.md).
+
 **Interval and the small-sample rule.** ``theta_hat +- t_{k-1} * SE``,
 clipped to [0, 1]. With fewer than :data:`SMALL_GOLD` gold items, or gold
 items all of one class (where the residuals' spread says little), the
@@ -60,7 +76,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import expit, logit
 from scipy.stats import beta as beta_dist
-from scipy.stats import norm
+from scipy.stats import chi2, norm
 from scipy.stats import t as t_dist
 
 from heroeval.errors import DataError, HeroEvalError
@@ -85,6 +101,7 @@ __all__ = [
     "gold_estimates",
     "gold_only",
     "gold_sample",
+    "history_prior",
     "item_posterior",
     "ppi",
     "rectify",
@@ -102,8 +119,15 @@ METHOD_OF = {"hero1": "hero1_ppi", "prior": "prior_ppi", "majority_vote": "mv_pp
 SMALL_GOLD = 10
 """Below this many gold items the interval is widened to contain the gold's own Clopper–Pearson interval."""
 _MU_CLIP = 1e-6
-PSEUDO = float(norm.ppf(0.975)) ** 2 / 2
-"""Pseudo-items at each end of the residual's range in the variance (z^2/2, Agresti–Coull's count)."""
+PSEUDO = 1.5
+"""Pseudo-discordant gold items at each end of the residual's range in the variance floor, without a history
+prior (Agresti–Coull's ``z^2/2 = 1.92`` before the leave-one-set-out study chose 1.5)."""
+PSEUDO_WITH_PRIOR = 0.0
+"""The floor's pseudo-items when the history prior is used (none: the prior keeps the spread from zero)."""
+PRIOR_ITEMS = 20.0
+"""What the history prior on the residual spread is worth, in gold items (at most the history's gold count)."""
+PRIOR_CONFLICT_LEVEL = 0.05
+"""The prior is dropped when the round's residual spread exceeds the history's at this one-sided level."""
 
 
 # ---------------------------------------------------------------------------
@@ -204,9 +228,16 @@ class Rectified:
     variance: float
     phi: FloatArray  # per-item current influence (zero off the gold), variance = phi.phi / n^2
     residual: FloatArray  # y - lam f on the gold items
-    variance_raw: float = math.nan  # the design-based variance before the floor
+    variance_raw: float = math.nan  # the design-based variance before the history prior and the floor
     floor_unit: float = math.nan  # k * mean((1 - pi) / pi^2) / n^2: the floor is floor_unit * pseudo / (k + 2 pseudo)
+    prior_variance: float = math.nan  # the history prior's residual spread (nan: no prior)
+    prior_items: float = 0.0  # what the prior is worth, in gold items (0: not used)
+    prior_conflict: bool = False  # the round's spread contradicted the prior, which was dropped
 
+    @property
+    def df(self) -> float:
+        """Degrees of freedom of the t interval: k - 1, plus the prior's worth when it was used (moderated t)."""
+        return float(max(self.residual.size - 1, 1)) + self.prior_items
 
 def _tuned_lambda(f: FloatArray, gs: GoldSample) -> float:
     """PPI++ power tuning: the weighted LS slope of y on f over the gold, weights (1 - pi)/pi^2, clipped to [0, 1]."""
@@ -222,24 +253,40 @@ def _tuned_lambda(f: FloatArray, gs: GoldSample) -> float:
     return float(min(max(np.sum(v * (fs - fb) * (gs.y - yb)) / sxx, 0.0), 1.0))
 
 
-def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: float = PSEUDO) -> Rectified:
+def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: float = PSEUDO,
+            prior: tuple[float, float] | None = None) -> Rectified:
     """The prediction-powered estimate of the round's rate from predictor ``f`` (one per item) and the gold sample.
 
     ``lam=None`` tunes it (PPI++); ``lam=0`` is the gold items' (Hajek) mean,
     ``lam=1`` plain PPI. The variance is the design-based one (module
-    docstring), floored at that of ``pseudo`` discordant gold items
-    (residual spread ``pseudo / (k + 2 pseudo)`` per item, at the mean
-    variance factor of the sample): with few gold items the sample often
-    holds no item where the predictor errs, and its residual spread is then
-    near zero whatever the predictor's error rate (Agresti and Coull's
-    ``z^2 / 2`` pseudo-successes play the same part for a proportion).
-    ``pseudo=0`` gives the plain design-based variance.
+    docstring), with two small-sample safeguards:
+
+    * ``prior=(s2_h, m)``: the residual spread ``s^2`` of the gold is shrunk
+      towards a prior spread ``s2_h`` worth ``m`` gold items,
+      ``(k s^2 + m s2_h) / (k + m)``, and the interval's t gets ``k - 1 + m``
+      degrees of freedom (Smyth's moderated variance and t, limma 2004).
+      :func:`history_prior` gives the predictor's spread on the history's
+      gold items. The prior is dropped when the gold contradicts it: when
+      ``(k - 1) s^2 / s2_h`` exceeds the chi-squared quantile at
+      :data:`PRIOR_CONFLICT_LEVEL` (the predictor errs more on this round
+      than on the history); the floor is then ``pseudo=PSEUDO``'s;
+    * a floor at the spread of ``pseudo`` discordant gold items at each end
+      of the residual's range, ``pseudo / (k + 2 pseudo)`` per item at the
+      sample's mean variance factor: with few gold items the sample often
+      holds no item where the predictor errs, and its spread is then near
+      zero whatever the predictor's error rate (Agresti and Coull's
+      pseudo-successes play the same part for a proportion).
+
+    ``pseudo=0`` and ``prior=None`` give the plain design-based variance.
     """
     f = np.asarray(f, dtype=float)
     if f.shape != (gs.n,):
         raise HeroEvalError(f"predictor has shape {f.shape}, expected ({gs.n},)")
     if not (math.isfinite(pseudo) and pseudo >= 0):
         raise HeroEvalError(f"pseudo must be a number >= 0, got {pseudo!r}")
+    s2_h, m = (math.nan, 0.0) if prior is None else (float(prior[0]), float(prior[1]))
+    if prior is not None and not (math.isfinite(s2_h) and s2_h >= 0 and math.isfinite(m) and m >= 0):
+        raise HeroEvalError(f"prior must be (residual variance >= 0, items >= 0), got {prior!r}")
     lm = _tuned_lambda(f, gs) if lam is None else float(lam)
     w = gs.weights
     r = gs.y - lm * f[gs.index]
@@ -248,18 +295,53 @@ def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: flo
     k, n = gs.k, gs.n
     phi = np.zeros(n)
     if k < 2:
-        return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, math.nan, phi, r)
+        return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, math.nan, phi, r, prior_variance=s2_h)
     c = (1 - gs.pi) / gs.pi**2  # each gold item's variance factor (1 - pi) / pi^2
     phi[gs.index] = math.sqrt(k / (k - 1)) * np.sqrt(c) * (r - rbar)
-    var = var_raw = float(phi @ phi) / n**2
-    unit = k * float(c.mean()) / n**2
-    floor = unit * pseudo / (k + 2 * pseudo)
-    if floor > var:
-        free = np.setdiff1d(np.arange(n), gs.index)[:1]  # the floor's excess sits in one entry off the gold
+    var_raw = float(phi @ phi) / n**2
+    unit = k * float(c.mean()) / n**2  # the variance per unit of residual spread (uniform: (1 - k/n) / k)
+    target, conflict = var_raw, False
+    if m > 0 and unit > 0:
+        s2 = var_raw / unit
+        q = float(chi2.ppf(1 - PRIOR_CONFLICT_LEVEL, k - 1))
+        conflict = (s2 > 0) if s2_h <= 0 else (k - 1) * s2 / s2_h > q
+        if conflict:
+            m, pseudo = 0.0, PSEUDO
+        else:
+            target = unit * (k * s2 + m * s2_h) / (k + m)
+    elif prior is not None:
+        m, pseudo = 0.0, PSEUDO
+    target = max(target, unit * pseudo / (k + 2 * pseudo))
+    if target < var_raw:  # the prior narrows: the gold items' influence values shrink in proportion
+        phi[gs.index] *= math.sqrt(target / var_raw)
+    elif target > var_raw:  # the excess sits in one entry off the gold
+        free = np.setdiff1d(np.arange(n), gs.index)[:1]
         if free.size:
-            phi[free] = n * math.sqrt(floor - var)
-            var = floor
-    return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, var, phi, r, var_raw, unit)
+            phi[free] = n * math.sqrt(target - var_raw)
+        else:
+            target = var_raw
+    return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, target, phi, r, var_raw, unit, s2_h, m, conflict)
+
+
+def history_prior(calibration: Calibration, lam: float, mu: float,
+                  items: float | None = None) -> tuple[float, float] | None:
+    """The posterior predictor's residual spread on the history's gold items, and its worth in gold items.
+
+    The calibration keeps its history's gold items' labels and
+    log-likelihood ratios ``L`` (:class:`heroeval.stage_a.calibration.GoldScores`,
+    at most 2,000 of them). The residual is ``y - lam * sigmoid(logit mu + L)``
+    (the predictor at rate ``mu``), its spread the sample variance over those
+    items. It is worth ``min(items, n_gold)`` gold items (``items`` default
+    :data:`PRIOR_ITEMS`): a prior never counts for more items than the
+    history has gold. ``None`` when the calibration has no such record (a
+    calibration file written before it was kept, or one fitted on Dask).
+    """
+    gsc = calibration.gold_scores
+    if gsc is None or gsc.y.size < 2:
+        return None
+    r = gsc.y - lam * item_posterior(gsc.llr, mu)
+    s2 = float(np.var(r, ddof=1))
+    return s2, min(PRIOR_ITEMS if items is None else float(items), float(gsc.n_gold))
 
 
 # ---------------------------------------------------------------------------
@@ -304,9 +386,10 @@ def wilson(p: float, n: float, level: float, alternative: str = "two-sided") -> 
 
 
 class DesignInterval(_Test):
-    """The interval of an estimate from current gold: t with k - 1 df, widened by the small-sample rule.
+    """The interval of an estimate from current gold: t with k - 1 df (k - 1 + m with a history prior worth m
+    items), widened by the small-sample rule.
 
-    ``kind="t"``: ``estimate +- t_{k-1} SE`` (clipped to [0, 1]), widened to
+    ``kind="t"``: ``estimate +- t_df SE`` (clipped to [0, 1]), widened to
     contain the gold's Clopper–Pearson (Korn–Graubard) interval when
     ``k < SMALL_GOLD`` or the gold items are all of one class.
     ``kind="wilson"``: Wilson's interval of the gold mean at the effective
@@ -316,8 +399,9 @@ class DesignInterval(_Test):
     preferred = True  # method="auto" resolves to this interval
 
     def __init__(self, estimate: float, se: float, gs: GoldSample, kind: str = "t",
-                 small_gold: int = SMALL_GOLD) -> None:
+                 small_gold: int = SMALL_GOLD, df: float | None = None) -> None:
         self.center = estimate
+        self.df = float(max(gs.k - 1, 1)) if df is None else float(df)
         self.se = se
         self.gs = gs
         self.kind = kind
@@ -341,7 +425,7 @@ class DesignInterval(_Test):
         lo, hi = math.nan, math.nan
         if math.isfinite(self.se) and gs.k >= 2:
             q = 0.5 + confidence_level / 2 if alternative == "two-sided" else confidence_level
-            h = float(t_dist.ppf(q, gs.k - 1)) * self.se
+            h = float(t_dist.ppf(q, self.df)) * self.se
             lo, hi = max(0.0, self.center - h), min(1.0, self.center + h)
             if alternative == "less":
                 lo = 0.0
@@ -373,7 +457,7 @@ def _result(method: str, est: float, data: AnnotationSet, gs: GoldSample, rect: 
     if clipped != est:
         notes = (*notes, f"the rectified estimate {est:.4f} was clipped to [0, 1]")
     test = DesignInterval(clipped, math.sqrt(max(infl.variance(), 0.0)) if math.isfinite(infl.variance())
-                          else math.nan, gs, kind)
+                          else math.nan, gs, kind, df=rect.df if kind == "t" else None)
     if test.fallback and kind == "t":
         why = (f"only {gs.k} gold items" if gs.k < SMALL_GOLD else "the gold items are all of one class"
                if test.one_class else "no variance estimate")
@@ -385,6 +469,7 @@ def _result(method: str, est: float, data: AnnotationSet, gs: GoldSample, rect: 
                  "rectifier": rect.rectifier, "gold_mean": test.gold_mean, "gold_effective_n": test.n_eff,
                  "small_sample_rule": bool(test.fallback), "interval": test.label,
                  "variance_current_raw": rect.variance_raw, "variance_floor_unit": rect.floor_unit,
+                 "variance_current": rect.variance, "df": test.df,
                  "variance_history": infl.variance_history(), **details},
         notes=(gs.describe(), *notes), influence=infl, test=test,
     )
@@ -473,6 +558,14 @@ def ppi(
     m = min(max(mu, _MU_CLIP), 1 - _MU_CLIP)
     f = item_posterior(L, m)
     rect = rectify(f, gs, lam)
+    hp = history_prior(cal, rect.lam, m)
+    if hp is not None and rect.lam > 0:
+        rect = rectify(f, gs, rect.lam, pseudo=PSEUDO_WITH_PRIOR, prior=hp)
+        details.update(history_prior_variance=hp[0], history_prior_items=rect.prior_items,
+                       history_prior_conflict=rect.prior_conflict)
+        if rect.prior_conflict:
+            notes = (*notes, "the predictor errs more on this round's gold than on the history's (the residual "
+                             "spread's chi-squared test): the history prior on the variance was dropped")
     # history term: lam * (mean_U df/dtheta - Hajek_S df/dtheta)
     s = f * (1 - f)
     wu = np.full(d.n_items, 1.0 / d.n_items)

@@ -228,8 +228,8 @@ def _compare_results(a: EstimateResult, b: EstimateResult) -> Comparison:
     df = None
     if a.method in ALL_GOLD_METHODS:  # t at Welch–Satterthwaite's df over the two gold samples
         va, vb = a.influence.variance_current(), b.influence.variance_current()
-        ka, kb = int(a.details.get("n_gold", 0)), int(b.details.get("n_gold", 0))
-        den = (va**2 / (ka - 1) if ka > 1 else math.inf) + (vb**2 / (kb - 1) if kb > 1 else math.inf)
+        da, db = _gold_df(a), _gold_df(b)
+        den = (va**2 / da if da > 0 else math.inf) + (vb**2 / db if db > 0 else math.inf)
         df = (va + vb) ** 2 / den if den > 0 and math.isfinite(den) else 1.0
         df = max(df, 1.0)
     return Comparison(a.method, a.estimate - b.estimate, vc, max(vh, 0.0) if math.isfinite(vh) else vh, a, b, df)
@@ -653,15 +653,21 @@ def _stratum_with_gold(stratum: AnnotationSet, calibration: Calibration, method:
     return res[method]
 
 
+def _gold_df(r: EstimateResult) -> float:
+    """An estimate's own t degrees of freedom: ``k - 1``, plus a history prior's worth (0: none)."""
+    k = int(r.details.get("n_gold", 0))
+    return float(r.details.get("df", k - 1)) if k > 1 else 0.0
+
+
 def _welch_df(g: npt.NDArray[np.float64], parts: tuple[EstimateResult, EstimateResult]) -> float:
     """Welch–Satterthwaite df of ``sum_s g_s * rate_s`` over independent strata with current gold."""
     terms, den = 0.0, 0.0
     for gs, r in zip(g, parts, strict=True):
         assert r.influence is not None
         v = float(gs) ** 2 * r.influence.variance_current()
-        k = int(r.details.get("n_gold", 0))
+        d = _gold_df(r)
         terms += v
-        den += v**2 / (k - 1) if k > 1 else math.inf
+        den += v**2 / d if d > 0 else math.inf
     if not (math.isfinite(terms) and math.isfinite(den)) or den <= 0:
         return 1.0
     return max(terms**2 / den, 1.0)

@@ -28,7 +28,79 @@ from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import _em, _influence, _kernels
 from heroeval.stage_a.checks_record import ModelChecks
 
-__all__ = ["Calibration", "ConvergenceInfo", "check_fit_settings", "fit_stage_a", "load_calibration"]
+__all__ = [
+    "Calibration",
+    "ConvergenceInfo",
+    "GoldScores",
+    "check_fit_settings",
+    "fit_stage_a",
+    "load_calibration",
+    "score_gold_items",
+]
+
+GOLD_SCORES_KEEP = 2000
+"""At most this many history gold items are scored and kept (a fixed-seed sample beyond it)."""
+
+
+@dataclass(frozen=True)
+class GoldScores:
+    """The history's gold items as the calibration scores them: what a predictor's errors looked like there.
+
+    ``y`` the gold labels, ``llr`` each item's log-likelihood ratio
+    ``L = log P(labels | Y = 1) - log P(labels | Y = 0)`` under the
+    calibration's sensitivities and specificities (in-sample: the items
+    helped fit them), for all ``n_gold`` gold items or, beyond
+    :data:`GOLD_SCORES_KEEP`, a fixed-seed random sample of them.
+    The estimates with current gold shrink their residual spread towards
+    the one these items give (:func:`heroeval.estimators.ppi.history_prior`).
+    """
+
+    y: npt.NDArray[np.float64]
+    llr: npt.NDArray[np.float64]
+    n_gold: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n_gold": self.n_gold, "y": [int(v) for v in self.y],
+                "llr": [round(float(v), 10) for v in np.clip(self.llr, -700.0, 700.0)]}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> GoldScores:
+        try:
+            y = np.asarray(d["y"], dtype=np.float64)
+            llr = np.asarray(d["llr"], dtype=np.float64)
+            n = int(d["n_gold"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HeroEvalError(f"missing or bad field ({exc})") from exc
+        if y.shape != llr.shape or y.ndim != 1 or n < y.size or not np.all((y == 0) | (y == 1)):
+            raise HeroEvalError("y and llr must be lists of one length (y of 0/1), n_gold at least that length")
+        return cls(y, llr, n)
+
+
+def score_gold_items(history: AnnotationSet, alpha: npt.NDArray[np.float64], beta: npt.NDArray[np.float64],
+                keep: int = GOLD_SCORES_KEEP) -> GoldScores | None:
+    """Score the history's gold items (a fixed-seed sample of ``keep`` beyond that many); ``None`` without gold.
+
+    Touches only the sampled items' annotations, so it costs nothing next to
+    the fit even for histories of billions of annotations.
+    """
+    g = np.flatnonzero(history.gold >= 0)
+    n_gold = int(g.size)
+    if n_gold == 0:
+        return None
+    if n_gold > keep:
+        g = np.sort(np.random.default_rng(0).choice(g, keep, replace=False))
+    ptr = np.asarray(history.item_ptr, dtype=np.int64)
+    starts, lens = ptr[g], ptr[g + 1] - ptr[g]
+    offs = np.zeros(g.size, dtype=np.int64)
+    np.cumsum(lens[:-1], out=offs[1:])
+    idx = np.repeat(starts - offs, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+    la1, la0 = _em.code_logprobs(np.asarray(alpha, dtype=np.float64), np.asarray(beta, dtype=np.float64))
+    vals = (la1 - la0)[2 * history.labeler[idx].astype(np.int64) + history.label[idx].astype(np.int64)]
+    llr = np.zeros(g.size)
+    has = lens > 0
+    if vals.size:
+        llr[has] = np.add.reduceat(vals, offs[has])
+    return GoldScores(history.gold[g].astype(np.float64), llr, n_gold)
 
 FORMAT_NAME = "heroeval.calibration"
 FORMAT_VERSION = 1
@@ -109,6 +181,9 @@ class Calibration:
     checks : heroeval.checks.ModelChecks or None
         Model checks on the history's gold items (``calibrate(checks=True)``
         or ``history_weight="cv"``); saved with the calibration.
+    gold_scores : GoldScores or None
+        The history's gold items' labels and log-likelihood ratios under this
+        calibration (at most 2,000 of them); saved with the calibration.
     history : AnnotationSet or None
         The history itself, when the calibration was fitted in this process
         (never saved to JSON). ``hero_joint`` needs it.
@@ -140,6 +215,7 @@ class Calibration:
     history: AnnotationSet | None = field(default=None, repr=False, compare=False)
     history_fit: _em.EMFit | None = field(default=None, repr=False, compare=False)
     checks: Any = field(default=None, repr=False, compare=False)
+    gold_scores: GoldScores | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for a in (self.alpha, self.beta, self.n_annotations, self.n_items, self.gold_tp,
@@ -260,6 +336,7 @@ class Calibration:
             "fit": self.convergence.to_dict(),
             "settings": dict(self.settings),
             "checks": None if self.checks is None else self.checks.to_dict(),
+            "gold_scores": None if self.gold_scores is None else self.gold_scores.to_dict(),
         }
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -406,6 +483,13 @@ def _from_dict(obj: Any, src: str) -> Calibration:
         except HeroEvalError as exc:
             raise fail("checks", str(exc)) from exc
 
+    gscores = None
+    if obj.get("gold_scores") is not None:
+        try:
+            gscores = GoldScores.from_dict(obj["gold_scores"])
+        except HeroEvalError as exc:
+            raise fail("gold_scores", str(exc)) from exc
+
     def ia(key: str) -> IntArray:
         return np.asarray(cols[key], dtype=np.int64)
 
@@ -434,6 +518,7 @@ def _from_dict(obj: Any, src: str) -> Calibration:
         heroeval_version=str(obj.get("heroeval_version", "")),
         created=str(obj.get("created", "")),
         checks=checks,
+        gold_scores=gscores,
     )
 
 
@@ -694,6 +779,7 @@ def fit_stage_a(
         history=history,
         history_fit=fit,
         checks=model_checks,
+        gold_scores=score_gold_items(history, fit.alpha, fit.beta),
     )
 
 
