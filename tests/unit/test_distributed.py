@@ -50,6 +50,11 @@ def test_demo_history_on_two_workers_equals_in_memory(client: object) -> None:
     _close(mem, cal)
     assert cal.convergence.n_iter == mem.convergence.n_iter
     assert cal.history is None and cal.settings["engine"] == "dask"
+    # the history's gold items as the calibration scores them (the estimates with current gold read them)
+    assert mem.gold_scores is not None and cal.gold_scores is not None
+    assert cal.gold_scores.n_gold == mem.gold_scores.n_gold
+    np.testing.assert_array_equal(cal.gold_scores.y, mem.gold_scores.y)
+    np.testing.assert_allclose(cal.gold_scores.llr, mem.gold_scores.llr, rtol=0, atol=1e-9)
     # the estimate built from either calibration is the same
     cur = he.read_annotations(EXAMPLE / "current.csv.gz")
     e1, e2 = he.hero1(cur, mem), he.hero1(cur, cal)

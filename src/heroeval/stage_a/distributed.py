@@ -66,6 +66,7 @@ from heroeval.stage_a.calibration import (
     _check_weight,
     _progress_callback,
     initial_from_counts,
+    score_gold_items,
 )
 
 __all__ = ["DaskFoldFits", "DaskHistory", "calibrate_dask", "fit_stage_a_dask", "load_dask_history"]
@@ -601,7 +602,9 @@ def fit_stage_a_dask(
 
     The calibration's ``history`` is None (the items stay on the cluster); its
     ``history_fit`` holds the fit without posteriors (``gamma`` empty), which the
-    model checks' refits start from.
+    model checks' refits start from; its ``gold_scores`` are computed from the
+    gold items brought to the client (:meth:`DaskHistory.gold_items`), as
+    :func:`heroeval.stage_a.calibration.fit_stage_a` computes them from the history.
     """
     _check_em_settings(tol, max_iter, criterion)
     c = _check_pseudo_count(pseudo_count)
@@ -641,6 +644,7 @@ def fit_stage_a_dask(
         convergence=ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate),
         parameter_covariance=pcov, settings=settings, created=datetime.now(UTC).isoformat(timespec="seconds"),
         history_fit=fit,
+        gold_scores=score_gold_items(dh.gold_items(), fit.alpha, fit.beta),
     )
 
 
