@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import chi2
 from scipy.stats import t as t_dist
 
 import heroeval as he
@@ -132,7 +133,7 @@ def test_variance_floor_when_gold_shows_no_error():
 
 
 def test_history_prior_moderates_the_residual_spread_closed_form():
-    """(k s^2 + m s_h^2) / (k + m) times (1 - k/n) / k, then the floor; phi carries the same variance."""
+    """(k s^2 + m s_h^2) / (k + m) times (1 - k/n) / k, df k - 1 + m; dropped when the gold contradicts it."""
     rng = np.random.default_rng(4)
     n, k = 300, 25
     y = rng.integers(0, 2, n).astype(float)
@@ -141,16 +142,22 @@ def test_history_prior_moderates_the_residual_spread_closed_form():
     gs = _uniform(y, idx, n)
     lam = 0.9
     res = y[idx] - lam * f[idx]
-    for s2h, m in ((0.2, 40.0), (0.0, 10.0), (0.01, 1000.0)):
+    s2 = np.var(res, ddof=1)
+    q = chi2.ppf(0.95, k - 1)
+    for s2h, m in ((0.2, 40.0), (s2, 10.0), (1.5 * s2, 1000.0)):
+        assert (k - 1) * s2 / s2h <= q  # no conflict
         r = rectify(f, gs, lam=lam, pseudo=0.0, prior=(s2h, m))
-        plain = (1 - k / n) / k * (k * np.var(res, ddof=1) + m * s2h) / (k + m)
+        plain = (1 - k / n) / k * (k * s2 + m * s2h) / (k + m)
         assert r.variance == pytest.approx(plain, rel=1e-12)
-        assert r.variance_raw == pytest.approx((1 - k / n) * np.var(res, ddof=1) / k, rel=1e-12)
+        assert r.variance_raw == pytest.approx((1 - k / n) * s2 / k, rel=1e-12)
         assert r.phi @ r.phi / n**2 == pytest.approx(r.variance, rel=1e-12)
         assert r.estimate == pytest.approx(lam * f.mean() + res.mean())  # the prior moves the variance only
-    # the floor still applies after the prior: a prior spread of zero cannot take the variance below it
-    r = rectify(f, gs, lam=lam, prior=(0.0, 1e6))
-    assert r.variance == pytest.approx((1 - k / n) / k * PSEUDO / (k + 2 * PSEUDO), rel=1e-9)
+        assert r.df == k - 1 + m and not r.prior_conflict
+    # conflict: the round's spread is significantly above the prior's -> no prior, the floor without one
+    s2h = 0.5 * s2 * (k - 1) / q
+    r = rectify(f, gs, lam=lam, pseudo=0.0, prior=(s2h, 40.0))
+    assert r.prior_conflict and r.prior_items == 0 and r.df == k - 1
+    assert r.variance == pytest.approx(max((1 - k / n) * s2 / k, (1 - k / n) / k * PSEUDO / (k + 2 * PSEUDO)))
     with pytest.raises(he.HeroEvalError, match="prior"):
         rectify(f, gs, prior=(-1.0, 5.0))
 
@@ -305,7 +312,9 @@ def test_t_interval_and_small_sample_rule(dgp):
     cur = _reveal(d, 40, seed=6)
     r = ppi(cur, cal)
     ci = r.confidence_interval()
-    h = t_dist.ppf(0.975, 39) * r.standard_error
+    m = r.details["history_prior_items"] if not r.details["history_prior_conflict"] else 0.0
+    assert m == 20.0 and r.details["df"] == 39 + m  # the moderated t: k - 1 + the prior's worth
+    h = t_dist.ppf(0.975, 39 + m) * r.standard_error
     assert ci.method == "t"
     assert ci.low == pytest.approx(max(0, r.estimate - h)) and ci.high == pytest.approx(min(1, r.estimate + h))
     small = _reveal(d, SMALL_GOLD - 4, seed=7)
@@ -512,8 +521,11 @@ def test_compare_with_gold_matches_a_plain_computation(dgp):
     ka, kb = gold_sample(a).k, gold_sample(b).k
     assert ka == 40 and 5 < kb < 25
     va, vb = phi_a @ phi_a / a.n_items**2, phi_b @ phi_b / b.n_items**2
-    df = (va + vb) ** 2 / (va**2 / (ka - 1) + vb**2 / (kb - 1))
-    assert c.df == pytest.approx(df) and min(ka, kb) - 1 <= c.df <= ka + kb - 2
+    da, db = (k - 1 + (0.0 if r.details.get("history_prior_conflict", True) else r.details["history_prior_items"])
+              for k, r in ((ka, ra), (kb, rb)))
+    assert (da, db) == (ra.details["df"], rb.details["df"])
+    df = (va + vb) ** 2 / (va**2 / da + vb**2 / db)
+    assert c.df == pytest.approx(df) and min(da, db) <= c.df <= da + db
     ci = c.confidence_interval()
     h = t_dist.ppf(0.975, df) * math.sqrt(vc + vh)
     assert ci.method == "t" and ci.low == pytest.approx(c.estimate - h) and ci.high == pytest.approx(c.estimate + h)

@@ -16,6 +16,7 @@ import heroeval as he
 from heroeval.cli import app
 from heroeval.errors import HeroEvalError
 from heroeval.stage_a import _em
+from heroeval.stage_a.covariance import ParameterCovariance
 from tests.conftest import Sim, simulate
 
 
@@ -86,7 +87,8 @@ def test_gold_and_covariate_item_column_follow_item_col() -> None:
 
 
 def test_parameter_covariance_must_be_psd(calibration: he.Calibration) -> None:
-    bad = dataclasses.replace(calibration, parameter_covariance=-np.asarray(calibration.parameter_covariance))
+    bad = dataclasses.replace(
+        calibration, covariance=ParameterCovariance.from_matrix(-np.asarray(calibration.parameter_covariance)))
     with pytest.raises(he.CalibrationFileError, match="not positive semi-definite"):
         he.Calibration.from_dict(bad.to_dict())
 

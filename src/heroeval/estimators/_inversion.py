@@ -40,6 +40,7 @@ from scipy.stats import norm
 
 from heroeval.errors import HeroEvalError
 from heroeval.estimators._score import psi
+from heroeval.stage_a.covariance import ParameterCovariance, quad
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -292,7 +293,7 @@ class ScoreTest(_Test):
     alpha: FloatArray
     beta: FloatArray
     space: str | None
-    V: FloatArray | None
+    V: FloatArray | ParameterCovariance | None
     n_parameters: int
     offset: float = 0.0
     gamma_x: FloatArray | None = None
@@ -328,13 +329,14 @@ class ScoreTest(_Test):
         elif self.V is None:
             v_hist = math.nan
         elif self.space == "gold_counts":
+            assert not isinstance(self.V, ParameterCovariance)
             v_hist = float(np.sum(g**2 * self.V))
         else:
             c = np.zeros(self.n_parameters)
             c[: g.size] = g
             if self.gamma_x is not None:
                 c[self.cov_start :] = self.n * self.gamma_x
-            v_hist = float(c @ self.V @ c)
+            v_hist = float(quad(self.V, c))
         return S, v_cur, v_hist
 
     def stat(self, mu0: float) -> float:

@@ -178,7 +178,7 @@ def _stage_a_influence(
     c[: 2 * cal.n_labelers] = G / info
     if gamma_x is not None:
         c[2 * cal.n_labelers + len(cal.round_ids) :] = gamma_x / info
-    return Influence(current, "stage_a", c, cal.parameter_covariance, None if cal.parameter_covariance is None else hash(cal.token))
+    return Influence(current, "stage_a", c, cal.covariance, None if cal.covariance is None else hash(cal.token))
 
 
 def _score_test(
@@ -342,7 +342,7 @@ def _score_estimate(
     space = "gold_counts" if method == "gold_proportion" else "stage_a"
     infl = _stage_a_influence(calibration, al.data, al.to_calib, alpha, beta, mu, L, psi(mu, L), space=space)
     notes = al.notes
-    if space == "stage_a" and calibration.parameter_covariance is None:
+    if space == "stage_a" and calibration.covariance is None:
         notes = (*notes, "the calibration has no parameter covariance: no standard error")
     test = _score_test(calibration, al.data, al.to_calib, alpha, beta, mu, L, infl)
     return _result(method, mu, al.data, status=status, details={**al.details, **(extra or {})}, notes=notes,
@@ -562,7 +562,7 @@ def hero2(
     infl1 = _stage_a_influence(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu1, L, ps)
     details.update(_effective_n(infl1, infl))
     notes = al.notes
-    if cal.parameter_covariance is None:
+    if cal.covariance is None:
         notes = (*notes, "the calibration has no parameter covariance: no standard error")
     test = _score_test(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu2, L, infl, offset=offset,
                        gamma_x=gamma, Xc=Xc)
@@ -1125,7 +1125,7 @@ def hero_joint(
     test = ScoreTest(
         center=est, L=La, counts=np.ones(La.size), item_ptr=cur.item_ptr, labeler=al.to_calib[cur.labeler],
         alpha=np.asarray(fit.alpha, dtype=float), beta=np.asarray(fit.beta, dtype=float), space="stage_a",
-        V=cal.parameter_covariance, n_parameters=cal.n_parameters,
+        V=cal.covariance, n_parameters=cal.n_parameters,
     )
     return _result("hero_joint", fit.prev[G], cur, convergence=conv, details=details, notes=al.notes,
                    influence=infl, status=status, test=test)

@@ -181,7 +181,7 @@ def hero1_anchored(
         f"{' ...' if len(new_ids) > 5 else ''}): sensitivity and specificity estimated from the current round, "
         "anchored by the calibrated labelers; their uncertainty is in the interval",
     )
-    if cal.parameter_covariance is None:
+    if cal.covariance is None:
         notes = (*notes, "the calibration has no parameter covariance: no standard error")
     return EstimateResult(
         method=method_name,
@@ -232,7 +232,7 @@ def _anchored_influence(
     ck = to_cal[kn]
     np.add.at(c, ck, grad[0, : kn.size])
     np.add.at(c, J + ck, grad[0, kn.size :])
-    V = cal.parameter_covariance
+    V = cal.covariance
     infl = Influence(IF_eta[:, 0] * n, "stage_a", c, V, None if V is None else hash(cal.token))
     # standard errors of the new labelers' parameters (sandwich of the current part + calibration part)
     var_cur = np.sum(IF_eta**2, axis=0)
@@ -241,7 +241,7 @@ def _anchored_influence(
         G = np.zeros((e_free.size, cal.n_parameters))
         np.add.at(G.T, ck, grad[:, : kn.size].T)
         np.add.at(G.T, J + ck, grad[:, kn.size :].T)
-        var_hist = np.einsum("kp,pq,kq->k", G, V, G)
+        var_hist = np.diag(V.quad(G.T)).copy()
     se_full = np.full(eta.size, np.nan)
     se_full[free] = np.sqrt(np.maximum(var_cur + var_hist, 0.0))
     m = new.size

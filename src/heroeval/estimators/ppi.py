@@ -576,7 +576,7 @@ def ppi(
     grad[: 2 * J] = _dL_sums(d, al.to_calib, cal.alpha, cal.beta, dw * s, J)
     grad += float(np.sum(dw * s)) / (m * (1 - m)) * c_mu
     c = rect.lam * grad
-    V = cal.parameter_covariance
+    V = cal.covariance
     if V is None:
         notes = (*notes, "the calibration has no parameter covariance: the history term is left out")
     infl = Influence(rect.phi, "stage_a", c, V, None if V is None else hash(cal.token))

@@ -19,6 +19,7 @@ from heroeval.errors import HeroEvalError
 from heroeval.estimators._inversion import _Test, check_alternative
 from heroeval.ingest.annotations import IngestReport
 from heroeval.stage_a.calibration import ConvergenceInfo
+from heroeval.stage_a.covariance import ParameterCovariance, quad
 
 __all__ = [
     "METHODS",
@@ -122,7 +123,8 @@ class Influence:
     * ``"stage_a"``: ``history`` is a gradient ``c`` over the calibration's
       parameters (sensitivities, specificities, round prevalences, covariate
       means) and the history term's variance is ``c' V c`` with ``V`` the
-      calibration's ``parameter_covariance`` (kept in ``gram``);
+      calibration's parameter covariance (kept in ``gram``: the calibration's
+      ``covariance``, or a dense matrix);
     * ``"gold_counts"``: ``c`` over the gold-only sensitivities and
       specificities, ``gram`` their (independent) variances;
     * ``"items"``: ``history`` holds one value per history item (the joint fit).
@@ -134,7 +136,7 @@ class Influence:
     current: FloatArray
     space: str | None = None
     history: FloatArray | None = None
-    gram: FloatArray | None = None
+    gram: FloatArray | ParameterCovariance | None = None
     calibration_id: int | None = None
 
     @property
@@ -161,8 +163,9 @@ class Influence:
         if self.gram is None or other.gram is None:
             return math.nan  # the calibration carries no parameter covariance
         if self.space == "gold_counts":
+            assert not isinstance(self.gram, ParameterCovariance)
             return float(np.sum(self.history * other.history * self.gram))
-        return float(self.history @ self.gram @ other.history)
+        return float(quad(self.gram, self.history, other.history))
 
     def variance_history(self) -> float:
         return self.history_covariance(self)

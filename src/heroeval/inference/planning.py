@@ -110,8 +110,8 @@ def _parts_from_patterns(cal: Calibration, mu: float, sets: npt.NDArray[np.int64
     c = np.zeros(cal.n_parameters)
     if info > 0:
         c[: 2 * J] = np.concatenate([Ga, Gb]) / info
-    V = cal.parameter_covariance
-    vh = float(c @ V @ c) if V is not None else math.nan
+    V = cal.covariance
+    vh = float(V.quad(c)) if V is not None else math.nan
     return VarianceParts(info, vh, c, exact)
 
 
@@ -340,7 +340,7 @@ def plan(
     shrink = 1.0 - float(score_r2)
     rows: list[PlanRow] = []
     notes: list[str] = []
-    if calibration.parameter_covariance is None:
+    if calibration.covariance is None:
         notes.append("the calibration has no parameter covariance: the history's variance is left out")
     for k in ks:
         va = hero1_variance(calibration, mu, labels_per_item=k, pool=pool, n_mc=n_mc, rng=rng)
@@ -360,8 +360,8 @@ def plan(
             assert difference is not None
             vb = hero1_variance(calibration, mu + difference, labels_per_item=k, pool=pool, n_mc=n_mc, rng=rng)
             dc = va.gradient - vb.gradient
-            V = calibration.parameter_covariance
-            vhd = float(dc @ V @ dc) if V is not None else 0.0
+            V = calibration.covariance
+            vhd = float(V.quad(dc)) if V is not None else 0.0
             cur2 = shrink * (1 / va.information + 1 / vb.information)
             need = (abs(difference) / (z + float(norm.ppf(power)))) ** 2
             room = need - vhd
@@ -457,19 +457,22 @@ def bound_items(
     if not 0 < power < 1:
         raise HeroEvalError(f"power must be in (0, 1), got {power!r}")
     sets, z, w1, w0, exact = _class_patterns(cal, labels_per_item, pool, n_mc, rng)
-    V = cal.parameter_covariance
-    Vm = np.zeros((cal.n_parameters, cal.n_parameters)) if V is None else V
+    V = cal.covariance
+
+    def hq(g: FloatArray) -> float:
+        return 0.0 if V is None else float(V.quad(g))
+
     z1 = float(norm.ppf(confidence_level))
     zp = float(norm.ppf(power))
 
     def need(n: float, x: float, zq: float) -> float:
         _, a0, gx = _score_moments(cal, x, x, sets, z, w1, w0)
         m, s2, gy = _score_moments(cal, x, mu, sets, z, w1, w0)
-        h0, h1 = float(gx @ Vm @ gx), float(gy @ Vm @ gy)
+        h0, h1 = hq(gx), hq(gy)
         return -m - z1 * math.sqrt(a0 / n + h0) - zq * math.sqrt(max(s2 - m * m, 0.0) / n + h1)
 
     _, _, gx = _score_moments(cal, bound, bound, sets, z, w1, w0)
-    hx = float(gx @ Vm @ gx)
+    hx = hq(gx)
     if need(1e15, bound, zp) <= 0:
         return math.inf, hx, math.nan, exact
     lo, hi = 1.0, 2.0
@@ -517,7 +520,7 @@ def _plan_bound(cal: Calibration, mu: float, bound: float, power: float, level: 
         rows.append(PlanRow(kk, math.nan, hv, n, math.nan, exact, med))
     notes = ["normal approximation to the score test; check small designs with hero simulate or "
              "benchmarks/rare_rates.py"]
-    if cal.parameter_covariance is None:
+    if cal.covariance is None:
         notes.append("the calibration has no parameter covariance: the history's variance is left out")
     if any(math.isinf(r.n_items) for r in rows):
         notes.append("history-limited: the calibration's uncertainty alone keeps the bound above the target")

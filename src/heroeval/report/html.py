@@ -222,7 +222,7 @@ def _calibration_summary(cal: Calibration) -> dict[str, Any]:
         "convergence": cal.convergence.to_dict(),
         "labelers_at_bound": list(cal.labelers_at_bound),
         "covariate_names": list(cal.covariate_names),
-        "has_parameter_covariance": cal.parameter_covariance is not None,
+        "has_parameter_covariance": cal.covariance is not None,
         "rounds": [{"round": r, "prevalence": float(cal.round_prevalence[g]), "n_items": int(cal.round_n_items[g]),
                     "n_gold": int(cal.round_n_gold[g])} for g, r in enumerate(cal.round_ids)],
     })

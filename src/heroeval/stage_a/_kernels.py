@@ -24,7 +24,8 @@ two cores (docs/scale.md):
 
 The covariance pass streams the items once and accumulates the observed
 information and the Gram matrix of the scores without forming per-item
-score rows.
+score rows, as sums per pair of labelers (:func:`_pair_pass`): one cache line
+per pair of an item's labels.
 
 The formulas are exactly those of :mod:`heroeval.stage_a._em` and
 :mod:`heroeval.stage_a._influence`; tests/unit/test_kernels.py checks both engines
@@ -35,6 +36,7 @@ says whether it is importable (where not, the NumPy engine runs).
 from __future__ import annotations
 
 import math
+import mmap
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -220,82 +222,200 @@ def _gather_codes(ptr_in, labeler, label, order, ptr_out, out, bounds):  # type:
                 out[b + i] = 2 * labeler[a + i] + label[a + i]
 
 
-def _cov_pass(ptr, code, bounds, group, gamma, weight, has_w, ua, ub, pg_of_group, J, P, X, gram):  # type: ignore[no-untyped-def]
-    """Streamed sums for the observed information and the sandwich.
+def _pair_pass(r0, r1, ptr, code, group, gamma, weight, has_w, ua, ub, m_of_group, pg_of_group, J, G, X, gram, bounds, out):  # type: ignore[no-untyped-def]
+    """The covariance pass over items ``r0:r1`` as sums per labeler pair (see :meth:`CompactDesign.covariance_sums`).
 
-    Returns per-chunk ``missing = sum_r g(1-g) w u_r u_r'``, ``StS = sum_r
-    w^2 s_r s_r'`` (upper triangles only; the caller symmetrises),
-    ``SX = sum_r w s_r x_r'`` and per-code sums of gamma*w and (1-gamma)*w.
+    An item's complete-data score difference ``u_r`` and score ``s_r`` have, for each
+    of its labels, one entry at the labeler's sensitivity and one at its
+    specificity, and one entry at the round's prevalence. Their outer products
+    add, for each pair of the item's labels (labelers ``a <= b``), to four
+    entries of the information's missing part and four of the scores' Gram:
+    (alpha_a, alpha_b), (alpha_a, beta_b), (beta_a, alpha_b), (beta_a, beta_b).
+    Those eight sums are kept side by side in one 64-byte cell per labeler pair
+    (row ``a * J - a (a - 1) / 2 + b - a`` of ``cells``, the packed upper triangle: missing in 0:4, Gram in 4:8), so a pair of labels
+    touches one cache line, where the P x P matrices took eight scattered
+    updates. Pairs of one labeler's labels (a label with itself, a labeler twice on
+    an item) are summed in a small J-row table first, added to the cells at the end. Cells hold sums over ordered pairs of labels (the pair (b, a) is the
+    transposed cell); the labels' pairs with the prevalence go to ``LG`` (labeler
+    x round: missing alpha, missing beta, Gram alpha, Gram beta), the
+    prevalences' own to ``GG``. The chunk starting at ``bounds[t]`` adds its pair sums to
+    ``out[t]`` (zeros on entry; allocated by the caller, see :func:`_zeros`).
     """
-    N = ptr.shape[0] - 1
-    n_chunks = bounds.shape[0] - 1
     p = X.shape[1]
-    M = np.zeros((n_chunks, P, P))
-    S = np.zeros((n_chunks, P, P)) if gram else np.zeros((n_chunks, 1, 1))
-    SX = np.zeros((n_chunks, P, p))
-    GA = np.zeros((n_chunks, 2 * J))
-    GB = np.zeros((n_chunks, 2 * J))
+    P = 2 * J + G
+    t = 0
+    while bounds[t] != r0:
+        t += 1
+    cells = out[t]
+    DG = np.zeros((J, cells.shape[1]))  # the cells of pairs of one labeler's labels: few, and cache-resident
+    LG = np.zeros((J, G, 4))
+    GG = np.zeros((G, 2))
+    SX = np.zeros((P, p))
+    GA = np.zeros(2 * J)
+    GB = np.zeros(2 * J)
     kmax = 0
-    for r in range(N):
+    for r in range(r0, r1):
         kmax = max(kmax, ptr[r + 1] - ptr[r])
-    for t in _prange(n_chunks):
-        col = np.empty(2 * kmax + 1, dtype=np.int64)
-        uu = np.empty(2 * kmax + 1)
-        ss = np.empty(2 * kmax + 1)
-        for r in range(bounds[t], bounds[t + 1]):
-            a0 = ptr[r]
-            k = ptr[r + 1] - a0
-            g = gamma[r]
-            w = weight[r] if has_w else 1.0
-            grp = group[r]
-            pg = pg_of_group[grp]
-            for i in range(k):
-                c = code[a0 + i]
-                lab = c // 2
-                col[i] = lab
-                uu[i] = ua[c]
-                ss[i] = g * ua[c]
-                col[k + i] = J + lab
-                uu[k + i] = -ub[c]
-                ss[k + i] = (1.0 - g) * ub[c]
-                GA[t, c] += g * w
-                GB[t, c] += (1.0 - g) * w
-            m = 2 * k
-            col[m] = 2 * J + grp
-            uu[m] = 1.0 / (pg * (1.0 - pg))
-            ss[m] = (g - pg) / (pg * (1.0 - pg))
-            n = m + 1
-            wm = g * (1.0 - g) * w
-            if wm != 0.0:
-                for i in range(n):
-                    ci = col[i]
-                    ui = uu[i] * wm
-                    for j in range(n):
-                        cj = col[j]
-                        if cj >= ci:
-                            M[t, ci, cj] += ui * uu[j]
+    lab = np.empty(kmax, dtype=np.int64)
+    av = np.empty(kmax)
+    bv = np.empty(kmax)
+    for r in range(r0, r1):
+        a0 = ptr[r]
+        k = ptr[r + 1] - a0
+        g = gamma[r]
+        w = weight[r] if has_w else 1.0
+        grp = group[r]
+        mg = m_of_group[grp]
+        pg = pg_of_group[grp]
+        wm = g * (1.0 - g) * w
+        w2 = w * w
+        s11 = w2 * g * g
+        s10 = w2 * g * (1.0 - g)
+        s00 = w2 * (1.0 - g) * (1.0 - g)
+        for i in range(k):
+            c = code[a0 + i]
+            lab[i] = c // 2
+            av[i] = ua[c]
+            bv[i] = ub[c]
+            GA[c] += g * w
+            GB[c] += (1.0 - g) * w
+        for i in range(k):
+            la = lab[i]
+            ai = av[i]
+            bi = bv[i]
+            # the label with itself: one ordered pair
+            DG[la, 0] += wm * ai * ai
+            DG[la, 1] -= wm * ai * bi
+            DG[la, 2] -= wm * bi * ai
+            DG[la, 3] += wm * bi * bi
             if gram:
-                w2 = w * w
-                for i in range(n):
-                    ci = col[i]
-                    si = ss[i] * w2
-                    for j in range(n):
-                        cj = col[j]
-                        if cj >= ci:
-                            S[t, ci, cj] += si * ss[j]
-            if p > 0:
-                for i in range(n):
-                    ci = col[i]
-                    si = ss[i] * w
-                    for q in range(p):
-                        SX[t, ci, q] += si * X[r, q]
-    return M, S, SX, GA, GB
+                DG[la, 4] += s11 * ai * ai
+                DG[la, 5] += s10 * ai * bi
+                DG[la, 6] += s10 * bi * ai
+                DG[la, 7] += s00 * bi * bi
+            for j in range(i + 1, k):
+                lb = lab[j]
+                aj = av[j]
+                bj = bv[j]
+                if la == lb:  # a labeler twice on the item: both ordered pairs fall in its own cell
+                    DG[la, 0] += 2.0 * wm * ai * aj
+                    DG[la, 1] -= wm * (ai * bj + aj * bi)
+                    DG[la, 2] -= wm * (ai * bj + aj * bi)
+                    DG[la, 3] += 2.0 * wm * bi * bj
+                    if gram:
+                        DG[la, 4] += 2.0 * s11 * ai * aj
+                        DG[la, 5] += s10 * (ai * bj + aj * bi)
+                        DG[la, 6] += s10 * (ai * bj + aj * bi)
+                        DG[la, 7] += 2.0 * s00 * bi * bj
+                    continue
+                if la < lb:
+                    q = la * J - (la * (la - 1)) // 2 + (lb - la)
+                    xa, xb, ya, yb = ai, bi, aj, bj
+                else:
+                    q = lb * J - (lb * (lb - 1)) // 2 + (la - lb)
+                    xa, xb, ya, yb = aj, bj, ai, bi
+                cells[q, 0] += wm * xa * ya
+                cells[q, 1] -= wm * xa * yb
+                cells[q, 2] -= wm * xb * ya
+                cells[q, 3] += wm * xb * yb
+                if gram:
+                    cells[q, 4] += s11 * xa * ya
+                    cells[q, 5] += s10 * xa * yb
+                    cells[q, 6] += s10 * xb * ya
+                    cells[q, 7] += s00 * xb * yb
+            LG[la, grp, 0] += wm * mg * ai
+            LG[la, grp, 1] -= wm * mg * bi
+            if gram:
+                LG[la, grp, 2] += w2 * g * (g - pg) * mg * ai
+                LG[la, grp, 3] += w2 * (1.0 - g) * (g - pg) * mg * bi
+        GG[grp, 0] += wm * mg * mg
+        if gram:
+            GG[grp, 1] += w2 * (g - pg) * (g - pg) * mg * mg
+        if p > 0:
+            for i in range(k):
+                sa = w * g * av[i]
+                sb = w * (1.0 - g) * bv[i]
+                for t in range(p):
+                    SX[lab[i], t] += sa * X[r, t]
+                    SX[J + lab[i], t] += sb * X[r, t]
+            sm = w * (g - pg) * mg
+            for t in range(p):
+                SX[2 * J + grp, t] += sm * X[r, t]
+    for a in range(J):
+        q = a * J - (a * (a - 1)) // 2
+        for c in range(cells.shape[1]):
+            cells[q, c] += DG[a, c]
+    return LG, GG, SX, GA, GB
 
 
-def _sym_upper(U: FloatArray) -> FloatArray:
-    """A symmetric matrix from sums kept on and above the diagonal (entries (i, j) with i <= j)."""
-    out: FloatArray = np.triu(U) + np.triu(U, 1).T
+def _unpack_pairs(m0, m1, cells, LG, GG, J, G, H, S):  # type: ignore[no-untyped-def]
+    """The dense matrices of the pair sums (the layout of :func:`_pair_pass`): ``H -= missing`` (m = 0), ``S += Gram`` (m = 1).
+
+    Matrix m is ``sign`` times the symmetric matrix whose pair sums are ``cells[:, 4m:4m + 4]``,
+    ``LG[:, :, 2m:2m + 2]`` (labelers with the rounds' prevalences) and ``GG[:, m]`` (the
+    prevalences' own). Labeler pairs are taken in 64 x 64 tiles, so the transposed entries
+    land in a few cache-resident blocks. The two matrices run as two chunks on two threads.
+    """
+    for m in range(m0, m1):
+        off = 4 * m
+        sign = -1.0 if m == 0 else 1.0
+        out = H if m == 0 else S
+        T = 64
+        for a0 in range(0, J, T):
+            a1 = min(a0 + T, J)
+            for b0 in range(a0, J, T):
+                b1 = min(b0 + T, J)
+                for a in range(a0, a1):
+                    row = a * J - (a * (a - 1)) // 2 - a  # cell of (a, b) is row + b
+                    for b in range(max(a, b0), b1):
+                        q = row + b
+                        aa = sign * cells[q, off]
+                        ab = sign * cells[q, off + 1]
+                        ba = sign * cells[q, off + 2]
+                        bb = sign * cells[q, off + 3]
+                        out[a, b] += aa
+                        out[J + a, J + b] += bb
+                        out[a, J + b] += ab
+                        out[J + b, a] += ab
+                        if b != a:
+                            out[b, a] += aa
+                            out[J + b, J + a] += bb
+                            out[b, J + a] += ba
+                            out[J + a, b] += ba
+        h = off // 2
+        for a in range(J):
+            for g in range(G):
+                x = sign * LG[a, g, h]
+                y = sign * LG[a, g, h + 1]
+                out[a, 2 * J + g] += x
+                out[2 * J + g, a] += x
+                out[J + a, 2 * J + g] += y
+                out[2 * J + g, J + a] += y
+        for g in range(G):
+            out[2 * J + g, 2 * J + g] += sign * GG[g, off // 4]
+    return 0
+
+
+def _zeros(shape: tuple[int, ...]) -> FloatArray:
+    """A zero float64 array; from 64 MiB on, on transparent huge pages where the system offers them on request.
+
+    The covariance pass adds to scattered rows of arrays of hundreds of MB: with 4 KiB
+    pages nearly every update misses the TLB as well as the cache.
+    """
+    n = int(np.prod(shape))
+    if 8 * n < 1 << 26 or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return np.zeros(shape)
+    buf = mmap.mmap(-1, 8 * n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        buf.madvise(mmap.MADV_HUGEPAGE)
+    except OSError:
+        pass
+    out: FloatArray = np.frombuffer(buf, dtype=np.float64).reshape(shape)
     return out
+
+
+_PAIR_BYTES = 1 << 30
+"""At most this many bytes of per-thread pair sums in the covariance pass (fewer threads beyond it)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -407,8 +527,6 @@ class CompactDesign:
         gram: bool,
     ) -> tuple[FloatArray, FloatArray, FloatArray | None]:
         """Observed information H, Gram of the scores (NaN unless ``gram``) and scores' cross sums with X."""
-
-
         J, G = self.n_labelers, self.n_groups
         P = 2 * J + G
         ua, ub, ia, ib = _influence._code_weights(alpha, beta)
@@ -419,15 +537,31 @@ class CompactDesign:
             gamma = gamma[self.order]
             Xc = Xc[self.order]
         Xc = np.ascontiguousarray(Xc)
-        # one chunk per thread: each holds two P x P sums
-        M, S, SX, GA, GB = _kernel("_cov_pass")(self.ptr, self.code, self.bounds, self.group,
-                                                gamma, w, has_w, ua, ub, p, J, P, Xc, gram)
-        missing = _sym_upper(M.sum(axis=0))
-        StS = _sym_upper(S.sum(axis=0)) if gram else np.full((P, P), np.nan)
-        ga = GA.sum(axis=0)
-        gb = GB.sum(axis=0)
-        Da = (ga * ia)[0::2] + (ga * ia)[1::2]
-        Db = (gb * ib)[0::2] + (gb * ib)[1::2]
+        n_cells = J * (J + 1) // 2
+        width = 8 if gram else 4
+        # one chunk per thread, each with its own pair sums; fewer threads where those would pass _PAIR_BYTES
+        copies = max(1, min(self.n_chunks, _PAIR_BYTES // max(1, 8 * width * n_cells)))
+        bounds = self.bounds if copies == self.n_chunks else chunk_bounds(self.ptr, copies)
+        out = _zeros((copies, n_cells, width))
+        parts = run_threads("_pair_pass", bounds, self.ptr, self.code, self.group, gamma, w, has_w, ua, ub,
+                            1 / (p * (1 - p)), p, J, G, Xc, gram, bounds, out)
+        LG, GG, SX, GA, GB = parts[0]
+        for q in parts[1:]:
+            LG += q[0]
+            GG += q[1]
+            SX += q[2]
+            GA += q[3]
+            GB += q[4]
+        del parts
+        cells = out[0]
+        for t in range(1, copies):
+            cells += out[t]
+        H = np.zeros((P, P))
+        StS = np.zeros((P, P)) if gram else np.full((P, P), np.nan)
+        run_threads("_unpack_pairs", np.arange(3 if gram else 2, dtype=np.int64), cells, LG, GG, J, G, H, StS)
+        del cells, out
+        Da = (GA * ia)[0::2] + (GA * ia)[1::2]
+        Db = (GB * ib)[0::2] + (GB * ib)[1::2]
         Dm = np.zeros(G)
         for s0 in range(0, self.n_items, 1 << 22):  # in chunks: whole-array temporaries would be 8 bytes per item each
             sl = slice(s0, s0 + (1 << 22))
@@ -442,8 +576,8 @@ class CompactDesign:
             b = np.clip(beta, _em.EPS, 1 - _em.EPS)
             Da = Da + c * (1 / a**2 + 1 / (1 - a) ** 2)
             Db = Db + c * (1 / b**2 + 1 / (1 - b) ** 2)
-        H = np.diag(np.concatenate([Da, Db, Dm])) - missing
-        return H, StS, (None if X is None else SX.sum(axis=0))
+        H[np.diag_indices(P)] += np.concatenate([Da, Db, Dm])
+        return H, StS, (None if X is None else SX)
 
 
 def _prior(c: float, alpha: FloatArray, beta: FloatArray) -> float:

@@ -27,6 +27,7 @@ from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError,
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import _em, _influence, _kernels
 from heroeval.stage_a.checks_record import ModelChecks
+from heroeval.stage_a.covariance import ParameterCovariance
 
 __all__ = [
     "Calibration",
@@ -170,14 +171,18 @@ class Calibration:
         Historical covariate covariance (for inference).
     n_covariate_items : int
     convergence : ConvergenceInfo
-    parameter_covariance : ndarray, shape (2J + G + p, 2J + G + p), or None
+    covariance : heroeval.stage_a.covariance.ParameterCovariance or None
         Covariance of the history-estimated parameters (alpha, beta, round
         prevalences, covariate means, in that order): the Gram matrix
         ``sum_r h_r h_r'`` of the history items' influence values
         ``h_r = (H^-1 s_r, (x_r - m_X) / N)``, with ``H`` the observed
         information and ``s_r`` item r's score. Parameters fitted on the
         boundary (within 1e-6 of 0 or 1) get zero rows. Every standard error
-        that involves the history is a quadratic form in this matrix.
+        that involves the history is a quadratic form in this matrix
+        (``covariance.quad(c)``). With many labelers it is kept factored and
+        formed only when :attr:`parameter_covariance` is read.
+    parameter_covariance : ndarray, shape (2J + G + p, 2J + G + p), or None
+        ``covariance`` as a dense (read-only) matrix, formed on first access.
     checks : heroeval.checks.ModelChecks or None
         Model checks on the history's gold items (``calibrate(checks=True)``
         or ``history_weight="cv"``); saved with the calibration.
@@ -207,7 +212,7 @@ class Calibration:
     covariate_cov: FloatArray | None
     n_covariate_items: int
     convergence: ConvergenceInfo
-    parameter_covariance: FloatArray | None = None
+    covariance: ParameterCovariance | None = field(default=None, repr=False)
     settings: dict[str, Any] = field(default_factory=dict)
     heroeval_version: str = __version__
     created: str = ""
@@ -224,6 +229,11 @@ class Calibration:
             a.setflags(write=False)
 
     # ----------------------------------------------------------------- sizes
+    @property
+    def parameter_covariance(self) -> FloatArray | None:
+        """The parameter covariance as a dense matrix (see the class docstring), or None."""
+        return None if self.covariance is None else self.covariance.matrix()
+
     @property
     def n_labelers(self) -> int:
         return len(self.labeler_ids)
@@ -325,12 +335,12 @@ class Calibration:
             ],
             "covariates": cov,
             "parameter_covariance": None
-            if self.parameter_covariance is None
+            if self.covariance is None
             else {
-                "dim": int(self.parameter_covariance.shape[0]),
+                "dim": self.covariance.dim,
                 "order": "sensitivity[J], specificity[J], round prevalence[G], covariate mean[p]",
                 "float64_le_base64": base64.b64encode(
-                    np.ascontiguousarray(self.parameter_covariance, dtype="<f8").tobytes()
+                    np.ascontiguousarray(self.covariance.matrix(), dtype="<f8").tobytes()
                 ).decode("ascii"),
             },
             "fit": self.convergence.to_dict(),
@@ -450,6 +460,7 @@ def _from_dict(obj: Any, src: str) -> Calibration:
         if len(raw) != 8 * dim * dim:
             raise fail("parameter_covariance", f"expected a {dim}x{dim} float64 matrix, got {len(raw)} bytes")
         pcov = np.frombuffer(raw, dtype="<f8").reshape(dim, dim).astype(np.float64)
+        pcov.setflags(write=False)
         if not np.isfinite(pcov).all() or not np.allclose(pcov, pcov.T, rtol=1e-8, atol=1e-300):
             raise fail("parameter_covariance", "not a finite symmetric matrix")
         ev = np.linalg.eigvalsh(pcov) if dim else np.zeros(0)
@@ -512,7 +523,7 @@ def _from_dict(obj: Any, src: str) -> Calibration:
         covariate_cov=covm,
         n_covariate_items=ncov,
         convergence=conv,
-        parameter_covariance=pcov,
+        covariance=None if pcov is None else ParameterCovariance.from_matrix(pcov),
         settings=settings,
         token=hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest(),
         heroeval_version=str(obj.get("heroeval_version", "")),
@@ -590,29 +601,23 @@ def initial_from_counts(
 
 def parameter_covariance(
     d: _em.Design | _kernels.CompactDesign, fit: _em.EMFit, X: FloatArray | None, variance: str = "sandwich"
-) -> FloatArray:
-    """Covariance of (alpha, beta, prevalences[, covariate means]) from the history items' influence."""
+) -> ParameterCovariance:
+    """Covariance of (alpha, beta, prevalences[, covariate means]) from the history items' influence.
+
+    Kept factored (:class:`heroeval.stage_a.covariance.ParameterCovariance`): the dense
+    matrix is formed only when asked for.
+    """
     gram = variance == "sandwich"
     if isinstance(d, _em.Design):
         si = _influence.scores_and_information(d, fit.alpha, fit.beta, fit.prev, fit.gamma, gram=gram)
         H, StS, free = si.info, si.gram, si.free
         SX = None if X is None else np.asarray(si.scores.T @ (X - X.mean(axis=0)))
+        del si
     else:
         H, StS, SX = d.covariance_sums(fit.alpha, fit.beta, fit.prev, fit.gamma, X, gram)
         free = _influence.free_parameters(fit.alpha, fit.beta, fit.prev)
-    Hinv = _influence.inverse_of(H, free)
-    Vtt = Hinv @ StS @ Hinv if gram else Hinv
-    if X is None:
-        out0: FloatArray = 0.5 * (Vtt + Vtt.T)
-        return out0
-    assert SX is not None
-    N = X.shape[0]
-    Xc = X - X.mean(axis=0)
-    Vtx = Hinv @ SX / N
-    Vxx = Xc.T @ Xc / N**2
-    V = np.block([[Vtt, Vtx], [Vtx.T, Vxx]])
-    out: FloatArray = 0.5 * (V + V.T)
-    return out
+    Xc = None if X is None else X - X.mean(axis=0)
+    return ParameterCovariance.from_information(H, free, StS if gram else None, SX, Xc)
 
 
 def information_of(d: _em.Design | _kernels.CompactDesign) -> _em.Information:
@@ -770,7 +775,7 @@ def fit_stage_a(
         covariate_cov=cov_cov,
         n_covariate_items=0 if history.covariates is None else history.n_items,
         convergence=conv,
-        parameter_covariance=pcov,
+        covariance=pcov,
         settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
                   "pseudo_count": float(pseudo_count), "variance": variance, "history_weight": w,
                   "init": "gold subset, one pseudo-observation at the pooled gold rate",

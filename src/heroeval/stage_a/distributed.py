@@ -68,6 +68,7 @@ from heroeval.stage_a.calibration import (
     initial_from_counts,
     score_gold_items,
 )
+from heroeval.stage_a.covariance import ParameterCovariance
 
 __all__ = ["DaskFoldFits", "DaskHistory", "calibrate_dask", "fit_stage_a_dask", "load_dask_history"]
 
@@ -430,7 +431,7 @@ class _DaskDesign:
             H = H + _prior_curvature(self.pseudo_count, alpha, beta, self.n_groups)
         return H
 
-    def covariance(self, fit: _em.EMFit, variance: str) -> FloatArray:
+    def covariance(self, fit: _em.EMFit, variance: str) -> ParameterCovariance:
         """The parameter covariance of :func:`heroeval.stage_a.calibration.parameter_covariance`, map-reduced."""
         c = self.client
         gram = variance == "sandwich"
@@ -440,17 +441,13 @@ class _DaskDesign:
         H = np.sum([r[0] for r in res], axis=0)
         if self.pseudo_count > 0:
             H = H + _prior_curvature(self.pseudo_count, fit.alpha, fit.beta, self.n_groups)
-        Hinv = _influence.inverse_of(H, _influence.free_parameters(fit.alpha, fit.beta, fit.prev))
-        Vtt = Hinv @ np.sum([r[1] for r in res], axis=0) @ Hinv if gram else Hinv
+        free = _influence.free_parameters(fit.alpha, fit.beta, fit.prev)
+        S = np.sum([r[1] for r in res], axis=0) if gram else None
         if xm is None:
-            out0: FloatArray = 0.5 * (Vtt + Vtt.T)
-            return out0
-        N = self.dh.n_items
-        Vtx = Hinv @ np.sum([r[2] for r in res], axis=0) / N
-        Vxx = np.sum([r[3] for r in res], axis=0) / N**2
-        V = np.block([[Vtt, Vtx], [Vtx.T, Vxx]])
-        out: FloatArray = 0.5 * (V + V.T)
-        return out
+            return ParameterCovariance.from_information(H, free, S)
+        return ParameterCovariance.from_information(H, free, S, np.sum([r[2] for r in res], axis=0),
+                                                    xtx=np.sum([r[3] for r in res], axis=0),
+                                                    n_x_items=self.dh.n_items)
 
 
 def _design(dh: DaskHistory, w: float, drop: npt.NDArray[np.object_] | None, pseudo_count: float) -> _DaskDesign:
@@ -642,7 +639,7 @@ def fit_stage_a_dask(
         covariate_names=dh.covariate_names, covariate_mean=cov_mean, covariate_cov=cov_cov,
         n_covariate_items=dh.n_items if dh.covariate_names else 0,
         convergence=ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate),
-        parameter_covariance=pcov, settings=settings, created=datetime.now(UTC).isoformat(timespec="seconds"),
+        covariance=pcov, settings=settings, created=datetime.now(UTC).isoformat(timespec="seconds"),
         history_fit=fit,
         gold_scores=score_gold_items(dh.gold_items(), fit.alpha, fit.beta),
     )

@@ -252,10 +252,10 @@ def trend_from_fit(
     idx = np.asarray([2 * J + pos[n] for n in names])
     est = cal.round_prevalence[[pos[n] for n in names]].astype(np.float64)
     m = len(names)
-    if cal.parameter_covariance is None:
+    if cal.covariance is None:
         cov = np.full((m, m), math.nan)
     else:
-        cov = cal.parameter_covariance[np.ix_(idx, idx)].copy()
+        cov = cal.covariance.submatrix(idx)
     on_bound = np.minimum(est, 1 - est) < 1e-6
     cov[on_bound, :] = math.nan
     cov[:, on_bound] = math.nan
