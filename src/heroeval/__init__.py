@@ -73,6 +73,7 @@ _EXPORTS: dict[str, str] = {
     "load_calibration": "heroeval.stage_a.calibration",
     "Store": "heroeval.store",
     "calibrate": "heroeval.workflows.api",
+    "calibrate_dask": "heroeval.workflows.api",
     "estimate": "heroeval.workflows.api",
 }
 """Each public name and the module that defines it: imported on first use (PEP 562), see ``__getattr__``."""
@@ -121,7 +122,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
     from heroeval.ingest.read import read_annotations
     from heroeval.stage_a.calibration import Calibration, ConvergenceInfo, load_calibration
     from heroeval.store import Store
-    from heroeval.workflows.api import calibrate, estimate
+    from heroeval.workflows.api import calibrate, calibrate_dask, estimate
 
 __all__ = [
     "METHODS",
@@ -154,6 +155,7 @@ __all__ = [
     "__version__",
     "bootstrap",
     "calibrate",
+    "calibrate_dask",
     "check_drift",
     "classifier_metrics",
     "compare",

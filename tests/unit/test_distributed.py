@@ -1,7 +1,9 @@
-"""Stage A on a Dask LocalCluster with 2 workers equals the in-memory fit (issue #7 item 5)."""
+"""Stage A on a Dask LocalCluster with 2 workers equals the in-memory fit (issue #7 item 5), with every option
+and the model checks (issue #20 item 7)."""
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import logging
 from collections.abc import Iterator
@@ -48,6 +50,11 @@ def test_demo_history_on_two_workers_equals_in_memory(client: object) -> None:
     _close(mem, cal)
     assert cal.convergence.n_iter == mem.convergence.n_iter
     assert cal.history is None and cal.settings["engine"] == "dask"
+    # the history's gold items as the calibration scores them (the estimates with current gold read them)
+    assert mem.gold_scores is not None and cal.gold_scores is not None
+    assert cal.gold_scores.n_gold == mem.gold_scores.n_gold
+    np.testing.assert_array_equal(cal.gold_scores.y, mem.gold_scores.y)
+    np.testing.assert_allclose(cal.gold_scores.llr, mem.gold_scores.llr, rtol=0, atol=1e-9)
     # the estimate built from either calibration is the same
     cur = he.read_annotations(EXAMPLE / "current.csv.gz")
     e1, e2 = he.hero1(cur, mem), he.hero1(cur, cal)
@@ -97,3 +104,171 @@ def test_partitioned_by_item_is_checked(client: object) -> None:
     with pytest.raises(DataError, match="more than one partition"):
         calibrate_dask(ddf_split, gold=gold, client=client, partitioned_by_item=True)
     calibrate_dask(ddf, gold=gold, client=client, partitioned_by_item=True)
+
+
+# ---------------------------------------------------------------------------
+# Parity of the options (issue #20 item 7): history_weight, pseudo_count, covariates, the Newton phase, the checks
+# ---------------------------------------------------------------------------
+
+PARITY = 1e-9
+
+
+def _demo_dask() -> tuple[he.AnnotationSet, object]:
+    h = he.read_annotations(EXAMPLE / "history.csv.gz", gold=EXAMPLE / "history_gold.csv",
+                            covariates=EXAMPLE / "history_covariates.csv.gz")
+    df = pd.read_csv(EXAMPLE / "history.csv.gz", dtype=str)
+    return h, dd.from_pandas(df, npartitions=4)
+
+
+def _sparse_crowd(seed: int, n_items: int = 3000, J: int = 120) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Many labelers with 2-4 labels per item (about 40-80 labels each): SQUAREM needs Newton steps here."""
+    rng = np.random.default_rng(seed)
+    y = rng.random(n_items) < 0.3
+    a, b = rng.uniform(0.55, 0.95, J), rng.uniform(0.55, 0.95, J)
+    k = rng.integers(2, 5, n_items)
+    item = np.repeat(np.arange(n_items), k)
+    lab = np.concatenate([rng.choice(J, kk, replace=False) for kk in k])
+    z = (rng.random(item.size) < np.where(y[item], a[lab], 1 - b[lab])).astype(int)
+    df = pd.DataFrame({"item_id": item, "labeler_id": [f"j{x}" for x in lab], "label": z})
+    g = np.flatnonzero(rng.random(n_items) < 0.1)
+    return df, pd.DataFrame({"item_id": g, "gold": y[g].astype(int)})
+
+
+@pytest.mark.parametrize("kw", [{"history_weight": 0.3}, {"history_weight": 0.0}, {"pseudo_count": 1.0},
+                                {"history_weight": 0.1, "pseudo_count": 0.5, "variance": "model"}])
+def test_weight_and_pseudo_count_equal_in_memory(client: object, kw: dict[str, float]) -> None:
+    _, ddf = _demo_dask()
+    h = he.read_annotations(EXAMPLE / "history.csv.gz", gold=EXAMPLE / "history_gold.csv")
+    mem = he.calibrate(h, **kw)  # type: ignore[arg-type]
+    cal = calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", client=client, **kw)  # type: ignore[arg-type]
+    _close(mem, cal, PARITY)
+    assert cal.convergence.n_iter == mem.convergence.n_iter
+    assert cal.convergence.loglik == pytest.approx(mem.convergence.loglik, rel=1e-12)  # the prior included
+    for k in ("history_weight", "pseudo_count", "variance"):
+        assert cal.settings[k] == mem.settings[k]
+
+
+def test_covariates_equal_in_memory(client: object) -> None:
+    h, ddf = _demo_dask()
+    mem = he.calibrate(h)
+    cal = calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", covariates=EXAMPLE / "history_covariates.csv.gz",
+                         client=client)
+    _close(mem, cal, PARITY)  # the covariance now holds the covariate means' rows and their cross terms
+    assert cal.covariate_names == mem.covariate_names and cal.n_covariate_items == mem.n_covariate_items
+    assert mem.covariate_mean is not None and cal.covariate_mean is not None
+    assert mem.covariate_cov is not None and cal.covariate_cov is not None
+    np.testing.assert_allclose(cal.covariate_mean, mem.covariate_mean, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(cal.covariate_cov, mem.covariate_cov, rtol=1e-10, atol=0)
+    cur = he.read_annotations(EXAMPLE / "current.csv.gz", covariates=EXAMPLE / "current_covariates.csv.gz")
+    e1, e2 = he.hero2(cur, mem), he.hero2(cur, cal)
+    assert e2.estimate == pytest.approx(e1.estimate, abs=PARITY)
+    assert e2.standard_error == pytest.approx(e1.standard_error, rel=1e-8)
+    # the covariate table is checked as the pandas reader checks it
+    cov = pd.read_csv(EXAMPLE / "history_covariates.csv.gz")
+    with pytest.raises(DataError, match="no covariate row"):
+        calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", covariates=cov.iloc[5:], client=client)
+    with pytest.raises(DataError, match="second covariate row"):
+        calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", covariates=pd.concat([cov, cov.iloc[:1]]),
+                       client=client)
+
+
+def test_newton_phase_equal_in_memory(client: object) -> None:
+    df, gold = _sparse_crowd(1)
+    mem = he.calibrate(he.read_annotations(df, gold=gold))
+    assert mem.history_fit is not None and mem.history_fit.newton_steps > 0  # SQUAREM alone is slow here
+    cal = calibrate_dask(dd.from_pandas(df, npartitions=3), gold=gold, client=client, pseudo_count=0.0)
+    _close(mem, cal, PARITY)
+    assert cal.history_fit is not None and cal.history_fit.newton_steps == mem.history_fit.newton_steps
+    assert cal.convergence.n_iter == mem.convergence.n_iter
+
+
+def _checks_close(a: he.Calibration, b: he.Calibration) -> None:
+    """The model checks of two calibrations: every number to PARITY; the held-out items' log-likelihood ratios
+    through the posterior they give (a labeler fitted within 1e-6 of 1 makes the ratio itself move by
+    the EM tolerance divided by that distance)."""
+    ca, cb = a.checks, b.checks
+    assert ca is not None and cb is not None
+    assert ca.chosen_weight == cb.chosen_weight and ca.folds == cb.folds and ca.notes == cb.notes
+    da, db = ca.to_dict(), cb.to_dict()
+    ia, ib = da.pop("items"), db.pop("items")
+
+    def walk(x: object, y: object, where: str) -> None:
+        if isinstance(x, dict):
+            assert isinstance(y, dict) and x.keys() == y.keys(), where
+            for k in x:
+                walk(x[k], y[k], f"{where}/{k}")
+        elif isinstance(x, list):
+            assert isinstance(y, list) and len(x) == len(y), where
+            for k, (u, v) in enumerate(zip(x, y, strict=True)):
+                walk(u, v, f"{where}[{k}]")
+        elif isinstance(x, float) and isinstance(y, float):
+            assert x == pytest.approx(y, abs=PARITY, nan_ok=True), where
+        else:
+            assert x == y, where
+
+    walk(da, db, "checks")
+    assert ia.keys() == ib.keys()
+    for k in ia:
+        u, v = np.asarray(ia[k]), np.asarray(ib[k])
+        if k.endswith(":llr"):
+            u, v = 1 / (1 + np.exp(-u)), 1 / (1 + np.exp(-v))
+        np.testing.assert_allclose(u, v, rtol=0, atol=PARITY, err_msg=k)
+
+
+def test_checks_and_cv_equal_in_memory(client: object) -> None:
+    h = he.read_annotations(EXAMPLE / "history.csv.gz", gold=EXAMPLE / "history_gold.csv")
+    ddf = dd.from_pandas(pd.read_csv(EXAMPLE / "history.csv.gz", dtype=str), npartitions=4)
+    assert int(np.bincount(h.labeler).min()) >= 200  # the warm refits (from the whole fit, Newton steps)
+    for kw in ({"checks": True}, {"history_weight": "cv", "pseudo_count": 1.0}):
+        mem = he.calibrate(h, **kw)  # type: ignore[arg-type]
+        cal = he.calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", client=client, **kw)  # type: ignore[arg-type]
+        _close(mem, cal, PARITY)
+        _checks_close(mem, cal)
+        assert cal.settings["history_weight"] == mem.settings["history_weight"]
+    # the recommended estimate reads the checks: the same method and estimate as from the in-memory calibration
+    # without its history (which adds hero_joint to the candidates; a Dask calibration keeps no history)
+    cur = he.read_annotations(EXAMPLE / "current.csv.gz")
+    r1 = he.estimate(cur, dataclasses.replace(mem, history=None), method="auto", drift_check=False)
+    r2 = he.estimate(cur, cal, method="auto", drift_check=False)
+    assert r1.details["auto"]["method"] == r2.details["auto"]["method"]
+    assert r2.estimate == pytest.approx(r1.estimate, abs=PARITY)
+
+
+def test_cold_checks_equal_in_memory(client: object) -> None:
+    df, gold = _sparse_crowd(4, n_items=1500, J=40)
+    h = he.read_annotations(df, gold=gold)
+    assert int(np.bincount(h.labeler).min()) < 200  # the cold refits (from each fold's gold start)
+    mem = he.calibrate(h, checks=True)
+    cal = he.calibrate_dask(dd.from_pandas(df, npartitions=3), gold=gold, client=client, checks=True)
+    _close(mem, cal, PARITY)
+    _checks_close(mem, cal)
+
+
+def test_option_errors(client: object) -> None:
+    df = pd.read_csv(EXAMPLE / "history.csv.gz", dtype=str).iloc[:200]
+    ddf = dd.from_pandas(df, npartitions=1)
+    g = EXAMPLE / "history_gold.csv"
+    with pytest.raises(he.errors.HeroEvalError, match=r"history_weight='cv'.*heroeval\.calibrate_dask"):
+        calibrate_dask(ddf, gold=g, client=client, history_weight="cv")  # type: ignore[arg-type]
+    with pytest.raises(he.errors.HeroEvalError, match="history_weight"):
+        he.calibrate_dask(ddf, gold=g, client=client, history_weight=1.5)
+    with pytest.raises(he.errors.HeroEvalError, match="pseudo_count"):
+        he.calibrate_dask(ddf, gold=g, client=client, pseudo_count=-1.0)
+    with pytest.raises(he.errors.HeroEvalError, match="check_folds"):
+        he.calibrate_dask(ddf, gold=g, client=client, checks=True, check_folds=1)
+    with pytest.raises(he.errors.HeroEvalError, match="covariate_cols needs covariates"):
+        he.calibrate_dask(ddf, gold=g, client=client, covariate_cols=["x"])
+
+
+def test_labelers_and_rounds_only_on_dropped_rows(client: object) -> None:
+    """The pandas reader keeps only labelers and rounds of rows it uses; so does the Dask path."""
+    df, gold = _sparse_crowd(2, n_items=600, J=12)
+    df["round"] = np.where(df["item_id"] % 2 == 0, "r0", "r1")
+    extra = pd.DataFrame({"item_id": [10_000, 10_001], "labeler_id": ["ghost", "j1"], "label": [np.nan, np.nan],
+                          "round": ["r0", "r9"]})  # a labeler and a round seen only on rows without a label
+    df = pd.concat([df, extra], ignore_index=True)
+    mem = he.calibrate(he.read_annotations(df, gold=gold, round_col="round"))
+    cal = calibrate_dask(dd.from_pandas(df, npartitions=3), gold=gold, client=client, round_col="round")
+    assert "ghost" not in cal.labeler_ids and "r9" not in cal.round_ids
+    _close(mem, cal, PARITY)
+    assert cal.settings["rows_dropped"] == {"missing label": 2}

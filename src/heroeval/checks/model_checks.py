@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -182,10 +182,65 @@ def run_checks(
     """
     if not isinstance(history, AnnotationSet):
         raise HeroEvalError(f"history must be an AnnotationSet, got {type(history).__name__}")
-    if not (isinstance(folds, int) and folds >= 2):
-        raise HeroEvalError(f"folds must be an integer >= 2, got {folds!r}")
     if refit not in ("auto", "warm", "cold", "scratch"):
         raise HeroEvalError(f"refit must be 'auto', 'warm', 'cold' or 'scratch', got {refit!r}")
+    settings = dict(em_settings or {})
+    gold_idx = np.flatnonzero(history.gold >= 0)
+    n_labels = np.bincount(history.labeler, minlength=history.n_labelers)
+
+    def fold_fits(fold_items: list[npt.NDArray[np.int64]], grid: tuple[float, ...], gold_set: AnnotationSet,
+                  warm: bool) -> list[dict[float, Params]]:
+        in_history = [gold_idx[f] for f in fold_items]  # positions among the gold items -> history items
+        if refit == "scratch":
+            return _fold_fits_scratch(history, in_history, grid, settings)
+        ff = FoldFits(history, pseudo_count=float(settings.get("pseudo_count", 0.0)),
+                      engine=settings.get("engine", "auto"))
+        return fold_fits_shared(_HistoryFolds(ff, gold_idx), gold_set, fold_items, grid, settings, start, warm)
+
+    def template() -> Calibration:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return fit_stage_a(history, covariance=False, **settings)
+
+    return run_checks_on_gold(
+        history.take_items(gold_idx, name="history (gold items)"), n_labels=n_labels, fold_fits=fold_fits,
+        template=template if start is None else (lambda: start), folds=folds, weight_grid=weight_grid, seed=seed,
+        candidates=candidates, refit="cold" if refit == "scratch" else refit)
+
+
+FoldFitsFunction = Callable[[list[npt.NDArray[np.int64]], tuple[float, ...], AnnotationSet, bool],
+                            list[dict[float, tuple[FloatArray, FloatArray, FloatArray]]]]
+"""``fold_fits(fold_items, grid, gold_set, warm)``: Stage A refitted without each fold of gold items (positions in
+``gold_set``), at each weight of ``grid``: per fold, ``{w: (alpha, beta, prevalences)}``."""
+
+
+def run_checks_on_gold(
+    gold_set: AnnotationSet,
+    *,
+    n_labels: npt.NDArray[np.integer[Any]],
+    fold_fits: FoldFitsFunction,
+    template: Callable[[], Calibration],
+    folds: int = 5,
+    weight_grid: Sequence[float] = WEIGHT_GRID,
+    seed: int = 0,
+    candidates: Sequence[str] = MOCK_METHODS,
+    refit: Literal["auto", "warm", "cold"] = "auto",
+) -> ModelChecks:
+    """The model checks from the history's gold items alone and a function that refits Stage A.
+
+    Everything in the checks but the refits reads the gold items only: the folds,
+    the held-out items' predictions and mock rounds, the gold counts and the
+    dependence test. :func:`run_checks` calls this with the gold items of an
+    in-memory history; :func:`heroeval.calibrate_dask` with the gold items
+    brought from a Dask cluster and refits on the cluster, which gives the same
+    checks. ``gold_set`` holds the gold items in the history's item order, with
+    the history's labeler and round codes; ``n_labels`` the history's labels per
+    labeler (for ``refit="auto"``); ``template()`` a Stage A fit of the whole
+    history (Rogan-Gladen's mock rounds read its labelers).
+    """
+    if not (isinstance(folds, int) and folds >= 2):
+        raise HeroEvalError(f"folds must be an integer >= 2, got {folds!r}")
+    history = gold_set
     grid = tuple(sorted({float(w) for w in weight_grid}))
     if not grid or any(not 0 <= w <= 1 for w in grid):
         raise HeroEvalError(f"weight_grid must hold numbers in [0, 1], got {list(weight_grid)!r}")
@@ -198,7 +253,6 @@ def run_checks(
         return ModelChecks(0, n_gold, grid, {}, 1.0, [], [], dep, notes)
     if k_eff < folds:
         notes.append(f"{n_gold} gold items: {k_eff} folds instead of {folds}")
-    settings = dict(em_settings or {})
     fold_items = _folds(history, k_eff, seed)
     gold_items = np.concatenate(fold_items)
     y_all = history.gold[gold_items].astype(np.float64)
@@ -211,14 +265,12 @@ def run_checks(
     rg_est: list[float] = []
     rg_if: list[FloatArray] = []
     if refit == "auto":
-        n_lab = np.bincount(history.labeler, minlength=history.n_labelers)
-        refit = "warm" if n_lab.size and int(n_lab.min()) >= WARM_MIN_LABELS else "cold"
+        refit = "warm" if n_labels.size and int(np.min(n_labels)) >= WARM_MIN_LABELS else "cold"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        fits = (_fold_fits_scratch(history, fold_items, grid, settings) if refit == "scratch"
-                else _fold_fits_shared(history, fold_items, grid, settings, start, warm=refit == "warm"))
+        fits = fold_fits(fold_items, grid, gold_set, refit == "warm")
     tp_all, fn_all, tn_all, fp_all = gold_counts(history)
-    template = start if start is not None else None
+    template_cal: Calibration | None = None
     for k, test in enumerate(fold_items):
         m_k = history.take_items(test, name="mock round")
         y = history.gold[test].astype(np.float64)
@@ -235,11 +287,9 @@ def run_checks(
         tp, fn, tn, fp = tp_all - tk, fn_all - fk, tn_all - nk, fp_all - pk
         llr_gp.append(_mock_llr(m_k, (tp + 1.0) / (tp + fn + 2.0), (tn + 1.0) / (tn + fp + 2.0)))
         if "rogan_gladen" in candidates:
-            if template is None:  # Rogan-Gladen reads the labelers and their gold counts only
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", ConvergenceWarning)
-                    template = fit_stage_a(history, covariance=False, **settings)
-            cal_k = replace(template, gold_tp=tp, gold_fn=fn, gold_tn=tn, gold_fp=fp, history=None, checks=None)
+            if template_cal is None:  # Rogan-Gladen reads the labelers and their gold counts only
+                template_cal = template()
+            cal_k = replace(template_cal, gold_tp=tp, gold_fn=fn, gold_tn=tn, gold_fp=fp, history=None, checks=None)
             r = estimate_methods(m_k, cal_k, method="rogan_gladen")
             assert not isinstance(r, Mapping)
             if r.influence is not None and math.isfinite(r.estimate):
@@ -286,12 +336,12 @@ def run_checks(
         est = float(np.dot(sizes, rg_est) / sizes.sum())
         # each fold's influence values average to that fold's linear term; pooled: one array
         add("rogan_gladen", None, est, np.concatenate(rg_if), y_all, "per fold")
-    gold_set = history.take_items(gold_items, name="mock round (all gold items)")
+    all_gold = history.take_items(gold_items, name="mock round (all gold items)")
     for mname in ("majority_vote", "dawid_skene"):
         if mname in candidates:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                cr = _current_only(gold_set, mname)
+                cr = _current_only(all_gold, mname)
             if cr.influence is not None and math.isfinite(cr.estimate):
                 add(mname, None, cr.estimate, cr.influence.current, y_all, "pooled")
     # paired with the dependence-robust reference: the same mock items, so common noise cancels
@@ -326,10 +376,46 @@ def _fold_fits_scratch(history: AnnotationSet, fold_items: list[npt.NDArray[np.i
     return out
 
 
-def _fold_fits_shared(history: AnnotationSet, fold_items: list[npt.NDArray[np.int64]], grid: tuple[float, ...],
-                      settings: dict[str, Any], start: Calibration | None, warm: bool) -> list[dict[float, Params]]:
-    """Each fold and weight refitted on one shared design (``refit="warm"`` or ``"cold"``).
+class FoldFitter(Protocol):
+    """Stage A refits of one history with gold items left out (``drop``: positions among its gold items).
 
+    :class:`heroeval.stage_a.calibration.FoldFits` (in memory, through :class:`_HistoryFolds`) and
+    :class:`heroeval.stage_a.distributed.DaskFoldFits` (on a Dask cluster) are two.
+    """
+
+    def fit(self, w: float, start: Params, *, drop: npt.NDArray[np.int64] | None = None,
+            information: FloatArray | None = None, tol: float = ..., max_iter: int = ...,
+            criterion: Literal["parameters", "loglik"] = ..., accelerate: bool = ...,
+            newton_after: int = ...) -> _em.EMFit: ...
+
+    def information(self, w: float, fit: _em.EMFit) -> FloatArray: ...
+
+
+class _HistoryFolds:
+    """:class:`FoldFits` with ``drop`` given as positions among the history's gold items."""
+
+    def __init__(self, ff: FoldFits, gold_idx: npt.NDArray[np.int64]) -> None:
+        self.ff = ff
+        self.gold_idx = gold_idx
+
+    def fit(self, w: float, start: Params, *, drop: npt.NDArray[np.int64] | None = None,
+            information: FloatArray | None = None, tol: float = 1e-8, max_iter: int = 10_000,
+            criterion: Literal["parameters", "loglik"] = "parameters", accelerate: bool = True,
+            newton_after: int = 0) -> _em.EMFit:
+        return self.ff.fit(w, start, drop=None if drop is None else self.gold_idx[drop], information=information,
+                           tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
+                           newton_after=newton_after)
+
+    def information(self, w: float, fit: _em.EMFit) -> FloatArray:
+        return self.ff.information(w, fit)
+
+
+def fold_fits_shared(ff: FoldFitter, gold_set: AnnotationSet, fold_items: list[npt.NDArray[np.int64]],
+                     grid: tuple[float, ...], settings: Mapping[str, Any], start: Calibration | None,
+                     warm: bool) -> list[dict[float, Params]]:
+    """Each fold and weight refitted by ``ff`` on one shared design (``refit="warm"`` or ``"cold"``).
+
+    ``fold_items`` are positions in ``gold_set``, the history's gold items.
     Warm: the whole history is fitted at each weight of the grid, from the
     neighbouring weight's solution (the highest weight from ``start`` when it
     is at that weight); its observed information there drives the Newton steps
@@ -337,19 +423,16 @@ def _fold_fits_shared(history: AnnotationSet, fold_items: list[npt.NDArray[np.in
     from its training items' gold-based values (:func:`initial_values`).
     """
     em = {k: settings[k] for k in ("tol", "max_iter", "criterion", "accelerate") if k in settings}
-    ff = FoldFits(history, pseudo_count=float(settings.get("pseudo_count", 0.0)),
-                  engine=settings.get("engine", "auto"))
     out: list[dict[float, Params]] = [{} for _ in fold_items]
     if not warm:
-        tp, fn, tn, fp = gold_counts(history)
-        isg = history.gold >= 0
-        G = history.n_rounds
+        tp, fn, tn, fp = gold_counts(gold_set)
+        G = gold_set.n_rounds
         for k, test in enumerate(fold_items):
-            tk, fk, nk, pk = gold_counts(history.take_items(test))
-            keep = isg.copy()
+            tk, fk, nk, pk = gold_counts(gold_set.take_items(test))
+            keep = np.ones(gold_set.n_items, dtype=bool)
             keep[test] = False
-            ng = np.bincount(history.item_round[keep], minlength=G)
-            sg = np.bincount(history.item_round[keep], weights=history.gold[keep].astype(float), minlength=G)
+            ng = np.bincount(gold_set.item_round[keep], minlength=G)
+            sg = np.bincount(gold_set.item_round[keep], weights=gold_set.gold[keep].astype(float), minlength=G)
             init = initial_from_counts(tp - tk, fn - fk, tn - nk, fp - pk, ng, sg)
             for w in grid:
                 f = ff.fit(w, init, drop=test, newton_after=_em.NEWTON_AFTER, **em)
@@ -361,7 +444,7 @@ def _fold_fits_shared(history: AnnotationSet, fold_items: list[npt.NDArray[np.in
     start_w = None if start is None else float(start.settings.get("history_weight", 1.0))
     for w in sorted(grid, reverse=True):
         if prev_fit is None:
-            prev_fit = initial_values(history)
+            prev_fit = initial_values(gold_set)  # the history's starting values: they read its gold only
         if start_w == w and start is not None and start.history_fit is not None:
             full = start.history_fit
         else:

@@ -120,7 +120,8 @@ class ParameterCovariance:
     @classmethod
     def from_information(cls, H: FloatArray, free: BoolArray, gram: FloatArray | None,
                          sx: FloatArray | None = None, Xc: FloatArray | None = None,
-                         factor_min: int | None = None) -> ParameterCovariance:
+                         factor_min: int | None = None, *, xtx: FloatArray | None = None,
+                         n_x_items: int = 0) -> ParameterCovariance:
         """``V`` from the observed information ``H`` and the scores' Gram ``gram`` (None: model variance).
 
         ``sx`` (theta x p) are the scores' cross sums with the centred covariates
@@ -128,23 +129,26 @@ class ParameterCovariance:
         parameters on (default :data:`FACTOR_MIN`), ``H`` and ``gram`` are kept
         (not copied when no parameter is on the boundary) and ``V`` is formed
         only on request; below that it is formed at once by
-        :func:`dense_covariance`.
+        :func:`dense_covariance`. ``xtx`` (``Xc' Xc``) and ``n_x_items`` (N) may
+        stand for ``Xc`` (the Dask path sums them over its partitions).
         """
         nt = H.shape[0]
-        p = 0 if Xc is None else Xc.shape[1]
+        if Xc is not None:
+            xtx, n_x_items = Xc.T @ Xc, Xc.shape[0]
+        p = 0 if xtx is None else xtx.shape[0]
         lim = FACTOR_MIN if factor_min is None else factor_min
         nf = int(free.sum())
         if nf < max(lim, 1):
-            return cls.from_matrix(dense_covariance(H, free, gram, sx, Xc))
+            return cls.from_matrix(dense_covariance(H, free, gram, sx, xtx=xtx, n_x_items=n_x_items))
         every = nf == nt
         Hff = H if every else H[np.ix_(free, free)]
         g = None if gram is None else (gram if every else gram[np.ix_(free, free)])
         vxx = sx_f = None
         n = 0
-        if Xc is not None and sx is not None:
-            n = Xc.shape[0]
+        if xtx is not None and sx is not None:
+            n = n_x_items
             sx_f = sx[free]
-            vxx = Xc.T @ Xc / n**2
+            vxx = xtx / n**2
         return cls(nt + p, n_theta=nt, free=free.copy(), info=Hff, gram=g, sx=sx_f, vxx=vxx, n_x_items=n)
 
     # ------------------------------------------------------------ solves
@@ -334,15 +338,18 @@ class _Dense(Exception):
 
 
 def dense_covariance(H: FloatArray, free: BoolArray, gram: FloatArray | None, sx: FloatArray | None = None,
-                     Xc: FloatArray | None = None) -> FloatArray:
+                     Xc: FloatArray | None = None, *, xtx: FloatArray | None = None,
+                     n_x_items: int = 0) -> FloatArray:
     """``V`` formed densely: ``H^-1`` (:func:`heroeval.stage_a._influence.inverse_of`), then the sandwich.
 
     The plain computation :class:`ParameterCovariance` stands in for; it forms
     the small problems' ``V`` and the tests compare the other paths with it.
     """
-    n = 0 if Xc is None else Xc.shape[0]
-    vxx = None if Xc is None or sx is None else Xc.T @ Xc / n**2
-    return _assemble(_influence.inverse_of(H, free), gram, None if Xc is None else sx, vxx, n)
+    if Xc is not None:
+        xtx, n_x_items = Xc.T @ Xc, Xc.shape[0]
+    n = n_x_items if xtx is not None else 0
+    vxx = None if xtx is None or sx is None else xtx / n**2
+    return _assemble(_influence.inverse_of(H, free), gram, None if xtx is None else sx, vxx, n)
 
 
 def _assemble(Hinv: FloatArray, gram: FloatArray | None, sx: FloatArray | None, vxx: FloatArray | None,

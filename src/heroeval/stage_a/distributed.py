@@ -1,36 +1,44 @@
 """Stage A on a Dask cluster, for histories that do not fit on one machine.
 
 :func:`calibrate_dask` fits the same model as :func:`heroeval.calibrate`
-(gold-anchored two-coin EM with SQUAREM, then the sandwich covariance) on a
-Dask DataFrame partitioned by item, or on Parquet files read by Dask. Each
-partition is turned once into compact arrays that stay in the workers'
-memory; each EM step then maps the partitions to their sufficient
-statistics (per code, the sum of the items' posteriors; per round, the sum
-of posteriors; the log-likelihood: 2J + G + 1 numbers) and reduces only
-those on the client, which runs the M-step and the extrapolation. The
-covariance is one more map (each partition's P x P observed information
-and score Gram matrix) and reduce. Results equal the in-memory fit to
-rounding (tests/unit/test_distributed.py).
+(gold-anchored two-coin EM with SQUAREM and, when SQUAREM is slow, Newton
+steps; then the sandwich covariance) on a Dask DataFrame partitioned by
+item, or on Parquet files read by Dask. Each partition is turned once into
+compact arrays that stay in the workers' memory (:class:`DaskHistory`); each
+EM step then maps the partitions to their sufficient statistics (per code,
+the sum of the items' posteriors; per round, the sum of posteriors; the
+log-likelihood: 2J + G + 1 numbers) and reduces only those on the client,
+which runs the M-step and the extrapolation. A Newton step and the
+covariance are one more map each (every partition's P x P observed
+information, and for the covariance its score Gram matrix) and reduce.
+
+Supported as in memory: ``history_weight`` (a number: gold-free items'
+weight in the likelihood), ``pseudo_count`` (MAP-EM), covariates (HERO-2's
+history means, their covariance and their cross terms with Stage A's
+parameters), ``variance``. Results equal the in-memory fit to 1e-9
+(tests/unit/test_distributed.py). The model checks and
+``history_weight="cv"`` refit Stage A with gold items left out: they are
+composed above this layer, by :func:`heroeval.calibrate_dask`
+(:mod:`heroeval.workflows.api`), from :class:`DaskFoldFits` here (the refits,
+on the cluster) and the in-memory checks on the gold items, which
+:meth:`DaskHistory.gold_items` brings to the client.
 
 Point it at a real cluster with ``distributed.Client("tcp://scheduler:8786")``
 and pass that client; the workers need heroeval installed (NumPy engine; with
 numba installed there too, nothing changes, the per-partition passes are
-sparse mat-vecs).
-
-Scope: no covariates (HERO-2's history means are an easy Dask aggregate
-you can add to the calibration), ``history_weight = 1`` and
-``pseudo_count = 0``; the calibration keeps no in-memory history, so
-``hero_joint``, the bootstrap and the model checks (which need the items)
-are not available from it, exactly as for a calibration loaded from JSON.
+sparse mat-vecs). The calibration keeps no in-memory history, so
+``hero_joint`` and the bootstrap are not available from it, exactly as for
+a calibration loaded from JSON.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -40,6 +48,9 @@ from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError
 from heroeval.ingest.annotations import (
     GOLD_COLUMNS,
     ITEM_COLUMNS,
+    AnnotationSet,
+    IngestReport,
+    TableReport,
     _annotation_columns,
     _ids_to_str,
     _load,
@@ -47,42 +58,48 @@ from heroeval.ingest.annotations import (
     _resolve,
     _Table,
 )
-from heroeval.stage_a import _em, _influence
+from heroeval.stage_a import _em, _influence, _kernels
 from heroeval.stage_a.calibration import (
     Calibration,
     ConvergenceInfo,
     _check_em_settings,
+    _check_weight,
     _progress_callback,
     initial_from_counts,
+    score_gold_items,
 )
 from heroeval.stage_a.covariance import ParameterCovariance
 
-__all__ = ["calibrate_dask"]
+__all__ = ["DaskFoldFits", "DaskHistory", "calibrate_dask", "fit_stage_a_dask", "load_dask_history"]
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
 class _Part:
-    """One partition's items as a sparse design, plus its counts."""
+    """One partition's items as a sparse design, plus its counts, its gold items and covariates."""
 
-    design: _em.Design
+    design: _em.Design  # unweighted, pseudo_count 0: weights and the prior are applied per call / on the client
     n_rows: int
     dropped: dict[str, int]
-    tp: npt.NDArray[np.int64]
-    fn: npt.NDArray[np.int64]
-    tn: npt.NDArray[np.int64]
-    fp: npt.NDArray[np.int64]
-    n_ann: npt.NDArray[np.int64]
-    n_items_lab: npt.NDArray[np.int64]
-    round_items: npt.NDArray[np.int64]
-    round_gold: npt.NDArray[np.int64]
-    round_gold_pos: npt.NDArray[np.float64]
+    tp: IntArray
+    fn: IntArray
+    tn: IntArray
+    fp: IntArray
+    n_ann: IntArray
+    n_items_lab: IntArray
+    round_items: IntArray
+    round_gold: IntArray
+    round_gold_pos: FloatArray
     n_repeated: int
+    gold_rows: IntArray  # the partition's gold items (rows of the design)
+    gold_names: npt.NDArray[np.object_]  # their ids
+    X: FloatArray | None  # (items, p) covariates, or None
 
 
 def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labelers: list[str], rounds: list[str],
-                gold: pd.Series, part_no: int) -> _Part:
+                gold: pd.Series, part_no: int, cov: pd.DataFrame | None) -> _Part:
     i_c, l_c, y_c, r_c = cols
     t = _Table("annotations", f"partition {part_no}", df.reset_index(drop=True), i_c, False)
     y, ym = _parse_binary(t.df[y_c], t, y_c, "label")
@@ -121,16 +138,25 @@ def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labele
             raise DataError(f"partition {part_no}: item {names[k]!r} appears in more than one round")
     g = gold.reindex(pd.Index(names, dtype=object)).to_numpy(dtype=np.float64, na_value=np.nan)
     gold_arr = np.where(np.isnan(g), -1, g).astype(np.int8)
+    X = None
+    if cov is not None:
+        got = cov.reindex(pd.Index(names, dtype=object))
+        lacking = got.index[got.isna().any(axis=1).to_numpy()]
+        if lacking.size:
+            raise DataError(f"covariates: {lacking.size} annotated item(s) of partition {part_no} have no covariate "
+                            f"row, e.g. {list(lacking[:5])}; HERO-2 needs covariates for every item")
+        X = np.ascontiguousarray(got.to_numpy(dtype=np.float64))
     pair = ic.astype(np.int64) * max(J, 1) + lab_code
     n_rep = int(pd.Series(pair).duplicated().sum())
     d = _em.make_design(ptr, lab_code, y, J, gold_arr, group, G, repeated=n_rep > 0)
     ga = np.repeat(gold_arr, np.diff(ptr))
     isg = gold_arr >= 0
 
-    def cnt(mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+    def cnt(mask: npt.NDArray[np.bool_]) -> IntArray:
         return np.bincount(lab_code[mask], minlength=J).astype(np.int64)
 
     uniq_pairs = np.unique(pair)
+    gold_rows = np.flatnonzero(isg)
     return _Part(
         design=d, n_rows=len(t.df), dropped=dropped,
         tp=cnt((ga == 1) & (y == 1)), fn=cnt((ga == 1) & (y == 0)), tn=cnt((ga == 0) & (y == 0)),
@@ -139,8 +165,29 @@ def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labele
         round_items=np.bincount(group, minlength=G).astype(np.int64),
         round_gold=np.bincount(group[isg], minlength=G).astype(np.int64),
         round_gold_pos=np.bincount(group[isg], weights=gold_arr[isg].astype(float), minlength=G).astype(np.float64),
-        n_repeated=n_rep,
+        n_repeated=n_rep, gold_rows=gold_rows, gold_names=np.asarray(names, dtype=object)[gold_rows], X=X,
     )
+
+
+def _recode(p: _Part, labs: IntArray, rounds: IntArray) -> _Part:
+    """The partition with only the labelers ``labs`` and rounds ``rounds`` (codes into the first dictionaries).
+
+    The pandas reader keeps the labelers and rounds of the rows it uses; the dictionaries read from the
+    raw columns can hold one that only rows dropped later (a missing label, say) carry.
+    """
+    d = p.design
+    cols = np.sort(np.concatenate([2 * labs, 2 * labs + 1]))
+    A = d.A[:, cols].tocsr()
+    new_group = np.full(d.n_groups, -1, dtype=np.int64)
+    new_group[rounds] = np.arange(rounds.size)
+    group = new_group[d.group].astype(np.int32)
+    G = int(rounds.size)
+    d2 = replace(d, n_labelers=int(labs.size), n_groups=G, A=A, AT=A.T if d.n_items > _em._CSC_ITEMS else A.T.tocsr(),
+                 code_counts=d.code_counts[cols], group=group,
+                 group_size=np.bincount(group, minlength=G).astype(np.float64))
+    return replace(p, design=d2, tp=p.tp[labs], fn=p.fn[labs], tn=p.tn[labs], fp=p.fp[labs], n_ann=p.n_ann[labs],
+                   n_items_lab=p.n_items_lab[labs], round_items=p.round_items[rounds],
+                   round_gold=p.round_gold[rounds], round_gold_pos=p.round_gold_pos[rounds])
 
 
 def _item_hashes(df: pd.DataFrame, i_c: str) -> npt.NDArray[np.uint64]:
@@ -151,111 +198,288 @@ def _item_hashes(df: pd.DataFrame, i_c: str) -> npt.NDArray[np.uint64]:
 
 def _summary(p: _Part) -> dict[str, Any]:
     """Everything the client needs from a partition besides the EM sums (small)."""
-    return {k: getattr(p, k) for k in ("n_rows", "dropped", "tp", "fn", "tn", "fp", "n_ann", "n_items_lab",
-                                       "round_items", "round_gold", "round_gold_pos", "n_repeated")} | {
+    out = {k: getattr(p, k) for k in ("n_rows", "dropped", "tp", "fn", "tn", "fp", "n_ann", "n_items_lab",
+                                      "round_items", "round_gold", "round_gold_pos", "n_repeated")} | {
         "code_counts": p.design.code_counts, "n_items": p.design.n_items}
+    if p.X is not None:
+        out["x_sum"] = p.X.sum(axis=0)
+    return out
 
 
-def _part_stats(p: _Part, alpha: FloatArray, beta: FloatArray, prev: FloatArray, need_ll: bool) -> tuple[
-        FloatArray, FloatArray, float]:
+def _gold_subset(p: _Part) -> tuple[npt.NDArray[np.object_], IntArray, IntArray, npt.NDArray[np.int8],
+                                    npt.NDArray[np.int8], npt.NDArray[np.int32], FloatArray | None]:
+    """The partition's gold items: ids, label counts, labeler codes, labels, gold, rounds and covariates."""
     d = p.design
+    r = p.gold_rows
+    A = d.A[r]  # items x codes counts, rows in the partition's order
+    lens = np.asarray(A.sum(axis=1)).ravel().astype(np.int64)
+    codes = np.repeat(A.indices.astype(np.int64), A.data.astype(np.int64))
+    return (p.gold_names, lens, codes // 2, (codes % 2).astype(np.int8), d.gold[r], d.group[r],
+            None if p.X is None else p.X[r])
+
+
+def _part_weights(p: _Part, w: float, drop: npt.NDArray[np.object_]) -> FloatArray:
+    """Per-item weights of the likelihood: ``w`` for gold-free items, 1 for gold items, 0 for those in ``drop``."""
+    wt = np.full(p.design.n_items, float(w))
+    wt[p.gold_rows] = 1.0
+    if drop.size:
+        wt[p.gold_rows[np.isin(p.gold_names, drop)]] = 0.0
+    return wt
+
+
+def _weighted(p: _Part, wt: FloatArray | None) -> _em.Design:
+    return p.design if wt is None else replace(p.design, weight=wt)
+
+
+def _part_counts(p: _Part, wt: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The weighted annotations per code and items per round (fixed for a weighting)."""
+    d = p.design
+    return (np.asarray(d.AT @ wt, dtype=np.float64),
+            np.bincount(d.group, weights=wt, minlength=d.n_groups).astype(np.float64))
+
+
+def _part_stats(p: _Part, wt: FloatArray | None, alpha: FloatArray, beta: FloatArray, prev: FloatArray,
+                need_ll: bool) -> tuple[FloatArray, FloatArray, float]:
+    d = _weighted(p, wt)
     gamma, ll = _em.e_step(d, alpha, beta, prev, need_ll)
-    s1 = np.asarray(d.AT @ gamma, dtype=np.float64)
-    gsum = np.bincount(d.group, weights=gamma, minlength=d.n_groups).astype(np.float64)
+    gw = gamma if wt is None else gamma * wt
+    s1 = np.asarray(d.AT @ gw, dtype=np.float64)
+    gsum = np.bincount(d.group, weights=gw, minlength=d.n_groups).astype(np.float64)
     return s1, gsum, ll
 
 
-def _part_cov(p: _Part, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gram: bool) -> tuple[
-        FloatArray, FloatArray]:
-    d = p.design
+def _part_info(p: _Part, wt: FloatArray | None, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
+    d = _weighted(p, wt)
+    gamma, _ = _em.e_step(d, alpha, beta, prev, need_ll=False)
+    return _influence.information(d, alpha, beta, prev, gamma)
+
+
+def _part_cov(p: _Part, wt: FloatArray | None, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gram: bool,
+              x_mean: FloatArray | None) -> tuple[FloatArray, FloatArray, FloatArray | None, FloatArray | None]:
+    """Observed information, score Gram matrix and, with covariates, the scores' and the covariates' cross sums."""
+    d = _weighted(p, wt)
     gamma, _ = _em.e_step(d, alpha, beta, prev)
     si = _influence.scores_and_information(d, alpha, beta, prev, gamma, gram=gram)
-    return si.info, si.gram
+    if p.X is None or x_mean is None:
+        return si.info, si.gram, None, None
+    Xc = p.X - x_mean
+    return si.info, si.gram, np.asarray(si.scores.T @ Xc), Xc.T @ Xc
+
+
+def _prior_curvature(c: float, alpha: FloatArray, beta: FloatArray, n_groups: int) -> FloatArray:
+    """The log Beta(1 + c, 1 + c) prior's curvature, as in ``_influence._complete_diagonal`` (a P x P diagonal)."""
+    a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
+    b = np.clip(beta, _em.EPS, 1 - _em.EPS)
+    return np.diag(np.concatenate([c * (1 / a**2 + 1 / (1 - a) ** 2), c * (1 / b**2 + 1 / (1 - b) ** 2),
+                                   np.zeros(n_groups)]))
+
+
+class DaskHistory:
+    """A history loaded on a Dask cluster: one compact design per partition, kept in the workers' memory.
+
+    Made by :func:`load_dask_history`. Holds the labeler and round dictionaries
+    and the client-side totals (gold counts, items per round, covariate sums).
+    """
+
+    def __init__(self, client: Any, parts: list[Any], labelers: list[str], rounds: list[str],
+                 covariate_names: tuple[str, ...], summaries: list[dict[str, Any]], covariate_rows: int) -> None:
+        self.client = client
+        self.parts = parts
+        self.labeler_ids = tuple(labelers)
+        self.round_ids = tuple(rounds)
+        self.covariate_names = covariate_names
+        self.n_labelers, self.n_rounds = len(labelers), len(rounds)
+
+        def tot(key: str) -> Any:
+            return np.sum([s[key] for s in summaries], axis=0)
+
+        self.gold_tp, self.gold_fn, self.gold_tn, self.gold_fp = (
+            tot(k).astype(np.int64) for k in ("tp", "fn", "tn", "fp"))
+        self.n_annotations = tot("n_ann").astype(np.int64)
+        self.n_items_per_labeler = tot("n_items_lab").astype(np.int64)
+        self.round_n_items = tot("round_items").astype(np.int64)
+        self.round_n_gold = tot("round_gold").astype(np.int64)
+        self.round_gold_pos = tot("round_gold_pos").astype(np.float64)
+        self.code_counts = tot("code_counts").astype(np.float64)
+        self.n_items = int(sum(s["n_items"] for s in summaries))
+        self.n_rows = int(tot("n_rows"))
+        self.dropped: dict[str, int] = {}
+        for s in summaries:
+            for k, v in s["dropped"].items():
+                self.dropped[k] = self.dropped.get(k, 0) + v
+        if covariate_names:
+            self.covariate_rows_unmatched = covariate_rows - self.n_items
+            self.x_mean: FloatArray | None = np.sum([s["x_sum"] for s in summaries if "x_sum" in s],
+                                                    axis=0) / max(self.n_items, 1)
+        else:
+            self.covariate_rows_unmatched = 0
+            self.x_mean = None
+        self._gold: AnnotationSet | None = None
+
+    @property
+    def n_gold(self) -> int:
+        return int(self.round_n_gold.sum())
+
+    def initial_values(self) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Stage A's starting values from the gold counts (as :func:`heroeval.stage_a.calibration.initial_values`)."""
+        return initial_from_counts(self.gold_tp, self.gold_fn, self.gold_tn, self.gold_fp, self.round_n_gold,
+                                   self.round_gold_pos)
+
+    def gold_items(self) -> AnnotationSet:
+        """The history's gold items and their labels, on the client (the model checks need only these).
+
+        Items are ordered by id as :func:`heroeval.read_annotations` (pandas reader) orders them, and the
+        labeler and round codes are the history's, so the checks computed on this set equal those computed
+        on the gold items of the in-memory history. Memory on the client: the gold items' annotations
+        (one int32 and one int8 each) and their ids.
+        """
+        if self._gold is not None:
+            return self._gold
+        c = self.client
+        got = c.gather([c.submit(_gold_subset, p, pure=False) for p in self.parts])
+        names = np.concatenate([g[0] for g in got]) if got else np.zeros(0, dtype=object)
+        lens = np.concatenate([g[1] for g in got]) if got else np.zeros(0, np.int64)
+        lab = np.concatenate([g[2] for g in got]) if got else np.zeros(0, np.int64)
+        lbl = np.concatenate([g[3] for g in got]) if got else np.zeros(0, np.int8)
+        gold = np.concatenate([g[4] for g in got]) if got else np.zeros(0, np.int8)
+        grp = np.concatenate([g[5] for g in got]) if got else np.zeros(0, np.int32)
+        X = np.concatenate([g[6] for g in got]) if self.covariate_names and got else None
+        order = np.argsort(pd.Index(names.astype(str)).to_numpy(dtype=object), kind="stable") if names.size else \
+            np.zeros(0, np.int64)
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+        lo = lens[order]
+        idx = np.repeat(starts[order] - (np.cumsum(lo) - lo), lo) + np.arange(int(lo.sum()), dtype=np.int64)
+        ptr = np.zeros(order.size + 1, dtype=np.int64)
+        np.cumsum(lens[order], out=ptr[1:])
+        J = self.n_labelers
+        repeated = bool(pd.Series(np.repeat(np.arange(order.size), lens[order]) * max(J, 1) + lab[idx])
+                        .duplicated().any())
+        self._gold = AnnotationSet(
+            item_ids=names[order].astype(object), labeler_ids=np.asarray(self.labeler_ids, dtype=object),
+            item_ptr=ptr, labeler=lab[idx].astype(np.int32), label=lbl[idx].astype(np.int8),
+            gold=gold[order].astype(np.int8), item_round=grp[order].astype(np.int32), round_ids=self.round_ids,
+            covariates=None if X is None else X[order], covariate_names=self.covariate_names if X is not None else (),
+            report=IngestReport((TableReport("annotations", "dask history (gold items)", int(ptr[-1]),
+                                             int(ptr[-1]), {}, {}),)),
+            name="history (gold items)", repeated_pairs=repeated)
+        return self._gold
 
 
 class _DaskDesign:
-    """The EM map over persisted partitions: map to sufficient statistics, reduce on the client."""
+    """The EM map over persisted partitions: map to sufficient statistics, reduce on the client.
 
-    def __init__(self, client: Any, parts: list[Any], n_labelers: int, n_groups: int, code_counts: FloatArray,
-                 group_size: FloatArray) -> None:
-        self.client = client
-        self.parts = parts
-        self.n_labelers = n_labelers
-        self.n_groups = n_groups
-        self.code_counts = code_counts
-        self.group_size = group_size
+    ``weights`` (one future per partition, or None for weight 1 everywhere) weight each item's
+    likelihood as :class:`heroeval.stage_a._em.Design` does; ``pseudo_count`` is the MAP prior,
+    added on the client (the partitions' designs carry none).
+    """
+
+    def __init__(self, dh: DaskHistory, weights: list[Any] | None, pseudo_count: float) -> None:
+        self.dh = dh
+        self.client = dh.client
+        self.parts = dh.parts
+        self.weights = weights
+        self.pseudo_count = float(pseudo_count)
+        self.n_labelers = dh.n_labelers
+        self.n_groups = dh.n_rounds
+        if weights is None:
+            self.cnt, self.gsize, self.weighted = dh.code_counts, dh.round_n_items.astype(np.float64), False
+        else:
+            res = self.client.gather([self.client.submit(_part_counts, p, wt, pure=False)
+                                      for p, wt in zip(self.parts, weights, strict=True)])
+            self.cnt = np.sum([r[0] for r in res], axis=0)
+            self.gsize = np.sum([r[1] for r in res], axis=0)
+            self.weighted = True
+
+    def _wts(self) -> list[Any]:
+        return [None] * len(self.parts) if self.weights is None else self.weights
 
     def _sums(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray, need_ll: bool) -> tuple[
             FloatArray, FloatArray, float]:
-        futs = [self.client.submit(_part_stats, p, alpha, beta, prev, need_ll, pure=False) for p in self.parts]
-        res = self.client.gather(futs)
+        c = self.client
+        futs = [c.submit(_part_stats, p, wt, alpha, beta, prev, need_ll, pure=False)
+                for p, wt in zip(self.parts, self._wts(), strict=True)]
+        res = c.gather(futs)
         s1 = np.sum([r[0] for r in res], axis=0)
         gsum = np.sum([r[1] for r in res], axis=0)
-        ll = float(math.fsum(r[2] for r in res)) if need_ll else float("nan")
+        ll = float(math.fsum(r[2] for r in res)) + _kernels._prior(self.pseudo_count, alpha, beta) if need_ll \
+            else float("nan")
         return s1, gsum, ll
 
     def em_map(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray, need_ll: bool) -> tuple[
             FloatArray, FloatArray, FloatArray, float]:
         s1, gsum, ll = self._sums(alpha, beta, prev, need_ll)
-        a2, b2, p2 = _em.m_from_sums(s1, self.code_counts, gsum, self.group_size, 0.0, weighted=False)
+        a2, b2, p2 = _em.m_from_sums(s1, self.cnt, gsum, self.gsize, self.pseudo_count, weighted=self.weighted)
         return a2, b2, p2, ll
+
+    def em_sums(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> tuple[
+            FloatArray, FloatArray, FloatArray, FloatArray, bool, float]:
+        s1, gsum, ll = self._sums(alpha, beta, prev, True)
+        return s1, self.cnt, gsum, self.gsize, self.weighted, ll
 
     def posterior(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> tuple[FloatArray, float]:
         """The posteriors stay on the workers: an empty array, and the log-likelihood."""
         _, _, ll = self._sums(alpha, beta, prev, True)
         return np.empty(0), ll
 
+    def information(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
+        """The observed information (probability scale), for the EM's Newton phase: one map of P x P matrices."""
+        c = self.client
+        res = c.gather([c.submit(_part_info, p, wt, alpha, beta, prev, pure=False)
+                        for p, wt in zip(self.parts, self._wts(), strict=True)])
+        H: FloatArray = np.sum(res, axis=0)
+        if self.pseudo_count > 0:
+            H = H + _prior_curvature(self.pseudo_count, alpha, beta, self.n_groups)
+        return H
 
-def calibrate_dask(
+    def covariance(self, fit: _em.EMFit, variance: str) -> ParameterCovariance:
+        """The parameter covariance of :func:`heroeval.stage_a.calibration.parameter_covariance`, map-reduced."""
+        c = self.client
+        gram = variance == "sandwich"
+        xm = self.dh.x_mean
+        res = c.gather([c.submit(_part_cov, p, wt, fit.alpha, fit.beta, fit.prev, gram, xm, pure=False)
+                        for p, wt in zip(self.parts, self._wts(), strict=True)])
+        H = np.sum([r[0] for r in res], axis=0)
+        if self.pseudo_count > 0:
+            H = H + _prior_curvature(self.pseudo_count, fit.alpha, fit.beta, self.n_groups)
+        free = _influence.free_parameters(fit.alpha, fit.beta, fit.prev)
+        S = np.sum([r[1] for r in res], axis=0) if gram else None
+        if xm is None:
+            return ParameterCovariance.from_information(H, free, S)
+        return ParameterCovariance.from_information(H, free, S, np.sum([r[2] for r in res], axis=0),
+                                                    xtx=np.sum([r[3] for r in res], axis=0),
+                                                    n_x_items=self.dh.n_items)
+
+
+def _design(dh: DaskHistory, w: float, drop: npt.NDArray[np.object_] | None, pseudo_count: float) -> _DaskDesign:
+    """The history's design with gold-free items weighted by ``w`` and the gold items ``drop`` (ids) left out."""
+    drop = np.zeros(0, dtype=object) if drop is None else np.asarray(drop, dtype=object)
+    if w == 1.0 and drop.size == 0:
+        return _DaskDesign(dh, None, pseudo_count)
+    c = dh.client
+    weights = [c.submit(_part_weights, p, w, drop, pure=False) for p in dh.parts]
+    return _DaskDesign(dh, weights, pseudo_count)
+
+
+def load_dask_history(
     history: Any,
     *,
     gold: Any,
     client: Any = None,
+    covariates: Any = None,
     item_col: str | None = None,
     labeler_col: str | None = None,
     label_col: str | None = None,
     round_col: str | None = None,
     gold_col: str | None = None,
     gold_item_col: str | None = None,
+    covariate_item_col: str | None = None,
+    covariate_cols: Sequence[str] | None = None,
     partitioned_by_item: bool = False,
-    tol: float = 1e-8,
-    max_iter: int = 10_000,
-    criterion: str = "parameters",
-    accelerate: bool = True,
-    variance: str = "sandwich",
-    progress: bool | _em.Progress = False,
-) -> Calibration:
-    """Stage A on a Dask cluster (see the module docstring).
-
-    Parameters
-    ----------
-    history : dask.dataframe.DataFrame or str
-        The annotation log, or a Parquet path or glob that Dask reads. Columns
-        as for :func:`heroeval.read_annotations` (``item_id, labeler_id,
-        label`` and optionally ``round``).
-    gold : path, pandas table or Series
-        Gold labels of some history items (small: read on the client and
-        sent to the workers).
-    client : distributed.Client, optional
-        Default: the current client (``distributed.default_client()``).
-    partitioned_by_item : bool, default False
-        Whether every item's rows already sit in one partition (Parquet
-        written in item order, say). Otherwise the log is shuffled on the
-        item column first.
-    tol, max_iter, criterion, accelerate, variance, progress
-        As in :func:`heroeval.calibrate`.
-
-    Returns
-    -------
-    Calibration
-        With ``history=None`` (the items stay on the cluster).
-    """
+) -> DaskHistory:
+    """Read a history into the workers' memory, one compact design per partition (see :func:`calibrate_dask`)."""
     import dask.dataframe as dd
     import distributed
 
-    _check_em_settings(tol, max_iter, criterion)
-    if variance not in ("sandwich", "model"):
-        raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
     client = client if client is not None else distributed.default_client()  # type: ignore[no-untyped-call]
     ddf = dd.read_parquet(history) if isinstance(history, str) else history
     if not isinstance(ddf, dd.DataFrame):
@@ -272,6 +496,7 @@ def calibrate_dask(
     ok = ~gmiss & gids.notna().to_numpy()
     gold_s = pd.Series(gv[ok].astype(np.float64), index=pd.Index(gids[ok].to_numpy(dtype=object)))
     gold_s = gold_s[~gold_s.index.duplicated()]
+    cov_tab, cov_names, cov_rows = _covariate_table(covariates, covariate_item_col, covariate_cols, item_col)
     # the labeler and round dictionaries (small), sorted as read_annotations sorts them
     labs = ddf[l_c].dropna().unique().compute()
     labelers = sorted({x for x in _ids_to_str(pd.Series(labs)).dropna() if x.strip()})
@@ -291,47 +516,251 @@ def calibrate_dask(
                 f"partitioned_by_item=True, but {split} item(s) have rows in more than one partition of the dask "
                 "history; pass partitioned_by_item=False to shuffle on the item column")
     gold_f = client.scatter(gold_s, broadcast=True)
+    cov_f = None if cov_tab is None else client.scatter(cov_tab, broadcast=True)
     delayed_parts = ddf.to_delayed()
-    parts = [client.submit(_build_part, dp, (i_c, l_c, y_c, r_c), labelers, rounds, gold_f, k, pure=False)
+    parts = [client.submit(_build_part, dp, (i_c, l_c, y_c, r_c), labelers, rounds, gold_f, k, cov_f, pure=False)
              for k, dp in enumerate(client.compute(delayed_parts))]
     summaries = client.gather([client.submit(_summary, p) for p in parts])
-    J, G = len(labelers), len(rounds)
-
-    def tot(key: str) -> Any:
-        return np.sum([s[key] for s in summaries], axis=0)
-
-    tp, fn, tn, fp = (tot(k).astype(np.int64) for k in ("tp", "fn", "tn", "fp"))
-    if tp.sum() + fn.sum() + tn.sum() + fp.sum() == 0:
+    used_labs = np.flatnonzero(np.sum([s["n_ann"] for s in summaries], axis=0) > 0)
+    used_rounds = np.flatnonzero(np.sum([s["round_items"] for s in summaries], axis=0) > 0)
+    if used_labs.size < len(labelers) or used_rounds.size < len(rounds):
+        parts = [client.submit(_recode, p, used_labs, used_rounds, pure=False) for p in parts]
+        labelers = [labelers[k] for k in used_labs]
+        rounds = [rounds[g] for g in used_rounds]
+        summaries = client.gather([client.submit(_summary, p) for p in parts])
+    dh = DaskHistory(client, parts, labelers, rounds, cov_names, summaries, cov_rows)
+    if dh.n_gold == 0:
         raise DataError("dask history has no gold labels on its items: Stage A needs gold anchors")
-    a0, b0, p0 = initial_from_counts(tp, fn, tn, fp, tot("round_gold"), tot("round_gold_pos"))
-    d = _DaskDesign(client, parts, J, G, tot("code_counts").astype(np.float64),
-                    tot("round_items").astype(np.float64))
+    return dh
+
+
+def _covariate_table(covariates: Any, covariate_item_col: str | None, covariate_cols: Sequence[str] | None,
+                     item_col: str | None) -> tuple[pd.DataFrame | None, tuple[str, ...], int]:
+    """The covariate table (one row per item, indexed by item id as a string), validated as the pandas reader does.
+
+    It is read on the client and broadcast to the workers: one row per history item must fit in each
+    worker's memory (p float64 values and the id).
+    """
+    if covariates is None:
+        if covariate_cols is not None:
+            raise HeroEvalError("covariate_cols needs covariates= (the table of item covariates)")
+        return None, (), 0
+    ccols = [c for c in (covariate_item_col, item_col, *ITEM_COLUMNS) if c]
+    cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols)
+    c_item = covariate_item_col if covariate_item_col is not None else (item_col if item_col in cdf.columns else None)
+    ct = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "covariate item", csrc), chdr)
+    cols = list(covariate_cols) if covariate_cols is not None else [c for c in cdf.columns if c != ct.item_col]
+    for c in cols:
+        if c not in cdf.columns:
+            raise DataError(f"{csrc}: no covariate column {c!r}; columns are {list(cdf.columns)}")
+    if not cols:
+        raise DataError(f"{csrc}: no covariate columns besides {ct.item_col!r}")
+    for c in cols:
+        if not (pd.api.types.is_numeric_dtype(cdf[c].dtype) or pd.api.types.is_bool_dtype(cdf[c].dtype)):
+            raise DataError(f"{csrc}: covariate column {c!r} is not numeric (dtype {cdf[c].dtype}, first value "
+                            f"{cdf[c].iloc[0]!r}); encode it first")
+    ids = _ids_to_str(cdf[ct.item_col])
+    keep = np.flatnonzero(ids.notna().to_numpy())
+    idx = pd.Index(ids.to_numpy(dtype=object)[keep])
+    if idx.duplicated().any():
+        k = int(np.flatnonzero(idx.duplicated())[0])
+        raise DataError(f"{ct.where(int(keep[k]))}: second covariate row for item {idx[k]!r}")
+    mat = cdf[cols].to_numpy(dtype=np.float64, na_value=np.nan)[keep]
+    bad = ~np.isfinite(mat)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise DataError(f"{ct.where(int(keep[r]))}: covariate {cols[c]!r} is missing or not finite ({mat[r, c]!r}); "
+                        "impute or drop the column first")
+    return pd.DataFrame(mat, index=idx, columns=[str(c) for c in cols]), tuple(str(c) for c in cols), int(keep.size)
+
+
+def _check_pseudo_count(pseudo_count: Any) -> float:
+    if isinstance(pseudo_count, bool) or not (isinstance(pseudo_count, (int, float)) and math.isfinite(pseudo_count)
+                                              and pseudo_count >= 0):
+        raise HeroEvalError(f"pseudo_count must be a non-negative number, got {pseudo_count!r}")
+    return float(pseudo_count)
+
+
+def fit_stage_a_dask(
+    dh: DaskHistory,
+    *,
+    tol: float = 1e-8,
+    max_iter: int = 10_000,
+    criterion: Literal["parameters", "loglik"] = "parameters",
+    accelerate: bool = True,
+    pseudo_count: float = 0.0,
+    variance: Literal["sandwich", "model"] = "sandwich",
+    covariance: bool = True,
+    history_weight: float = 1.0,
+    progress: bool | _em.Progress = False,
+) -> Calibration:
+    """Stage A on a loaded :class:`DaskHistory` at a fixed history weight (as
+    :func:`heroeval.stage_a.calibration.fit_stage_a` in memory; the same parameters).
+
+    The calibration's ``history`` is None (the items stay on the cluster); its
+    ``history_fit`` holds the fit without posteriors (``gamma`` empty), which the
+    model checks' refits start from; its ``gold_scores`` are computed from the
+    gold items brought to the client (:meth:`DaskHistory.gold_items`), as
+    :func:`heroeval.stage_a.calibration.fit_stage_a` computes them from the history.
+    """
+    _check_em_settings(tol, max_iter, criterion)
+    c = _check_pseudo_count(pseudo_count)
+    if variance not in ("sandwich", "model"):
+        raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
+    w = _check_weight(history_weight)
+    d = _design(dh, w, None, c)
+    a0, b0, p0 = dh.initial_values()
     fit = _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-                     progress=_progress_callback(progress))
+                     progress=_progress_callback(progress), information=d.information)
     if not fit.converged:
-        warnings.warn(f"Stage A EM (dask) did not converge in {fit.n_iter} map evaluations; raise max_iter",
-                      ConvergenceWarning, stacklevel=2)
-    gram = variance == "sandwich"
-    res = client.gather([client.submit(_part_cov, p, fit.alpha, fit.beta, fit.prev, gram, pure=False)
-                         for p in parts])
-    H = np.sum([r[0] for r in res], axis=0)
-    pcov = ParameterCovariance.from_information(H, _influence.free_parameters(fit.alpha, fit.beta, fit.prev),
-                                                np.sum([r[1] for r in res], axis=0) if gram else None)
-    dropped: dict[str, int] = {}
-    for s in summaries:
-        for k, v in s["dropped"].items():
-            dropped[k] = dropped.get(k, 0) + v
+        warnings.warn(
+            f"Stage A EM (dask) did not converge in {fit.n_iter} iterations (last parameter change "
+            f"{fit.max_change:.2e} > tol {tol:.0e}); raise max_iter", ConvergenceWarning, stacklevel=2)
+    pcov = d.covariance(fit, variance) if covariance else None
+    cov_mean = cov_cov = None
+    if dh.covariate_names:
+        assert dh.x_mean is not None
+        cl = dh.client
+        C = np.sum(cl.gather([cl.submit(_part_centered, p, dh.x_mean, pure=False) for p in dh.parts]), axis=0)
+        cov_mean = dh.x_mean
+        cov_cov = C / (dh.n_items - 1) if dh.n_items > 1 else np.zeros_like(C)
+    settings: dict[str, Any] = {
+        "tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate, "pseudo_count": c,
+        "variance": variance, "history_weight": w, "engine": "dask", "partitions": len(dh.parts),
+        "rows_read": dh.n_rows, "rows_dropped": dict(dh.dropped),
+        "init": "gold subset, one pseudo-observation at the pooled gold rate"}
+    if dh.covariate_names:
+        settings["covariate_rows_unmatched"] = dh.covariate_rows_unmatched
     return Calibration(
-        labeler_ids=tuple(labelers), alpha=fit.alpha, beta=fit.beta, n_annotations=tot("n_ann").astype(np.int64),
-        n_items=tot("n_items_lab").astype(np.int64), gold_tp=tp, gold_fn=fn, gold_tn=tn, gold_fp=fp,
-        round_ids=tuple(rounds), round_prevalence=fit.prev, round_n_items=tot("round_items").astype(np.int64),
-        round_n_gold=tot("round_gold").astype(np.int64), covariate_names=(), covariate_mean=None,
-        covariate_cov=None, n_covariate_items=0,
+        labeler_ids=dh.labeler_ids, alpha=fit.alpha, beta=fit.beta, n_annotations=dh.n_annotations.copy(),
+        n_items=dh.n_items_per_labeler.copy(), gold_tp=dh.gold_tp.copy(), gold_fn=dh.gold_fn.copy(),
+        gold_tn=dh.gold_tn.copy(), gold_fp=dh.gold_fp.copy(), round_ids=dh.round_ids, round_prevalence=fit.prev,
+        round_n_items=dh.round_n_items.copy(), round_n_gold=dh.round_n_gold.copy(),
+        covariate_names=dh.covariate_names, covariate_mean=cov_mean, covariate_cov=cov_cov,
+        n_covariate_items=dh.n_items if dh.covariate_names else 0,
         convergence=ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate),
-        covariance=pcov,
-        settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
-                  "pseudo_count": 0.0, "variance": variance, "history_weight": 1.0, "engine": "dask",
-                  "partitions": len(parts), "rows_read": int(tot("n_rows")), "rows_dropped": dropped,
-                  "init": "gold subset, one pseudo-observation at the pooled gold rate"},
-        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        covariance=pcov, settings=settings, created=datetime.now(UTC).isoformat(timespec="seconds"),
+        history_fit=fit,
+        gold_scores=score_gold_items(dh.gold_items(), fit.alpha, fit.beta),
     )
+
+
+def _part_centered(p: _Part, x_mean: FloatArray) -> FloatArray:
+    assert p.X is not None
+    Xc = p.X - x_mean
+    out: FloatArray = Xc.T @ Xc
+    return out
+
+
+class DaskFoldFits:
+    """Stage A refitted on a :class:`DaskHistory` with some gold items left out, at several history weights.
+
+    The distributed counterpart of :class:`heroeval.stage_a.calibration.FoldFits`, with the same
+    methods and the same fits: left-out items get weight 0 on the workers (one weight vector per
+    partition and refit, kept on the worker for the refit's passes). ``drop`` holds positions in
+    :meth:`DaskHistory.gold_items` (the gold items in id order).
+    """
+
+    def __init__(self, dh: DaskHistory, *, pseudo_count: float = 0.0) -> None:
+        self.dh = dh
+        self.pseudo_count = _check_pseudo_count(pseudo_count)
+
+    def design(self, w: float, drop: IntArray | None = None) -> _DaskDesign:
+        ids = None
+        if drop is not None and len(drop):
+            ids = np.asarray(self.dh.gold_items().item_ids, dtype=object)[np.asarray(drop, dtype=np.int64)]
+        return _design(self.dh, float(w), ids, self.pseudo_count)
+
+    def fit(self, w: float, start: tuple[FloatArray, FloatArray, FloatArray], *, drop: IntArray | None = None,
+            information: FloatArray | None = None, tol: float = 1e-8, max_iter: int = 10_000,
+            criterion: Literal["parameters", "loglik"] = "parameters", accelerate: bool = True,
+            newton_after: int = 0) -> _em.EMFit:
+        """As :meth:`heroeval.stage_a.calibration.FoldFits.fit`."""
+        d = self.design(w, drop)
+        a0, b0, p0 = start
+        if w == 0.0 and criterion == "parameters":
+            return _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, accelerate=False, posteriors=False)
+        info: _em.Information = d.information if information is None else (lambda a, b, p: information)
+        return _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
+                          information=info, newton_after=newton_after, posteriors=False)
+
+    def information(self, w: float, fit: _em.EMFit) -> FloatArray:
+        """The observed information of the whole history at weight ``w`` at ``fit`` (probability scale)."""
+        return self.design(w).information(fit.alpha, fit.beta, fit.prev)
+
+
+def calibrate_dask(
+    history: Any,
+    *,
+    gold: Any,
+    client: Any = None,
+    covariates: Any = None,
+    item_col: str | None = None,
+    labeler_col: str | None = None,
+    label_col: str | None = None,
+    round_col: str | None = None,
+    gold_col: str | None = None,
+    gold_item_col: str | None = None,
+    covariate_item_col: str | None = None,
+    covariate_cols: Sequence[str] | None = None,
+    partitioned_by_item: bool = False,
+    tol: float = 1e-8,
+    max_iter: int = 10_000,
+    criterion: Literal["parameters", "loglik"] = "parameters",
+    accelerate: bool = True,
+    pseudo_count: float = 0.0,
+    variance: Literal["sandwich", "model"] = "sandwich",
+    covariance: bool = True,
+    history_weight: float = 1.0,
+    progress: bool | _em.Progress = False,
+) -> Calibration:
+    """Stage A on a Dask cluster (see the module docstring), without the model checks.
+
+    :func:`heroeval.calibrate_dask` takes the same arguments and also runs the
+    model checks (``checks=True``) and chooses the history weight by
+    cross-validation (``history_weight="cv"``).
+
+    Parameters
+    ----------
+    history : dask.dataframe.DataFrame or str
+        The annotation log, or a Parquet path or glob that Dask reads. Columns
+        as for :func:`heroeval.read_annotations` (``item_id, labeler_id,
+        label`` and optionally ``round``).
+    gold : path, pandas table or Series
+        Gold labels of some history items (small: read on the client and
+        sent to the workers).
+    client : distributed.Client, optional
+        Default: the current client (``distributed.default_client()``).
+    covariates : path or pandas table, optional
+        One row per history item: its id and numeric covariates (HERO-2's),
+        as for :func:`heroeval.read_annotations`. Read on the client and
+        broadcast to the workers, so it must fit in each worker's memory.
+    covariate_item_col, covariate_cols
+        As for :func:`heroeval.read_annotations`.
+    partitioned_by_item : bool, default False
+        Whether every item's rows already sit in one partition (Parquet
+        written in item order, say). Otherwise the log is shuffled on the
+        item column first.
+    tol, max_iter, criterion, accelerate, pseudo_count, variance, covariance, history_weight, progress
+        As in :func:`heroeval.calibrate` (``history_weight`` a number in [0, 1]).
+
+    Returns
+    -------
+    Calibration
+        With ``history=None`` (the items stay on the cluster).
+    """
+    _check_em_settings(tol, max_iter, criterion)
+    if isinstance(history_weight, str) and history_weight == "cv":
+        raise HeroEvalError("history_weight='cv' needs the model checks: use heroeval.calibrate_dask, which runs them "
+                            "(this Stage A function takes a number in [0, 1])")
+    _check_weight(history_weight)
+    _check_pseudo_count(pseudo_count)
+    if variance not in ("sandwich", "model"):
+        raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
+    dh = load_dask_history(history, gold=gold, client=client, covariates=covariates, item_col=item_col,
+                           labeler_col=labeler_col, label_col=label_col, round_col=round_col, gold_col=gold_col,
+                           gold_item_col=gold_item_col, covariate_item_col=covariate_item_col,
+                           covariate_cols=covariate_cols, partitioned_by_item=partitioned_by_item)
+    return fit_stage_a_dask(dh, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
+                            pseudo_count=pseudo_count, variance=variance, covariance=covariance,
+                            history_weight=history_weight, progress=progress)

@@ -6,6 +6,10 @@ This is the one layer that sees all of them:
   and, when asked (``checks=True`` or ``history_weight="cv"``), runs the model
   checks on the history's gold first (:func:`heroeval.checks.run_checks`) and
   keeps them in ``Calibration.checks``;
+* :func:`calibrate_dask` does the same for a history on a Dask cluster: Stage A
+  and the checks' refits on the workers (:mod:`heroeval.stage_a.distributed`),
+  the rest of the checks on the gold items brought to the client
+  (:func:`heroeval.checks.model_checks.run_checks_on_gold`);
 * :func:`estimate` runs the estimators (:func:`heroeval.estimators.estimate_methods`)
   and, for ``method="auto"`` or ``recommend=True``, the choice
   (:func:`heroeval.choice.auto`).
@@ -20,12 +24,13 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from heroeval.checks.drift import DriftCheck, check_drift
-from heroeval.checks.model_checks import run_checks
+from heroeval.checks.model_checks import FoldFitter, Params, fold_fits_shared, run_checks, run_checks_on_gold
 from heroeval.choice.auto import recommend as _recommend
 from heroeval.choice.auto import recommend_with_gold
 from heroeval.errors import HeroEvalError, MultipleRoundsWarning
@@ -44,9 +49,10 @@ from heroeval.estimators.ppi import ALL_GOLD_METHODS, GOLD_METHODS, gold_estimat
 from heroeval.estimators.results import EstimateCollection, EstimateResult
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import _em
-from heroeval.stage_a.calibration import Calibration, _check_weight, check_fit_settings, fit_stage_a
+from heroeval.stage_a.calibration import Calibration, _check_em_settings, _check_weight, check_fit_settings, fit_stage_a
+from heroeval.stage_a.distributed import DaskFoldFits, _check_pseudo_count, fit_stage_a_dask, load_dask_history
 
-__all__ = ["DRIFT_METHODS", "calibrate", "estimate", "warn_multiple_rounds"]
+__all__ = ["DRIFT_METHODS", "calibrate", "calibrate_dask", "estimate", "warn_multiple_rounds"]
 
 DRIFT_METHODS = frozenset({"hero1", "hero2", "hero_joint", "auto"})
 """Methods that trust the calibration's sensitivities on the current round: :func:`estimate` checks drift with them."""
@@ -210,6 +216,109 @@ def calibrate(
         em_settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
                      "pseudo_count": float(pseudo_count)},
     )
+    if cv:
+        cal = fit(model_checks.chosen_weight, covariance)
+    return replace(cal, checks=model_checks)
+
+
+def calibrate_dask(
+    history: Any,
+    *,
+    gold: Any,
+    client: Any = None,
+    covariates: Any = None,
+    item_col: str | None = None,
+    labeler_col: str | None = None,
+    label_col: str | None = None,
+    round_col: str | None = None,
+    gold_col: str | None = None,
+    gold_item_col: str | None = None,
+    covariate_item_col: str | None = None,
+    covariate_cols: Sequence[str] | None = None,
+    partitioned_by_item: bool = False,
+    tol: float = 1e-8,
+    max_iter: int = 10_000,
+    criterion: Literal["parameters", "loglik"] = "parameters",
+    accelerate: bool = True,
+    pseudo_count: float = 0.0,
+    variance: Literal["sandwich", "model"] = "sandwich",
+    covariance: bool = True,
+    history_weight: float | Literal["cv"] = 1.0,
+    checks: bool = False,
+    check_folds: int = 5,
+    seed: int = 0,
+    progress: bool | _em.Progress = False,
+) -> Calibration:
+    """:func:`calibrate` on a Dask cluster: Stage A and, when asked, the model checks, for a history in Dask.
+
+    The history stays on the workers (:func:`heroeval.stage_a.distributed.load_dask_history`: one compact
+    design per partition); every EM step, Newton step and the covariance are a map over the partitions and
+    a reduce of small sums on the client (:func:`heroeval.stage_a.distributed.fit_stage_a_dask`). With
+    ``checks=True`` or ``history_weight="cv"``, the model checks' refits (one per fold of the gold items and
+    history weight) run on the cluster the same way, the left-out gold items weighted 0
+    (:class:`heroeval.stage_a.distributed.DaskFoldFits`), and the rest of the checks (held-out predictions,
+    mock rounds, the dependence test), which read the gold items only, run on the client on the gold items
+    brought there (:meth:`~heroeval.stage_a.distributed.DaskHistory.gold_items`): the same checks as
+    :func:`calibrate` computes in memory, to the EM tolerance. The gold items' annotations must fit in the
+    client's memory (they usually are a few per cent of the history).
+
+    Parameters
+    ----------
+    history : dask.dataframe.DataFrame or str
+        The annotation log, or a Parquet path or glob that Dask reads; columns as for
+        :func:`heroeval.read_annotations`.
+    gold : path, pandas table or Series
+        Gold labels of some history items (read on the client and broadcast).
+    client : distributed.Client, optional
+        Default: the current client.
+    covariates : path or pandas table, optional
+        One row per history item with its numeric covariates (HERO-2), read on the client and broadcast to
+        the workers.
+    item_col, labeler_col, label_col, round_col, gold_col, gold_item_col, covariate_item_col, covariate_cols
+        Column names, as for :func:`heroeval.read_annotations`.
+    partitioned_by_item : bool, default False
+        Whether every item's rows sit in one partition already (checked); otherwise the log is shuffled on
+        the item column.
+    tol, max_iter, criterion, accelerate, pseudo_count, variance, covariance, history_weight, checks, check_folds, seed, progress
+        As in :func:`calibrate`.
+
+    Returns
+    -------
+    Calibration
+        With ``history=None`` (the items stay on the cluster): ``hero_joint`` and the bootstrap need the
+        history in memory.
+    """
+    _check_em_settings(tol, max_iter, criterion)
+    c = _check_pseudo_count(pseudo_count)
+    if variance not in ("sandwich", "model"):
+        raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
+    cv = history_weight == "cv"
+    w = 1.0 if cv else _check_weight(history_weight)
+    if not (isinstance(check_folds, int) and check_folds >= 2):
+        raise HeroEvalError(f"check_folds must be an integer >= 2, got {check_folds!r}")
+    dh = load_dask_history(history, gold=gold, client=client, covariates=covariates, item_col=item_col,
+                           labeler_col=labeler_col, label_col=label_col, round_col=round_col, gold_col=gold_col,
+                           gold_item_col=gold_item_col, covariate_item_col=covariate_item_col,
+                           covariate_cols=covariate_cols, partitioned_by_item=partitioned_by_item)
+
+    def fit(weight: float, with_covariance: bool) -> Calibration:
+        return fit_stage_a_dask(dh, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
+                                pseudo_count=c, variance=variance, covariance=with_covariance,
+                                history_weight=weight, progress=progress)
+
+    if not (cv or checks):
+        return fit(w, covariance)
+    cal = fit(w, covariance and not cv)
+    settings = {"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
+                "pseudo_count": c}
+    ff: FoldFitter = DaskFoldFits(dh, pseudo_count=c)
+
+    def fold_fits(fold_items: list[npt.NDArray[np.int64]], grid: tuple[float, ...], gold_set: AnnotationSet,
+                  warm: bool) -> list[dict[float, Params]]:
+        return fold_fits_shared(ff, gold_set, fold_items, grid, settings, cal, warm)
+
+    model_checks = run_checks_on_gold(dh.gold_items(), n_labels=dh.n_annotations, fold_fits=fold_fits,
+                                      template=lambda: cal, folds=check_folds, seed=seed)
     if cv:
         cal = fit(model_checks.chosen_weight, covariance)
     return replace(cal, checks=model_checks)
