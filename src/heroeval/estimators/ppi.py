@@ -49,8 +49,8 @@ holds no item where the predictor errs. Two safeguards (:func:`rectify`):
   is shrunk towards the same predictor's residual spread on the history's
   gold items (:func:`history_prior`), worth :data:`PRIOR_ITEMS` gold items
   (at most the history's gold count): ``(k s^2 + m s_h^2) / (k + m)``. A
-  calibration without the history's gold scores (an older file, or a Dask
-  fit) has no prior; ``details`` say whether it was used;
+  calibration without the history's gold scores (a file written before
+  they were kept) has no prior; ``details`` say whether it was used;
 * a floor at the spread of :data:`PSEUDO` discordant gold items at each end
   of the residual's range.
 
@@ -334,7 +334,7 @@ def history_prior(calibration: Calibration, lam: float, mu: float,
     items. It is worth ``min(items, n_gold)`` gold items (``items`` default
     :data:`PRIOR_ITEMS`): a prior never counts for more items than the
     history has gold. ``None`` when the calibration has no such record (a
-    calibration file written before it was kept, or one fitted on Dask).
+    calibration file written before it was kept).
     """
     gsc = calibration.gold_scores
     if gsc is None or gsc.y.size < 2:
