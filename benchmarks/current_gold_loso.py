@@ -190,7 +190,9 @@ def main() -> None:
         return table[rule]
 
     floors = sorted({*PS, PSEUDO, shipped[3]})
-    priors = [(p, M, dfk) for p in sorted({*PS, shipped[0]}) for M in sorted({*MS, shipped[1]}) if M > 0
+    # the floor stays positive with a prior: a predictor without error on the history's gold and on the round's
+    # would otherwise get a zero variance (the study's data never do that, so the replay cannot see it)
+    priors = [(p, M, dfk) for p in sorted({*PS, shipped[0]}) if p > 0 for M in sorted({*MS, shipped[1]}) if M > 0
               for dfk in DFS]
 
     def narrowest(rules: list[Rule], train: list[str]) -> Rule | None:

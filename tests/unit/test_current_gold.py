@@ -18,6 +18,7 @@ from heroeval.estimators._methods import _align, _llr, estimate_methods
 from heroeval.estimators.ppi import (
     PRIOR_ITEMS,
     PSEUDO,
+    PSEUDO_WITH_PRIOR,
     SMALL_GOLD,
     GoldSample,
     clopper_pearson,
@@ -162,6 +163,17 @@ def test_history_prior_moderates_the_residual_spread_closed_form():
         rectify(f, gs, prior=(-1.0, 5.0))
 
 
+def test_perfect_predictor_on_history_and_round_keeps_a_positive_variance():
+    """No error on the history's gold (s_h^2 = 0) nor on the round's (s^2 = 0): the floor, not a point interval."""
+    n, k = 100, 20
+    y = np.r_[np.ones(50), np.zeros(50)]
+    gs = _uniform(y, np.arange(0, n, 5), n)
+    r = rectify(y.copy(), gs, lam=1.0, pseudo=PSEUDO_WITH_PRIOR, prior=(0.0, 20.0))
+    assert PSEUDO_WITH_PRIOR > 0 and not r.prior_conflict
+    unit = (1 - k / n) / k
+    assert r.variance == pytest.approx(unit * PSEUDO_WITH_PRIOR / (k + 2 * PSEUDO_WITH_PRIOR)) and r.variance > 0
+
+
 def test_history_prior_matches_a_plain_computation(dgp, tmp_path):
     """The sample variance of y - lam * posterior over the history's gold items, their L by estimators' _llr."""
     d, cal = dgp
@@ -220,7 +232,8 @@ def test_ppi_uses_the_history_prior(dgp):
     unit = (1 - k / n) / k
     s2 = r.details["variance_current_raw"] / unit
     s2h, m = r.details["history_prior_variance"], r.details["history_prior_items"]
-    expect = max(unit * (k * s2 + m * s2h) / (k + m), unit * PSEUDO / (k + 2 * PSEUDO))
+    p = PSEUDO_WITH_PRIOR
+    expect = max(unit * (k * s2 + m * s2h) / (k + m), unit * p / (k + 2 * p))
     assert r.details["variance_current"] == pytest.approx(expect, rel=1e-10)
     assert r.standard_error**2 == pytest.approx(expect + r.details["variance_history"], rel=1e-8)
 

@@ -122,8 +122,9 @@ _MU_CLIP = 1e-6
 PSEUDO = 1.5
 """Pseudo-discordant gold items at each end of the residual's range in the variance floor, without a history
 prior (Agresti–Coull's ``z^2/2 = 1.92`` before the leave-one-set-out study chose 1.5)."""
-PSEUDO_WITH_PRIOR = 0.0
-"""The floor's pseudo-items when the history prior is used (none: the prior keeps the spread from zero)."""
+PSEUDO_WITH_PRIOR = 0.25
+"""The floor's pseudo-items when the history prior is used: small, as the prior keeps the spread from zero, but
+positive, so that a predictor without error on the history's gold and on the round's still gets a variance."""
 PRIOR_ITEMS = 20.0
 """What the history prior on the residual spread is worth, in gold items (at most the history's gold count)."""
 PRIOR_CONFLICT_LEVEL = 0.05
