@@ -993,22 +993,7 @@ def _build_checked(
     cov_names: tuple[str, ...] = ()
     if covariates is not None:
         cdf = covariates.df
-        cols = (
-            list(covariate_cols)
-            if covariate_cols is not None
-            else [c for c in cdf.columns if c != covariates.item_col]
-        )
-        for c in cols:
-            if c not in cdf.columns:
-                raise DataError(f"{covariates.source}: no covariate column {c!r}; columns are {list(cdf.columns)}")
-        if not cols:
-            raise DataError(f"{covariates.source}: no covariate columns besides {covariates.item_col!r}")
-        for c in cols:
-            if not (pd.api.types.is_numeric_dtype(cdf[c].dtype) or pd.api.types.is_bool_dtype(cdf[c].dtype)):
-                raise DataError(
-                    f"{covariates.source}: covariate column {c!r} is not numeric "
-                    f"(dtype {cdf[c].dtype}, first value {cdf[c].iloc[0]!r}); encode it first"
-                )
+        cols = covariate_columns(cdf, covariates.item_col, covariate_cols, covariates.source)
         c_items = _ids_to_str(cdf[covariates.item_col])
         c_dropped: dict[str, int] = {}
         cmiss = c_items.isna().to_numpy()
@@ -1059,6 +1044,23 @@ def _build_checked(
         name=name,
         repeated_pairs=bool(dup.any()) and duplicates == "keep",
     )
+
+
+def covariate_columns(df: pd.DataFrame, item_col: str, covariate_cols: Sequence[str] | None,
+                      source: str) -> list[str]:
+    """The covariate columns of a covariate table (``covariate_cols``, or every column but the item's), checked:
+    each present and numeric (or boolean), at least one; a clear error naming the table and the column."""
+    cols = list(covariate_cols) if covariate_cols is not None else [c for c in df.columns if c != item_col]
+    for c in cols:
+        if c not in df.columns:
+            raise DataError(f"{source}: no covariate column {c!r}; columns are {list(df.columns)}")
+    if not cols:
+        raise DataError(f"{source}: no covariate columns besides {item_col!r}")
+    for c in cols:
+        if not (pd.api.types.is_numeric_dtype(df[c].dtype) or pd.api.types.is_bool_dtype(df[c].dtype)):
+            raise DataError(f"{source}: covariate column {c!r} is not numeric (dtype {df[c].dtype}, first value "
+                            f"{df[c].iloc[0]!r}); encode it first")
+    return cols
 
 
 def _attach_gold(

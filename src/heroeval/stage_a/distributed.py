@@ -57,6 +57,7 @@ from heroeval.ingest.annotations import (
     _parse_binary,
     _resolve,
     _Table,
+    covariate_columns,
 )
 from heroeval.stage_a import _em, _influence, _kernels
 from heroeval.stage_a.calibration import (
@@ -549,16 +550,7 @@ def _covariate_table(covariates: Any, covariate_item_col: str | None, covariate_
     cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols)
     c_item = covariate_item_col if covariate_item_col is not None else (item_col if item_col in cdf.columns else None)
     ct = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "covariate item", csrc), chdr)
-    cols = list(covariate_cols) if covariate_cols is not None else [c for c in cdf.columns if c != ct.item_col]
-    for c in cols:
-        if c not in cdf.columns:
-            raise DataError(f"{csrc}: no covariate column {c!r}; columns are {list(cdf.columns)}")
-    if not cols:
-        raise DataError(f"{csrc}: no covariate columns besides {ct.item_col!r}")
-    for c in cols:
-        if not (pd.api.types.is_numeric_dtype(cdf[c].dtype) or pd.api.types.is_bool_dtype(cdf[c].dtype)):
-            raise DataError(f"{csrc}: covariate column {c!r} is not numeric (dtype {cdf[c].dtype}, first value "
-                            f"{cdf[c].iloc[0]!r}); encode it first")
+    cols = covariate_columns(cdf, ct.item_col, covariate_cols, csrc)
     ids = _ids_to_str(cdf[ct.item_col])
     keep = np.flatnonzero(ids.notna().to_numpy())
     idx = pd.Index(ids.to_numpy(dtype=object)[keep])
