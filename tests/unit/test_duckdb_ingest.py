@@ -159,3 +159,70 @@ def test_tsv_same_as_pandas(tmp_path: Path) -> None:
     f = tmp_path / "log.tsv"
     f.write_text("item_id\tlabeler_id\tlabel\n1\ta\t1\n1\tb\t0\n2\ta\ttrue\n")
     _same(he.read_annotations(f, engine="pandas"), he.read_annotations(f, engine="duckdb"))
+
+
+def _ints_log(seed: int, labeler_kind: str, rounds: bool, dense: bool = False) -> pd.DataFrame:
+    """Integer item ids with gaps (or every id in a range: ``dense``), labelers as integers (some beyond 9, so string order differs) or strings,
+    a few rows with something missing, repeated pairs, and optionally a round per item."""
+    rng = np.random.default_rng(seed)
+    ids = (np.arange(700) if dense else np.sort(rng.choice(5_000, 700, replace=False))) - 1_000  # negative ids too
+    item = np.repeat(ids, rng.integers(1, 6, ids.size))
+    lab = rng.integers(0, 40, item.size)
+    df = pd.DataFrame({"item_id": item, "labeler_id": lab if labeler_kind == "int" else [f"w{v}" for v in lab],
+                       "label": rng.integers(0, 2, item.size).astype(float)})
+    if rounds:
+        df["round"] = [f"r{(v // 7) % 3}" for v in item]
+    df.loc[rng.choice(len(df), 5, replace=False), "label"] = np.nan
+    df = pd.concat([df, df.iloc[:3]], ignore_index=True)  # repeated (item, labeler) pairs
+    return df.sample(frac=1.0, random_state=seed).reset_index(drop=True)
+
+
+@pytest.mark.parametrize(("labeler_kind", "rounds", "dense"), [("int", False, False), ("int", True, False),
+                                                             ("str", False, False), ("str", True, True),
+                                                             ("int", False, True)])
+def test_integer_items_without_a_dictionary_equal_the_dictionary_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, labeler_kind: str, rounds: bool, dense: bool) -> None:
+    """Issue #20 item 4: integer item ids go through a code table over their range (two streamed scans, no
+    hash table of the items); the result is the dictionary path's, array for array, report for report."""
+    from heroeval.ingest import _duckdb
+
+    df = _ints_log(3, labeler_kind, rounds, dense)
+    df.to_parquet(tmp_path / "a.parquet")
+    g = df.drop_duplicates("item_id").iloc[::9]
+    gold = pd.DataFrame({"item_id": g["item_id"], "gold": (g["item_id"] % 2).astype(int)})
+    absent = sorted(set(range(int(df["item_id"].min()) - 3, int(df["item_id"].max()) + 3)) - set(df["item_id"]))
+    gold = pd.concat([gold, pd.DataFrame({"item_id": absent[:2] + absent[-2:], "gold": 1})])  # no silver labels
+    assert dense == (len(absent) == 6)
+    calls: list[tuple[int, int]] = []
+    real = _duckdb._range_pays
+    monkeypatch.setattr(_duckdb, "_range_pays", lambda lo, hi, n: calls.append((lo, hi)) or real(lo, hi, n))
+    a = he.read_annotations(tmp_path / "a.parquet", gold=gold, engine="duckdb")
+    assert calls and calls[0] == (int(df["item_id"].min()), int(df["item_id"].max()))  # the range path ran
+    monkeypatch.setattr(_duckdb, "_range_pays", lambda lo, hi, n: False)
+    b = he.read_annotations(tmp_path / "a.parquet", gold=gold, engine="duckdb")
+    assert a.item_ids.dtype == np.int64 and b.item_ids.dtype == np.int64
+    np.testing.assert_array_equal(a.item_ids, b.item_ids)
+    np.testing.assert_array_equal(a.item_ptr, b.item_ptr)
+    assert list(a.labeler_ids) == list(b.labeler_ids)
+    assert list(a.labeler_ids) == sorted(a.labeler_ids)  # string order, as the dictionary's ORDER BY
+    np.testing.assert_array_equal(a.gold, b.gold)
+    np.testing.assert_array_equal(a.item_round, b.item_round)
+    assert a.round_ids == b.round_ids and a.repeated_pairs and b.repeated_pairs
+    _same(a, b)
+    assert a.report.tables[0].dropped == {"missing label": 5}
+    assert a.report.tables[1].dropped == {"gold for an item with no silver label": 4}
+    assert int((a.gold >= 0).sum()) == len(g)
+    # and the content is the log's: every item's (labeler, label) pairs, rows with a missing label dropped
+    kept = df.dropna(subset=["label"])
+    want = {int(i): sorted(zip(s["labeler_id"].astype(str), s["label"].astype(int), strict=True))
+            for i, s in kept.groupby("item_id")}
+    assert {int(x): m for x, m in zip(a.item_ids, _multisets(a), strict=True)} == want
+    with pytest.raises(DataError, match="repeated"):
+        he.read_annotations(tmp_path / "a.parquet", engine="duckdb", duplicates="error")
+
+
+def test_integer_items_in_two_rounds_named_by_the_range_path(tmp_path: Path) -> None:
+    df = pd.DataFrame({"item_id": [5, 5, 9], "labeler_id": [1, 2, 1], "label": [1, 0, 1], "round": ["a", "b", "a"]})
+    df.to_parquet(tmp_path / "r.parquet")
+    with pytest.raises(DataError, match="item 5 appears in more than one round"):
+        he.read_annotations(tmp_path / "r.parquet", engine="duckdb")

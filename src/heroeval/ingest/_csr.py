@@ -1,4 +1,14 @@
-"""Item-sorted arrays built from coded rows streamed in batches (compiled with numba; used by the DuckDB engine)."""
+"""Item-sorted arrays built from coded rows streamed in batches (compiled with numba; used by the DuckDB engine).
+
+Two builders. :class:`CsrBuilder` takes item codes from a dictionary DuckDB
+built (its per-item counts known up front). :class:`RangeCsrBuilder` takes
+integer item ids directly: a first stream counts the rows per id over the
+ids' range (an array indexed by ``id - lowest id``), the ids present become
+the items (in numeric order), and a second stream scatters the rows through
+that array, so no hash table of the items is built. Both fill the slots of
+each item with a per-item counter (4 bytes an item) and check every slot is
+filled once.
+"""
 
 from __future__ import annotations
 
@@ -10,27 +20,97 @@ import numpy.typing as npt
 from heroeval._core.jit import serial
 
 
-def _scatter(ic, lc, y, rc, ptr, pos, out_l, out_y, item_round, conflict):  # type: ignore[no-untyped-def]
+def _scatter(ic, lc, y, rc, ptr, fill, out_l, out_y, item_round, conflict):  # type: ignore[no-untyped-def]
     """Place one batch of coded rows at their items' next free slots (a counting sort, batch by batch).
 
-    ``pos[k]`` is item k's next free slot; ``item_round`` takes each item's round, and
-    ``conflict[0]`` the first item seen in two rounds (-1: none). Returns False if a row
-    falls outside its item's slots (the counts were wrong).
+    ``fill[k]`` is how many of item k's slots are taken; ``item_round`` takes each item's
+    round, and ``conflict[0]`` the first item seen in two rounds (-1: none). Returns
+    False if a row falls outside its item's slots (the counts were wrong).
     """
     for a in range(ic.shape[0]):
         k = ic[a]
-        p = pos[k]
+        p = ptr[k] + fill[k]
         if p >= ptr[k + 1]:
             return False
         out_l[p] = lc[a]
         out_y[p] = y[a]
-        pos[k] = p + 1
+        fill[k] += 1
         r = rc[a]
         if item_round[k] < 0:
             item_round[k] = r
         elif item_round[k] != r and conflict[0] < 0:
             conflict[0] = k
     return True
+
+
+def _scatter_mapped(ik, lk, y, rc, item_code, dense, has_rounds, lab_code, ptr, fill, out_l, out_y, item_round,  # type: ignore[no-untyped-def]
+                    conflict):
+    """:func:`_scatter` for rows given as offsets into the item and labeler code tables.
+
+    ``dense``: every offset is an item and its own code (``item_code`` is not read);
+    without ``has_rounds`` the rows' rounds are not read. (Each random access costs:
+    at 1e8 rows the round and the code table took half the time.) Returns -1 when
+    all rows were placed, else the batch position of the first row that could not be
+    (an offset outside a table, an id without a code, or too many rows).
+    """
+    n_i = fill.shape[0] if dense else item_code.shape[0]
+    n_l = lab_code.shape[0]
+    for a in range(ik.shape[0]):
+        u = ik[a]
+        v = lk[a]
+        if u < 0 or u >= n_i or v < 0 or v >= n_l:
+            return a
+        k = u if dense else item_code[u]
+        j = lab_code[v]
+        if k < 0 or j < 0:
+            return a
+        p = ptr[k] + fill[k]
+        if p >= ptr[k + 1]:
+            return a
+        out_l[p] = j
+        out_y[p] = y[a]
+        fill[k] += 1
+        if has_rounds:
+            r = rc[a]
+            if item_round[k] < 0:
+                item_round[k] = r
+            elif item_round[k] != r and conflict[0] < 0:
+                conflict[0] = k
+    return -1
+
+
+def _count_offsets(ik, counts):  # type: ignore[no-untyped-def]
+    """``counts[u] += 1`` for each offset; returns the batch position of the first offset out of range, or -1."""
+    n = counts.shape[0]
+    for a in range(ik.shape[0]):
+        u = ik[a]
+        if u < 0 or u >= n:
+            return a
+        counts[u] += 1
+    return -1
+
+
+def _number_present(counts, ptr):  # type: ignore[no-untyped-def]
+    """Items = the offsets with a count, in order: their offsets into ``ptr`` (a cumulative sum of
+    their counts) and ``counts`` overwritten in place by each offset's item code (-1: absent)."""
+    k = 0
+    for u in range(counts.shape[0]):
+        c = counts[u]
+        if c > 0:
+            ptr[k + 1] = ptr[k] + c
+            counts[u] = k
+            k += 1
+        else:
+            counts[u] = -1
+    return k
+
+
+def _first_unfilled(ptr, fill):  # type: ignore[no-untyped-def]
+    """The first item whose slots are not all filled, or -1."""
+    for k in range(fill.shape[0]):
+        if fill[k] != ptr[k + 1] - ptr[k]:
+            return k
+    return -1
 
 
 def _repeats(ptr, lab):  # type: ignore[no-untyped-def]
@@ -55,27 +135,86 @@ class CsrBuilder:
     the item dictionary); each batch is scattered straight to its final place.
     """
 
-    def __init__(self, counts: npt.NDArray[np.integer[Any]]) -> None:
-        n_items = int(counts.shape[0])
-        self.ptr = np.zeros(n_items + 1, dtype=np.int64)
-        np.cumsum(counts, out=self.ptr[1:])
-        n = int(self.ptr[-1])
-        self.pos = self.ptr[:-1].copy()
+    def __init__(self, counts: npt.NDArray[np.integer[Any]] | None = None) -> None:
+        if counts is not None:
+            ptr = np.zeros(int(counts.shape[0]) + 1, dtype=np.int64)
+            np.cumsum(counts, out=ptr[1:])
+            self._allocate(ptr)
+
+    def _allocate(self, ptr: npt.NDArray[np.int64]) -> None:
+        n_items = int(ptr.shape[0] - 1)
+        n = int(ptr[-1])
+        self.ptr = ptr
+        self.fill = np.zeros(n_items, dtype=np.int32)
         self.labeler = np.empty(n, dtype=np.int32)
         self.label = np.empty(n, dtype=np.int8)
         self.item_round = np.full(n_items, -1, dtype=np.int32)
         self.conflict = np.full(1, -1, dtype=np.int64)
 
     def add(self, ic: npt.NDArray[Any], lc: npt.NDArray[Any], y: npt.NDArray[Any], rc: npt.NDArray[Any]) -> None:
-        if ic.size and (int(ic.min()) < 0 or int(ic.max()) >= self.pos.shape[0]):
+        if ic.size and (int(ic.min()) < 0 or int(ic.max()) >= self.fill.shape[0]):
             raise ValueError("item code out of range")
-        if not serial(_scatter)(ic, lc, y, rc, self.ptr, self.pos, self.labeler, self.label, self.item_round,
+        if not serial(_scatter)(ic, lc, y, rc, self.ptr, self.fill, self.labeler, self.label, self.item_round,
                                    self.conflict):
             raise ValueError("more streamed rows for an item than counted")
 
     def finish(self) -> tuple[int, int]:
         """Check every slot was filled; return (repeated rows, position of the first)."""
-        if not np.array_equal(self.pos, self.ptr[1:]):
+        if int(serial(_first_unfilled)(self.ptr, self.fill)) >= 0:
             raise ValueError("the streamed rows do not match the per-item counts")
+        del self.fill
         n_dup, first = serial(_repeats)(self.ptr, self.labeler)
         return int(n_dup), int(first)
+
+
+class RangeCsrBuilder(CsrBuilder):
+    """:class:`CsrBuilder` for integer item ids in ``[low, high]``, without an item dictionary.
+
+    Call :meth:`count` on every batch of ids (as offsets ``id - low``), then
+    :meth:`layout` (which returns the ids present, in numeric order: the
+    items), then :meth:`add_mapped` on every batch of rows, then
+    :meth:`finish`. Memory: 4 bytes per id in the range, besides the arrays
+    built, and none once every id in the range is an item. Without
+    ``has_rounds`` every item is in round 0 and the rows' rounds are not read.
+    """
+
+    def __init__(self, low: int, high: int, has_rounds: bool = True) -> None:
+        super().__init__()
+        self.low = int(low)
+        self.has_rounds = bool(has_rounds)
+        self.codes = np.zeros(int(high) - int(low) + 1, dtype=np.int32)  # counts, then each offset's item code
+        self.dense = False
+
+    def count(self, offsets: npt.NDArray[Any]) -> None:
+        bad = int(serial(_count_offsets)(offsets, self.codes))
+        if bad >= 0:
+            raise ValueError(f"item offset {int(offsets[bad])} outside the counted range")
+
+    def layout(self) -> npt.NDArray[np.int64]:
+        """Number the ids present; returns them (the items, in numeric order)."""
+        present = np.flatnonzero(self.codes)
+        ptr = np.zeros(present.shape[0] + 1, dtype=np.int64)
+        n_items = int(serial(_number_present)(self.codes, ptr))
+        assert n_items == present.shape[0]
+        self._allocate(ptr)
+        if not self.has_rounds:
+            self.item_round[:] = 0
+        self.dense = n_items == self.codes.shape[0]
+        if self.dense:  # offset = code: the table is not needed
+            self.codes = np.zeros(0, dtype=np.int32)
+        present += self.low
+        return present
+
+    def add_mapped(self, offsets: npt.NDArray[Any], labeler_offsets: npt.NDArray[Any], y: npt.NDArray[Any],
+                   rc: npt.NDArray[Any], labeler_code: npt.NDArray[np.int32]) -> None:
+        """Scatter rows given as item offsets and offsets into ``labeler_code`` (the labelers' codes)."""
+        bad = int(serial(_scatter_mapped)(offsets, labeler_offsets, y, rc, self.codes, self.dense, self.has_rounds,
+                                          labeler_code, self.ptr, self.fill, self.labeler, self.label,
+                                          self.item_round, self.conflict))
+        if bad >= 0:
+            raise ValueError(f"row with item offset {int(offsets[bad])} and labeler offset "
+                             f"{int(labeler_offsets[bad])} has no slot (the rows changed between the two scans?)")
+
+    def finish(self) -> tuple[int, int]:
+        del self.codes
+        return super().finish()

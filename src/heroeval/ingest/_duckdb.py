@@ -18,7 +18,8 @@ import glob
 import logging
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ import pandas as pd
 
 from heroeval._core import jit
 from heroeval.errors import DataError
-from heroeval.ingest._csr import CsrBuilder
+from heroeval.ingest._csr import CsrBuilder, RangeCsrBuilder
 from heroeval.ingest.annotations import (
     GOLD_COLUMNS,
     ITEM_COLUMNS,
@@ -88,6 +89,11 @@ def _format(path: str) -> str | None:
     return {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "tsv", ".txt": "csv"}.get(suf[-1])
 
 
+def _plain(x: Any) -> Any:
+    """An id as a message shows it: ``5``, not ``np.int64(5)``."""
+    return x.item() if isinstance(x, np.generic) else x
+
+
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -145,8 +151,8 @@ def read_with_duckdb(
 
     def id_expr(c: str, keep_int: bool) -> tuple[str, str]:
         t = types[c]
-        if keep_int and t in _INT_TYPES:
-            return f"CAST({_q(c)} AS BIGINT)", f"({_q(c)} IS NULL)"
+        if t in _INT_TYPES:  # an integer is never blank
+            return f"CAST({_q(c)} AS {'BIGINT' if keep_int else 'VARCHAR'})", f"({_q(c)} IS NULL)"
         v = f"CAST({_q(c)} AS VARCHAR)"
         return v, f"({v} IS NULL OR trim({v}) = '')"
 
@@ -169,16 +175,19 @@ def read_with_duckdb(
     else:
         r_e, r_m = "'all'", "false"
     pos = "filename, file_row_number" if fmt == "parquet" else "filename"
+    int_items, int_labs = types[i_c] in _INT_TYPES, types[l_c] in _INT_TYPES
+    l_raw = f"CAST({_q(l_c)} AS BIGINT)" if int_labs else "NULL"
     con.execute(
-        f"CREATE TEMP VIEW hv_flags AS SELECT {i_e} AS i, {l_e} AS l, {r_e} AS r, {y_val} AS y, "
+        f"CREATE TEMP VIEW hv_flags AS SELECT {i_e} AS i, {l_e} AS l, {l_raw} AS lraw, {r_e} AS r, {y_val} AS y, "
         f"{i_m} AS im, {l_m} AS lm, {y_m} AS ym, {y_bad} AS yb, {r_m} AS rm, {_q(y_c)} AS yraw, {pos} FROM {scan}"
     )
     _log.info("DuckDB: counting and validating the rows of %s", source)
     try:
-        n, bad, m_item, m_lab, m_label, m_round = con.execute(
+        n, bad, m_item, m_lab, m_label, m_round, i_lo, i_hi = con.execute(
             "SELECT count(*), count_if(yb), count_if(im), count_if(NOT im AND lm), count_if(NOT im AND NOT lm AND ym), "
-            "count_if(NOT im AND NOT lm AND NOT ym AND rm) FROM hv_flags"
-        ).fetchone() or (0, 0, 0, 0, 0, 0)
+            "count_if(NOT im AND NOT lm AND NOT ym AND rm), "
+            + ("min(i), max(i) " if int_items else "NULL, NULL ") + "FROM hv_flags"
+        ).fetchone() or (0, 0, 0, 0, 0, 0, None, None)
     except duckdb.Error as exc:
         raise DataError(f"could not read annotations {source!r}: {exc}") from exc
 
@@ -212,9 +221,25 @@ def read_with_duckdb(
                       ("missing round", m_round)):
         if k:
             dropped[reason] = int(k)
-    _log.info("DuckDB: %d rows read; building the item and labeler dictionaries", n)
     con.execute("SET preserve_insertion_order = false")  # every result below is ordered explicitly
     con.execute("CREATE TEMP VIEW hv_clean AS SELECT * FROM hv_flags WHERE NOT (im OR lm OR ym OR rm)")
+    n_used = int(n) - sum(dropped.values())
+    if duplicates != "first" and jit.HAVE_NUMBA and i_lo is not None and _range_pays(int(i_lo), int(i_hi), n_used):
+        # integer item ids over a range no longer than the rows: no item dictionary (RangeCsrBuilder)
+        clean = "hv_clean" if dropped else "hv_flags"  # without a WHERE, DuckDB reads only the columns streamed
+        try:
+            ids, labs, rounds, rcsr = _stream_int_items(con, clean, int(i_lo), int(i_hi), int_labs, r_c is not None,
+                                                        n_used)
+        except duckdb.OutOfMemoryException as exc:
+            raise DataError(f"annotations {source!r}: DuckDB ran out of memory ({exc}); raise memory_limit "
+                            f"(now {memory_limit or 'DuckDB default'}) or free disk space in {tmp}") from exc
+        except ValueError as exc:  # pragma: no cover - the files changed between DuckDB's passes
+            raise DataError(f"{source}: {exc}; did the files change while being read?") from exc
+        finally:
+            con.close()
+        return _from_csr(rcsr, int(n), dropped, ids, labs, rounds, r_c, duplicates, source, gold, gold_item_col,
+                         item_col, gold_col, name, files)
+    _log.info("DuckDB: %d rows read; building the item and labeler dictionaries", n)
     con.execute("CREATE TEMP TABLE hv_items AS SELECT i, CAST(count(*) AS BIGINT) AS n, "
                 "CAST(row_number() OVER (ORDER BY i) - 1 AS INTEGER) AS ic FROM hv_clean GROUP BY i")
     con.execute("CREATE TEMP TABLE hv_labs AS SELECT l, CAST(row_number() OVER (ORDER BY l) - 1 AS INTEGER) AS lc "
@@ -223,7 +248,6 @@ def read_with_duckdb(
                 "FROM (SELECT DISTINCT r FROM hv_clean)")
     sql = ("SELECT it.ic, lb.lc, c.y, rd.rc FROM hv_clean c JOIN hv_items it ON c.i = it.i "
            "JOIN hv_labs lb ON c.l = lb.l JOIN hv_rounds rd ON c.r = rd.r")
-    n_used = int(n) - sum(dropped.values())
     fast = duplicates != "first" and jit.HAVE_NUMBA
     try:
         if fast:
@@ -260,25 +284,8 @@ def read_with_duckdb(
     n_items = int(item_ids.shape[0])
     notes: dict[str, int] = {}
     if fast:
-        try:
-            n_dup, first_dup = csr.finish()
-        except ValueError as exc:  # pragma: no cover - the files changed between DuckDB's passes
-            raise DataError(f"{source}: {exc}; did the files change while being read?") from exc
-        ptr, lc, y, item_round, conflict = csr.ptr, csr.labeler, csr.label, csr.item_round, int(csr.conflict[0])
-        del csr
-        if conflict >= 0 and r_c is not None:
-            raise DataError(
-                f"{source}: item {item_ids[conflict]!r} appears in more than one round (column {r_c!r}); an item "
-                "must belong to one round; pass round_col=False to ignore the column")
-        if n_dup:
-            if duplicates == "error":
-                k = int(np.searchsorted(ptr, first_dup, side="right") - 1)
-                raise repeated_pair_error(source, item_ids[k], labeler_ids[lc[first_dup]], int(n_dup))
-            notes["repeated (item, labeler) pair kept as separate labels"] = int(n_dup)
-        used = int(lc.shape[0])
-        reports = [TableReport("annotations", source, int(n), used, dropped, notes)]
-        return _finish(reports, item_ids, labeler_ids, ptr, lc, y, item_round, r_c, round_names, gold, gold_item_col,
-                       item_col, gold_col, name, files, bool(n_dup))
+        return _from_csr(csr, int(n), dropped, item_ids, labeler_ids, round_names, r_c, duplicates, source, gold,
+                         gold_item_col, item_col, gold_col, name, files)
     dup = np.zeros(ic.shape[0], dtype=bool)
     if ic.size > 1:
         dup[1:] = (ic[1:] == ic[:-1]) & (lc[1:] == lc[:-1])
@@ -286,7 +293,7 @@ def read_with_duckdb(
     if n_dup:
         if duplicates == "error":
             k = int(np.flatnonzero(dup)[0])
-            raise repeated_pair_error(source, item_ids[ic[k]], labeler_ids[lc[k]], n_dup)
+            raise repeated_pair_error(source, _plain(item_ids[ic[k]]), labeler_ids[lc[k]], n_dup)
         if duplicates == "first":
             dropped["repeated (item, labeler) pair, later rows dropped"] = n_dup
             keep = ~dup
@@ -303,11 +310,118 @@ def read_with_duckdb(
         if conflict_mask.any():
             k = int(np.flatnonzero(conflict_mask)[0])
             raise DataError(
-                f"{source}: item {item_ids[k]!r} appears in more than one round (column {r_c!r}); an item must "
+                f"{source}: item {_plain(item_ids[k])!r} appears in more than one round (column {r_c!r}); an item "
+                "must "
                 "belong to one round; pass round_col=False to ignore the column")
     reports = [TableReport("annotations", source, int(n), int(ic.shape[0]), dropped, notes)]
     return _finish(reports, item_ids, labeler_ids, ptr, lc, y, item_round, r_c, round_names, gold, gold_item_col,
                    item_col, gold_col, name, files, bool(n_dup) and duplicates == "keep")
+
+
+RANGE_MIN_IDS = 1 << 20
+"""Integer item ids spanning a range up to this long, or up to the number of rows, are read without an item
+dictionary (:class:`~heroeval.ingest._csr.RangeCsrBuilder`: 4 bytes per id in the range)."""
+
+_BATCH = 1 << 20
+
+
+def _range_pays(low: int, high: int, n_rows: int) -> bool:
+    """Whether integer ids in ``[low, high]`` go through a code table over their range rather than a dictionary."""
+    return high - low < max(n_rows, RANGE_MIN_IDS)
+
+
+def _prefetched(con: Any, sql: str) -> Iterator[list[npt.NDArray[Any]]]:
+    """The columns of ``sql``'s result in batches, the next batch fetched by DuckDB in a thread while the caller
+    works on this one (the compiled kernels release the GIL, so the two overlap on two cores)."""
+    reader = con.sql(sql).to_arrow_reader(_BATCH)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="heroeval-ingest") as pool:
+        def fetch() -> list[npt.NDArray[Any]] | None:
+            try:
+                b = reader.read_next_batch()
+            except StopIteration:
+                return None
+            return [b.column(j).to_numpy() for j in range(b.num_columns)]
+
+        nxt = pool.submit(fetch)
+        while (cols := nxt.result()) is not None:
+            nxt = pool.submit(fetch)
+            yield cols
+
+
+def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, int_labs: bool, has_rounds: bool,
+                      n_used: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any], list[str], RangeCsrBuilder]:
+    """Two streamed scans of integer item ids: count the rows per id, then scatter the rows to their items.
+
+    Labelers: integer ids through a code table indexed by ``id - lowest`` (when
+    their range is at most :data:`RANGE_MIN_IDS`), others through DuckDB's
+    dictionary of the distinct ids (a join with a small table). Codes follow the
+    ids' string order, as with the dictionary path.
+    """
+    csr = RangeCsrBuilder(i_lo, i_hi, has_rounds)
+    _log.info("DuckDB: %d rows; counting the rows of each item id in [%d, %d]", n_used, i_lo, i_hi)
+    for (ik,) in _prefetched(con, f"SELECT i - {i_lo} AS ik FROM {clean}"):
+        csr.count(ik)
+    item_ids = csr.layout()
+    joins = ""
+    lab_code: npt.NDArray[np.int32]
+    l_lo = 0
+    if int_labs:
+        vals = np.asarray(con.execute(f"SELECT DISTINCT lraw FROM {clean}").fetchnumpy()["lraw"], dtype=np.int64)
+        int_labs = vals.size == 0 or _range_pays(int(vals.min()), int(vals.max()), 0)
+    if int_labs:
+        names = vals.astype(str)
+        order = np.argsort(names, kind="stable")
+        labeler_ids = names[order].astype(object)
+        l_lo = int(vals.min()) if vals.size else 0
+        lab_code = np.full((int(vals.max()) - l_lo + 1) if vals.size else 1, -1, dtype=np.int32)
+        lab_code[vals[order] - l_lo] = np.arange(vals.size, dtype=np.int32)
+        l_sel = f"c.lraw - {l_lo}"
+    else:
+        con.execute(f"CREATE TEMP TABLE hv_labs AS SELECT l, CAST(row_number() OVER (ORDER BY l) - 1 AS INTEGER) "
+                    f"AS lc FROM (SELECT DISTINCT l FROM {clean})")
+        labeler_ids = np.asarray(con.execute("SELECT l FROM hv_labs ORDER BY lc").fetchnumpy()["l"]).astype(object)
+        lab_code = np.arange(labeler_ids.shape[0], dtype=np.int32)
+        joins += " JOIN hv_labs lb ON c.l = lb.l"
+        l_sel = "lb.lc"
+    if has_rounds:
+        con.execute(f"CREATE TEMP TABLE hv_rounds AS SELECT r, CAST(row_number() OVER (ORDER BY r) - 1 AS INTEGER) "
+                    f"AS rc FROM (SELECT DISTINCT r FROM {clean})")
+        round_names = [str(x) for x in con.execute("SELECT r FROM hv_rounds ORDER BY rc").fetchnumpy()["r"]]
+        joins += " JOIN hv_rounds rd ON c.r = rd.r"
+        r_sel = "rd.rc"
+    else:
+        round_names, r_sel = ["all"], "CAST(0 AS INTEGER)"  # not read (RangeCsrBuilder without rounds)
+    _log.info("DuckDB: streaming %d rows into item order", n_used)
+    sql = f"SELECT c.i - {i_lo} AS ik, {l_sel} AS lk, c.y, {r_sel} AS rc FROM {clean} c{joins}"
+    for ik, lk, y, rc in _prefetched(con, sql):
+        csr.add_mapped(ik, lk, y, rc, lab_code)
+    return item_ids, labeler_ids, round_names, csr
+
+
+def _from_csr(csr: CsrBuilder, n: int, dropped: dict[str, int], item_ids: npt.NDArray[Any],
+              labeler_ids: npt.NDArray[Any], round_names: list[str], r_c: str | None, duplicates: str, source: str,
+              gold: TableLike | None, gold_item_col: str | None, item_col: str | None, gold_col: str | None,
+              name: str | None, files: list[str]) -> AnnotationSet:
+    """The AnnotationSet from a filled :class:`CsrBuilder`: round conflicts and repeated pairs checked."""
+    try:
+        n_dup, first_dup = csr.finish()
+    except ValueError as exc:  # pragma: no cover - the files changed between DuckDB's passes
+        raise DataError(f"{source}: {exc}; did the files change while being read?") from exc
+    ptr, lc, y, item_round, conflict = csr.ptr, csr.labeler, csr.label, csr.item_round, int(csr.conflict[0])
+    del csr
+    if conflict >= 0 and r_c is not None:
+        raise DataError(
+            f"{source}: item {_plain(item_ids[conflict])!r} appears in more than one round (column {r_c!r}); an item "
+            "must belong to one round; pass round_col=False to ignore the column")
+    notes: dict[str, int] = {}
+    if n_dup:
+        if duplicates == "error":
+            k = int(np.searchsorted(ptr, first_dup, side="right") - 1)
+            raise repeated_pair_error(source, _plain(item_ids[k]), labeler_ids[lc[first_dup]], int(n_dup))
+        notes["repeated (item, labeler) pair kept as separate labels"] = int(n_dup)
+    reports = [TableReport("annotations", source, n, int(lc.shape[0]), dropped, notes)]
+    return _finish(reports, item_ids, labeler_ids, ptr, lc, y, item_round, r_c, round_names, gold, gold_item_col,
+                   item_col, gold_col, name, files, bool(n_dup))
 
 
 def _finish(

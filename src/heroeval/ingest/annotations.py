@@ -1125,7 +1125,13 @@ def _item_index(item_ids_arr: npt.NDArray[Any], ids: npt.NDArray[Any]) -> npt.ND
         ok = num.notna().to_numpy() & (num.fillna(0) == num.fillna(0).round()).to_numpy()
         out = np.full(len(ids), -1, dtype=np.intp)
         if ok.any():
-            out[ok] = pd.Index(item_ids_arr).get_indexer(pd.Index(num[ok].astype(np.int64)))
+            want = num[ok].to_numpy(dtype=np.int64)
+            if item_ids_arr.size and bool(np.all(item_ids_arr[1:] > item_ids_arr[:-1])):
+                # the DuckDB reader's integer items are in numeric order: a binary search, no hash table of them
+                at = np.minimum(np.searchsorted(item_ids_arr, want), item_ids_arr.size - 1)
+                out[ok] = np.where(item_ids_arr[at] == want, at, -1)
+            else:
+                out[ok] = pd.Index(item_ids_arr).get_indexer(pd.Index(want))
         return out
     return np.asarray(pd.Index(item_ids_arr).get_indexer(pd.Index(ids)), dtype=np.intp)
 
