@@ -361,7 +361,9 @@ def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, int_labs: bool
     _log.info("DuckDB: %d rows; counting the rows of each item id in [%d, %d]", n_used, i_lo, i_hi)
     for (ik,) in _prefetched(con, f"SELECT i - {i_lo} AS ik FROM {clean}"):
         csr.count(ik)
+    _log.info("DuckDB: numbering the items")
     item_ids = csr.layout()
+    _log.info("DuckDB: %d items; the labelers", item_ids.shape[0])
     joins = ""
     lab_code: npt.NDArray[np.int32]
     l_lo = 0
@@ -395,6 +397,7 @@ def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, int_labs: bool
     sql = f"SELECT c.i - {i_lo} AS ik, {l_sel} AS lk, c.y, {r_sel} AS rc FROM {clean} c{joins}"
     for ik, lk, y, rc in _prefetched(con, sql):
         csr.add_mapped(ik, lk, y, rc, lab_code)
+    _log.info("DuckDB: rows in place; checking for repeated (item, labeler) pairs")
     return item_ids, labeler_ids, round_names, csr
 
 
@@ -420,6 +423,7 @@ def _from_csr(csr: CsrBuilder, n: int, dropped: dict[str, int], item_ids: npt.ND
             raise repeated_pair_error(source, _plain(item_ids[k]), labeler_ids[lc[first_dup]], int(n_dup))
         notes["repeated (item, labeler) pair kept as separate labels"] = int(n_dup)
     reports = [TableReport("annotations", source, n, int(lc.shape[0]), dropped, notes)]
+    _log.info("DuckDB: the gold table")
     return _finish(reports, item_ids, labeler_ids, ptr, lc, y, item_round, r_c, round_names, gold, gold_item_col,
                    item_col, gold_col, name, files, bool(n_dup))
 

@@ -222,7 +222,8 @@ def _gather_codes(ptr_in, labeler, label, order, ptr_out, out, bounds):  # type:
                 out[b + i] = 2 * labeler[a + i] + label[a + i]
 
 
-def _pair_pass(r0, r1, ptr, code, group, gamma, weight, has_w, ua, ub, m_of_group, pg_of_group, J, G, X, gram, bounds, out):  # type: ignore[no-untyped-def]
+def _pair_pass(r0, r1, ptr, code, group, gamma, weight, has_w, ua, ub, m_of_group, pg_of_group, J, G, X, gram, bounds, out,  # type: ignore[no-untyped-def]
+               order, has_order):
     """The covariance pass over items ``r0:r1`` as sums per labeler pair (see :meth:`CompactDesign.covariance_sums`).
 
     An item's complete-data score difference ``u_r`` and score ``s_r`` have, for each
@@ -238,8 +239,10 @@ def _pair_pass(r0, r1, ptr, code, group, gamma, weight, has_w, ua, ub, m_of_grou
     an item) are summed in a small J-row table first, added to the cells at the end. Cells hold sums over ordered pairs of labels (the pair (b, a) is the
     transposed cell); the labels' pairs with the prevalence go to ``LG`` (labeler
     x round: missing alpha, missing beta, Gram alpha, Gram beta), the
-    prevalences' own to ``GG``. The chunk starting at ``bounds[t]`` adds its pair sums to
-    ``out[t]`` (zeros on entry; allocated by the caller, see :func:`_zeros`).
+    prevalences' own to ``GG``, the prevalences' complete-data information to ``DM``. The
+    chunk starting at ``bounds[t]`` adds its pair sums to ``out[t]`` (zeros on entry;
+    allocated by the caller, see :func:`_zeros`). ``gamma`` and ``X`` are in input item
+    order, read through ``order`` when ``has_order`` (no reordered copy of them).
     """
     p = X.shape[1]
     P = 2 * J + G
@@ -253,6 +256,7 @@ def _pair_pass(r0, r1, ptr, code, group, gamma, weight, has_w, ua, ub, m_of_grou
     SX = np.zeros((P, p))
     GA = np.zeros(2 * J)
     GB = np.zeros(2 * J)
+    DM = np.zeros(G)
     kmax = 0
     for r in range(r0, r1):
         kmax = max(kmax, ptr[r + 1] - ptr[r])
@@ -262,11 +266,13 @@ def _pair_pass(r0, r1, ptr, code, group, gamma, weight, has_w, ua, ub, m_of_grou
     for r in range(r0, r1):
         a0 = ptr[r]
         k = ptr[r + 1] - a0
-        g = gamma[r]
+        xr = order[r] if has_order else r
+        g = gamma[xr]
         w = weight[r] if has_w else 1.0
         grp = group[r]
         mg = m_of_group[grp]
         pg = pg_of_group[grp]
+        DM[grp] += w * g / (pg * pg) + w * (1.0 - g) / ((1.0 - pg) * (1.0 - pg))
         wm = g * (1.0 - g) * w
         w2 = w * w
         s11 = w2 * g * g
@@ -336,16 +342,16 @@ def _pair_pass(r0, r1, ptr, code, group, gamma, weight, has_w, ua, ub, m_of_grou
                 sa = w * g * av[i]
                 sb = w * (1.0 - g) * bv[i]
                 for t in range(p):
-                    SX[lab[i], t] += sa * X[r, t]
-                    SX[J + lab[i], t] += sb * X[r, t]
+                    SX[lab[i], t] += sa * X[xr, t]
+                    SX[J + lab[i], t] += sb * X[xr, t]
             sm = w * (g - pg) * mg
             for t in range(p):
-                SX[2 * J + grp, t] += sm * X[r, t]
+                SX[2 * J + grp, t] += sm * X[xr, t]
     for a in range(J):
         q = a * J - (a * (a - 1)) // 2
         for c in range(cells.shape[1]):
             cells[q, c] += DG[a, c]
-    return LG, GG, SX, GA, GB
+    return LG, GG, SX, GA, GB, DM
 
 
 def _unpack_pairs(m0, m1, cells, LG, GG, J, G, H, S):  # type: ignore[no-untyped-def]
@@ -532,11 +538,8 @@ class CompactDesign:
         ua, ub, ia, ib = _influence._code_weights(alpha, beta)
         p = np.clip(prev, _em.EPS, 1 - _em.EPS)
         w, has_w = self._w()
-        Xc = np.zeros((self.n_items, 0)) if X is None else X - X.mean(axis=0)
-        if self.order is not None:  # to the stored item order
-            gamma = gamma[self.order]
-            Xc = Xc[self.order]
-        Xc = np.ascontiguousarray(Xc)
+        Xc = np.ascontiguousarray(np.zeros((self.n_items, 0)) if X is None else X - X.mean(axis=0))
+        order, has_order = (self.order, True) if self.order is not None else (np.zeros(0, np.int32), False)
         n_cells = J * (J + 1) // 2
         width = 8 if gram else 4
         # one chunk per thread, each with its own pair sums; fewer threads where those would pass _PAIR_BYTES
@@ -544,14 +547,15 @@ class CompactDesign:
         bounds = self.bounds if copies == self.n_chunks else chunk_bounds(self.ptr, copies)
         out = _zeros((copies, n_cells, width))
         parts = run_threads("_pair_pass", bounds, self.ptr, self.code, self.group, gamma, w, has_w, ua, ub,
-                            1 / (p * (1 - p)), p, J, G, Xc, gram, bounds, out)
-        LG, GG, SX, GA, GB = parts[0]
+                            1 / (p * (1 - p)), p, J, G, Xc, gram, bounds, out, order, has_order)
+        LG, GG, SX, GA, GB, Dm = parts[0]
         for q in parts[1:]:
             LG += q[0]
             GG += q[1]
             SX += q[2]
             GA += q[3]
             GB += q[4]
+            Dm += q[5]
         del parts
         cells = out[0]
         for t in range(1, copies):
@@ -562,14 +566,6 @@ class CompactDesign:
         del cells, out
         Da = (GA * ia)[0::2] + (GA * ia)[1::2]
         Db = (GB * ib)[0::2] + (GB * ib)[1::2]
-        Dm = np.zeros(G)
-        for s0 in range(0, self.n_items, 1 << 22):  # in chunks: whole-array temporaries would be 8 bytes per item each
-            sl = slice(s0, s0 + (1 << 22))
-            g_ = gamma[sl]
-            gw = g_ if self.weight is None else g_ * self.weight[sl]
-            onew = (1 - g_) if self.weight is None else (1 - g_) * self.weight[sl]
-            pg = p[self.group[sl]]
-            Dm += np.bincount(self.group[sl], weights=gw / pg**2 + onew / (1 - pg) ** 2, minlength=G)
         c = self.pseudo_count
         if c > 0:
             a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
