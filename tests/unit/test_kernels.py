@@ -243,7 +243,8 @@ def test_items_whose_odds_leave_the_product_range_use_logs(weighted: bool) -> No
     dn = weighted_design(hist, 0.6 if weighted else 1.0)
     cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, J, hist.gold, hist.item_round, 1,
                                  weight=w)
-    assert cd.order is not None  # the items were re-ordered by size
+    assert cd.order is not None  # the items were re-ordered by size: a stable sort by size (counting sort)
+    np.testing.assert_array_equal(cd.order, np.argsort(np.diff(hist.item_ptr), kind="stable"))
     for x, e in zip(cd.em_map(alpha, beta, prev, True), _em.em_map(dn, alpha, beta, prev, True), strict=True):
         np.testing.assert_allclose(x, e, rtol=1e-10, atol=1e-12)
     g1, ll1 = cd.posterior(alpha, beta, prev)

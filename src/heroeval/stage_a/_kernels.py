@@ -191,14 +191,31 @@ def _sorted_ptr(ptr_in, order, ptr_out):  # type: ignore[no-untyped-def]
     return 0
 
 
-def _sizes_u16(ptr, out):  # type: ignore[no-untyped-def]
-    """Item sizes into ``out`` as uint16 (capped at 65535), and the largest size: a sort key without an 8-byte array."""
-    m = 0
-    for r in range(out.shape[0]):
+def _size_range(ptr):  # type: ignore[no-untyped-def]
+    """The smallest and the largest item size."""
+    lo = ptr[1] - ptr[0]
+    hi = lo
+    for r in range(1, ptr.shape[0] - 1):
         k = ptr[r + 1] - ptr[r]
-        m = max(m, k)
-        out[r] = min(k, 65535)
-    return m
+        lo = min(lo, k)
+        hi = max(hi, k)
+    return lo, hi
+
+
+def _order_by_size(ptr, max_size, order):  # type: ignore[no-untyped-def]
+    """``order`` = the items sorted by their number of labels, ties in input order (a counting sort:
+    the permutation ``np.argsort(sizes, kind="stable")`` gives, without its 8-byte index array)."""
+    n = ptr.shape[0] - 1
+    start = np.zeros(max_size + 2, dtype=np.int64)
+    for r in range(n):
+        start[ptr[r + 1] - ptr[r] + 1] += 1
+    for k in range(1, max_size + 2):
+        start[k] += start[k - 1]
+    for r in range(n):
+        k = ptr[r + 1] - ptr[r]
+        order[start[k]] = r
+        start[k] += 1
+    return 0
 
 
 def _weighted_code_counts(ptr, code, bounds, weight, n_codes):  # type: ignore[no-untyped-def]
@@ -685,14 +702,11 @@ def compact_design(
     order: npt.NDArray[np.int32] | npt.NDArray[np.int64] | None = None
     ptr_out = p64
     if sort_items and n_items > 1:
-        key: npt.NDArray[Any] = np.empty(n_items, dtype=np.uint16)
-        if int(_serial("_sizes_u16")(p64, key)) > np.iinfo(np.uint16).max:
-            key = np.diff(p64)
-        if int(key.min()) != int(key.max()):
-            idx = np.argsort(key, kind="stable")  # a radix sort for uint16 keys
-            del key
-            order = idx.astype(np.int32) if n_items < np.iinfo(np.int32).max else idx
-            del idx
+        k_min, k_max = _serial("_size_range")(p64)
+        if k_min != k_max:
+            order = np.empty(n_items, dtype=np.int32) if n_items < np.iinfo(np.int32).max else np.empty(
+                n_items, dtype=np.int64)
+            _serial("_order_by_size")(p64, k_max, order)
             ptr_out = np.empty(n_items + 1, dtype=np.int64)
             _serial("_sorted_ptr")(p64, order, ptr_out)
     bounds = chunk_bounds(ptr_out, n_chunks())
