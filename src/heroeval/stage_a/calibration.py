@@ -744,7 +744,7 @@ def fit_stage_a(
     tp, fn, tn, fp = gold_counts(history)
     J = history.n_labelers
     n_ann = _em.bincount(history.labeler, J).astype(np.int64)
-    n_items = _distinct_items_per_labeler(history)
+    n_items = _distinct_items_per_labeler(history) if history.repeated_pairs else n_ann.copy()
     isg = history.gold >= 0
     G = history.n_rounds
     cov_mean = cov_cov = None
