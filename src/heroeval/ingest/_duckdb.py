@@ -359,7 +359,8 @@ def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, int_labs: bool
     """
     csr = RangeCsrBuilder(i_lo, i_hi, has_rounds)
     _log.info("DuckDB: %d rows; counting the rows of each item id in [%d, %d]", n_used, i_lo, i_hi)
-    for (ik,) in _prefetched(con, f"SELECT i - {i_lo} AS ik FROM {clean}"):
+    off = "INTEGER" if i_hi - i_lo < 2**31 - 1 else "BIGINT"  # offsets in 4 bytes where they fit: less to stream
+    for (ik,) in _prefetched(con, f"SELECT CAST(i - {i_lo} AS {off}) AS ik FROM {clean}"):
         csr.count(ik)
     _log.info("DuckDB: numbering the items")
     item_ids = csr.layout()
@@ -377,7 +378,7 @@ def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, int_labs: bool
         l_lo = int(vals.min()) if vals.size else 0
         lab_code = np.full((int(vals.max()) - l_lo + 1) if vals.size else 1, -1, dtype=np.int32)
         lab_code[vals[order] - l_lo] = np.arange(vals.size, dtype=np.int32)
-        l_sel = f"c.lraw - {l_lo}"
+        l_sel = f"CAST(c.lraw - {l_lo} AS INTEGER)"
     else:
         con.execute(f"CREATE TEMP TABLE hv_labs AS SELECT l, CAST(row_number() OVER (ORDER BY l) - 1 AS INTEGER) "
                     f"AS lc FROM (SELECT DISTINCT l FROM {clean})")
@@ -392,11 +393,12 @@ def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, int_labs: bool
         joins += " JOIN hv_rounds rd ON c.r = rd.r"
         r_sel = "rd.rc"
     else:
-        round_names, r_sel = ["all"], "CAST(0 AS INTEGER)"  # not read (RangeCsrBuilder without rounds)
+        round_names, r_sel = ["all"], ""  # every item in round 0: no column to stream
     _log.info("DuckDB: streaming %d rows into item order", n_used)
-    sql = f"SELECT c.i - {i_lo} AS ik, {l_sel} AS lk, c.y, {r_sel} AS rc FROM {clean} c{joins}"
-    for ik, lk, y, rc in _prefetched(con, sql):
-        csr.add_mapped(ik, lk, y, rc, lab_code)
+    sql = f"SELECT CAST(c.i - {i_lo} AS {off}) AS ik, {l_sel} AS lk, c.y{', ' + r_sel if r_sel else ''} FROM {clean} c{joins}"
+    no_rounds = np.zeros(0, dtype=np.int32)
+    for cols in _prefetched(con, sql):
+        csr.add_mapped(cols[0], cols[1], cols[2], cols[3] if has_rounds else no_rounds, lab_code)
     _log.info("DuckDB: rows in place; checking for repeated (item, labeler) pairs")
     return item_ids, labeler_ids, round_names, csr
 
