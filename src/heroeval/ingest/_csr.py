@@ -141,14 +141,21 @@ class CsrBuilder:
             np.cumsum(counts, out=ptr[1:])
             self._allocate(ptr)
 
-    def _allocate(self, ptr: npt.NDArray[np.int64]) -> None:
+    def _allocate(self, ptr: npt.NDArray[np.int64], fill: npt.NDArray[np.int32] | None = None,
+                  round_start: int = -1) -> None:
+        """The output arrays for items with offsets ``ptr``; ``fill``: an int32 array to reuse as the counters
+        (zeroed here); ``round_start``: every item's round before the rows are seen (-1: unknown)."""
         n_items = int(ptr.shape[0] - 1)
         n = int(ptr[-1])
         self.ptr = ptr
-        self.fill = np.zeros(n_items, dtype=np.int32)
+        if fill is None:
+            self.fill = np.zeros(n_items, dtype=np.int32)
+        else:
+            self.fill = fill
+            self.fill[:] = 0
         self.labeler = np.empty(n, dtype=np.int32)
         self.label = np.empty(n, dtype=np.int8)
-        self.item_round = np.full(n_items, -1, dtype=np.int32)
+        self.item_round = np.full(n_items, round_start, dtype=np.int32)
         self.conflict = np.full(1, -1, dtype=np.int64)
 
     def add(self, ic: npt.NDArray[Any], lc: npt.NDArray[Any], y: npt.NDArray[Any], rc: npt.NDArray[Any]) -> None:
@@ -196,12 +203,13 @@ class RangeCsrBuilder(CsrBuilder):
         ptr = np.zeros(present.shape[0] + 1, dtype=np.int64)
         n_items = int(serial(_number_present)(self.codes, ptr))
         assert n_items == present.shape[0]
-        self._allocate(ptr)
-        if not self.has_rounds:
-            self.item_round[:] = 0
         self.dense = n_items == self.codes.shape[0]
-        if self.dense:  # offset = code: the table is not needed
+        round_start = -1 if self.has_rounds else 0
+        if self.dense:  # offset = code: the table is not needed; its memory becomes the fill counters
+            self._allocate(ptr, fill=self.codes, round_start=round_start)
             self.codes = np.zeros(0, dtype=np.int32)
+        else:
+            self._allocate(ptr, round_start=round_start)
         present += self.low
         return present
 
