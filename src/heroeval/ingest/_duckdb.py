@@ -311,8 +311,7 @@ def read_with_duckdb(
             k = int(np.flatnonzero(conflict_mask)[0])
             raise DataError(
                 f"{source}: item {_plain(item_ids[k])!r} appears in more than one round (column {r_c!r}); an item "
-                "must "
-                "belong to one round; pass round_col=False to ignore the column")
+                "must belong to one round; pass round_col=False to ignore the column")
     reports = [TableReport("annotations", source, int(n), int(ic.shape[0]), dropped, notes)]
     return _finish(reports, item_ids, labeler_ids, ptr, lc, y, item_round, r_c, round_names, gold, gold_item_col,
                    item_col, gold_col, name, files, bool(n_dup) and duplicates == "keep")
