@@ -15,6 +15,7 @@ The comparisons cover every field of the set, the ingest report and the error me
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -119,6 +120,9 @@ def _id_variants() -> dict[str, pd.DataFrame]:
     out["uint64_beyond_int64"] = base.assign(item_id=rng.choice(big, len(base)))
     out["int8_full_range"] = base.assign(item_id=rng.integers(-128, 128, len(base)).astype(np.int8),
                                          labeler_id=rng.integers(-128, 128, len(base)).astype(np.int8))
+    near = np.array([10**18 - 1, 10**17, 10**17 - 1, 1, 10, 0, -1, -10, -(10**17), -(10**18 - 1)], dtype=np.int64)
+    out["int64_near_1e18"] = base.assign(item_id=rng.choice(near, len(base)))
+    out["int64_beyond_1e18"] = base.assign(item_id=rng.choice(np.append(near, [10**18, -(2**63)]), len(base)))
     out["int8_wide_range"] = base.assign(item_id=rng.integers(-100, 121, len(base)).astype(np.int8),  # 120 - -100
                                          labeler_id=rng.integers(-90, 91, len(base)).astype(np.int8))  # > 127
     out["int16"] = base.astype({"item_id": np.int16, "labeler_id": np.int16})
@@ -311,3 +315,29 @@ def test_sorted_gold_lookup_matches_the_hash_lookup() -> None:
     by_hash = ann_mod._item_index(words, queries)
     assert by_bisection.tolist() == by_hash.tolist()
     assert ann_mod._item_index(words[:0], queries[:3], ids_sorted=True).tolist() == [-1, -1, -1]
+
+
+def _decimal_case(name: str) -> np.ndarray:
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    edges = np.array([10**k + d for k in range(18) for d in (-1, 0, 1)], dtype=np.int64)
+    if name == "small":
+        vals = rng.integers(-3000, 3000, 500)
+    elif name == "magnitudes":
+        vals = (rng.integers(1, 10, 3000) * 10 ** rng.integers(0, 18, 3000)) * rng.choice([-1, 1], 3000)
+    elif name == "edges":
+        vals = np.concatenate([edges, -edges, [0]])
+    elif name == "beyond":  # 10**18 and more: sorted as strings
+        vals = np.concatenate([edges, [10**18, 2**63 - 1, -(2**63)]])
+    else:
+        vals = np.array([7], dtype=np.int64)
+    return np.unique(vals.astype(np.int64))
+
+
+@pytest.mark.parametrize("name", ["small", "magnitudes", "edges", "beyond", "one"])
+def test_decimal_order_sorts_as_strings(name: str) -> None:
+    values = _decimal_case(name)
+    order = ann_mod._decimal_order(values)
+    assert [str(x) for x in values[order].tolist()] == sorted(str(x) for x in values.tolist())
+    big = np.array([0, 5, 10**19, 2**64 - 1], dtype=np.uint64)
+    assert [str(x) for x in big[ann_mod._decimal_order(big)].tolist()] == sorted(str(x) for x in big.tolist())
+    assert ann_mod._decimal_order(np.zeros(0, dtype=np.int64)).tolist() == []

@@ -687,17 +687,16 @@ def _is_plain_int(dtype: Any) -> bool:
 def _int_id_codes(vals: npt.NDArray[np.integer[Any]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.object_]]:
     """:func:`_id_codes` of a non-empty column of NumPy integers (never missing, never blank).
 
-    Distinct integers have distinct decimal forms, so only the distinct values
-    are turned into strings (``str(int)``, as ``astype("string")`` writes them)
-    and sorted as strings; the rows' codes are one lookup.
+    Distinct integers have distinct decimal forms (``str(int)``, as ``astype("string")`` writes them), so
+    the distinct values are ordered as their strings (:func:`_decimal_order`) and only they are turned into
+    strings; the rows' codes are one lookup.
     """
     import pyarrow as pa  # a dependency of heroeval; imported here to keep `import heroeval` light
-    import pyarrow.compute as pc
 
     lo, hi = int(vals.min()), int(vals.max())
+    wide = np.uint64 if vals.dtype.kind == "u" else np.int64  # values (and their offsets from lo) in this type
     if hi - lo < max(2 * vals.size, 1 << 16):  # a short range: a lookup table instead of a hash
         compiled = vals.size >= _COMPILED_MIN_ROWS and jit.HAVE_NUMBA
-        wide = np.uint64 if vals.dtype.kind == "u" else np.int64  # offsets value - lo are computed in this type
         base = wide(lo)
         offset = None if compiled else np.subtract(vals, base, dtype=wide).astype(np.intp, copy=False)
         present = np.zeros(hi - lo + 1, dtype=bool)
@@ -706,11 +705,10 @@ def _int_id_codes(vals: npt.NDArray[np.integer[Any]]) -> tuple[npt.NDArray[np.in
         else:
             present[offset] = True
         uniques = np.flatnonzero(present)  # value - lo, ascending
-        values = uniques.astype(wide) + base
-        text = pa.array(values).cast(pa.string())
-        order = pc.sort_indices(text)
+        values: npt.NDArray[Any] = uniques.astype(wide) + base
+        order = _decimal_order(values)
         lookup = np.zeros(hi - lo + 1, dtype=np.int64)  # value - lo -> rank of its string
-        lookup[uniques[order.to_numpy()]] = np.arange(len(order), dtype=np.int64)
+        lookup[uniques[order]] = np.arange(order.size, dtype=np.int64)
         if compiled:
             codes = np.empty(vals.size, dtype=np.int64)
             jit.serial(_lookup_kernel)(vals, base, lookup, codes)
@@ -718,13 +716,47 @@ def _int_id_codes(vals: npt.NDArray[np.integer[Any]]) -> tuple[npt.NDArray[np.in
             codes = lookup[offset]
     else:
         raw_codes, raw_uniques = pd.factorize(vals)
-        text = pa.array(np.asarray(raw_uniques)).cast(pa.string())
-        order = pc.sort_indices(text)
-        rank = np.empty(len(order), dtype=np.int64)
-        rank[order.to_numpy()] = np.arange(len(order), dtype=np.int64)
+        ascending = np.argsort(raw_uniques)
+        values = np.asarray(raw_uniques, dtype=wide)[ascending]
+        order = _decimal_order(values)
+        rank = np.empty(order.size, dtype=np.int64)
+        rank[ascending[order]] = np.arange(order.size, dtype=np.int64)
         codes = rank[raw_codes]
-    names = np.asarray(text.take(order).to_numpy(zero_copy_only=False), dtype=object)
-    return codes, names
+    names = pa.array(values[order]).cast(pa.string()).to_numpy(zero_copy_only=False)
+    return codes, np.asarray(names, dtype=object)
+
+
+_POWERS_OF_TEN = 10 ** np.arange(19, dtype=np.int64)
+
+
+def _decimal_order(values: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
+    """The permutation that sorts distinct integers, given in ascending order, as their decimal strings.
+
+    Strings compare digit by digit, a prefix first: the order of ``v * 10**(D - digits(v))`` (the digits of
+    ``v`` padded with zeros to ``D``), ties (``1``, ``10``, ``100``) kept in ascending order by a stable sort.
+    Negative numbers (a leading ``"-"``) come first, ordered by their absolute values the same way. Values
+    of 10**18 or more in absolute value are sorted as strings.
+    """
+    if values.size and max(-int(values[0]), int(values[-1])) >= 10**18:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        return np.asarray(pc.sort_indices(pa.array(values).cast(pa.string())).to_numpy(), dtype=np.intp)
+    v = values.astype(np.int64)
+    n_neg = int(np.searchsorted(v, 0))
+    parts = []
+    if n_neg:  # the magnitudes of the negatives in ascending order are v[n_neg - 1], v[n_neg - 2], ...
+        parts.append(n_neg - 1 - _padded_order(-v[n_neg - 1::-1]))
+    if n_neg < v.size:
+        parts.append(n_neg + _padded_order(v[n_neg:]))
+    return np.concatenate(parts).astype(np.intp) if parts else np.zeros(0, dtype=np.intp)
+
+
+def _padded_order(mags: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
+    """:func:`_decimal_order` of ascending non-negative integers below 10**18."""
+    digits = np.maximum(np.searchsorted(_POWERS_OF_TEN, mags, side="right"), 1)
+    padded = mags * _POWERS_OF_TEN[int(digits.max()) - digits]
+    return np.argsort(padded, kind="stable")  # ascending runs, one per digit count: timsort merges them
 
 
 def _mark_kernel(vals: npt.NDArray[Any], base: Any, present: npt.NDArray[np.bool_]) -> None:
