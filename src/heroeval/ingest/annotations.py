@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from heroeval._core import jit
 from heroeval.errors import DataError
 
 __all__ = [
@@ -657,8 +658,11 @@ def _id_codes(s: pd.Series) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.objec
     """Integer codes into the sorted string forms of an id column; -1 for missing or blank.
 
     Factorises the raw values first and turns only the distinct values into
-    strings, so a column of 1e7 integer ids costs one hash pass.
+    strings, so a column of 1e7 integer ids costs one hash pass (a column of
+    NumPy integers: a lookup table when its values span a short range).
     """
+    if _is_plain_int(s.dtype) and len(s):
+        return _int_id_codes(s.to_numpy())
     codes, uniques = pd.factorize(s, use_na_sentinel=True)
     ustr = _ids_to_str(pd.Series(uniques))
     blank = ustr.isna().to_numpy() | (ustr.str.strip() == "").fillna(True).to_numpy()
@@ -670,12 +674,112 @@ def _id_codes(s: pd.Series) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.objec
     return out.astype(np.int64), np.asarray(names, dtype=object)
 
 
+_COMPILED_MIN_ROWS = 1_000_000
+"""From this many rows on, :func:`_item_csr` and :func:`_int_id_codes` run compiled (numba), when numba is
+installed; below it, compiling (or loading the compiled code) costs more than it saves."""
+
+
+def _is_plain_int(dtype: Any) -> bool:
+    """A NumPy integer dtype (not bool, not pandas' nullable Int64): a column that cannot hold a missing value."""
+    return isinstance(dtype, np.dtype) and dtype.kind in "iu"
+
+
+def _int_id_codes(vals: npt.NDArray[np.integer[Any]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.object_]]:
+    """:func:`_id_codes` of a non-empty column of NumPy integers (never missing, never blank).
+
+    Distinct integers have distinct decimal forms (``str(int)``, as ``astype("string")`` writes them), so
+    the distinct values are ordered as their strings (:func:`_decimal_order`) and only they are turned into
+    strings; the rows' codes are one lookup.
+    """
+    import pyarrow as pa  # a dependency of heroeval; imported here to keep `import heroeval` light
+
+    lo, hi = int(vals.min()), int(vals.max())
+    wide = np.uint64 if vals.dtype.kind == "u" else np.int64  # values (and their offsets from lo) in this type
+    if hi - lo < max(2 * vals.size, 1 << 16):  # a short range: a lookup table instead of a hash
+        compiled = vals.size >= _COMPILED_MIN_ROWS and jit.HAVE_NUMBA
+        base = wide(lo)
+        offset = None if compiled else np.subtract(vals, base, dtype=wide).astype(np.intp, copy=False)
+        present = np.zeros(hi - lo + 1, dtype=bool)
+        if compiled:
+            jit.serial(_mark_kernel)(vals, base, present)
+        else:
+            present[offset] = True
+        uniques = np.flatnonzero(present)  # value - lo, ascending
+        values: npt.NDArray[Any] = uniques.astype(wide) + base
+        order = _decimal_order(values)
+        lookup = np.zeros(hi - lo + 1, dtype=np.int64)  # value - lo -> rank of its string
+        lookup[uniques[order]] = np.arange(order.size, dtype=np.int64)
+        if compiled:
+            codes = np.empty(vals.size, dtype=np.int64)
+            jit.serial(_lookup_kernel)(vals, base, lookup, codes)
+        else:
+            codes = lookup[offset]
+    else:
+        raw_codes, raw_uniques = pd.factorize(vals)
+        ascending = np.argsort(raw_uniques)
+        values = np.asarray(raw_uniques, dtype=wide)[ascending]
+        order = _decimal_order(values)
+        rank = np.empty(order.size, dtype=np.int64)
+        rank[ascending[order]] = np.arange(order.size, dtype=np.int64)
+        codes = rank[raw_codes]
+    names = pa.array(values[order]).cast(pa.string()).to_numpy(zero_copy_only=False)
+    return codes, np.asarray(names, dtype=object)
+
+
+_POWERS_OF_TEN = 10 ** np.arange(19, dtype=np.int64)
+
+
+def _decimal_order(values: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
+    """The permutation that sorts distinct integers, given in ascending order, as their decimal strings.
+
+    Strings compare digit by digit, a prefix first: the order of ``v * 10**(D - digits(v))`` (the digits of
+    ``v`` padded with zeros to ``D``), ties (``1``, ``10``, ``100``) kept in ascending order by a stable sort.
+    Negative numbers (a leading ``"-"``) come first, ordered by their absolute values the same way. Values
+    of 10**18 or more in absolute value are sorted as strings.
+    """
+    if values.size and max(-int(values[0]), int(values[-1])) >= 10**18:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        return np.asarray(pc.sort_indices(pa.array(values).cast(pa.string())).to_numpy(), dtype=np.intp)
+    v = values.astype(np.int64)
+    n_neg = int(np.searchsorted(v, 0))
+    parts = []
+    if n_neg:  # the magnitudes of the negatives in ascending order are v[n_neg - 1], v[n_neg - 2], ...
+        parts.append(n_neg - 1 - _padded_order(-v[n_neg - 1::-1]))
+    if n_neg < v.size:
+        parts.append(n_neg + _padded_order(v[n_neg:]))
+    return np.concatenate(parts).astype(np.intp) if parts else np.zeros(0, dtype=np.intp)
+
+
+def _padded_order(mags: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
+    """:func:`_decimal_order` of ascending non-negative integers below 10**18."""
+    digits = np.maximum(np.searchsorted(_POWERS_OF_TEN, mags, side="right"), 1)
+    padded = mags * _POWERS_OF_TEN[int(digits.max()) - digits]
+    return np.argsort(padded, kind="stable")  # ascending runs, one per digit count: timsort merges them
+
+
+def _mark_kernel(vals: npt.NDArray[Any], base: Any, present: npt.NDArray[np.bool_]) -> None:
+    """``present[v - base] = True`` for every value ``v`` (compiled by numba)."""
+    for a in range(vals.shape[0]):
+        present[vals[a] - base] = True
+
+
+def _lookup_kernel(vals: npt.NDArray[Any], base: Any, lookup: npt.NDArray[np.int64],
+                   codes: npt.NDArray[np.int64]) -> None:
+    """``codes[a] = lookup[vals[a] - base]`` (compiled by numba)."""
+    for a in range(vals.shape[0]):
+        codes[a] = lookup[vals[a] - base]
+
+
 def _compact(
     codes: npt.NDArray[np.int64], names: npt.NDArray[np.object_]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.object_]]:
     """Renumber codes 0..k-1 over the names actually used, keeping their sorted order."""
     used = np.zeros(len(names), dtype=bool)
     used[codes] = True
+    if used.all():
+        return codes.astype(np.int64, copy=False), np.asarray(names, dtype=object)
     new = np.cumsum(used) - 1
     return new[codes].astype(np.int64), np.asarray(names, dtype=object)[used]
 
@@ -729,6 +833,12 @@ def _parse_binary(s: pd.Series, t: _Table, col: str, what: str) -> tuple[npt.NDA
     if pd.api.types.is_bool_dtype(s.dtype):
         out[~missing] = s[~missing].astype(bool).to_numpy()
         return out, missing
+    if _is_plain_int(s.dtype):  # no missing values, no float copy
+        ints = s.to_numpy()
+        bad = (ints != 0) & (ints != 1)
+        if bad.any():
+            _bad_value(t, col, what, bad, s)
+        return ints.astype(np.int8), missing
     if pd.api.types.is_numeric_dtype(s.dtype):
         vals = s.to_numpy(dtype=np.float64, na_value=np.nan)
         bad = ~missing & (vals != 0) & (vals != 1)
@@ -930,43 +1040,44 @@ def _build_checked(
             dropped["missing round"] = int(miss_r.sum())
             keep &= ~miss_r
 
-    row_idx = np.flatnonzero(keep)
-    ic = item_code[row_idx]
-    lc = lab_code[row_idx]
-    lv = labels[row_idx]
-
-    # repeated (item, labeler) pairs
-    dup = pd.Series(ic * max(len(lab_names), 1) + lc).duplicated(keep="first").to_numpy()
-    if dup.any():
-        n_dup = int(dup.sum())
-        if duplicates == "error":
-            k = int(np.flatnonzero(dup)[0])
-            raise repeated_pair_error(ann.where(int(row_idx[k])), item_names[ic[k]], lab_names[lc[k]], n_dup)
-        if duplicates == "first":
-            dropped["repeated (item, labeler) pair, later rows dropped"] = n_dup
-            sel = ~dup
-            row_idx, ic, lc, lv = row_idx[sel], ic[sel], lc[sel], lv[sel]
-        else:
-            notes["repeated (item, labeler) pair kept as separate labels"] = n_dup
+    # the rows used: row_idx (None while that is every row, in order: no copies of the columns)
+    row_idx: npt.NDArray[np.intp] | None = None
+    ic, lc, lv = item_code, lab_code, labels
+    if not keep.all():
+        row_idx = np.flatnonzero(keep)
+        ic, lc, lv = item_code[row_idx], lab_code[row_idx], labels[row_idx]
 
     # compact the codes to the ids actually used (names stay sorted)
     item_codes, item_ids_arr = _compact(ic, item_names)
     lab_codes, labeler_ids = _compact(lc, lab_names)
     n_items = len(item_ids_arr)
-    order = np.argsort(item_codes, kind="stable")
-    counts = np.bincount(item_codes, minlength=n_items)
-    ptr = np.zeros(n_items + 1, dtype=np.int64)
-    np.cumsum(counts, out=ptr[1:])
+    ptr, labeler_sorted, label_sorted, dup = _item_csr(item_codes, lab_codes, lv, n_items, len(labeler_ids))
+
+    # repeated (item, labeler) pairs (dropping repeats leaves every item and labeler: the codes stay compact)
+    if dup.any():
+        n_dup = int(dup.sum())
+        if duplicates == "error":
+            k = int(np.flatnonzero(dup)[0])
+            raise repeated_pair_error(ann.where(k if row_idx is None else int(row_idx[k])),
+                                      item_ids_arr[item_codes[k]], labeler_ids[lab_codes[k]], n_dup)
+        if duplicates == "first":
+            dropped["repeated (item, labeler) pair, later rows dropped"] = n_dup
+            sel = ~dup
+            row_idx = np.flatnonzero(sel) if row_idx is None else row_idx[sel]
+            item_codes, lab_codes, lv = item_codes[sel], lab_codes[sel], lv[sel]
+            ptr, labeler_sorted, label_sorted, _ = _item_csr(item_codes, lab_codes, lv, n_items, len(labeler_ids))
+        else:
+            notes["repeated (item, labeler) pair kept as separate labels"] = n_dup
 
     # rounds: one per item
     if round_code is not None and round_names is not None:
-        rcodes, rnames = _compact(round_code[row_idx], round_names)
+        rcodes, rnames = _compact(round_code if row_idx is None else round_code[row_idx], round_names)
         first = np.full(n_items, -1, dtype=np.int64)
         first[item_codes[::-1]] = rcodes[::-1]
         conflict = rcodes != first[item_codes]
         if conflict.any():
             k = int(np.flatnonzero(conflict)[0])
-            r = int(row_idx[k])
+            r = k if row_idx is None else int(row_idx[k])
             raise DataError(
                 f"{ann.where(r)}: item {item_ids_arr[item_codes[k]]!r} is in round {rnames[rcodes[k]]!r} here but in round "
                 f"{rnames[first[item_codes[k]]]!r} on an earlier row; an item must belong to one "
@@ -979,13 +1090,13 @@ def _build_checked(
         round_ids = ("all",)
 
     reports = [
-        TableReport("annotations", ann.source, n_read, len(row_idx), dropped, notes)
+        TableReport("annotations", ann.source, n_read, len(item_codes), dropped, notes)
     ]
 
     # gold
     gold_arr = np.full(n_items, -1, dtype=np.int8)
     if gold is not None:
-        gold_arr, g_report = _attach_gold(gold, gold_col, item_ids_arr, label_map, parse)
+        gold_arr, g_report = _attach_gold(gold, gold_col, item_ids_arr, label_map, parse, ids_sorted=True)
         reports.append(g_report)
 
     # covariates
@@ -1033,8 +1144,8 @@ def _build_checked(
         item_ids=item_ids_arr,
         labeler_ids=np.asarray(labeler_ids, dtype=object),
         item_ptr=ptr,
-        labeler=lab_codes[order].astype(np.int32),
-        label=lv[order].astype(np.int8),
+        labeler=labeler_sorted,
+        label=label_sorted,
         gold=gold_arr,
         item_round=item_round,
         round_ids=round_ids,
@@ -1044,6 +1155,68 @@ def _build_checked(
         name=name,
         repeated_pairs=bool(dup.any()) and duplicates == "keep",
     )
+
+
+def _item_csr(
+    item: npt.NDArray[np.int64], labeler: npt.NDArray[np.int64], label: npt.NDArray[np.int8], n_items: int,
+    n_labelers: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
+    """The rows sorted by item: CSR offsets, labeler codes and labels (a stable sort: each item's rows stay in file
+    order), and, in row order, which rows repeat the (item, labeler) pair of an earlier row."""
+    if item.size >= _COMPILED_MIN_ROWS and jit.HAVE_NUMBA:
+        ptr = np.zeros(n_items + 1, dtype=np.int64)
+        labeler_sorted = np.empty(item.size, dtype=np.int32)
+        label_sorted = np.empty(item.size, dtype=np.int8)
+        dup = np.zeros(item.size, dtype=np.bool_)
+        jit.serial(_item_csr_kernel)(item, labeler, label, ptr, labeler_sorted, label_sorted, dup, n_labelers)
+        return ptr, labeler_sorted, label_sorted, dup
+    order = np.argsort(item, kind="stable")
+    ptr = np.zeros(n_items + 1, dtype=np.int64)
+    np.cumsum(np.bincount(item, minlength=n_items), out=ptr[1:])
+    dup = pd.Series(item * max(n_labelers, 1) + labeler).duplicated(keep="first").to_numpy()
+    return ptr, labeler[order].astype(np.int32), label[order].astype(np.int8), dup
+
+
+def _item_csr_kernel(
+    item: npt.NDArray[np.int64], labeler: npt.NDArray[np.int64], label: npt.NDArray[np.int8],
+    ptr: npt.NDArray[np.int64], labeler_sorted: npt.NDArray[np.int32], label_sorted: npt.NDArray[np.int8],
+    dup: npt.NDArray[np.bool_], n_labelers: int,
+) -> None:
+    """:func:`_item_csr` as a counting sort, compiled by numba (fills ``ptr``, the sorted arrays and ``dup``).
+
+    Item codes must be in ``0 .. len(ptr) - 2`` and labeler codes in ``0 .. n_labelers - 1`` (numba does not
+    check bounds).
+    """
+    n = item.shape[0]
+    n_items = ptr.shape[0] - 1
+    for a in range(n):
+        ptr[item[a] + 1] += 1
+    for k in range(n_items):
+        ptr[k + 1] += ptr[k]
+    nxt = ptr[:-1].copy()  # each item's next free slot
+    for a in range(n):
+        p = nxt[item[a]]
+        labeler_sorted[p] = labeler[a]
+        label_sorted[p] = label[a]
+        nxt[item[a]] = p + 1
+    # repeats, found in item order (the slots of an item hold its rows in file order) ...
+    repeat = np.zeros(n, dtype=np.bool_)
+    last_item = np.full(n_labelers, -1, dtype=np.int64)  # the last item in which each labeler was seen
+    n_repeats = 0
+    for k in range(n_items):
+        for p in range(ptr[k], ptr[k + 1]):
+            if last_item[labeler_sorted[p]] == k:
+                repeat[p] = True
+                n_repeats += 1
+            else:
+                last_item[labeler_sorted[p]] = k
+    # ... and marked in row order by walking the rows to their slots again
+    if n_repeats:
+        nxt[:] = ptr[:-1]
+        for a in range(n):
+            p = nxt[item[a]]
+            dup[a] = repeat[p]
+            nxt[item[a]] = p + 1
 
 
 def covariate_columns(df: pd.DataFrame, item_col: str, covariate_cols: Sequence[str] | None,
@@ -1065,13 +1238,14 @@ def covariate_columns(df: pd.DataFrame, item_col: str, covariate_cols: Sequence[
 
 def _attach_gold(
     gold: _Table, gold_col: str, item_ids_arr: npt.NDArray[Any], label_map: Mapping[Any, int | None] | None,
-    parse: LabelParser,
+    parse: LabelParser, *, ids_sorted: bool = False,
 ) -> tuple[npt.NDArray[np.int8], TableReport]:
     """Gold labels per item (-1 = none) and the gold table's row report.
 
     ``item_ids_arr`` are the annotated items' ids: strings, or integers when
     the scale ingest kept an integer item column (gold ids are then read as
     integers; one that is not is an item with no silver label).
+    ``ids_sorted``: the ids are strings in sorted order (looked up by bisection).
     """
     n_items = len(item_ids_arr)
     gold_arr = np.full(n_items, -1, dtype=np.int8)
@@ -1095,7 +1269,7 @@ def _attach_gold(
     gkeep = np.flatnonzero(~gm_item & ~gm & ~g_mapped)
     gi = g_items.to_numpy(dtype=object)[gkeep]
     gv = g_vals[gkeep]
-    code = _item_index(item_ids_arr, gi)
+    code = _item_index(item_ids_arr, gi, ids_sorted=ids_sorted)
     unknown = code < 0
     if unknown.any():
         g_dropped["gold for an item with no silver label"] = int(unknown.sum())
@@ -1118,8 +1292,19 @@ def _attach_gold(
     return gold_arr, TableReport("gold", gold.source, len(gdf), len(gkeep), g_dropped, g_notes)
 
 
-def _item_index(item_ids_arr: npt.NDArray[Any], ids: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
-    """Positions of ``ids`` (strings) among the items, -1 where absent."""
+def _item_index(item_ids_arr: npt.NDArray[Any], ids: npt.NDArray[Any], *,
+                ids_sorted: bool = False) -> npt.NDArray[np.intp]:
+    """Positions of ``ids`` (strings) among the items, -1 where absent.
+
+    ``ids_sorted``: ``item_ids_arr`` are strings in sorted order, so a bisection per id finds them without a hash
+    table of every item (the gold table is usually much smaller than the items).
+    """
+    if ids_sorted and item_ids_arr.dtype == object:
+        ids = np.asarray(ids, dtype=object)
+        pos = np.searchsorted(item_ids_arr, ids)
+        hit = pos < item_ids_arr.size
+        hit[hit] = item_ids_arr[pos[hit]] == ids[hit]
+        return np.where(hit, pos, -1).astype(np.intp)
     if item_ids_arr.dtype.kind in "iu":
         num = pd.to_numeric(pd.Series(ids, dtype=object), errors="coerce")
         ok = num.notna().to_numpy() & (num.fillna(0) == num.fillna(0).round()).to_numpy()
