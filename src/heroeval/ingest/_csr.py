@@ -90,6 +90,20 @@ def _count_offsets(ik, counts):  # type: ignore[no-untyped-def]
     return -1
 
 
+def _count_pairs(ik, lk, counts, lab_counts):  # type: ignore[no-untyped-def]
+    """:func:`_count_offsets` for item offsets and, in the same loop, labeler offsets into ``lab_counts``."""
+    n = counts.shape[0]
+    m = lab_counts.shape[0]
+    for a in range(ik.shape[0]):
+        u = ik[a]
+        v = lk[a]
+        if u < 0 or u >= n or v < 0 or v >= m:
+            return a
+        counts[u] += 1
+        lab_counts[v] += 1
+    return -1
+
+
 def _number_present(counts, ptr):  # type: ignore[no-untyped-def]
     """Items = the offsets with a count, in order: their offsets into ``ptr`` (a cumulative sum of
     their counts) and ``counts`` overwritten in place by each offset's item code (-1: absent)."""
@@ -192,10 +206,15 @@ class RangeCsrBuilder(CsrBuilder):
         self.codes = np.zeros(int(high) - int(low) + 1, dtype=np.int32)  # counts, then each offset's item code
         self.dense = False
 
-    def count(self, offsets: npt.NDArray[Any]) -> None:
-        bad = int(serial(_count_offsets)(offsets, self.codes))
+    def count(self, offsets: npt.NDArray[Any], labeler_offsets: npt.NDArray[Any] | None = None,
+              labeler_counts: npt.NDArray[np.int64] | None = None) -> None:
+        """Count a batch of rows by item offset (and, given both, by labeler offset into ``labeler_counts``)."""
+        if labeler_offsets is None or labeler_counts is None:
+            bad = int(serial(_count_offsets)(offsets, self.codes))
+        else:
+            bad = int(serial(_count_pairs)(offsets, labeler_offsets, self.codes, labeler_counts))
         if bad >= 0:
-            raise ValueError(f"item offset {int(offsets[bad])} outside the counted range")
+            raise ValueError(f"item offset {int(offsets[bad])} (or its labeler's) outside the counted range")
 
     def layout(self) -> npt.NDArray[np.int64]:
         """Number the ids present; returns them (the items, in numeric order)."""

@@ -183,11 +183,12 @@ def read_with_duckdb(
     )
     _log.info("DuckDB: counting and validating the rows of %s", source)
     try:
-        n, bad, m_item, m_lab, m_label, m_round, i_lo, i_hi = con.execute(
+        n, bad, m_item, m_lab, m_label, m_round, i_lo, i_hi, l_lo, l_hi = con.execute(
             "SELECT count(*), count_if(yb), count_if(im), count_if(NOT im AND lm), count_if(NOT im AND NOT lm AND ym), "
             "count_if(NOT im AND NOT lm AND NOT ym AND rm), "
-            + ("min(i), max(i) " if int_items else "NULL, NULL ") + "FROM hv_flags"
-        ).fetchone() or (0, 0, 0, 0, 0, 0, None, None)
+            + ("min(i), max(i), " if int_items else "NULL, NULL, ")
+            + ("min(lraw), max(lraw) " if int_labs else "NULL, NULL ") + "FROM hv_flags"
+        ).fetchone() or (0, 0, 0, 0, 0, 0, None, None, None, None)
     except duckdb.Error as exc:
         raise DataError(f"could not read annotations {source!r}: {exc}") from exc
 
@@ -228,7 +229,8 @@ def read_with_duckdb(
         # integer item ids over a range no longer than the rows: no item dictionary (RangeCsrBuilder)
         clean = "hv_clean" if dropped else "hv_flags"  # without a WHERE, DuckDB reads only the columns streamed
         try:
-            ids, labs, rounds, rcsr = _stream_int_items(con, clean, int(i_lo), int(i_hi), int_labs, r_c is not None,
+            lab_range = (int(l_lo), int(l_hi)) if l_lo is not None and _range_pays(int(l_lo), int(l_hi), 0) else None
+            ids, labs, rounds, rcsr = _stream_int_items(con, clean, int(i_lo), int(i_hi), lab_range, r_c is not None,
                                                         n_used)
         except duckdb.OutOfMemoryException as exc:
             raise DataError(f"annotations {source!r}: DuckDB ran out of memory ({exc}); raise memory_limit "
@@ -347,35 +349,40 @@ def _prefetched(con: Any, sql: str) -> Iterator[list[npt.NDArray[Any]]]:
             yield cols
 
 
-def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, int_labs: bool, has_rounds: bool,
-                      n_used: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any], list[str], RangeCsrBuilder]:
+def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, lab_range: tuple[int, int] | None,
+                      has_rounds: bool, n_used: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any], list[str],
+                                                              RangeCsrBuilder]:
     """Two streamed scans of integer item ids: count the rows per id, then scatter the rows to their items.
 
-    Labelers: integer ids through a code table indexed by ``id - lowest`` (when
-    their range is at most :data:`RANGE_MIN_IDS`), others through DuckDB's
-    dictionary of the distinct ids (a join with a small table). Codes follow the
-    ids' string order, as with the dictionary path.
+    Labelers: integer ids in ``lab_range`` (the lowest and highest, when that
+    range is at most :data:`RANGE_MIN_IDS` long) are counted by the first scan
+    and go through a code table indexed by ``id - lowest``; others through
+    DuckDB's dictionary of the distinct ids (a join with a small table). Codes
+    follow the ids' string order, as with the dictionary path.
     """
     csr = RangeCsrBuilder(i_lo, i_hi, has_rounds)
     _log.info("DuckDB: %d rows; counting the rows of each item id in [%d, %d]", n_used, i_lo, i_hi)
     off = "INTEGER" if i_hi - i_lo < 2**31 - 1 else "BIGINT"  # offsets in 4 bytes where they fit: less to stream
-    for (ik,) in _prefetched(con, f"SELECT CAST(i - {i_lo} AS {off}) AS ik FROM {clean}"):
-        csr.count(ik)
+    if lab_range is not None:
+        l_lo = lab_range[0]
+        lab_counts = np.zeros(lab_range[1] - l_lo + 1, dtype=np.int64)
+        l_off = f"CAST(lraw - {l_lo} AS INTEGER)"
+        for ik, lk in _prefetched(con, f"SELECT CAST(i - {i_lo} AS {off}) AS ik, {l_off} AS lk FROM {clean}"):
+            csr.count(ik, lk, lab_counts)
+    else:
+        for (ik,) in _prefetched(con, f"SELECT CAST(i - {i_lo} AS {off}) AS ik FROM {clean}"):
+            csr.count(ik)
     _log.info("DuckDB: numbering the items")
     item_ids = csr.layout()
     _log.info("DuckDB: %d items; the labelers", item_ids.shape[0])
     joins = ""
     lab_code: npt.NDArray[np.int32]
-    l_lo = 0
-    if int_labs:
-        vals = np.asarray(con.execute(f"SELECT DISTINCT lraw FROM {clean}").fetchnumpy()["lraw"], dtype=np.int64)
-        int_labs = vals.size == 0 or _range_pays(int(vals.min()), int(vals.max()), 0)
-    if int_labs:
+    if lab_range is not None:
+        vals = np.flatnonzero(lab_counts) + l_lo  # the labelers present
         names = vals.astype(str)
         order = np.argsort(names, kind="stable")
         labeler_ids = names[order].astype(object)
-        l_lo = int(vals.min()) if vals.size else 0
-        lab_code = np.full((int(vals.max()) - l_lo + 1) if vals.size else 1, -1, dtype=np.int32)
+        lab_code = np.full(lab_counts.shape[0], -1, dtype=np.int32)
         lab_code[vals[order] - l_lo] = np.arange(vals.size, dtype=np.int32)
         l_sel = f"CAST(c.lraw - {l_lo} AS INTEGER)"
     else:
@@ -444,7 +451,7 @@ def _finish(
         g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
         gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc), ghdr)
         gold_arr, g_rep = _attach_gold(gold_t, _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc), item_ids, None,
-                                       _parse_binary)
+                                       _parse_binary, ids_sorted=item_ids.dtype.kind in "iu")  # numeric order
         reports.append(g_rep)
     return AnnotationSet(
         item_ids=item_ids,

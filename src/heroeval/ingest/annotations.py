@@ -1245,7 +1245,7 @@ def _attach_gold(
     ``item_ids_arr`` are the annotated items' ids: strings, or integers when
     the scale ingest kept an integer item column (gold ids are then read as
     integers; one that is not is an item with no silver label).
-    ``ids_sorted``: the ids are strings in sorted order (looked up by bisection).
+    ``ids_sorted``: the ids are in sorted order, strings as strings, integers as numbers (looked up by bisection).
     """
     n_items = len(item_ids_arr)
     gold_arr = np.full(n_items, -1, dtype=np.int8)
@@ -1296,8 +1296,9 @@ def _item_index(item_ids_arr: npt.NDArray[Any], ids: npt.NDArray[Any], *,
                 ids_sorted: bool = False) -> npt.NDArray[np.intp]:
     """Positions of ``ids`` (strings) among the items, -1 where absent.
 
-    ``ids_sorted``: ``item_ids_arr`` are strings in sorted order, so a bisection per id finds them without a hash
-    table of every item (the gold table is usually much smaller than the items).
+    ``ids_sorted``: ``item_ids_arr`` are in sorted order (strings as strings, integers as numbers), so a bisection
+    per id finds them without a hash table of every item (the gold table is usually much smaller than the items).
+    Integer ids are checked for order when not told.
     """
     if ids_sorted and item_ids_arr.dtype == object:
         ids = np.asarray(ids, dtype=object)
@@ -1311,7 +1312,7 @@ def _item_index(item_ids_arr: npt.NDArray[Any], ids: npt.NDArray[Any], *,
         out = np.full(len(ids), -1, dtype=np.intp)
         if ok.any():
             want = num[ok].to_numpy(dtype=np.int64)
-            if item_ids_arr.size and bool(np.all(item_ids_arr[1:] > item_ids_arr[:-1])):
+            if item_ids_arr.size and (ids_sorted or bool(np.all(item_ids_arr[1:] > item_ids_arr[:-1]))):
                 # the DuckDB reader's integer items are in numeric order: a binary search, no hash table of them
                 at = np.minimum(np.searchsorted(item_ids_arr, want), item_ids_arr.size - 1)
                 out[ok] = np.where(item_ids_arr[at] == want, at, -1)
