@@ -12,12 +12,16 @@ filled once.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from heroeval._core.jit import serial
+
+_THREADS = max(1, min(os.cpu_count() or 1, 8))
 
 
 def _scatter(ic, lc, y, rc, ptr, fill, out_l, out_y, item_round, conflict):  # type: ignore[no-untyped-def]
@@ -127,11 +131,12 @@ def _first_unfilled(ptr, fill):  # type: ignore[no-untyped-def]
     return -1
 
 
-def _repeats(ptr, lab):  # type: ignore[no-untyped-def]
-    """Rows that repeat an earlier labeler of the same item: their number and the first one's position."""
+def _repeats(ptr, lab, k0, k1):  # type: ignore[no-untyped-def]
+    """Rows of items ``k0:k1`` that repeat an earlier labeler of the same item: their number and the first one's
+    position."""
     n_dup = 0
     first = -1
-    for k in range(ptr.shape[0] - 1):
+    for k in range(k0, k1):
         for p in range(ptr[k] + 1, ptr[k + 1]):
             for q in range(ptr[k], p):
                 if lab[q] == lab[p]:
@@ -184,8 +189,14 @@ class CsrBuilder:
         if int(serial(_first_unfilled)(self.ptr, self.fill)) >= 0:
             raise ValueError("the streamed rows do not match the per-item counts")
         del self.fill
-        n_dup, first = serial(_repeats)(self.ptr, self.labeler)
-        return int(n_dup), int(first)
+        n_items = int(self.ptr.shape[0] - 1)
+        cuts = [n_items * t // _THREADS for t in range(_THREADS + 1)]
+        f = serial(_repeats)
+        with ThreadPoolExecutor(max_workers=_THREADS) as pool:  # the kernel releases the GIL
+            parts = list(pool.map(lambda t: f(self.ptr, self.labeler, cuts[t], cuts[t + 1]), range(_THREADS)))
+        n_dup = sum(int(p[0]) for p in parts)
+        first = next((int(p[1]) for p in parts if p[1] >= 0), -1)
+        return n_dup, first
 
 
 class RangeCsrBuilder(CsrBuilder):
