@@ -77,6 +77,10 @@ def test_numba_engine_equals_numpy_engine(repeated: bool, covariates: bool, kw: 
     b = he.calibrate(hist, engine="numba", **settings)  # type: ignore[arg-type]
     _close(a, b, 1e-10)
     assert a.convergence.n_iter == b.convergence.n_iter
+    # the compiled fit reads the labels per labeler off its code counts: the same counts as the labels give
+    np.testing.assert_array_equal(b.n_annotations, np.bincount(hist.labeler, minlength=hist.n_labelers))
+    np.testing.assert_array_equal(a.n_annotations, b.n_annotations)
+    np.testing.assert_array_equal(a.n_items, b.n_items)
 
 
 def _plain_em_map(hist: he.AnnotationSet, alpha: np.ndarray, beta: np.ndarray, prev: np.ndarray) -> tuple[
@@ -245,6 +249,7 @@ def test_items_whose_odds_leave_the_product_range_use_logs(weighted: bool) -> No
                                  weight=w)
     assert cd.order is not None  # the items were re-ordered by size: a stable sort by size (counting sort)
     np.testing.assert_array_equal(cd.order, np.argsort(np.diff(hist.item_ptr), kind="stable"))
+    np.testing.assert_array_equal(np.diff(cd.ptr), np.diff(hist.item_ptr)[cd.order])  # offsets in that order
     for x, e in zip(cd.em_map(alpha, beta, prev, True), _em.em_map(dn, alpha, beta, prev, True), strict=True):
         np.testing.assert_allclose(x, e, rtol=1e-10, atol=1e-12)
     g1, ll1 = cd.posterior(alpha, beta, prev)

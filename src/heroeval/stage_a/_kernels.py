@@ -182,15 +182,6 @@ def _posterior_chunk(r0, r1, ptr, code, gold, group, ed, elo, d, lo, order, has_
     return 0
 
 
-def _sorted_ptr(ptr_in, order, ptr_out):  # type: ignore[no-untyped-def]
-    """``ptr_out`` = offsets of the items taken in ``order`` (a cumulative sum of their sizes)."""
-    ptr_out[0] = 0
-    for r in range(order.shape[0]):
-        i = order[r]
-        ptr_out[r + 1] = ptr_out[r] + (ptr_in[i + 1] - ptr_in[i])
-    return 0
-
-
 def _size_range(ptr):  # type: ignore[no-untyped-def]
     """The smallest and the largest item size."""
     lo = ptr[1] - ptr[0]
@@ -202,15 +193,21 @@ def _size_range(ptr):  # type: ignore[no-untyped-def]
     return lo, hi
 
 
-def _order_by_size(ptr, max_size, order):  # type: ignore[no-untyped-def]
+def _order_by_size(ptr, max_size, order, ptr_out):  # type: ignore[no-untyped-def]
     """``order`` = the items sorted by their number of labels, ties in input order (a counting sort:
-    the permutation ``np.argsort(sizes, kind="stable")`` gives, without its 8-byte index array)."""
+    the permutation ``np.argsort(sizes, kind="stable")`` gives, without its 8-byte index array), and
+    ``ptr_out`` their offsets in that order (each size class's items are consecutive and of one size,
+    so the offsets follow from the counts, with no lookup of the items)."""
     n = ptr.shape[0] - 1
     start = np.zeros(max_size + 2, dtype=np.int64)
     for r in range(n):
         start[ptr[r + 1] - ptr[r] + 1] += 1
     for k in range(1, max_size + 2):
         start[k] += start[k - 1]
+    ptr_out[0] = 0
+    for k in range(max_size + 1):
+        for r in range(start[k], start[k + 1]):
+            ptr_out[r + 1] = ptr_out[r] + k
     for r in range(n):
         k = ptr[r + 1] - ptr[r]
         order[start[k]] = r
@@ -706,9 +703,8 @@ def compact_design(
         if k_min != k_max:
             order = np.empty(n_items, dtype=np.int32) if n_items < np.iinfo(np.int32).max else np.empty(
                 n_items, dtype=np.int64)
-            _serial("_order_by_size")(p64, k_max, order)
             ptr_out = np.empty(n_items + 1, dtype=np.int64)
-            _serial("_sorted_ptr")(p64, order, ptr_out)
+            _serial("_order_by_size")(p64, k_max, order, ptr_out)
     bounds = chunk_bounds(ptr_out, n_chunks())
     code = np.empty(labeler.shape[0], dtype=dt)
     if order is None:

@@ -743,7 +743,10 @@ def fit_stage_a(
         )
     tp, fn, tn, fp = gold_counts(history)
     J = history.n_labelers
-    n_ann = _em.bincount(history.labeler, J).astype(np.int64)
+    if isinstance(d_fit, _kernels.CompactDesign) and d_fit.weight is None:  # its code counts hold them already
+        n_ann = np.rint(d_fit.code_counts[0::2] + d_fit.code_counts[1::2]).astype(np.int64)
+    else:
+        n_ann = _em.bincount(history.labeler, J).astype(np.int64)
     n_items = _distinct_items_per_labeler(history) if history.repeated_pairs else n_ann.copy()
     isg = history.gold >= 0
     G = history.n_rounds
