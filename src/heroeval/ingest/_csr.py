@@ -83,28 +83,21 @@ def _scatter_mapped(ik, lk, y, rc, item_code, dense, has_rounds, lab_code, ptr, 
     return -1
 
 
-def _count_offsets(ik, counts):  # type: ignore[no-untyped-def]
-    """``counts[u] += 1`` for each offset; returns the batch position of the first offset out of range, or -1."""
+def _count_offsets(ik, lk, counts, lab_counts, with_labelers):  # type: ignore[no-untyped-def]
+    """``counts[u] += 1`` for each item offset and, ``with_labelers``, ``lab_counts[v] += 1`` for each labeler
+    offset; returns the batch position of the first offset out of range, or -1."""
     n = counts.shape[0]
+    m = lab_counts.shape[0]
     for a in range(ik.shape[0]):
         u = ik[a]
         if u < 0 or u >= n:
             return a
         counts[u] += 1
-    return -1
-
-
-def _count_pairs(ik, lk, counts, lab_counts):  # type: ignore[no-untyped-def]
-    """:func:`_count_offsets` for item offsets and, in the same loop, labeler offsets into ``lab_counts``."""
-    n = counts.shape[0]
-    m = lab_counts.shape[0]
-    for a in range(ik.shape[0]):
-        u = ik[a]
-        v = lk[a]
-        if u < 0 or u >= n or v < 0 or v >= m:
-            return a
-        counts[u] += 1
-        lab_counts[v] += 1
+        if with_labelers:
+            v = lk[a]
+            if v < 0 or v >= m:
+                return a
+            lab_counts[v] += 1
     return -1
 
 
@@ -220,10 +213,10 @@ class RangeCsrBuilder(CsrBuilder):
     def count(self, offsets: npt.NDArray[Any], labeler_offsets: npt.NDArray[Any] | None = None,
               labeler_counts: npt.NDArray[np.int64] | None = None) -> None:
         """Count a batch of rows by item offset (and, given both, by labeler offset into ``labeler_counts``)."""
-        if labeler_offsets is None or labeler_counts is None:
-            bad = int(serial(_count_offsets)(offsets, self.codes))
-        else:
-            bad = int(serial(_count_pairs)(offsets, labeler_offsets, self.codes, labeler_counts))
+        with_labelers = labeler_offsets is not None and labeler_counts is not None
+        lk = labeler_offsets if labeler_offsets is not None else offsets[:0]
+        lc = labeler_counts if labeler_counts is not None else np.zeros(0, dtype=np.int64)
+        bad = int(serial(_count_offsets)(offsets, lk, self.codes, lc, with_labelers))
         if bad >= 0:
             raise ValueError(f"item offset {int(offsets[bad])} (or its labeler's) outside the counted range")
 
