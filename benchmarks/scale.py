@@ -233,12 +233,12 @@ def run_child(data_dir: Path, memory_limit: str) -> dict[str, Any]:
     r = subprocess.run([sys.executable, "-c", CHILD, str(data_dir), memory_limit], capture_output=True, text=True)
     wall = time.perf_counter() - t0
     for line in r.stdout.splitlines():
-        if line.startswith("SCALE_JSON "):
-            out: dict[str, Any] = json.loads(line[len("SCALE_JSON "):])
+        if "SCALE_JSON " in line:
+            out: dict[str, Any] = json.loads(line.split("SCALE_JSON ", 1)[1])
             out["child_wall_s"] = wall
             out["rusage_children_maxrss_gib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
             return out
-    raise RuntimeError(f"child failed (rc {r.returncode}):\n{r.stderr[-3000:]}")
+    raise RuntimeError(f"child failed (rc {r.returncode}):\nstdout: {r.stdout[-2000:]}\nstderr: {r.stderr[-3000:]}")
 
 
 def crowdkit(py: Path, data_dir: Path, iters: int, tmp: Path) -> dict[str, Any]:
