@@ -132,6 +132,13 @@ he.calibrate(tiny, engine="numba")
 csr = CsrBuilder(np.array([2]))
 csr.add(np.zeros(2, np.int32), np.arange(2, dtype=np.int32), np.zeros(2, np.int8), np.zeros(2, np.int32))
 csr.finish()
+from heroeval.ingest._csr import RangeCsrBuilder  # the integer-id ingest's kernels, with the dtypes DuckDB streams
+rcsr = RangeCsrBuilder(0, 1, False)
+rcsr.count(np.array([0, 1, 1], np.int32), np.array([0, 1, 0], np.int32), np.zeros(2, np.int64))
+rcsr.layout()
+rcsr.add_mapped(np.array([0, 1, 1], np.int32), np.array([0, 1, 0], np.int32), np.zeros(3, np.int8),
+                np.zeros(0, np.int32), np.arange(2, dtype=np.int32))
+rcsr.finish()
 out["jit_warmup_s"] = time.perf_counter() - t0
 t_start = time.perf_counter()
 t0 = time.perf_counter()
