@@ -274,7 +274,7 @@ def test_chunks_hold_about_equal_costs() -> None:
 
 
 def test_an_item_with_more_than_65535_labels_is_sorted_by_its_true_size() -> None:
-    """Sizes beyond the uint16 sort key fall back to an 8-byte key; sorted and unsorted designs agree."""
+    """An item with more than 65535 labels (beyond a 2-byte size) is sorted by its true size; sorted and unsorted designs agree."""
     rng = np.random.default_rng(3)
     sizes = np.array([3, 70_000, 4, 2, 5])
     ptr = np.r_[0, np.cumsum(sizes)].astype(np.int64)
