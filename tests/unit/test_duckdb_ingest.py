@@ -226,3 +226,23 @@ def test_integer_items_in_two_rounds_named_by_the_range_path(tmp_path: Path) -> 
     df.to_parquet(tmp_path / "r.parquet")
     with pytest.raises(DataError, match="item 5 appears in more than one round"):
         he.read_annotations(tmp_path / "r.parquet", engine="duckdb")
+
+
+def test_integer_ids_far_apart_and_rows_all_dropped(tmp_path: Path) -> None:
+    """Labeler ids spread over 1e12 take DuckDB's dictionary (no table over their range); item ids spread wider than
+    the rows do too; a log whose every row is dropped gives no items either way, with every row counted."""
+    df = pd.DataFrame({"item_id": [7, 7, 9, 9, 11], "labeler_id": [10**12, 3, 3, 10**12, 5],
+                       "label": [1, 0, 1, 1, 0]})
+    df.to_parquet(tmp_path / "far.parquet")
+    a = he.read_annotations(tmp_path / "far.parquet", engine="duckdb")
+    assert list(a.labeler_ids) == sorted(["1000000000000", "3", "5"]) and list(a.item_ids) == [7, 9, 11]
+    _same(a, he.read_annotations(df, engine="pandas"))
+    sparse = df.assign(item_id=df["item_id"] * 10**9)
+    sparse.to_parquet(tmp_path / "sparse.parquet")
+    b = he.read_annotations(tmp_path / "sparse.parquet", engine="duckdb")
+    assert list(b.item_ids) == [7 * 10**9, 9 * 10**9, 11 * 10**9]
+    gone = df.assign(label=np.nan)
+    gone.to_parquet(tmp_path / "gone.parquet")
+    c = he.read_annotations(tmp_path / "gone.parquet", engine="duckdb")
+    assert c.n_items == 0 and c.n_annotations == 0 and c.report.tables[0].dropped == {"missing label": 5}
+    _same(c, he.read_annotations(gone, engine="pandas"))
