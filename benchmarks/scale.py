@@ -142,8 +142,11 @@ rcsr.finish()
 out["jit_warmup_s"] = time.perf_counter() - t0
 t_start = time.perf_counter()
 t0 = time.perf_counter()
-hist = he.read_annotations(d + "/history.parquet", gold=pd.read_parquet(d + "/gold.parquet"), engine="duckdb",
-                           memory_limit=sys.argv[2])
+if len(sys.argv) > 3 and sys.argv[3] == "compact":  # straight into the compiled engine's arrays
+    hist = he.read_compact(d + "/history.parquet", gold=pd.read_parquet(d + "/gold.parquet"), memory_limit=sys.argv[2])
+else:
+    hist = he.read_annotations(d + "/history.parquet", gold=pd.read_parquet(d + "/gold.parquet"), engine="duckdb",
+                               memory_limit=sys.argv[2])
 out["ingest_s"] = time.perf_counter() - t0
 with open("/proc/self/status") as f:
     out["peak_after_ingest_gib"] = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 2**20
@@ -169,8 +172,11 @@ duckdb.connect().execute("SELECT count(*), sum(item_id), sum(labeler_id), sum(la
                          [d + "/history.parquet"]).fetchall()
 out["duckdb_scan_s"] = time.perf_counter() - t0
 # the compiled EM map evaluation and a streaming np.sum over the same compact codes
-cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
-                             hist.item_round, hist.n_rounds)
+if isinstance(hist, he.CompactHistory):
+    cd = _kernels.design_of_codes(hist.ptr, hist.code, hist.gold, hist.group, hist.n_labelers, hist.n_rounds)
+else:
+    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
+                                 hist.item_round, hist.n_rounds)
 a, b, p = cal.alpha, cal.beta, cal.round_prevalence
 def best(f):
     """Best of at least 5 calls, and of as many as fit in 2 s (up to 100): small sizes are noisy."""
@@ -235,9 +241,10 @@ def run_dask(data_dir: Path) -> dict[str, Any]:
     raise RuntimeError(f"dask child failed (rc {r.returncode}):\n{r.stderr[-3000:]}")
 
 
-def run_child(data_dir: Path, memory_limit: str) -> dict[str, Any]:
+def run_child(data_dir: Path, memory_limit: str, compact: bool = False) -> dict[str, Any]:
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", CHILD, str(data_dir), memory_limit], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-c", CHILD, str(data_dir), memory_limit, *(["compact"] if compact else [])],
+                       capture_output=True, text=True)
     wall = time.perf_counter() - t0
     for line in r.stdout.splitlines():
         if "SCALE_JSON " in line:
@@ -273,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dask-sizes", default="1e7", help="also fit these sizes (J = 50) on a 2-worker Dask LocalCluster, "
                     "beside the in-memory fit, e.g. 1e7")
     ap.add_argument("--out", default=str(HERE / "out" / "scale.json"))
+    ap.add_argument("--compact", action="store_true",
+                    help="read with read_compact (straight into the compiled engine's arrays) instead of "
+                         "read_annotations")
     ap.add_argument("--keep-data", action="store_true",
                     help="keep the Parquet files under --tmp and reuse those an earlier run with the same seed wrote")
     a = ap.parse_args(argv)
@@ -299,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{time.perf_counter() - t0:.1f}s", flush=True)
                 if a.keep_data:
                     saved.write_text(json.dumps({**meta, "seed": a.seed}))
-            res = run_child(d, a.duckdb_memory)
+            res = run_child(d, a.duckdb_memory, a.compact)
+            res["reader"] = "read_compact" if a.compact else "read_annotations"
             res.update(meta, size=n, J=J)
             res["ns_per_ann_iter"] = res["em_map_s"] / res["n_annotations"] * 1e9
             res["ns_per_ann_iter_with_ll"] = res["em_map_ll_s"] / res["n_annotations"] * 1e9

@@ -68,6 +68,8 @@ _EXPORTS: dict[str, str] = {
     "IngestReport": "heroeval.ingest.annotations",
     "TableReport": "heroeval.ingest.annotations",
     "read_annotations": "heroeval.ingest.read",
+    "read_compact": "heroeval.ingest.read",
+    "CompactHistory": "heroeval.ingest.compact",
     "Calibration": "heroeval.stage_a.calibration",
     "ConvergenceInfo": "heroeval.stage_a.calibration",
     "load_calibration": "heroeval.stage_a.calibration",
@@ -119,7 +121,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
     )
     from heroeval.inference.planning import Plan, plan
     from heroeval.ingest.annotations import AnnotationSet, IngestReport, TableReport
-    from heroeval.ingest.read import read_annotations
+    from heroeval.ingest.compact import CompactHistory
+    from heroeval.ingest.read import read_annotations, read_compact
     from heroeval.stage_a.calibration import Calibration, ConvergenceInfo, load_calibration
     from heroeval.store import Store
     from heroeval.workflows.api import calibrate, calibrate_dask, estimate
@@ -131,6 +134,7 @@ __all__ = [
     "Calibration",
     "CalibrationFileError",
     "ClassifierMetrics",
+    "CompactHistory",
     "Comparison",
     "ComparisonCollection",
     "ConfidenceInterval",
@@ -170,6 +174,7 @@ __all__ = [
     "majority_vote",
     "plan",
     "read_annotations",
+    "read_compact",
     "reestimate_without",
     "rogan_gladen",
 ]

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import typer
 
@@ -132,7 +132,11 @@ _INGESTED: list[tuple[str, IngestReport]] = []
 """(title, report) of every table set the running command has read, in order: printed first, or before an error."""
 
 
-def _register(title: str, ds: AnnotationSet) -> AnnotationSet:
+_Read = TypeVar("_Read", bound=Any)
+
+
+def _register(title: str, ds: _Read) -> _Read:
+    """Keep a read table's ingest report (an AnnotationSet's or a CompactHistory's) for the ingest tables."""
     _INGESTED.append((title, ds.report))
     return ds
 
@@ -360,12 +364,15 @@ def calibrate_cmd(
     gold_col: GoldColOpt = None,
     gold_item_col: GoldItemColOpt = None,
     encoding: EncodingOpt = None,
+    compact: Annotated[bool, typer.Option(help="Read Parquet with integer item ids straight into the compiled engine's arrays (histories near memory's size: about a third of the memory); no model checks.")] = False,
 ) -> None:
     """Stage A: learn each labeler's sensitivity and specificity from the history.
 
     HISTORY may be a glob ('logs/*.parquet') or a directory with the duckdb reader.
     """
     from heroeval.cli import multiclass as _mc
+    from heroeval.ingest.compact import CompactHistory
+    from heroeval.ingest.read import read_compact
     from heroeval.report import terminal as _render
     from heroeval.workflows.api import calibrate
 
@@ -384,13 +391,35 @@ def calibrate_cmd(
             tol=tol, max_iter=max_iter, pseudo_count=pseudo_count, json_out=fmt is Format.json))
         return
 
-    def go() -> tuple[AnnotationSet, Calibration]:
+    run_checks = checks
+    if compact:
+        if history_covariates is not None or label_map is not None or encoding is not None or hw == "cv":
+            _err("--compact takes none of --history-covariates, --label-map, --encoding, --history-weight cv")
+            raise typer.Exit(2)
+        if checks:
+            from rich.console import Console
+
+            Console(stderr=True, highlight=False).print(
+                "note: model checks skipped: --compact keeps no history items for their refits (--no-checks "
+                "silences this note)", soft_wrap=True)
+        run_checks = False
+
+    def go() -> tuple[AnnotationSet | CompactHistory, Calibration]:
+        h: AnnotationSet | CompactHistory
         with _busy("reading the history"):
-            h = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
-                      labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
-                      label_map=_label_map(label_map), reader=reader.value, memory_limit=memory_limit,
-                      gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding)
-        what = "Stage A: EM on the history" + (" and model checks" if checks or hw == "cv" else "")
+            if compact:
+                h = _register("Ingest: history", read_compact(
+                    history, gold=gold, item_col=item_col, labeler_col=labeler_col, label_col=label_col,
+                    round_col=None if round_col is None else (False if round_col == "none" else round_col),
+                    duplicates=duplicates.value, name="history", memory_limit=memory_limit,  # type: ignore[arg-type]
+                    gold_col=gold_col,
+                    gold_item_col=gold_item_col))
+            else:
+                h = _read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
+                          labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
+                          label_map=_label_map(label_map), reader=reader.value, memory_limit=memory_limit,
+                          gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding)
+        what = "Stage A: EM on the history" + (" and model checks" if run_checks or hw == "cv" else "")
         with _busy(what) as say:
             def em_progress(n: int, ll: float, change: float) -> None:
                 if say is not None:
@@ -398,7 +427,7 @@ def calibrate_cmd(
                     say(f"{what}: {n} EM maps{ll_s}, largest parameter change {change:.1e}")
 
             c = calibrate(h, tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate,
-                          pseudo_count=pseudo_count, variance=variance.value, history_weight=hw, checks=checks,
+                          pseudo_count=pseudo_count, variance=variance.value, history_weight=hw, checks=run_checks,
                           engine=engine.value, progress=em_progress)
         c.save(output)
         return h, c

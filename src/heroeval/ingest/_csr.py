@@ -140,6 +140,17 @@ def _repeats(ptr, lab, k0, k1):  # type: ignore[no-untyped-def]
     return n_dup, first
 
 
+def count_batch(offsets: npt.NDArray[Any], counts: npt.NDArray[np.int32], labeler_offsets: npt.NDArray[Any] | None,
+                labeler_counts: npt.NDArray[np.int64] | None) -> None:
+    """Add a batch of item offsets to ``counts`` (and, given both, labeler offsets to ``labeler_counts``)."""
+    with_labelers = labeler_offsets is not None and labeler_counts is not None
+    lk = labeler_offsets if labeler_offsets is not None else offsets[:0]
+    lc = labeler_counts if labeler_counts is not None else np.zeros(0, dtype=np.int64)
+    bad = int(serial(_count_offsets)(offsets, lk, counts, lc, with_labelers))
+    if bad >= 0:
+        raise ValueError(f"item offset {int(offsets[bad])} (or its labeler's) outside the counted range")
+
+
 class CsrBuilder:
     """Builds the item-sorted arrays from coded rows streamed in batches, with no copy of the stream.
 
@@ -213,12 +224,7 @@ class RangeCsrBuilder(CsrBuilder):
     def count(self, offsets: npt.NDArray[Any], labeler_offsets: npt.NDArray[Any] | None = None,
               labeler_counts: npt.NDArray[np.int64] | None = None) -> None:
         """Count a batch of rows by item offset (and, given both, by labeler offset into ``labeler_counts``)."""
-        with_labelers = labeler_offsets is not None and labeler_counts is not None
-        lk = labeler_offsets if labeler_offsets is not None else offsets[:0]
-        lc = labeler_counts if labeler_counts is not None else np.zeros(0, dtype=np.int64)
-        bad = int(serial(_count_offsets)(offsets, lk, self.codes, lc, with_labelers))
-        if bad >= 0:
-            raise ValueError(f"item offset {int(offsets[bad])} (or its labeler's) outside the counted range")
+        count_batch(offsets, self.codes, labeler_offsets, labeler_counts)
 
     def layout(self) -> npt.NDArray[np.int64]:
         """Number the ids present; returns them (the items, in numeric order)."""

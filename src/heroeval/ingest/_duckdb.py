@@ -46,6 +46,7 @@ from heroeval.ingest.annotations import (
     _Table,
     repeated_pair_error,
 )
+from heroeval.ingest.compact import CompactBuilder, CompactHistory
 
 _log = logging.getLogger("heroeval")
 
@@ -118,8 +119,9 @@ def read_with_duckdb(
     memory_limit: str | None = None,
     temp_directory: str | None = None,
     progress: bool = False,
-) -> AnnotationSet:
-    """See :func:`heroeval.read_annotations` (``engine="duckdb"``)."""
+    compact: bool = False,
+) -> AnnotationSet | CompactHistory:
+    """See :func:`heroeval.read_annotations` (``engine="duckdb"``); ``compact``: :func:`heroeval.ingest.read.read_compact`."""
     import duckdb
 
     if duplicates not in ("keep", "first", "error"):
@@ -230,8 +232,8 @@ def read_with_duckdb(
         clean = "hv_clean" if dropped else "hv_flags"  # without a WHERE, DuckDB reads only the columns streamed
         try:
             lab_range = (int(l_lo), int(l_hi)) if l_lo is not None and _range_pays(int(l_lo), int(l_hi), 0) else None
-            ids, labs, rounds, rcsr = _stream_int_items(con, clean, int(i_lo), int(i_hi), lab_range, r_c is not None,
-                                                        n_used)
+            builder, ids, labs, rounds = _stream_int_items(con, clean, int(i_lo), int(i_hi), lab_range,
+                                                           r_c is not None, n_used, compact)
         except duckdb.OutOfMemoryException as exc:
             raise DataError(f"annotations {source!r}: DuckDB ran out of memory ({exc}); raise memory_limit "
                             f"(now {memory_limit or 'DuckDB default'}) or free disk space in {tmp}") from exc
@@ -239,8 +241,17 @@ def read_with_duckdb(
             raise DataError(f"{source}: {exc}; did the files change while being read?") from exc
         finally:
             con.close()
-        return _from_csr(rcsr, int(n), dropped, ids, labs, rounds, r_c, duplicates, source, gold, gold_item_col,
+        if isinstance(builder, CompactBuilder):
+            return _compact_history(builder, int(n), dropped, labs, rounds, r_c, duplicates, source, gold,
+                                    gold_item_col, item_col, gold_col, name if name is not None else _stem(files[0]))
+        assert ids is not None and isinstance(builder, RangeCsrBuilder)
+        return _from_csr(builder, int(n), dropped, ids, labs, rounds, r_c, duplicates, source, gold, gold_item_col,
                          item_col, gold_col, name, files)
+    if compact:
+        con.close()
+        raise DataError(f"annotations {source!r}: compact reading needs integer item ids (a Parquet integer column) "
+                        "whose range is no longer than the number of rows, numba, and duplicates other than 'first'; "
+                        "read with read_annotations instead")
     _log.info("DuckDB: %d rows read; building the item and labeler dictionaries", n)
     con.execute("CREATE TEMP TABLE hv_items AS SELECT i, CAST(count(*) AS BIGINT) AS n, "
                 "CAST(row_number() OVER (ORDER BY i) - 1 AS INTEGER) AS ic FROM hv_clean GROUP BY i")
@@ -350,17 +361,22 @@ def _prefetched(con: Any, sql: str) -> Iterator[list[npt.NDArray[Any]]]:
 
 
 def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, lab_range: tuple[int, int] | None,
-                      has_rounds: bool, n_used: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any], list[str],
-                                                              RangeCsrBuilder]:
+                      has_rounds: bool, n_used: int, compact: bool = False
+                      ) -> tuple[RangeCsrBuilder | CompactBuilder, npt.NDArray[np.int64] | None, npt.NDArray[Any],
+                                 list[str]]:
     """Two streamed scans of integer item ids: count the rows per id, then scatter the rows to their items.
 
-    Labelers: integer ids in ``lab_range`` (the lowest and highest, when that
-    range is at most :data:`RANGE_MIN_IDS` long) are counted by the first scan
-    and go through a code table indexed by ``id - lowest``; others through
-    DuckDB's dictionary of the distinct ids (a join with a small table). Codes
-    follow the ids' string order, as with the dictionary path.
+    Into a :class:`RangeCsrBuilder` (items in id order; returns their ids) or,
+    ``compact``, a :class:`~heroeval.ingest.compact.CompactBuilder` (items by
+    label count, codes; no ids returned). Labelers: integer ids in
+    ``lab_range`` (the lowest and highest, when that range is at most
+    :data:`RANGE_MIN_IDS` long) are counted by the first scan and go through a
+    code table indexed by ``id - lowest``; others through DuckDB's dictionary
+    of the distinct ids (a join with a small table). Codes follow the ids'
+    string order, as with the dictionary path.
     """
-    csr = RangeCsrBuilder(i_lo, i_hi, has_rounds)
+    builder: RangeCsrBuilder | CompactBuilder = (CompactBuilder(i_lo, i_hi, has_rounds) if compact
+                                                 else RangeCsrBuilder(i_lo, i_hi, has_rounds))
     _log.info("DuckDB: %d rows; counting the rows of each item id in [%d, %d]", n_used, i_lo, i_hi)
     off = "INTEGER" if i_hi - i_lo < 2**31 - 1 else "BIGINT"  # offsets in 4 bytes where they fit: less to stream
     if lab_range is not None:
@@ -368,13 +384,10 @@ def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, lab_range: tup
         lab_counts = np.zeros(lab_range[1] - l_lo + 1, dtype=np.int64)
         l_off = f"CAST(lraw - {l_lo} AS INTEGER)"
         for ik, lk in _prefetched(con, f"SELECT CAST(i - {i_lo} AS {off}) AS ik, {l_off} AS lk FROM {clean}"):
-            csr.count(ik, lk, lab_counts)
+            builder.count(ik, lk, lab_counts)
     else:
         for (ik,) in _prefetched(con, f"SELECT CAST(i - {i_lo} AS {off}) AS ik FROM {clean}"):
-            csr.count(ik)
-    _log.info("DuckDB: numbering the items")
-    item_ids = csr.layout()
-    _log.info("DuckDB: %d items; the labelers", item_ids.shape[0])
+            builder.count(ik)
     joins = ""
     lab_code: npt.NDArray[np.int32]
     if lab_range is not None:
@@ -392,6 +405,12 @@ def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, lab_range: tup
         lab_code = np.arange(labeler_ids.shape[0], dtype=np.int32)
         joins += " JOIN hv_labs lb ON c.l = lb.l"
         l_sel = "lb.lc"
+    _log.info("DuckDB: numbering the items")
+    item_ids: npt.NDArray[np.int64] | None = None
+    if isinstance(builder, CompactBuilder):
+        builder.layout(int(labeler_ids.shape[0]))
+    else:
+        item_ids = builder.layout()
     if has_rounds:
         con.execute(f"CREATE TEMP TABLE hv_rounds AS SELECT r, CAST(row_number() OVER (ORDER BY r) - 1 AS INTEGER) "
                     f"AS rc FROM (SELECT DISTINCT r FROM {clean})")
@@ -403,10 +422,54 @@ def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, lab_range: tup
     _log.info("DuckDB: streaming %d rows into item order", n_used)
     sql = f"SELECT CAST(c.i - {i_lo} AS {off}) AS ik, {l_sel} AS lk, c.y{', ' + r_sel if r_sel else ''} FROM {clean} c{joins}"
     no_rounds = np.zeros(0, dtype=np.int32)
+    place = builder.add if isinstance(builder, CompactBuilder) else builder.add_mapped
     for cols in _prefetched(con, sql):
-        csr.add_mapped(cols[0], cols[1], cols[2], cols[3] if has_rounds else no_rounds, lab_code)
+        place(cols[0], cols[1], cols[2], cols[3] if has_rounds else no_rounds, lab_code)
     _log.info("DuckDB: rows in place; checking for repeated (item, labeler) pairs")
-    return item_ids, labeler_ids, round_names, csr
+    return builder, item_ids, labeler_ids, round_names
+
+
+def _compact_history(cb: CompactBuilder, n: int, dropped: dict[str, int], labeler_ids: npt.NDArray[Any],
+                     round_names: list[str], r_c: str | None, duplicates: str, source: str, gold: TableLike | None,
+                     gold_item_col: str | None, item_col: str | None, gold_col: str | None, name: str,
+                     ) -> CompactHistory:
+    """The :class:`CompactHistory` from a filled builder: rounds and repeats checked, the gold attached."""
+    n_dup, _, conflict = cb.finish()
+    if conflict >= 0 and r_c is not None:
+        raise DataError(f"{source}: an item appears in more than one round (column {r_c!r}); an item must belong "
+                        "to one round; pass round_col=False to ignore the column")
+    notes: dict[str, int] = {}
+    if n_dup:
+        if duplicates == "error":
+            raise DataError(f"{source}: {n_dup} repeated (item, labeler) pair(s) (duplicates='error'); read with "
+                            "read_annotations to have the first one named")
+        notes["repeated (item, labeler) pair kept as separate labels"] = int(n_dup)
+    reports = [TableReport("annotations", source, n, int(cb.code.shape[0]), dropped, notes)]
+    gold_arr = np.full(cb.ptr.shape[0] - 1, -1, dtype=np.int8)
+    g_ids = np.zeros(0, dtype=np.int64)
+    g_vals = np.zeros(0, dtype=np.int8)
+    if gold is not None:
+        gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
+        gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols)
+        g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
+        gi_col = _resolve(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc)
+        num = pd.to_numeric(gdf[gi_col].astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
+        whole = np.isfinite(num) & (num == np.round(num))
+        cand = np.unique(num[whole].astype(np.int64))
+        cand = cand[cb.positions(cand) >= 0]  # the gold table's ids that are items here, in increasing order
+        gold_t = _Table("gold", gsrc, gdf, gi_col, ghdr)
+        g_on_cand, g_rep = _attach_gold(gold_t, _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc), cand, None,
+                                        _parse_binary, ids_sorted=True)
+        reports.append(g_rep)
+        has = g_on_cand >= 0
+        g_ids, g_vals = cand[has], g_on_cand[has]
+        gold_arr[cb.positions(g_ids)] = g_vals
+    report = IngestReport(tuple(reports))
+    rounds = tuple(round_names) if r_c is not None else ("all",)
+    gold_set = cb.gold_set(g_ids, g_vals, labeler_ids, rounds, report, name, bool(n_dup))
+    del cb.pos_of
+    return CompactHistory(labeler_ids=labeler_ids, round_ids=rounds, ptr=cb.ptr, code=cb.code, gold=gold_arr,
+                          group=cb.group, gold_set=gold_set, repeated_pairs=bool(n_dup), report=report, name=name)
 
 
 def _from_csr(csr: CsrBuilder, n: int, dropped: dict[str, int], item_ids: npt.NDArray[Any],

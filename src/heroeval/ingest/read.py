@@ -29,8 +29,9 @@ from heroeval.ingest.annotations import (
     _side_tables,
     _stem,
 )
+from heroeval.ingest.compact import CompactHistory
 
-__all__ = ["DESIGN_COLUMN", "DUCKDB_MIN_BYTES", "read_annotations", "read_design"]
+__all__ = ["DESIGN_COLUMN", "DUCKDB_MIN_BYTES", "read_annotations", "read_compact", "read_design"]
 
 
 def read_annotations(
@@ -134,10 +135,12 @@ def read_annotations(
     """
     if _use_duckdb(engine, annotations, covariates,
                    label_map if encoding is None and design is None else True):
-        return read_with_duckdb(annotations, gold=gold, item_col=item_col, labeler_col=labeler_col,
-                                label_col=label_col, round_col=round_col, gold_col=gold_col,
-                                gold_item_col=gold_item_col, duplicates=duplicates, missing=missing, name=name,
-                                memory_limit=memory_limit, progress=progress)
+        out = read_with_duckdb(annotations, gold=gold, item_col=item_col, labeler_col=labeler_col,
+                               label_col=label_col, round_col=round_col, gold_col=gold_col,
+                               gold_item_col=gold_item_col, duplicates=duplicates, missing=missing, name=name,
+                               memory_limit=memory_limit, progress=progress)
+        assert isinstance(out, AnnotationSet)
+        return out
     ann, lab_c, lbl_c, rnd_c = _annotation_table(annotations, item_col, labeler_col, label_col, round_col,
                                                  duplicates, missing, encoding)
     gold_t, gold_col, cov_t = _side_tables(gold, covariates, item_col, gold_item_col, gold_col, covariate_item_col,
@@ -166,6 +169,49 @@ def read_annotations(
         ids, pi = _design_columns(g, gold_t.item_col, gold_t.source)
         return ds.with_design(ids, pi)
     return ds
+
+
+def read_compact(
+    annotations: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    gold: TableLike | None = None,
+    item_col: str | None = None,
+    labeler_col: str | None = None,
+    label_col: str | None = None,
+    round_col: str | Literal[False] | None = None,
+    gold_col: str | None = None,
+    gold_item_col: str | None = None,
+    duplicates: Literal["keep", "error"] = "keep",
+    missing: Literal["drop", "error"] = "drop",
+    name: str | None = None,
+    memory_limit: str | None = None,
+    progress: bool = False,
+) -> CompactHistory:
+    """Read a history too large to hold twice straight into the compiled engine's arrays (a :class:`CompactHistory`).
+
+    For Parquet files with an integer item column (ids spanning a range no
+    longer than the number of rows) and numba. The same validation, policies
+    and ingest report as :func:`read_annotations` with ``engine="duckdb"``
+    (whose parameters these are), but the labels are kept only as Stage A's
+    compiled design reads them: 2 bytes a label and 17 an item, against 5 and
+    21 for an :class:`AnnotationSet` plus 2 and 17 for the design built from
+    it. :func:`heroeval.calibrate` fits it (without the model checks, which
+    refit the history's items); the calibration has no ``history``. See
+    :mod:`heroeval.ingest.compact`.
+
+    Raises
+    ------
+    DataError
+        When the files do not qualify (string or sparse item ids, CSV), naming why.
+    """
+    if duplicates not in ("keep", "error"):
+        raise DataError(f"read_compact: duplicates must be 'keep' or 'error', got {duplicates!r}")
+    out = read_with_duckdb(annotations, gold=gold, item_col=item_col, labeler_col=labeler_col, label_col=label_col,
+                           round_col=round_col, gold_col=gold_col, gold_item_col=gold_item_col,
+                           duplicates=duplicates, missing=missing, name=name, memory_limit=memory_limit,
+                           progress=progress, compact=True)
+    assert isinstance(out, CompactHistory)
+    return out
 
 
 DESIGN_COLUMN = "pi"

@@ -215,6 +215,29 @@ def _order_by_size(ptr, max_size, order, ptr_out):  # type: ignore[no-untyped-de
     return 0
 
 
+def _distinct_per_labeler(ptr, code, J):  # type: ignore[no-untyped-def]
+    """Items each labeler labelled (``code // 2``), a labeler counted once per item however often it labelled it."""
+    out = np.zeros(J, dtype=np.int64)
+    for r in range(ptr.shape[0] - 1):
+        for p in range(ptr[r], ptr[r + 1]):
+            j = code[p] // 2
+            seen = False
+            for q in range(ptr[r], p):
+                if code[q] // 2 == j:
+                    seen = True
+                    break
+            if not seen:
+                out[j] += 1
+    return out
+
+
+def distinct_items_per_labeler(ptr: npt.NDArray[np.int64], code: npt.NDArray[np.integer[Any]],
+                               n_labelers: int) -> npt.NDArray[np.int64]:
+    """Distinct items per labeler of items packed as codes ``2 * labeler + label``."""
+    out: npt.NDArray[np.int64] = _serial("_distinct_per_labeler")(ptr, code, n_labelers)
+    return out
+
+
 def _weighted_code_counts(ptr, code, bounds, weight, n_codes):  # type: ignore[no-untyped-def]
     n_chunks = bounds.shape[0] - 1
     C = np.zeros((n_chunks, n_codes))
@@ -714,21 +737,35 @@ def compact_design(
             code[sl] += label[sl].astype(dt)
     else:
         _kernel("_gather_codes")(p64, labeler, label, order, ptr_out, code, bounds)
-    n_codes = 2 * n_labelers
     g32 = np.ascontiguousarray(group, dtype=np.int32)
     g8 = np.ascontiguousarray(gold, dtype=np.int8)
     if order is not None:
         g32, g8 = g32[order], g8[order]
         weight = None if weight is None else np.ascontiguousarray(weight[order], dtype=np.float64)
+    return design_of_codes(ptr_out, code, g8, g32, n_labelers, n_groups, weight, pseudo_count, order, bounds)
+
+
+def design_of_codes(
+    ptr: npt.NDArray[np.int64], code: npt.NDArray[np.integer[Any]], gold: npt.NDArray[np.int8],
+    group: npt.NDArray[np.int32], n_labelers: int, n_groups: int, weight: FloatArray | None = None,
+    pseudo_count: float = 0.0, order: npt.NDArray[np.int32] | npt.NDArray[np.int64] | None = None,
+    bounds: npt.NDArray[np.int64] | None = None,
+) -> CompactDesign:
+    """The design of items already packed as codes ``2 * labeler + label`` (offsets ``ptr``; per-item ``gold``,
+    ``group`` and ``weight`` in the same order): the M-step's constants, no copy of the arrays."""
+    if bounds is None:
+        bounds = chunk_bounds(ptr, n_chunks())
+    n_codes = 2 * n_labelers
     if weight is None:
         counts = _em.bincount(code, n_codes)
-        gsize = _em.bincount(g32, n_groups)
+        gsize = _em.bincount(group, n_groups)
     else:
-        counts = _kernel("_weighted_code_counts")(ptr_out, code, bounds, weight, n_codes).sum(axis=0)
-        gsize = np.bincount(g32, weights=weight, minlength=n_groups).astype(np.float64)
+        counts = _kernel("_weighted_code_counts")(ptr, code, bounds, weight, n_codes).sum(axis=0)
+        gsize = np.bincount(group, weights=weight, minlength=n_groups).astype(np.float64)
     return CompactDesign(
-        n_items=n_items, n_labelers=n_labelers, n_groups=n_groups, ptr=ptr_out, code=code, gold=g8, group=g32,
-        code_counts=counts, group_size=gsize, bounds=bounds, order=order, weight=weight, pseudo_count=pseudo_count,
+        n_items=int(ptr.shape[0] - 1), n_labelers=n_labelers, n_groups=n_groups, ptr=ptr, code=code, gold=gold,
+        group=group, code_counts=counts, group_size=gsize, bounds=bounds, order=order, weight=weight,
+        pseudo_count=pseudo_count,
     )
 
 

@@ -25,6 +25,7 @@ from heroeval._core.jsonfile import read_json
 from heroeval._version import __version__
 from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError, HeroEvalWarning
 from heroeval.ingest.annotations import AnnotationSet
+from heroeval.ingest.compact import CompactHistory
 from heroeval.stage_a import _em, _influence, _kernels
 from heroeval.stage_a.checks_record import ModelChecks
 from heroeval.stage_a.covariance import ParameterCovariance
@@ -662,9 +663,12 @@ def design_of(ds: AnnotationSet) -> _em.Design:
 def check_fit_settings(history: Any, tol: float, max_iter: int, criterion: str, pseudo_count: float,
                        variance: str) -> None:
     """Validate Stage A's inputs (a clear error naming the parameter) before any work is done."""
+    if isinstance(history, CompactHistory):
+        history = history.gold_set  # its report and gold are the history's
     if not isinstance(history, AnnotationSet):
         raise HeroEvalError(
-            f"history must be an AnnotationSet (from read_annotations), got {type(history).__name__}"
+            f"history must be an AnnotationSet (from read_annotations) or a CompactHistory (from read_compact), got "
+            f"{type(history).__name__}"
         )
     _check_em_settings(tol, max_iter, criterion)
     if not (isinstance(pseudo_count, (int, float)) and math.isfinite(pseudo_count) and pseudo_count >= 0):
@@ -692,7 +696,7 @@ def _no_gold_message(history: AnnotationSet) -> str:
 
 
 def fit_stage_a(
-    history: AnnotationSet,
+    history: AnnotationSet | CompactHistory,
     *,
     tol: float = 1e-8,
     max_iter: int = 10_000,
@@ -718,6 +722,14 @@ def fit_stage_a(
     """
     check_fit_settings(history, tol, max_iter, criterion, pseudo_count, variance)
     w = _check_weight(history_weight)
+    if isinstance(history, CompactHistory):
+        if engine == "numpy":
+            raise HeroEvalError("a CompactHistory is fitted by the compiled engine; engine='numpy' needs "
+                                "read_annotations")
+        jit.require_numba("fitting a CompactHistory")
+        return _fit_compact(history, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
+                            pseudo_count=pseudo_count, variance=variance, covariance=covariance, w=w,
+                            progress=progress)
     use_numba = _choose_engine(engine, history.n_annotations)
     a0, b0, p0 = initial_values(history)
     dc: _em.Design | None = None
@@ -788,6 +800,51 @@ def fit_stage_a(
         history_fit=fit,
         checks=model_checks,
         gold_scores=score_gold_items(history, fit.alpha, fit.beta),
+    )
+
+
+def _fit_compact(history: CompactHistory, *, tol: float, max_iter: int, criterion: Literal["parameters", "loglik"],
+                 accelerate: bool, pseudo_count: float, variance: Literal["sandwich", "model"], covariance: bool,
+                 w: float, progress: bool | _em.Progress) -> Calibration:
+    """:func:`fit_stage_a` on a :class:`CompactHistory`: the design is its arrays (no copy); the gold-based pieces
+    (starting values, gold counts, gold scores) read its decoded gold items; the calibration keeps no history."""
+    gs = history.gold_set
+    a0, b0, p0 = initial_values(gs)
+    d = _kernels.design_of_codes(
+        history.ptr, history.code, history.gold, history.group, history.n_labelers, history.n_rounds,
+        weight=None if w == 1.0 else np.where(history.gold >= 0, 1.0, w), pseudo_count=float(pseudo_count))
+    fit = _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
+                     progress=_progress_callback(progress), information=information_of(d))
+    conv = ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate)
+    if not fit.converged:
+        warnings.warn(
+            f"Stage A EM did not converge in {fit.n_iter} iterations (last parameter change "
+            f"{fit.max_change:.2e} > tol {tol:.0e}); raise max_iter", ConvergenceWarning, stacklevel=3)
+    tp, fn, tn, fp = gold_counts(gs)
+    J, G = history.n_labelers, history.n_rounds
+    n_ann = _em.bincount(history.code, 2 * J).astype(np.int64)
+    n_ann = n_ann[0::2] + n_ann[1::2]
+    n_items = (_kernels.distinct_items_per_labeler(history.ptr, history.code, J) if history.repeated_pairs
+               else n_ann.copy())
+    isg = history.gold >= 0
+    pcov = parameter_covariance(d, fit, None, variance) if covariance else None
+    return Calibration(
+        labeler_ids=tuple(str(x) for x in history.labeler_ids), alpha=fit.alpha, beta=fit.beta,
+        n_annotations=n_ann, n_items=n_items, gold_tp=tp, gold_fn=fn, gold_tn=tn, gold_fp=fp,
+        round_ids=history.round_ids, round_prevalence=fit.prev,
+        round_n_items=_em.bincount(history.group, G).astype(np.int64),
+        round_n_gold=np.bincount(history.group[isg], minlength=G).astype(np.int64),
+        covariate_names=(), covariate_mean=None, covariate_cov=None, n_covariate_items=0,
+        convergence=conv, covariance=pcov,
+        settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
+                  "pseudo_count": float(pseudo_count), "variance": variance, "history_weight": w,
+                  "init": "gold subset, one pseudo-observation at the pooled gold rate",
+                  "engine": "numba", "history_storage": "compact"},
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        history=None,
+        history_fit=None,
+        checks=None,
+        gold_scores=score_gold_items(gs, fit.alpha, fit.beta),
     )
 
 

@@ -48,6 +48,7 @@ from heroeval.estimators._methods import (
 from heroeval.estimators.ppi import ALL_GOLD_METHODS, GOLD_METHODS, gold_estimates, split_methods
 from heroeval.estimators.results import EstimateCollection, EstimateResult
 from heroeval.ingest.annotations import AnnotationSet
+from heroeval.ingest.compact import CompactHistory
 from heroeval.stage_a import _em
 from heroeval.stage_a.calibration import Calibration, _check_em_settings, _check_weight, check_fit_settings, fit_stage_a
 from heroeval.stage_a.distributed import DaskFoldFits, _check_pseudo_count, fit_stage_a_dask, load_dask_history
@@ -78,7 +79,7 @@ def _drift(current: AnnotationSet, cal: Calibration) -> DriftCheck | str:
 
 
 def calibrate(
-    history: AnnotationSet,
+    history: AnnotationSet | CompactHistory,
     *,
     tol: float = 1e-8,
     max_iter: int = 10_000,
@@ -104,8 +105,12 @@ def calibrate(
 
     Parameters
     ----------
-    history : AnnotationSet
-        Historical annotations with gold labels for some items.
+    history : AnnotationSet or CompactHistory
+        Historical annotations with gold labels for some items. A
+        :class:`~heroeval.ingest.compact.CompactHistory`
+        (:func:`heroeval.ingest.read.read_compact`, for histories near the
+        size of memory) is fitted by the compiled engine without a copy; it
+        takes no model checks, and the calibration keeps no history.
     tol : float, default 1e-8
         Stop when one EM step changes no probability parameter by more than
         ``tol`` (``criterion="parameters"``), or when the relative change of
@@ -209,6 +214,10 @@ def calibrate(
 
     if not (cv or checks):
         return fit(w, covariance)
+    if isinstance(history, CompactHistory):
+        raise HeroEvalError("the model checks (checks=True, history_weight='cv') refit Stage A on the history's "
+                            "items, which a CompactHistory does not keep: read the history with read_annotations, "
+                            "or calibrate without the checks")
     # the fit first: the checks' refits start from it (and share its design's pieces)
     cal = fit(w, covariance and not cv)
     model_checks = run_checks(
