@@ -48,14 +48,15 @@ def _scatter(ic, lc, y, rc, ptr, fill, out_l, out_y, item_round, conflict):  # t
 
 
 def _scatter_mapped(ik, lk, y, rc, item_code, dense, has_rounds, lab_code, ptr, fill, out_l, out_y, item_round,  # type: ignore[no-untyped-def]
-                    conflict):
+                    conflict, packed):
     """:func:`_scatter` for rows given as offsets into the item and labeler code tables.
 
     ``dense``: every offset is an item and its own code (``item_code`` is not read);
     without ``has_rounds`` the rows' rounds are not read. (Each random access costs:
     at 1e8 rows the round and the code table took half the time.) Returns -1 when
     all rows were placed, else the batch position of the first row that could not be
-    (an offset outside a table, an id without a code, or too many rows).
+    (an offset outside a table, an id without a code, or too many rows). ``packed``:
+    ``out_l`` takes the codes ``2 * labeler + label`` (``out_y`` is not written).
     """
     n_i = fill.shape[0] if dense else item_code.shape[0]
     n_l = lab_code.shape[0]
@@ -71,8 +72,11 @@ def _scatter_mapped(ik, lk, y, rc, item_code, dense, has_rounds, lab_code, ptr, 
         p = ptr[k] + fill[k]
         if p >= ptr[k + 1]:
             return a
-        out_l[p] = j
-        out_y[p] = y[a]
+        if packed:
+            out_l[p] = 2 * j + y[a]
+        else:
+            out_l[p] = j
+            out_y[p] = y[a]
         fill[k] += 1
         if has_rounds:
             r = rc[a]
@@ -124,15 +128,15 @@ def _first_unfilled(ptr, fill):  # type: ignore[no-untyped-def]
     return -1
 
 
-def _repeats(ptr, lab, k0, k1):  # type: ignore[no-untyped-def]
-    """Rows of items ``k0:k1`` that repeat an earlier labeler of the same item: their number and the first one's
-    position."""
+def _repeats(ptr, lab, k0, k1, shift):  # type: ignore[no-untyped-def]
+    """Rows of items ``k0:k1`` that repeat an earlier labeler (``lab >> shift``: 1 for codes ``2 * labeler +
+    label``) of the same item: their number and the first one's position."""
     n_dup = 0
     first = -1
     for k in range(k0, k1):
         for p in range(ptr[k] + 1, ptr[k + 1]):
             for q in range(ptr[k], p):
-                if lab[q] == lab[p]:
+                if lab[q] >> shift == lab[p] >> shift:
                     n_dup += 1
                     if first < 0:
                         first = p
@@ -149,6 +153,22 @@ def count_batch(offsets: npt.NDArray[Any], counts: npt.NDArray[np.int32], labele
     bad = int(serial(_count_offsets)(offsets, lk, counts, lc, with_labelers))
     if bad >= 0:
         raise ValueError(f"item offset {int(offsets[bad])} (or its labeler's) outside the counted range")
+
+
+def repeated_labels(ptr: npt.NDArray[np.int64], lab: npt.NDArray[Any], shift: int) -> tuple[int, int]:
+    """Labels that repeat an earlier labeler (``lab >> shift``) of their item: their number and the first one's
+    position (-1: none), the items split over threads (the kernel releases the GIL)."""
+    n_items = int(ptr.shape[0] - 1)
+    cuts = [n_items * t // _THREADS for t in range(_THREADS + 1)]
+    f = serial(_repeats)
+    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
+        parts = list(pool.map(lambda t: f(ptr, lab, cuts[t], cuts[t + 1], shift), range(_THREADS)))
+    return sum(int(p[0]) for p in parts), next((int(p[1]) for p in parts if p[1] >= 0), -1)
+
+
+def all_filled(ptr: npt.NDArray[np.int64], fill: npt.NDArray[np.int32]) -> bool:
+    """Whether every item's slots (``ptr``) were filled (``fill``)."""
+    return int(serial(_first_unfilled)(ptr, fill)) < 0
 
 
 class CsrBuilder:
@@ -190,17 +210,10 @@ class CsrBuilder:
 
     def finish(self) -> tuple[int, int]:
         """Check every slot was filled; return (repeated rows, position of the first)."""
-        if int(serial(_first_unfilled)(self.ptr, self.fill)) >= 0:
+        if not all_filled(self.ptr, self.fill):
             raise ValueError("the streamed rows do not match the per-item counts")
         del self.fill
-        n_items = int(self.ptr.shape[0] - 1)
-        cuts = [n_items * t // _THREADS for t in range(_THREADS + 1)]
-        f = serial(_repeats)
-        with ThreadPoolExecutor(max_workers=_THREADS) as pool:  # the kernel releases the GIL
-            parts = list(pool.map(lambda t: f(self.ptr, self.labeler, cuts[t], cuts[t + 1]), range(_THREADS)))
-        n_dup = sum(int(p[0]) for p in parts)
-        first = next((int(p[1]) for p in parts if p[1] >= 0), -1)
-        return n_dup, first
+        return repeated_labels(self.ptr, self.labeler, 0)
 
 
 class RangeCsrBuilder(CsrBuilder):
@@ -247,7 +260,7 @@ class RangeCsrBuilder(CsrBuilder):
         """Scatter rows given as item offsets and offsets into ``labeler_code`` (the labelers' codes)."""
         bad = int(serial(_scatter_mapped)(offsets, labeler_offsets, y, rc, self.codes, self.dense, self.has_rounds,
                                           labeler_code, self.ptr, self.fill, self.labeler, self.label,
-                                          self.item_round, self.conflict))
+                                          self.item_round, self.conflict, False))
         if bad >= 0:
             raise ValueError(f"row with item offset {int(offsets[bad])} and labeler offset "
                              f"{int(labeler_offsets[bad])} has no slot (the rows changed between the two scans?)")

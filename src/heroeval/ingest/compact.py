@@ -20,8 +20,6 @@ integer item ids through DuckDB (the range path of
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from heroeval._core.jit import serial
-from heroeval.ingest._csr import count_batch
+from heroeval.ingest._csr import _scatter_mapped, all_filled, count_batch, repeated_labels
 from heroeval.ingest.annotations import AnnotationSet, IngestReport
 
 __all__ = ["CompactHistory"]
@@ -129,59 +127,7 @@ def _positions_by_size(counts, ptr):  # type: ignore[no-untyped-def]
     return n
 
 
-def _scatter_codes(ik, lk, y, rc, pos_of, lab_code, has_rounds, ptr, fill, code, group, conflict):  # type: ignore[no-untyped-def]
-    """Place a batch of rows (item offsets, labeler offsets, labels, rounds) as codes at their items' positions.
-
-    Returns -1 when all were placed, else the batch position of the first that could not be."""
-    n_i = pos_of.shape[0]
-    n_l = lab_code.shape[0]
-    for a in range(ik.shape[0]):
-        u = ik[a]
-        v = lk[a]
-        if u < 0 or u >= n_i or v < 0 or v >= n_l:
-            return a
-        k = pos_of[u]
-        j = lab_code[v]
-        if k < 0 or j < 0:
-            return a
-        p = ptr[k] + fill[k]
-        if p >= ptr[k + 1]:
-            return a
-        code[p] = 2 * j + y[a]
-        fill[k] += 1
-        if has_rounds:
-            r = rc[a]
-            if group[k] < 0:
-                group[k] = r
-            elif group[k] != r and conflict[0] < 0:
-                conflict[0] = k
-    return -1
-
-
-def _repeats_of_codes(ptr, code, k0, k1):  # type: ignore[no-untyped-def]
-    """Labels of items ``k0:k1`` whose labeler (``code // 2``) labelled the item before: their number and the
-    first one's position."""
-    n_dup = 0
-    first = -1
-    for k in range(k0, k1):
-        for p in range(ptr[k] + 1, ptr[k + 1]):
-            for q in range(ptr[k], p):
-                if code[q] // 2 == code[p] // 2:
-                    n_dup += 1
-                    if first < 0:
-                        first = p
-                    break
-    return n_dup, first
-
-
-def _first_short(ptr, fill):  # type: ignore[no-untyped-def]
-    for k in range(fill.shape[0]):
-        if fill[k] != ptr[k + 1] - ptr[k]:
-            return k
-    return -1
-
-
-_THREADS = max(1, min(os.cpu_count() or 1, 8))
+_NO_LABELS = np.zeros(0, dtype=np.int8)
 
 
 class CompactBuilder:
@@ -216,8 +162,9 @@ class CompactBuilder:
 
     def add(self, offsets: npt.NDArray[Any], labeler_offsets: npt.NDArray[Any], y: npt.NDArray[Any],
             rc: npt.NDArray[Any], labeler_code: npt.NDArray[np.int32]) -> None:
-        bad = int(serial(_scatter_codes)(offsets, labeler_offsets, y, rc, self.pos_of, labeler_code,
-                                         self.has_rounds, self.ptr, self.fill, self.code, self.group, self.conflict))
+        bad = int(serial(_scatter_mapped)(offsets, labeler_offsets, y, rc, self.pos_of, False, self.has_rounds,
+                                          labeler_code, self.ptr, self.fill, self.code, _NO_LABELS, self.group,
+                                          self.conflict, True))
         if bad >= 0:
             raise ValueError(f"row with item offset {int(offsets[bad])} and labeler offset "
                              f"{int(labeler_offsets[bad])} has no slot (the rows changed between the two scans?)")
@@ -233,16 +180,11 @@ class CompactBuilder:
     def finish(self) -> tuple[int, int, int]:
         """Check every slot was filled; free the work arrays. Returns (repeated labels, position of the first,
         first item in two rounds or -1)."""
-        if int(serial(_first_short)(self.ptr, self.fill)) >= 0:
+        if not all_filled(self.ptr, self.fill):
             raise ValueError("the streamed rows do not match the per-item counts")
         del self.fill
-        n_items = int(self.ptr.shape[0] - 1)
-        cuts = [n_items * t // _THREADS for t in range(_THREADS + 1)]
-        f = serial(_repeats_of_codes)
-        with ThreadPoolExecutor(max_workers=_THREADS) as pool:  # the kernel releases the GIL
-            parts = list(pool.map(lambda t: f(self.ptr, self.code, cuts[t], cuts[t + 1]), range(_THREADS)))
-        first = next((int(p[1]) for p in parts if p[1] >= 0), -1)
-        return sum(int(p[0]) for p in parts), first, int(self.conflict[0])
+        n_dup, first = repeated_labels(self.ptr, self.code, 1)
+        return n_dup, first, int(self.conflict[0])
 
     def gold_set(self, ids: npt.NDArray[np.int64], gold: npt.NDArray[np.int8], labeler_ids: npt.NDArray[np.object_],
                  round_ids: tuple[str, ...], report: IngestReport, name: str, repeated: bool) -> AnnotationSet:

@@ -743,16 +743,7 @@ def fit_stage_a(
         d = weighted_design(history, w, float(pseudo_count))
         dc = _em.compress(d) if compress and history.covariates is None else None
         d_fit = d if dc is None else dc
-    fit = _em.run_em(d_fit, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-                     progress=_progress_callback(progress), information=information_of(d_fit))
-    conv = ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate)
-    if not fit.converged:
-        warnings.warn(
-            f"Stage A EM did not converge in {fit.n_iter} iterations (last parameter change "
-            f"{fit.max_change:.2e} > tol {tol:.0e}); raise max_iter",
-            ConvergenceWarning,
-            stacklevel=2,
-        )
+    fit, conv = _run_em(d_fit, (a0, b0, p0), tol, max_iter, criterion, accelerate, progress)
     tp, fn, tn, fp = gold_counts(history)
     J = history.n_labelers
     if isinstance(d_fit, _kernels.CompactDesign) and d_fit.weight is None:  # its code counts hold them already
@@ -803,6 +794,22 @@ def fit_stage_a(
     )
 
 
+def _run_em(d: _em.Design | _kernels.CompactDesign, start: tuple[FloatArray, FloatArray, FloatArray], tol: float,
+            max_iter: int, criterion: Literal["parameters", "loglik"], accelerate: bool,
+            progress: bool | _em.Progress) -> tuple[_em.EMFit, ConvergenceInfo]:
+    """Stage A's EM on a design, and how it ended (a ConvergenceWarning when it did not converge)."""
+    fit = _em.run_em(d, *start, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
+                     progress=_progress_callback(progress), information=information_of(d))
+    if not fit.converged:
+        warnings.warn(
+            f"Stage A EM did not converge in {fit.n_iter} iterations (last parameter change "
+            f"{fit.max_change:.2e} > tol {tol:.0e}); raise max_iter",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    return fit, ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate)
+
+
 def _fit_compact(history: CompactHistory, *, tol: float, max_iter: int, criterion: Literal["parameters", "loglik"],
                  accelerate: bool, pseudo_count: float, variance: Literal["sandwich", "model"], covariance: bool,
                  w: float, progress: bool | _em.Progress) -> Calibration:
@@ -813,13 +820,7 @@ def _fit_compact(history: CompactHistory, *, tol: float, max_iter: int, criterio
     d = _kernels.design_of_codes(
         history.ptr, history.code, history.gold, history.group, history.n_labelers, history.n_rounds,
         weight=None if w == 1.0 else np.where(history.gold >= 0, 1.0, w), pseudo_count=float(pseudo_count))
-    fit = _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-                     progress=_progress_callback(progress), information=information_of(d))
-    conv = ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate)
-    if not fit.converged:
-        warnings.warn(
-            f"Stage A EM did not converge in {fit.n_iter} iterations (last parameter change "
-            f"{fit.max_change:.2e} > tol {tol:.0e}); raise max_iter", ConvergenceWarning, stacklevel=3)
+    fit, conv = _run_em(d, (a0, b0, p0), tol, max_iter, criterion, accelerate, progress)
     tp, fn, tn, fp = gold_counts(gs)
     J, G = history.n_labelers, history.n_rounds
     n_ann = _em.bincount(history.code, 2 * J).astype(np.int64)
