@@ -1,13 +1,15 @@
 """Item-sorted arrays built from coded rows streamed in batches (compiled with numba; used by the DuckDB engine).
 
-Two builders. :class:`CsrBuilder` takes item codes from a dictionary DuckDB
-built (its per-item counts known up front). :class:`RangeCsrBuilder` takes
-integer item ids directly: a first stream counts the rows per id over the
-ids' range (an array indexed by ``id - lowest id``), the ids present become
-the items (in numeric order), and a second stream scatters the rows through
-that array, so no hash table of the items is built. Both fill the slots of
-each item with a per-item counter (4 bytes an item) and check every slot is
-filled once.
+:class:`CsrBuilder` takes item codes from a dictionary DuckDB built (its
+per-item counts known up front) and fills each item's slots with a per-item
+counter. Integer item ids need no dictionary: a :class:`SlotTable` over the
+ids' range (an array indexed by ``id - lowest id``) counts the rows per id in
+a first stream, the ids present become the items, each id's entry becomes its
+item's next free slot, and a second stream scatters every row through that one
+entry. :class:`RangeCsrBuilder` (items in id order, for an
+:class:`~heroeval.ingest.annotations.AnnotationSet`) and
+:class:`~heroeval.ingest.compact.CompactBuilder` (items by label count) use it.
+Every builder checks each slot is filled once.
 """
 
 from __future__ import annotations
@@ -20,8 +22,12 @@ import numpy as np
 import numpy.typing as npt
 
 from heroeval._core.jit import serial
+from heroeval._core.memory import filled
 
 _THREADS = max(1, min(os.cpu_count() or 1, 8))
+
+INT32_SLOTS = int(np.iinfo(np.int32).max)
+"""From this many slots (labels) on, a :class:`SlotTable` holds 8-byte slots rather than 4."""
 
 
 def _scatter(ic, lc, y, rc, ptr, fill, out_l, out_y, item_round, conflict):  # type: ignore[no-untyped-def]
@@ -47,43 +53,45 @@ def _scatter(ic, lc, y, rc, ptr, fill, out_l, out_y, item_round, conflict):  # t
     return True
 
 
-def _scatter_mapped(ik, lk, y, rc, item_code, dense, has_rounds, lab_code, ptr, fill, out_l, out_y, item_round,  # type: ignore[no-untyped-def]
-                    conflict, packed):
-    """:func:`_scatter` for rows given as offsets into the item and labeler code tables.
+def _scatter_slots(ik, lk, y, rc, slot, has_rounds, lab_code, out_l, out_y, round_of, conflict, packed):  # type: ignore[no-untyped-def]
+    """Place one batch of rows, given as item offsets and labeler offsets, at their items' next free slots.
 
-    ``dense``: every offset is an item and its own code (``item_code`` is not read);
-    without ``has_rounds`` the rows' rounds are not read. (Each random access costs:
-    at 1e8 rows the round and the code table took half the time.) Returns -1 when
-    all rows were placed, else the batch position of the first row that could not be
-    (an offset outside a table, an id without a code, or too many rows). ``packed``:
-    ``out_l`` takes the codes ``2 * labeler + label`` (``out_y`` is not written).
+    ``slot[u]`` is the next free slot of the item at offset ``u`` (-1: no item),
+    advanced by each row; ``lab_code`` maps labeler offsets to codes. Only the
+    two arrays the rows index by offset are touched at random, which is what
+    makes it fast (at 1e8 shuffled rows 4 ns a row; through item positions,
+    offsets and fill counters, 40). A row beyond its item's slots is caught
+    afterwards by :func:`_settle_slots`. Without ``has_rounds`` the rows' rounds
+    are not read; with, ``round_of[u]`` takes the round and ``conflict[0]`` the
+    first offset seen in two rounds. ``packed``: ``out_l`` takes the codes
+    ``2 * labeler + label`` (``out_y`` is not written). Returns -1 when all rows
+    were placed, else the batch position of the first row that could not be (an
+    offset outside a table, an id without a code, or past the last slot).
     """
-    n_i = fill.shape[0] if dense else item_code.shape[0]
+    n_i = slot.shape[0]
     n_l = lab_code.shape[0]
+    n_t = out_l.shape[0]
     for a in range(ik.shape[0]):
         u = ik[a]
         v = lk[a]
         if u < 0 or u >= n_i or v < 0 or v >= n_l:
             return a
-        k = u if dense else item_code[u]
         j = lab_code[v]
-        if k < 0 or j < 0:
-            return a
-        p = ptr[k] + fill[k]
-        if p >= ptr[k + 1]:
+        p = slot[u]
+        if j < 0 or p < 0 or p >= n_t:
             return a
         if packed:
             out_l[p] = 2 * j + y[a]
         else:
             out_l[p] = j
             out_y[p] = y[a]
-        fill[k] += 1
+        slot[u] = p + 1
         if has_rounds:
             r = rc[a]
-            if item_round[k] < 0:
-                item_round[k] = r
-            elif item_round[k] != r and conflict[0] < 0:
-                conflict[0] = k
+            if round_of[u] < 0:
+                round_of[u] = r
+            elif round_of[u] != r and conflict[0] < 0:
+                conflict[0] = u
     return -1
 
 
@@ -105,19 +113,72 @@ def _count_offsets(ik, lk, counts, lab_counts, with_labelers):  # type: ignore[n
     return -1
 
 
-def _number_present(counts, ptr):  # type: ignore[no-untyped-def]
-    """Items = the offsets with a count, in order: their offsets into ``ptr`` (a cumulative sum of
-    their counts) and ``counts`` overwritten in place by each offset's item code (-1: absent)."""
+def _size_starts(cnt):  # type: ignore[no-untyped-def]
+    """For a stable counting sort of the offsets with a count by that count: the first position of each count."""
+    kmax = 0
+    for u in range(cnt.shape[0]):
+        kmax = max(kmax, cnt[u])
+    start = np.zeros(kmax + 2, dtype=np.int64)
+    for u in range(cnt.shape[0]):
+        if cnt[u] > 0:
+            start[cnt[u] + 1] += 1
+    for k in range(1, kmax + 2):
+        start[k] += start[k - 1]
+    return start
+
+
+def _layout_slots(cnt, slot, ptr, start, by_size):  # type: ignore[no-untyped-def]
+    """Items = the offsets with a count (``cnt``), numbered by count with ties in offset order (``by_size``;
+    ``start`` from :func:`_size_starts`, used up) or in offset order: ``ptr`` their offsets into the slots,
+    ``slot[u]`` the first slot of offset u's item (-1: absent). Returns the number of items."""
+    ptr[0] = 0
+    if by_size:
+        kmax = start.shape[0] - 2
+        for k in range(kmax + 1):
+            for r in range(start[k], start[k + 1]):
+                ptr[r + 1] = ptr[r] + k
+        for u in range(cnt.shape[0]):
+            c = cnt[u]
+            if c > 0:
+                slot[u] = ptr[start[c]]
+                start[c] += 1
+            else:
+                slot[u] = -1
+        return start[kmax + 1] if kmax >= 0 else 0
     k = 0
-    for u in range(counts.shape[0]):
-        c = counts[u]
+    for u in range(cnt.shape[0]):
+        c = cnt[u]
         if c > 0:
+            slot[u] = ptr[k]
             ptr[k + 1] = ptr[k] + c
-            counts[u] = k
             k += 1
         else:
-            counts[u] = -1
+            slot[u] = -1
     return k
+
+
+def _settle_slots(cnt, slot, ptr, start, by_size, has_rounds, round_of, item_round):  # type: ignore[no-untyped-def]
+    """After the scatter: check each item's slots were filled exactly (``slot[u]`` is then its last slot + 1),
+    turn ``slot[u]`` into the item's position (-1: absent) and, ``has_rounds``, copy ``round_of[u]`` to
+    ``item_round`` at that position (``start`` as for :func:`_layout_slots`, used up). Returns the first offset
+    whose item was not filled exactly, or -1."""
+    k = 0
+    for u in range(cnt.shape[0]):
+        c = cnt[u]
+        if c > 0:
+            if by_size:
+                k = start[c]
+                start[c] += 1
+            if slot[u] != ptr[k + 1]:
+                return u
+            slot[u] = k
+            if has_rounds:
+                item_round[k] = round_of[u]
+            if not by_size:
+                k += 1
+        elif slot[u] != -1:
+            return u
+    return -1
 
 
 def _first_unfilled(ptr, fill):  # type: ignore[no-untyped-def]
@@ -166,7 +227,7 @@ def repeated_labels(ptr: npt.NDArray[np.int64], lab: npt.NDArray[Any], shift: in
     return sum(int(p[0]) for p in parts), next((int(p[1]) for p in parts if p[1] >= 0), -1)
 
 
-def all_filled(ptr: npt.NDArray[np.int64], fill: npt.NDArray[np.int32]) -> bool:
+def all_filled(ptr: npt.NDArray[np.int64], fill: npt.NDArray[np.integer[Any]]) -> bool:
     """Whether every item's slots (``ptr``) were filled (``fill``)."""
     return int(serial(_first_unfilled)(ptr, fill)) < 0
 
@@ -192,13 +253,14 @@ class CsrBuilder:
         n = int(ptr[-1])
         self.ptr = ptr
         if fill is None:
-            self.fill = np.zeros(n_items, dtype=np.int32)
+            self.fill = filled(n_items, np.int32, 0)
         else:
             self.fill = fill
             self.fill[:] = 0
-        self.labeler = np.empty(n, dtype=np.int32)
-        self.label = np.empty(n, dtype=np.int8)
-        self.item_round = np.full(n_items, round_start, dtype=np.int32)
+        # written first by every core (see heroeval._core.memory), then rewritten by the serial scatter
+        self.labeler = filled(n, np.int32, 0)
+        self.label = filled(n, np.int8, 0)
+        self.item_round = filled(n_items, np.int32, round_start)
         self.conflict = np.full(1, -1, dtype=np.int64)
 
     def add(self, ic: npt.NDArray[Any], lc: npt.NDArray[Any], y: npt.NDArray[Any], rc: npt.NDArray[Any]) -> None:
@@ -216,55 +278,118 @@ class CsrBuilder:
         return repeated_labels(self.ptr, self.labeler, 0)
 
 
-class RangeCsrBuilder(CsrBuilder):
-    """:class:`CsrBuilder` for integer item ids in ``[low, high]``, without an item dictionary.
+class SlotTable:
+    """Rows of integer item ids in ``[low, high]`` placed in two streamed scans through a table over the range.
 
-    Call :meth:`count` on every batch of ids (as offsets ``id - low``), then
-    :meth:`layout` (which returns the ids present, in numeric order: the
-    items), then :meth:`add_mapped` on every batch of rows, then
-    :meth:`finish`. Memory: 4 bytes per id in the range, besides the arrays
-    built, and none once every id in the range is an item. Without
-    ``has_rounds`` every item is in round 0 and the rows' rounds are not read.
+    :meth:`count` every batch of item offsets (``id - low``); :meth:`layout`
+    numbers the offsets with rows (by label count, ties in id order, or in id
+    order) and turns each offset's count into its item's first slot;
+    :meth:`scatter` every batch of rows; :meth:`settle` checks every slot was
+    filled once and turns the table into item positions (:meth:`positions`).
+    Memory: 4 bytes per id in the range (8 from 2**31 slots on), 1 more while it
+    runs (4 when an item has over 255 rows), and, with rounds, 4 more.
     """
 
-    def __init__(self, low: int, high: int, has_rounds: bool = True) -> None:
-        super().__init__()
+    def __init__(self, low: int, high: int, by_size: bool, has_rounds: bool) -> None:
         self.low = int(low)
+        self.by_size = bool(by_size)
         self.has_rounds = bool(has_rounds)
-        self.codes = np.zeros(int(high) - int(low) + 1, dtype=np.int32)  # counts, then each offset's item code
-        self.dense = False
+        self.slot: npt.NDArray[np.integer[Any]] = filled(int(high) - int(low) + 1, np.int32, 0)  # counts first
+        self.conflict = np.full(1, -1, dtype=np.int64)
 
     def count(self, offsets: npt.NDArray[Any], labeler_offsets: npt.NDArray[Any] | None = None,
               labeler_counts: npt.NDArray[np.int64] | None = None) -> None:
         """Count a batch of rows by item offset (and, given both, by labeler offset into ``labeler_counts``)."""
-        count_batch(offsets, self.codes, labeler_offsets, labeler_counts)
+        count_batch(offsets, self.slot, labeler_offsets, labeler_counts)  # type: ignore[arg-type]
+
+    def layout(self) -> npt.NDArray[np.int64]:
+        """Number the items and give each offset its item's first slot; returns the items' offsets into the slots."""
+        counts = self.slot
+        n_slots = int(counts.sum(dtype=np.int64))
+        most = int(counts.max()) if counts.shape[0] else 0
+        self.cnt = counts.astype(np.uint8) if most <= np.iinfo(np.uint8).max else counts.copy()
+        n_items = int(np.count_nonzero(self.cnt))
+        ptr = filled(n_items + 1, np.int64, 0)
+        if n_slots >= INT32_SLOTS:  # slots past int32: an 8-byte table
+            del counts
+            self.slot = filled(self.cnt.shape[0], np.int64, 0)
+        got = int(serial(_layout_slots)(self.cnt, self.slot, ptr, self._starts(), self.by_size))
+        assert got == n_items and int(ptr[-1]) == n_slots
+        self.round_of = filled(self.cnt.shape[0], np.int32, -1) if self.has_rounds else np.zeros(0, dtype=np.int32)
+        return ptr
+
+    def _starts(self) -> npt.NDArray[np.int64]:
+        """The first position of each label count (by size), or nothing (in id order)."""
+        return serial(_size_starts)(self.cnt) if self.by_size else np.zeros(0, dtype=np.int64)
+
+    def scatter(self, offsets: npt.NDArray[Any], labeler_offsets: npt.NDArray[Any], y: npt.NDArray[Any],
+                rc: npt.NDArray[Any], labeler_code: npt.NDArray[np.int32], out_l: npt.NDArray[Any],
+                out_y: npt.NDArray[Any], packed: bool) -> None:
+        """Place a batch of rows (see :func:`_scatter_slots`)."""
+        bad = int(serial(_scatter_slots)(offsets, labeler_offsets, y, rc, self.slot, self.has_rounds, labeler_code,
+                                         out_l, out_y, self.round_of, self.conflict, packed))
+        if bad >= 0:
+            raise ValueError(f"row with item offset {int(offsets[bad])} and labeler offset "
+                             f"{int(labeler_offsets[bad])} has no slot (the rows changed between the two scans?)")
+
+    def settle(self, ptr: npt.NDArray[np.int64], item_round: npt.NDArray[np.int32]) -> int:
+        """Check every item's slots were filled once; the table becomes item positions and ``item_round`` (with
+        rounds) the items' rounds. Returns the position of the first item seen in two rounds, or -1."""
+        bad = int(serial(_settle_slots)(self.cnt, self.slot, ptr, self._starts(), self.by_size, self.has_rounds,
+                                        self.round_of, item_round))
+        if bad >= 0:
+            raise ValueError("the streamed rows do not match the per-item counts")
+        del self.cnt, self.round_of
+        u = int(self.conflict[0])
+        return int(self.slot[u]) if u >= 0 else -1
+
+    def positions(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Each id's item position (-1: not an item); after :meth:`settle`."""
+        off = ids - self.low
+        ok = (off >= 0) & (off < self.slot.shape[0])
+        out = np.full(ids.shape[0], -1, dtype=np.int64)
+        out[ok] = self.slot[off[ok]]
+        return out
+
+
+class RangeCsrBuilder:
+    """Item-sorted arrays (items in id order) from integer item ids in ``[low, high]``, without an item dictionary.
+
+    Call :meth:`count` on every batch of ids (as offsets ``id - low``), then
+    :meth:`layout` (returns the items' ids), :meth:`add_mapped` on every batch
+    of rows, then :meth:`finish`. Memory: see :class:`SlotTable`, besides the
+    arrays built. Without ``has_rounds`` every item is in round 0 and the rows'
+    rounds are not read.
+    """
+
+    def __init__(self, low: int, high: int, has_rounds: bool = True) -> None:
+        self.table = SlotTable(low, high, by_size=False, has_rounds=has_rounds)
+        self.conflict = np.full(1, -1, dtype=np.int64)
+
+    def count(self, offsets: npt.NDArray[Any], labeler_offsets: npt.NDArray[Any] | None = None,
+              labeler_counts: npt.NDArray[np.int64] | None = None) -> None:
+        """Count a batch of rows by item offset (and, given both, by labeler offset into ``labeler_counts``)."""
+        self.table.count(offsets, labeler_offsets, labeler_counts)
 
     def layout(self) -> npt.NDArray[np.int64]:
         """Number the ids present; returns them (the items, in numeric order)."""
-        present = np.flatnonzero(self.codes)
-        ptr = np.zeros(present.shape[0] + 1, dtype=np.int64)
-        n_items = int(serial(_number_present)(self.codes, ptr))
-        assert n_items == present.shape[0]
-        self.dense = n_items == self.codes.shape[0]
-        round_start = -1 if self.has_rounds else 0
-        if self.dense:  # offset = code: the table is not needed; its memory becomes the fill counters
-            self._allocate(ptr, fill=self.codes, round_start=round_start)
-            self.codes = np.zeros(0, dtype=np.int32)
-        else:
-            self._allocate(ptr, round_start=round_start)
-        present += self.low
+        present = np.flatnonzero(self.table.slot).astype(np.int64) + self.table.low
+        self.ptr = self.table.layout()
+        n = int(self.ptr[-1])
+        # written first by every core (see heroeval._core.memory), then rewritten by the serial scatter
+        self.labeler = filled(n, np.int32, 0)
+        self.label = filled(n, np.int8, 0)
+        n_items = int(present.shape[0])
+        self.item_round = filled(n_items, np.int32, -1) if self.table.has_rounds else np.zeros(n_items, np.int32)
         return present
 
     def add_mapped(self, offsets: npt.NDArray[Any], labeler_offsets: npt.NDArray[Any], y: npt.NDArray[Any],
                    rc: npt.NDArray[Any], labeler_code: npt.NDArray[np.int32]) -> None:
         """Scatter rows given as item offsets and offsets into ``labeler_code`` (the labelers' codes)."""
-        bad = int(serial(_scatter_mapped)(offsets, labeler_offsets, y, rc, self.codes, self.dense, self.has_rounds,
-                                          labeler_code, self.ptr, self.fill, self.labeler, self.label,
-                                          self.item_round, self.conflict, False))
-        if bad >= 0:
-            raise ValueError(f"row with item offset {int(offsets[bad])} and labeler offset "
-                             f"{int(labeler_offsets[bad])} has no slot (the rows changed between the two scans?)")
+        self.table.scatter(offsets, labeler_offsets, y, rc, labeler_code, self.labeler, self.label, False)
 
     def finish(self) -> tuple[int, int]:
-        del self.codes
-        return super().finish()
+        """Check every slot was filled; return (repeated rows, position of the first)."""
+        self.conflict[0] = self.table.settle(self.ptr, self.item_round)
+        del self.table
+        return repeated_labels(self.ptr, self.labeler, 0)

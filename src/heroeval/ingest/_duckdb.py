@@ -28,6 +28,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from heroeval._core import jit
+from heroeval._core.memory import filled
 from heroeval.errors import DataError
 from heroeval.ingest._csr import CsrBuilder, RangeCsrBuilder
 from heroeval.ingest.annotations import (
@@ -445,7 +446,7 @@ def _compact_history(cb: CompactBuilder, n: int, dropped: dict[str, int], labele
                             "read_annotations to have the first one named")
         notes["repeated (item, labeler) pair kept as separate labels"] = int(n_dup)
     reports = [TableReport("annotations", source, n, int(cb.code.shape[0]), dropped, notes)]
-    gold_arr = np.full(cb.ptr.shape[0] - 1, -1, dtype=np.int8)
+    gold_arr = filled(cb.ptr.shape[0] - 1, np.int8, -1)
     g_ids = np.zeros(0, dtype=np.int64)
     g_vals = np.zeros(0, dtype=np.int8)
     if gold is not None:
@@ -467,12 +468,12 @@ def _compact_history(cb: CompactBuilder, n: int, dropped: dict[str, int], labele
     report = IngestReport(tuple(reports))
     rounds = tuple(round_names) if r_c is not None else ("all",)
     gold_set = cb.gold_set(g_ids, g_vals, labeler_ids, rounds, report, name, bool(n_dup))
-    del cb.pos_of
+    del cb.table
     return CompactHistory(labeler_ids=labeler_ids, round_ids=rounds, ptr=cb.ptr, code=cb.code, gold=gold_arr,
                           group=cb.group, gold_set=gold_set, repeated_pairs=bool(n_dup), report=report, name=name)
 
 
-def _from_csr(csr: CsrBuilder, n: int, dropped: dict[str, int], item_ids: npt.NDArray[Any],
+def _from_csr(csr: CsrBuilder | RangeCsrBuilder, n: int, dropped: dict[str, int], item_ids: npt.NDArray[Any],
               labeler_ids: npt.NDArray[Any], round_names: list[str], r_c: str | None, duplicates: str, source: str,
               gold: TableLike | None, gold_item_col: str | None, item_col: str | None, gold_col: str | None,
               name: str | None, files: list[str]) -> AnnotationSet:

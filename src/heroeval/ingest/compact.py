@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from heroeval._core.jit import serial
-from heroeval.ingest._csr import _scatter_mapped, all_filled, count_batch, repeated_labels
+from heroeval._core.memory import filled
+from heroeval.ingest._csr import SlotTable, repeated_labels
 from heroeval.ingest.annotations import AnnotationSet, IngestReport
 
 __all__ = ["CompactHistory"]
@@ -99,34 +99,6 @@ def code_dtype(n_labelers: int) -> type[np.integer[Any]]:
     return np.uint16 if 2 * n_labelers <= np.iinfo(np.uint16).max else np.uint32
 
 
-def _positions_by_size(counts, ptr):  # type: ignore[no-untyped-def]
-    """Items (offsets with a count) in order of their count, ties in offset order (a stable counting sort):
-    ``counts`` overwritten in place by each offset's position (-1: absent), ``ptr`` their offsets in that
-    order. Returns the number of items."""
-    kmax = 0
-    for u in range(counts.shape[0]):
-        kmax = max(kmax, counts[u])
-    start = np.zeros(kmax + 2, dtype=np.int64)
-    for u in range(counts.shape[0]):
-        if counts[u] > 0:
-            start[counts[u] + 1] += 1
-    for k in range(1, kmax + 2):
-        start[k] += start[k - 1]
-    ptr[0] = 0
-    for k in range(kmax + 1):
-        for r in range(start[k], start[k + 1]):
-            ptr[r + 1] = ptr[r] + k
-    n = start[kmax + 1]
-    for u in range(counts.shape[0]):
-        c = counts[u]
-        if c > 0:
-            counts[u] = start[c]
-            start[c] += 1
-        else:
-            counts[u] = -1
-    return n
-
-
 _NO_LABELS = np.zeros(0, dtype=np.int8)
 
 
@@ -135,56 +107,40 @@ class CompactBuilder:
 
     :meth:`count` every batch of item offsets (``id - low``); :meth:`layout`
     (positions by label count); :meth:`add` every batch of rows; :meth:`finish`.
-    Memory: 4 bytes per id in the range (the counts, then each offset's
-    position) and 4 per item (fill counters) while it runs, besides the arrays.
+    Memory: that of a :class:`~heroeval.ingest._csr.SlotTable`, besides the arrays.
     """
 
     def __init__(self, low: int, high: int, has_rounds: bool) -> None:
-        self.low = int(low)
-        self.has_rounds = bool(has_rounds)
-        self.pos_of = np.zeros(int(high) - int(low) + 1, dtype=np.int32)
+        self.table = SlotTable(low, high, by_size=True, has_rounds=has_rounds)
 
     def count(self, offsets: npt.NDArray[Any], labeler_offsets: npt.NDArray[Any] | None = None,
               labeler_counts: npt.NDArray[np.int64] | None = None) -> None:
         """Count a batch of rows by item offset (and, given both, by labeler offset into ``labeler_counts``)."""
-        count_batch(offsets, self.pos_of, labeler_offsets, labeler_counts)
+        self.table.count(offsets, labeler_offsets, labeler_counts)
 
     def layout(self, n_labelers: int) -> None:
         """Number the items by label count and allocate the arrays (codes for ``n_labelers`` labelers)."""
-        n_items = int(np.count_nonzero(self.pos_of))
-        self.ptr = np.empty(n_items + 1, dtype=np.int64)
-        got = int(serial(_positions_by_size)(self.pos_of, self.ptr))
-        assert got == n_items
-        self.fill = np.zeros(n_items, dtype=np.int32)
-        self.code = np.empty(int(self.ptr[-1]), dtype=code_dtype(n_labelers))
-        self.group = np.full(n_items, -1 if self.has_rounds else 0, dtype=np.int32)
-        self.conflict = np.full(1, -1, dtype=np.int64)
+        self.ptr = self.table.layout()
+        n_items = int(self.ptr.shape[0] - 1)
+        # written first by every core (see heroeval._core.memory), then rewritten by the serial scatter
+        self.code = filled(int(self.ptr[-1]), code_dtype(n_labelers), 0)
+        # without rounds every item is in round 0: zero pages, never written
+        self.group = filled(n_items, np.int32, -1) if self.table.has_rounds else np.zeros(n_items, dtype=np.int32)
 
     def add(self, offsets: npt.NDArray[Any], labeler_offsets: npt.NDArray[Any], y: npt.NDArray[Any],
             rc: npt.NDArray[Any], labeler_code: npt.NDArray[np.int32]) -> None:
-        bad = int(serial(_scatter_mapped)(offsets, labeler_offsets, y, rc, self.pos_of, False, self.has_rounds,
-                                          labeler_code, self.ptr, self.fill, self.code, _NO_LABELS, self.group,
-                                          self.conflict, True))
-        if bad >= 0:
-            raise ValueError(f"row with item offset {int(offsets[bad])} and labeler offset "
-                             f"{int(labeler_offsets[bad])} has no slot (the rows changed between the two scans?)")
+        self.table.scatter(offsets, labeler_offsets, y, rc, labeler_code, self.code, _NO_LABELS, True)
 
     def positions(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Each id's item position here (-1: not an item)."""
-        off = ids - self.low
-        ok = (off >= 0) & (off < self.pos_of.shape[0])
-        out = np.full(ids.shape[0], -1, dtype=np.int64)
-        out[ok] = self.pos_of[off[ok]]
-        return out
+        """Each id's item position here (-1: not an item); after :meth:`finish`."""
+        return self.table.positions(ids)
 
     def finish(self) -> tuple[int, int, int]:
-        """Check every slot was filled; free the work arrays. Returns (repeated labels, position of the first,
-        first item in two rounds or -1)."""
-        if not all_filled(self.ptr, self.fill):
-            raise ValueError("the streamed rows do not match the per-item counts")
-        del self.fill
+        """Check every slot was filled. Returns (repeated labels, position of the first, first item in two rounds
+        or -1)."""
+        conflict = self.table.settle(self.ptr, self.group)
         n_dup, first = repeated_labels(self.ptr, self.code, 1)
-        return n_dup, first, int(self.conflict[0])
+        return n_dup, first, conflict
 
     def gold_set(self, ids: npt.NDArray[np.int64], gold: npt.NDArray[np.int8], labeler_ids: npt.NDArray[np.object_],
                  round_ids: tuple[str, ...], report: IngestReport, name: str, repeated: bool) -> AnnotationSet:

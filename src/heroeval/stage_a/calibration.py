@@ -823,7 +823,8 @@ def _fit_compact(history: CompactHistory, *, tol: float, max_iter: int, criterio
     fit, conv = _run_em(d, (a0, b0, p0), tol, max_iter, criterion, accelerate, progress)
     tp, fn, tn, fp = gold_counts(gs)
     J, G = history.n_labelers, history.n_rounds
-    n_ann = _em.bincount(history.code, 2 * J).astype(np.int64)
+    # labels per code: the design counted them already unless it weights the items
+    n_ann = (d.code_counts if d.weight is None else _em.bincount(history.code, 2 * J)).astype(np.int64)
     n_ann = n_ann[0::2] + n_ann[1::2]
     n_items = (_kernels.distinct_items_per_labeler(history.ptr, history.code, J) if history.repeated_pairs
                else n_ann.copy())
