@@ -329,3 +329,47 @@ def test_calibration_says_which_engine_ran() -> None:
     assert "NumPy engine" in _engine_text(cal) and "below the 1,000,000" in _engine_text(cal)
     assert "numba is installed" in _engine_text(cal)  # numba is a regular dependency: the reason is the size
     assert he.calibrate(hist, engine="numba", covariance=False).settings["engine"] == "numba"
+
+
+@pytest.mark.parametrize("kind", ["classes", "left out", "many"])
+def test_weighted_log_likelihood_equals_a_plain_sum(kind: str) -> None:
+    """The weighted pass keeps a running product per distinct weight (up to _N_WEIGHT_PRODUCTS, a log per item
+    beyond): its log-likelihood and sums equal a plain per-item sum of w * log P(labels), left-out items
+    (weight 0) adding nothing."""
+    hist = _history(5)
+    J, G = hist.n_labelers, hist.n_rounds
+    rng = np.random.default_rng(2)
+    isg = hist.gold >= 0
+    if kind == "classes":
+        w = np.where(isg, 1.0, 0.3)
+    elif kind == "left out":
+        w = np.where(isg, 1.0, 0.1)
+        w[np.flatnonzero(isg)[::3]] = 0.0
+    else:
+        w = rng.choice([0.2, 0.4, 0.6, 0.8, 1.0, 1.5, 2.0], size=hist.n_items)
+    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, J, hist.gold, hist.item_round, G, weight=w)
+    alpha, beta = rng.uniform(0.6, 0.9, J), rng.uniform(0.6, 0.9, J)
+    prev = rng.uniform(0.2, 0.7, G)
+    s1, _, gsum, _, weighted, ll = cd.em_sums(alpha, beta, prev)
+    assert weighted
+    # plain: per item, log of P(labels, gold) (gold items) or P(labels) (the others), and its posterior
+    s1_p = np.zeros(2 * J)
+    gsum_p = np.zeros(G)
+    ll_p = 0.0
+    for i in range(hist.n_items):
+        sl = slice(hist.item_ptr[i], hist.item_ptr[i + 1])
+        lab, z = hist.labeler[sl], hist.label[sl]
+        g = hist.item_round[i]
+        l1 = math.log(prev[g]) + float(np.sum(np.where(z == 1, np.log(alpha[lab]), np.log1p(-alpha[lab]))))
+        l0 = math.log1p(-prev[g]) + float(np.sum(np.where(z == 0, np.log(beta[lab]), np.log1p(-beta[lab]))))
+        if hist.gold[i] >= 0:
+            li, gam = (l1, 1.0) if hist.gold[i] == 1 else (l0, 0.0)
+        else:
+            li = float(np.logaddexp(l1, l0))
+            gam = math.exp(l1 - li)
+        ll_p += w[i] * li
+        np.add.at(s1_p, 2 * lab + z, w[i] * gam)
+        gsum_p[g] += w[i] * gam
+    assert ll == pytest.approx(ll_p, rel=1e-11)
+    np.testing.assert_allclose(s1, s1_p, rtol=1e-10)
+    np.testing.assert_allclose(gsum, gsum_p, rtol=1e-10)

@@ -370,7 +370,6 @@ def calibrate_cmd(
 
     HISTORY may be a glob ('logs/*.parquet') or a directory with the duckdb reader.
     """
-    from heroeval.cli import multiclass as _mc
     from heroeval.ingest.compact import CompactHistory
     from heroeval.ingest.read import read_compact
     from heroeval.report import terminal as _render
@@ -384,6 +383,7 @@ def calibrate_cmd(
             raise typer.Exit(2)
         history_covariates = covariates
     if classes is not None or ordinal:
+        from heroeval.cli import multiclass as _mc  # multi-class labels only: SciPy's stats and more
 
         _run(lambda: _mc.calibrate(
             history, gold, output, classes=classes, ordinal=ordinal, structure=structure,
@@ -576,7 +576,6 @@ def estimate_cmd(
     """
     from rich.markup import escape
 
-    from heroeval.cli import multiclass as _mc
     from heroeval.estimators.ppi import ALL_GOLD_METHODS
     from heroeval.estimators.results import EstimateCollection, EstimateResult
     from heroeval.inference._inference import bootstrap as run_bootstrap
@@ -590,6 +589,7 @@ def estimate_cmd(
         _err("--design goes with --current-gold (the expert labels of the selected items)")
         raise typer.Exit(2)
     if classes is not None or ordinal:
+        from heroeval.cli import multiclass as _mc  # multi-class labels only: SciPy's stats and more
         if current_gold is not None:
             _err("--current-gold is not available for multi-class labels yet")
             raise typer.Exit(2)
@@ -708,7 +708,6 @@ def compare_cmd(
     from rich.markup import escape
 
     from heroeval.checks.drift import check_drift
-    from heroeval.cli import multiclass as _mc
     from heroeval.estimators.ppi import ALL_GOLD_METHODS
     from heroeval.inference._inference import ComparisonCollection, compare
     from heroeval.report import terminal as _render
@@ -720,6 +719,7 @@ def compare_cmd(
     _check_output(report, "--report", "the report")
     rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
     if classes is not None or ordinal:
+        from heroeval.cli import multiclass as _mc  # multi-class labels only: SciPy's stats and more
         if a_gold is not None or b_gold is not None:
             _err("--a-gold / --b-gold are not available for multi-class labels yet")
             raise typer.Exit(2)
@@ -1072,7 +1072,6 @@ def report_cmd(
     design: DesignOpt = None,
 ) -> None:
     """Write one self-contained HTML report: every estimate, the labelers, the pool shift and the checks."""
-    from heroeval.cli import multiclass as _mc
     from heroeval.estimators.results import EstimateCollection
     from heroeval.report import terminal as _render
     from heroeval.report.html import build_report, collect_warnings, write_report
@@ -1085,6 +1084,7 @@ def report_cmd(
         _err("--design goes with --current-gold (the expert labels of the selected items)")
         raise typer.Exit(2)
     if classes is not None or ordinal:
+        from heroeval.cli import multiclass as _mc  # multi-class labels only: SciPy's stats and more
         if current_gold is not None:
             _err("--current-gold is not available for multi-class labels yet")
             raise typer.Exit(2)

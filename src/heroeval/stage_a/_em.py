@@ -330,6 +330,11 @@ NEWTON_AFTER = 100
 NEWTON_BOUND = 1e-6
 """Logits this close to the clip (parameters at 1e-9 or 1 - 1e-9) take EM steps in the Newton phase."""
 
+LL_ROUNDING = 1e-12
+"""A Newton step is kept unless it lowers the objective by more than this share of it: near the maximum the
+gain is far below the rounding of a sum over millions of items (a change of 5e-8 in the parameters gains about
+1e-9 on an objective of 1e6), and refusing steps for rounding cost the model checks' refits a dozen passes."""
+
 _NEWTON_TRIES = 6
 """Damped Newton steps tried from one point before an EM step is taken instead."""
 
@@ -466,7 +471,8 @@ def _newton_phase(
     labelers held fixed take their EM value. The matrix is scaled to unit
     diagonal and damped (Levenberg–Marquardt) until it is positive definite;
     the damping follows the ratio of the gain to the quadratic model's. A step
-    is kept only if the objective does not decrease; up to
+    is kept only if the objective does not decrease (beyond rounding,
+    :data:`LL_ROUNDING`); up to
     :data:`_NEWTON_TRIES` more damped steps are tried, then an EM step (which
     never decreases it). Near a saddle of the likelihood, where EM and SQUAREM
     crawl (adultcontent2 after 100 map evaluations), the damped step follows
@@ -543,10 +549,12 @@ def _newton_phase(
             steps += 1
             cand = np.clip(x + step, -_LOGIT_MAX, _LOGIT_MAX)
             xm2, grad2, ll2 = at(cand)
-            if ll2 >= ll:
-                # Levenberg-Marquardt: less damping when the quadratic model predicted the gain well
+            slack = LL_ROUNDING * abs(ll)
+            if ll2 >= ll - slack:
+                # Levenberg-Marquardt: less damping when the quadratic model predicted the gain well (a change
+                # within rounding counts as predicted, so that sums in another order take the same steps)
                 pred = float(g_f @ s_f - 0.5 * s_f @ I_ff @ s_f)
-                ratio = (ll2 - ll) / pred if pred > 0 else 1.0
+                ratio = (ll2 - ll) / pred if pred > 0 and abs(ll2 - ll) > slack else 1.0
                 if ratio > 0.75:
                     damp = damp / 4 if damp > 1e-8 else 0.0
                 elif ratio < 0.25:

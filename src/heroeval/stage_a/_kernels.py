@@ -85,6 +85,8 @@ _TINY = 1e-100
 """Below this an item's odds or likelihood factor is recomputed in logs (products of up to 1e100 stay normal)."""
 _HUGE = 1e100
 _LN2 = math.log(2.0)
+_N_WEIGHT_PRODUCTS = 4
+"""Distinct item weights :func:`_em_chunk` keeps running products for (beyond them, a log per item)."""
 
 
 def _em_chunk(r0, r1, ptr, code, gold, group, weight, has_w, ed, elo, d, lo, need_ll, n_codes, n_groups):  # type: ignore[no-untyped-def]
@@ -107,7 +109,15 @@ def _em_chunk(r0, r1, ptr, code, gold, group, weight, has_w, ed, elo, d, lo, nee
     ll = 0.0
     acc = 1.0  # running product of unweighted factors f, times 2**ex
     ex = 0
+    # weighted: a running product per distinct weight, for the first few seen (the history weight's designs have
+    # three: gold 1, gold-free w, left out 0), so the weighted pass needs no log per item either
+    wv = np.zeros(_N_WEIGHT_PRODUCTS)
+    wa = np.ones(_N_WEIGHT_PRODUCTS)
+    we = np.zeros(_N_WEIGHT_PRODUCTS, dtype=np.int64)
+    nw = 0
     for r in range(r0, r1):
+        if has_w and weight[r] == 0.0:  # an item left out adds nothing
+            continue
         a0 = ptr[r]
         a1 = ptr[r + 1]
         g = group[r]
@@ -120,7 +130,21 @@ def _em_chunk(r0, r1, ptr, code, gold, group, weight, has_w, ed, elo, d, lo, nee
             if need_ll:
                 f = 1.0 + o if gd < 0 else (o if gd == 1 else 1.0)
                 if has_w:
-                    ll += weight[r] * math.log(f)
+                    wr = weight[r]
+                    t = 0
+                    while t < nw and wv[t] != wr:
+                        t += 1
+                    if t == nw and nw < _N_WEIGHT_PRODUCTS:
+                        wv[t] = wr
+                        nw += 1
+                    if t < nw:
+                        wa[t] *= f
+                        if wa[t] > 1e200 or wa[t] < 1e-200:
+                            m, e2 = math.frexp(wa[t])
+                            wa[t] = m
+                            we[t] += e2
+                    else:
+                        ll += wr * math.log(f)
                 else:
                     acc *= f
                     if acc > 1e200 or acc < 1e-200:
@@ -149,6 +173,8 @@ def _em_chunk(r0, r1, ptr, code, gold, group, weight, has_w, ed, elo, d, lo, nee
         for k in range(a0, a1):
             s1[code[k]] += gw
         gs[g] += gw
+    for t in range(nw):
+        ll += wv[t] * (math.log(wa[t]) + we[t] * _LN2)
     return s1.copy(), gs.copy(), ll + math.log(acc) + ex * _LN2
 
 

@@ -991,11 +991,14 @@ class FoldFits:
         nearby fit), Newton steps with that matrix from the first evaluation;
         without it, Newton steps with the information at each point.
         """
-        d = self.design(w, drop)
         a0, b0, p0 = start
         if w == 0.0 and criterion == "parameters":
-            # gold items only: the posteriors are the gold, so one EM step is the maximum (and one more confirms it)
-            return _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, accelerate=False, posteriors=False)
+            # gold items only: the posteriors are the gold, so one EM step is the maximum (and one more confirms
+            # it); on a design of the kept gold items alone, which has the same sums without passing over the rest
+            keep = np.setdiff1d(np.flatnonzero(self._isg), np.zeros(0, np.int64) if drop is None else drop)
+            d0 = replace(design_of(self.history.take_items(keep)), pseudo_count=self.pseudo_count)
+            return _em.run_em(d0, a0, b0, p0, tol=tol, max_iter=max_iter, accelerate=False, posteriors=False)
+        d = self.design(w, drop)
         info: _em.Information = information_of(d) if information is None else (lambda a, b, p: information)
         return _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
                           information=info, newton_after=newton_after, posteriors=False)
