@@ -331,9 +331,10 @@ NEWTON_BOUND = 1e-6
 """Logits this close to the clip (parameters at 1e-9 or 1 - 1e-9) take EM steps in the Newton phase."""
 
 LL_ROUNDING = 1e-12
-"""A Newton step is kept unless it lowers the objective by more than this share of it: near the maximum the
-gain is far below the rounding of a sum over millions of items (a change of 5e-8 in the parameters gains about
-1e-9 on an objective of 1e6), and refusing steps for rounding cost the model checks' refits a dozen passes."""
+"""A Newton step that lowers the objective by less than this share of it is kept if the EM step at the new point
+is shorter: near the maximum the gain is far below the rounding of a sum over millions of items (a change of
+5e-8 in the parameters gains about 1e-9 on an objective of 1e6), and refusing steps for rounding cost the model
+checks' refits a dozen passes."""
 
 _NEWTON_TRIES = 6
 """Damped Newton steps tried from one point before an EM step is taken instead."""
@@ -471,8 +472,8 @@ def _newton_phase(
     labelers held fixed take their EM value. The matrix is scaled to unit
     diagonal and damped (Levenberg–Marquardt) until it is positive definite;
     the damping follows the ratio of the gain to the quadratic model's. A step
-    is kept only if the objective does not decrease (beyond rounding,
-    :data:`LL_ROUNDING`); up to
+    is kept only if the objective does not decrease (or, within rounding,
+    :data:`LL_ROUNDING`, if the EM step there is shorter); up to
     :data:`_NEWTON_TRIES` more damped steps are tried, then an EM step (which
     never decreases it). Near a saddle of the likelihood, where EM and SQUAREM
     crawl (adultcontent2 after 100 map evaluations), the damped step follows
@@ -550,7 +551,9 @@ def _newton_phase(
             cand = np.clip(x + step, -_LOGIT_MAX, _LOGIT_MAX)
             xm2, grad2, ll2 = at(cand)
             slack = LL_ROUNDING * abs(ll)
-            if ll2 >= ll - slack:
+            # kept if the objective does not go down, or goes down within rounding while the EM step shrinks
+            # (progress towards the fixed point where the objective can no longer tell; no cycling)
+            if ll2 >= ll or (ll2 >= ll - slack and float(np.max(np.abs(expit(xm2) - expit(cand)))) < ch):
                 # Levenberg-Marquardt: less damping when the quadratic model predicted the gain well (a change
                 # within rounding counts as predicted, so that sums in another order take the same steps)
                 pred = float(g_f @ s_f - 0.5 * s_f @ I_ff @ s_f)
