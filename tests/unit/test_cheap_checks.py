@@ -14,9 +14,10 @@ import pytest
 
 import heroeval as he
 from heroeval.checks import run_checks
-from heroeval.checks.model_checks import WARM_MIN_LABELS, _folds
+from heroeval.checks.model_checks import GUESS_PASSES, WARM_MIN_LABELS, _fit_from, _folds, _HistoryFolds
 from heroeval.simulate import paper_dgp
-from heroeval.stage_a.calibration import FoldFits, fit_stage_a, initial_values
+from heroeval.stage_a import _em
+from heroeval.stage_a.calibration import FoldFits, fit_stage_a, gold_information, information_of, initial_values
 
 from .test_em_newton import sparse_crowd
 
@@ -72,3 +73,41 @@ def test_sparse_crowds_refit_from_the_gold_start() -> None:
     assert np.bincount(hist.labeler).min() < WARM_MIN_LABELS
     cal = he.calibrate(hist, covariance=False)
     _same_checks(run_checks(hist, refit="scratch"), run_checks(hist, start=cal), 1e-6)
+
+
+@pytest.mark.parametrize("engine", ["numpy", "numba"])
+def test_gold_information_is_what_leaving_the_gold_items_out_takes_away(engine: str) -> None:
+    """The observed information of the whole history less that of the history without some gold items equals
+    the diagonal information of those gold items alone (the matrix the refits' guesses are built from)."""
+    if engine == "numba":
+        pytest.importorskip("numba")
+    hist = paper_dgp(0, rho=0.3).history
+    cal = he.calibrate(hist, covariance=False)
+    ff = FoldFits(hist, engine=engine)  # type: ignore[arg-type]
+    gi = np.flatnonzero(hist.gold >= 0)[:7]
+    a, b, p = cal.alpha, cal.beta, cal.round_prevalence
+    H = information_of(ff.design(0.3))(a, b, p)
+    H_without = information_of(ff.design(0.3, gi))(a, b, p)
+    D = gold_information(hist.take_items(gi), a, b, p)
+    assert np.count_nonzero(D - np.diag(np.diag(D))) == 0 and D.max() > 0
+    np.testing.assert_allclose(H - H_without, D, rtol=1e-10, atol=1e-9 * np.abs(D).max())
+
+
+def test_a_refit_from_a_poor_guess_turns_to_squarem_and_stops_where_it_would() -> None:
+    """_fit_from: Newton steps with a guessed information, SQUAREM when they have not finished in GUESS_PASSES;
+    the fit equals SQUAREM's alone to the EM tolerance, with a good guess, a poor one and none."""
+    hist = paper_dgp(3, rho=0.3).history
+    gi = np.flatnonzero(hist.gold >= 0)
+    hf = _HistoryFolds(FoldFits(hist), gi)
+    cal = he.calibrate(hist, covariance=False)
+    start = (cal.alpha, cal.beta, cal.round_prevalence)
+    plain = hf.fit(0.3, start, newton_after=_em.NEWTON_AFTER)
+    good = hf.information(0.3, plain)
+    P = good.shape[0]
+    for guess in (good, 50.0 * np.eye(P), None):
+        f = _fit_from(hf, 0.3, start, guess, {})
+        assert f.converged
+        np.testing.assert_allclose(f.alpha, plain.alpha, atol=1e-6)
+        np.testing.assert_allclose(f.prev, plain.prev, atol=1e-6)
+    poor = hf.fit(0.3, start, information=50.0 * np.eye(P), max_iter=GUESS_PASSES)
+    assert not poor.converged  # so the poor guess did take the SQUAREM turn above

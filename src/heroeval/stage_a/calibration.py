@@ -539,6 +539,21 @@ def _from_dict(obj: Any, src: str) -> Calibration:
 # ---------------------------------------------------------------------------
 
 
+def gold_information(ds: AnnotationSet, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
+    """The observed information of the gold items of ``ds`` alone at ``(alpha, beta, prev)`` (probability scale,
+    P x P): a gold item's likelihood has each labeler's label given the gold and the gold given its round's
+    prevalence, so the matrix is diagonal."""
+    tp, fn, tn, fp = gold_counts(ds)
+    isg = ds.gold >= 0
+    n1 = np.bincount(ds.item_round[isg & (ds.gold == 1)], minlength=ds.n_rounds).astype(np.float64)
+    n0 = np.bincount(ds.item_round[isg & (ds.gold == 0)], minlength=ds.n_rounds).astype(np.float64)
+    a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
+    b = np.clip(beta, _em.EPS, 1 - _em.EPS)
+    p = np.clip(prev, _em.EPS, 1 - _em.EPS)
+    return np.diag(np.concatenate([tp / a**2 + fn / (1 - a) ** 2, tn / b**2 + fp / (1 - b) ** 2,
+                                   n1 / p**2 + n0 / (1 - p) ** 2]))
+
+
 def gold_counts(ds: AnnotationSet) -> tuple[IntArray, IntArray, IntArray, IntArray]:
     """Per-labeler (tp, fn, tn, fp) over the annotations of gold items."""
     J = ds.n_labelers
@@ -948,6 +963,12 @@ class FoldFits:
             g_all = _em.bincount(history.item_round, G)
             g_gold = np.bincount(history.item_round[isg], minlength=G).astype(np.float64)
             self._gsizes = (g_all - g_gold, g_gold)
+            # each item's position in the design's order (items sorted by label count), and weights per w
+            self._where: IntArray | None = None
+            if cd.order is not None:
+                self._where = np.empty(history.n_items, dtype=np.int64)
+                self._where[cd.order] = np.arange(history.n_items)
+            self._weights: dict[float, FloatArray] = {}
         else:
             d = replace(design_of(history), pseudo_count=self.pseudo_count)
             dc = _em.compress(d)
@@ -964,10 +985,13 @@ class FoldFits:
         h = self.history
         if self._compact is not None:
             cd = self._compact
-            wt = np.where(self._isg, 1.0, w)
-            wt[drop] = 0.0
-            if cd.order is not None:
-                wt = wt[cd.order]
+            base = self._weights.get(w)
+            if base is None:  # the weights at w in the design's item order, kept for every fold
+                base = np.where(self._isg, 1.0, w)
+                base = base[cd.order] if cd.order is not None else base
+                self._weights[w] = base
+            wt = base.copy()
+            wt[drop if self._where is None else self._where[drop]] = 0.0
             out = h.take_items(drop)
             c_drop = _em.bincount(2 * out.labeler.astype(np.int64) + out.label, 2 * h.n_labelers)
             g_drop = np.bincount(out.item_round, minlength=h.n_rounds).astype(np.float64)
