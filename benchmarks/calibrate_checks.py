@@ -10,7 +10,7 @@ timing (numba compiles into its disk cache), then times each variant once, in
 a fresh process, as wall time of the whole command (reading, Stage A, the
 checks, writing the JSON), and prints the ratio. ``--repeats N`` alternates
 the two variants N times and reports each one's median and the ratio of the
-medians (one run of each moved by up to 0.8 s between runs here).
+medians (one run of each moved by up to 1.6 s between runs here).
 """
 
 from __future__ import annotations
