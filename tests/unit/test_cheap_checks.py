@@ -14,10 +14,24 @@ import pytest
 
 import heroeval as he
 from heroeval.checks import run_checks
-from heroeval.checks.model_checks import GUESS_PASSES, WARM_MIN_LABELS, _fit_from, _folds, _HistoryFolds
+from heroeval.checks.model_checks import (
+    GUESS_PASSES,
+    WARM_MIN_LABELS,
+    _fit_from,
+    _fold_start,
+    _folds,
+    _HistoryFolds,
+)
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a import _em
-from heroeval.stage_a.calibration import FoldFits, fit_stage_a, gold_information, information_of, initial_values
+from heroeval.stage_a.calibration import (
+    FoldFits,
+    fit_stage_a,
+    gold_counts,
+    gold_information,
+    information_of,
+    initial_values,
+)
 
 from .test_em_newton import sparse_crowd
 
@@ -111,3 +125,57 @@ def test_a_refit_from_a_poor_guess_turns_to_squarem_and_stops_where_it_would() -
         np.testing.assert_allclose(f.prev, plain.prev, atol=1e-6)
     poor = hf.fit(0.3, start, information=50.0 * np.eye(P), max_iter=GUESS_PASSES)
     assert not poor.converged  # so the poor guess did take the SQUAREM turn above
+
+
+def test_a_fold_refit_starts_one_newton_step_from_the_whole_fit() -> None:
+    """_fold_start: the refit objective's gradient at the whole fit, from the left-out gold items' counts alone,
+    equals the one a pass over the history gives (to the whole fit's EM tolerance); the step lands nearer the
+    refit's maximum than the whole fit is, and the refit from there stops at the same maximum in fewer passes."""
+    hist = paper_dgp(4, rho=0.3).history
+    gi = np.flatnonzero(hist.gold >= 0)
+    hf = _HistoryFolds(FoldFits(hist), gi)
+    cal = he.calibrate(hist, covariance=False)
+    here = (cal.alpha, cal.beta, cal.round_prevalence)
+    whole = hf.fit(1.0, here)
+    here = (whole.alpha, whole.beta, whole.prev)
+    H = hf.information(1.0, whole)
+    test = _folds(hist.take_items(gi), 5, 0)[1]
+    out = hist.take_items(gi[test])
+    # the gradient by a pass over the history without the fold (plain sums, the NumPy engine)
+    d = FoldFits(hist, engine="numpy").design(1.0, gi[test])
+    s1, cnt, gsum, gsize, _, _ = _em.em_sums(d, *here)
+    by_pass = _em.logit_gradient(s1, cnt, gsum, gsize, 0.0, *here)
+    tp, fn, tn, fp = gold_counts(out)
+    y1 = np.bincount(out.item_round, weights=(out.gold == 1).astype(float), minlength=out.n_rounds)
+    n = np.bincount(out.item_round, minlength=out.n_rounds)
+    a, b, p = here
+    closed = -np.concatenate([tp * (1 - a) - fn * a, tn * (1 - b) - fp * b, y1 * (1 - p) - (n - y1) * p])
+    np.testing.assert_allclose(by_pass, closed, atol=1e-5 * np.abs(closed).max())
+    start = _fold_start(out, here, H)
+    from_here = hf.fit(1.0, here, drop=test, information=H)
+    from_start = hf.fit(1.0, start, drop=test, information=H)
+    assert from_here.converged and from_start.converged
+    gap = lambda x: np.abs(np.concatenate(x) - np.concatenate(  # noqa: E731
+        (from_here.alpha, from_here.beta, from_here.prev))).max()
+    assert gap(start) < 0.25 * gap(here)
+    for f in ("alpha", "beta", "prev"):
+        np.testing.assert_allclose(getattr(from_start, f), getattr(from_here, f), atol=1e-7)
+    assert from_start.n_iter < from_here.n_iter
+
+
+def test_calibrate_shares_its_design_and_information_with_the_checks_and_drops_them() -> None:
+    """With the compiled engine the checks refit on the fit's own design and take its information at w = 1:
+    the same checks as on a design and information of their own, and the calibration returned keeps neither."""
+    pytest.importorskip("numba")
+    hist = paper_dgp(5, rho=0.3).history
+    kept = fit_stage_a(hist, engine="numba", keep_design=True)
+    assert kept.history_design is not None and kept.history_information is not None
+    ff = FoldFits(hist, engine="numba", design=kept.history_design)
+    assert ff._compact is kept.history_design
+    H = ff.information(1.0, kept.history_fit)  # type: ignore[arg-type]
+    np.testing.assert_allclose(kept.history_information, H, rtol=1e-10, atol=1e-10 * np.abs(H).max())
+    cal = he.calibrate(hist, checks=True, engine="numba")
+    assert cal.history_design is None and cal.history_information is None
+    plain = fit_stage_a(hist, engine="numba")
+    assert plain.history_design is None
+    _same_checks(cal.checks, run_checks(hist, start=plain, em_settings={"engine": "numba"}), 1e-9)

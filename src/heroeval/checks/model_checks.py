@@ -195,7 +195,7 @@ def run_checks(
         if refit == "scratch":
             return _fold_fits_scratch(history, in_history, grid, settings)
         ff = FoldFits(history, pseudo_count=float(settings.get("pseudo_count", 0.0)),
-                      engine=settings.get("engine", "auto"))
+                      engine=settings.get("engine", "auto"), design=None if start is None else start.history_design)
         return fold_fits_shared(_HistoryFolds(ff, gold_idx), gold_set, fold_items, grid, settings, start, warm)
 
     def template() -> Calibration:
@@ -457,13 +457,53 @@ def fold_fits_shared(ff: FoldFitter, gold_set: AnnotationSet, fold_items: list[n
             full = start.history_fit
         else:
             full = _fit_from(ff, w, prev_fit, guess, em)
-        H = None if w == 0.0 else ff.information(w, full)
+        # at the fit's own weight, the information its covariance was formed from
+        kept = None if start is None or full is not start.history_fit else start.history_information
+        H = None if w == 0.0 else kept if kept is not None else ff.information(w, full)
         here = (full.alpha, full.beta, full.prev)
         for k, test in enumerate(fold_items):
-            f = ff.fit(w, here, drop=test, information=H, **em)
+            f = ff.fit(w, here if H is None else _fold_start(gold_set.take_items(test), here, H), drop=test,
+                       information=H, **em)
             out[k][w] = (f.alpha, f.beta, f.prev)
         prev_fit, prev_H, prev_w = here, H, w
     return out
+
+
+FOLD_START_TRUST = 1.0
+"""The largest change of a logit the fold refits' starting step (:func:`_fold_start`) may make."""
+
+
+def _fold_start(out: AnnotationSet, here: Params, H: FloatArray) -> Params:
+    """Where a fold's refit starts: the Newton step from the whole history's fit ``here`` that the refit would
+    take first, with the same matrix (the whole history's information ``H``), without the pass that gives it.
+
+    At ``here`` the whole history's gradient is zero (to the EM tolerance), so
+    the refit's objective, the whole one less the left-out gold items' terms
+    ``out``, has the negative of those terms' gradient: a sum over the
+    left-out gold items alone, whose posteriors are their gold. The refit then
+    runs Stage A's Newton phase and stopping rule from there. The step is not
+    safeguarded by the objective (that would take the pass it saves): where it
+    moves a logit by more than :data:`FOLD_START_TRUST`, the refit starts from
+    ``here``. Without that limit, at low ``w`` on the example history, steps
+    of 2 to 29 along a labeler near the boundary made one refit take 354
+    passes instead of 95 (and with ``H`` less the left-out items' own
+    information, 478).
+    """
+    J, G = out.n_labelers, out.n_rounds
+    tp, fn, tn, fp = gold_counts(out)
+    s1 = np.empty(2 * J)
+    s1[1::2], s1[0::2] = tp, fn  # posterior P(Y = 1) summed per (labeler, label) code: the gold's
+    cnt = np.empty(2 * J)
+    cnt[1::2], cnt[0::2] = tp + fp, fn + tn
+    isg = out.gold >= 0
+    gsum = np.bincount(out.item_round[isg & (out.gold == 1)], minlength=G).astype(np.float64)
+    gsize = np.bincount(out.item_round[isg], minlength=G).astype(np.float64)
+    a, b, p = here
+    grad = -_em.logit_gradient(s1, cnt, gsum, gsize, 0.0, a, b, p)
+    new = _em.newton_point(a, b, p, grad, H)
+    with np.errstate(divide="ignore"):
+        moved = np.abs(logit(np.concatenate(new)) - logit(np.concatenate(here)))
+    return new if float(np.nan_to_num(moved, nan=np.inf).max(initial=0.0)) <= FOLD_START_TRUST else here
 
 
 GUESS_PASSES = 12

@@ -524,21 +524,8 @@ def _newton_phase(
             return _NewtonResult(xm, True, ch, n_eval, steps, tuple(trace))
         if n_eval >= budget:
             return _NewtonResult(x, False, ch, n_eval, steps, tuple(trace))
-        pr = expit(x)
-        D = pr * (1 - pr)
         a, b, p = _unpack(x, J)
-        info = information(a, b, p) * D[:, None] * D[None, :]
-        info[np.diag_indices_from(info)] -= grad * (1 - 2 * pr)
-        dg = np.diag(info)
-        # a logit at the clip stays out of the system only while the objective pushes it outwards
-        out = (np.abs(x) >= _LOGIT_MAX - NEWTON_BOUND) & (grad * np.sign(x) >= 0)
-        scale = np.abs(dg)
-        free = ~out & (scale > 1e-14 * max(float(scale.max(initial=0.0)), 1e-300))
-        if fixed is not None:
-            free[:J] &= ~fixed
-            free[J:2 * J] &= ~fixed
-        I_ff = info[np.ix_(free, free)]
-        g_f = grad[free]
+        I_ff, g_f, free = newton_system(x, grad, information(a, b, p), fixed)
         moved = False
         for _ in range(_NEWTON_TRIES):
             sol = _damped_solve(I_ff, g_f, damp)
@@ -570,6 +557,45 @@ def _newton_phase(
             if n_eval >= budget:
                 return _NewtonResult(x, False, ch, n_eval, steps, tuple(trace))
             x, (xm, grad, ll) = xm, at(xm)
+
+
+def newton_system(x: FloatArray, grad: FloatArray, info: FloatArray,
+                  fixed: npt.NDArray[np.bool_] | None = None) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+    """The Newton system on the logits at ``x``: ``(I_ff, g_f, free)``.
+
+    ``grad`` is the objective's gradient on the logits, ``info`` its observed
+    information on the probability scale (P x P); the logit-scale matrix is
+    ``D info D - diag(grad (1 - 2 p))``, ``D = p (1 - p)``. ``free`` leaves out
+    parameters without curvature, logits at the clip that the gradient pushes
+    outwards, and the labelers ``fixed`` (their sensitivity and specificity).
+    """
+    pr = expit(x)
+    D = pr * (1 - pr)
+    m = info * D[:, None] * D[None, :]
+    m[np.diag_indices_from(m)] -= grad * (1 - 2 * pr)
+    # a logit at the clip stays out of the system only while the objective pushes it outwards
+    out = (np.abs(x) >= _LOGIT_MAX - NEWTON_BOUND) & (grad * np.sign(x) >= 0)
+    scale = np.abs(np.diag(m))
+    free = ~out & (scale > 1e-14 * max(float(scale.max(initial=0.0)), 1e-300))
+    if fixed is not None:
+        J = fixed.size
+        free[:J] &= ~fixed
+        free[J:2 * J] &= ~fixed
+    return m[np.ix_(free, free)], grad[free], free
+
+
+def newton_point(alpha: FloatArray, beta: FloatArray, prev: FloatArray, grad: FloatArray,
+                 info: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """One Newton step on the logits from ``(alpha, beta, prev)``, whose objective has the logit-scale gradient
+    ``grad`` and the probability-scale information ``info`` (:func:`newton_system`; undamped, or the least damping
+    that makes the matrix positive definite), clipped; the point itself when no step solves. A starting point, not
+    a fit: :func:`run_em` from there decides convergence."""
+    x = _pack(alpha, beta, prev)
+    I_ff, g_f, free = newton_system(x, grad, info)
+    sol = _damped_solve(I_ff, g_f, 0.0)
+    if sol is not None:
+        x[free] += sol[0]
+    return _unpack(np.clip(x, -_LOGIT_MAX, _LOGIT_MAX), alpha.size)
 
 
 def _damped_solve(H: FloatArray, g: FloatArray, damp: float) -> tuple[FloatArray, float] | None:

@@ -577,13 +577,15 @@ class CompactDesign:
 
     def information(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
         """The observed information at ``(alpha, beta, prev)``: a posterior pass and the covariance pass."""
-        gamma, _ = self.posterior(alpha, beta, prev)
+        gamma, _ = self.posterior(alpha, beta, prev, need_ll=False)
         H, _, _ = self.covariance_sums(alpha, beta, prev, gamma, None, False)
         return H
 
-    def posterior(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> tuple[FloatArray, float]:
-        """Posteriors P(Y_r = 1 | data) in input item order (gold items: their gold) and the log-likelihood."""
-        _, _, ll = self._pass(alpha, beta, prev, True)
+    def posterior(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray,
+                  need_ll: bool = True) -> tuple[FloatArray, float]:
+        """Posteriors P(Y_r = 1 | data) in input item order (gold items: their gold) and the log-likelihood (NaN
+        unless ``need_ll``, which costs a pass more)."""
+        ll = self._pass(alpha, beta, prev, True)[2] if need_ll else float("nan")
         ed, elo, d, lo, _ = self._tables(alpha, beta, prev)
         g = np.empty(self.n_items)
         order, has_order = (self.order, True) if self.order is not None else (np.zeros(0, np.int32), False)

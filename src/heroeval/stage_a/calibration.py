@@ -220,6 +220,8 @@ class Calibration:
     token: str = field(default_factory=lambda: uuid.uuid4().hex, repr=False, compare=False)
     history: AnnotationSet | None = field(default=None, repr=False, compare=False)
     history_fit: _em.EMFit | None = field(default=None, repr=False, compare=False)
+    history_design: _kernels.CompactDesign | None = field(default=None, repr=False, compare=False)
+    history_information: FloatArray | None = field(default=None, repr=False, compare=False)
     checks: Any = field(default=None, repr=False, compare=False)
     gold_scores: GoldScores | None = field(default=None, repr=False, compare=False)
 
@@ -616,12 +618,14 @@ def initial_from_counts(
 
 
 def parameter_covariance(
-    d: _em.Design | _kernels.CompactDesign, fit: _em.EMFit, X: FloatArray | None, variance: str = "sandwich"
+    d: _em.Design | _kernels.CompactDesign, fit: _em.EMFit, X: FloatArray | None, variance: str = "sandwich",
+    information: list[FloatArray] | None = None,
 ) -> ParameterCovariance:
     """Covariance of (alpha, beta, prevalences[, covariate means]) from the history items' influence.
 
     Kept factored (:class:`heroeval.stage_a.covariance.ParameterCovariance`): the dense
-    matrix is formed only when asked for.
+    matrix is formed only when asked for. ``information``, a list, receives the
+    observed information ``H`` (probability scale, P x P) the covariance was formed from.
     """
     gram = variance == "sandwich"
     if isinstance(d, _em.Design):
@@ -632,6 +636,8 @@ def parameter_covariance(
     else:
         H, StS, SX = d.covariance_sums(fit.alpha, fit.beta, fit.prev, fit.gamma, X, gram)
         free = _influence.free_parameters(fit.alpha, fit.beta, fit.prev)
+    if information is not None:
+        information.append(H)
     Xc = None if X is None else X - X.mean(axis=0)
     return ParameterCovariance.from_information(H, free, StS if gram else None, SX, Xc)
 
@@ -725,6 +731,7 @@ def fit_stage_a(
     compress: bool = True,
     engine: Literal["auto", "numpy", "numba"] = "auto",
     progress: bool | _em.Progress = False,
+    keep_design: bool = False,
 ) -> Calibration:
     """Stage A at a fixed history weight: the fit behind :func:`heroeval.calibrate`.
 
@@ -734,6 +741,11 @@ def fit_stage_a(
     ``Calibration.checks``. Running the checks and choosing the weight by
     cross-validation is the composition layer's work
     (:mod:`heroeval.workflows.api`); this function knows nothing of them.
+    ``keep_design=True`` keeps, for refits of the same history
+    (:class:`FoldFits`), the compiled engine's design and the observed
+    information at the fit (``Calibration.history_design``,
+    ``history_information``; None with the NumPy engine or without the
+    covariance); :func:`heroeval.calibrate` drops them before it returns.
     """
     check_fit_settings(history, tol, max_iter, criterion, pseudo_count, variance)
     w = _check_weight(history_weight)
@@ -773,7 +785,9 @@ def fit_stage_a(
         X = history.covariates
         cov_mean = X.mean(axis=0)
         cov_cov = np.atleast_2d(np.cov(X, rowvar=False, ddof=1)) if X.shape[0] > 1 else np.zeros((X.shape[1],) * 2)
-    pcov = parameter_covariance(d_fit, fit, history.covariates, variance) if covariance else None
+    info: list[FloatArray] = []
+    pcov = parameter_covariance(d_fit, fit, history.covariates, variance, info) if covariance else None
+    shared = keep_design and isinstance(d_fit, _kernels.CompactDesign)
     if dc is not None:
         assert dc.row_of_item is not None
         fit = replace(fit, gamma=fit.gamma[dc.row_of_item])  # posteriors per item again
@@ -804,6 +818,8 @@ def fit_stage_a(
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         history=history,
         history_fit=fit,
+        history_design=d_fit if shared else None,  # type: ignore[arg-type]
+        history_information=info[0] if shared and info else None,
         checks=model_checks,
         gold_scores=score_gold_items(history, fit.alpha, fit.beta),
     )
@@ -943,7 +959,8 @@ class FoldFits:
     """
 
     def __init__(self, history: AnnotationSet, *, pseudo_count: float = 0.0,
-                 engine: Literal["auto", "numpy", "numba"] = "auto") -> None:
+                 engine: Literal["auto", "numpy", "numba"] = "auto",
+                 design: _kernels.CompactDesign | None = None) -> None:
         self.history = history
         self.pseudo_count = float(pseudo_count)
         self.numba = _choose_engine(engine, history.n_annotations)
@@ -954,8 +971,12 @@ class FoldFits:
         self._row_of_item: IntArray | None = None
         J, G = history.n_labelers, history.n_rounds
         if self.numba:
-            cd = _kernels.compact_design(history.item_ptr, history.labeler, history.label, J, history.gold,
-                                         history.item_round, G, pseudo_count=self.pseudo_count)
+            # the design Stage A was fitted on, when it is this history's at weight 1 with the same pseudo-counts
+            same = (design is not None and design.weight is None and design.pseudo_count == self.pseudo_count
+                    and design.n_items == history.n_items and design.n_labelers == J)
+            cd = design if same and design is not None else _kernels.compact_design(
+                history.item_ptr, history.labeler, history.label, J, history.gold, history.item_round, G,
+                pseudo_count=self.pseudo_count)
             self._compact = cd
             gold_set = history.take_items(np.flatnonzero(isg))
             c_gold = _em.bincount(2 * gold_set.labeler.astype(np.int64) + gold_set.label, 2 * J)

@@ -205,11 +205,11 @@ def calibrate(
     check_fit_settings(history, tol, max_iter, criterion, pseudo_count, variance)
     cv = history_weight == "cv"
     w = 1.0 if cv else _check_weight(history_weight)
-    def fit(weight: float, with_covariance: bool) -> Calibration:
+    def fit(weight: float, with_covariance: bool, keep_design: bool = False) -> Calibration:
         return fit_stage_a(
             history, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
             pseudo_count=pseudo_count, variance=variance, covariance=with_covariance, history_weight=weight,
-            compress=compress, engine=engine, progress=progress,
+            compress=compress, engine=engine, progress=progress, keep_design=keep_design,
         )
 
     if not (cv or checks):
@@ -218,8 +218,8 @@ def calibrate(
         raise HeroEvalError("the model checks (checks=True, history_weight='cv') refit Stage A on the history's "
                             "items, which a CompactHistory does not keep: read the history with read_annotations, "
                             "or calibrate without the checks")
-    # the fit first: the checks' refits start from it (and share its design's pieces)
-    cal = fit(w, covariance and not cv)
+    # the fit first: the checks' refits start from it and share its design and its information
+    cal = fit(w, covariance and not cv, keep_design=True)
     model_checks = run_checks(
         history, folds=check_folds, seed=seed, start=cal,
         em_settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
@@ -227,7 +227,7 @@ def calibrate(
     )
     if cv:
         cal = fit(model_checks.chosen_weight, covariance)
-    return replace(cal, checks=model_checks)
+    return replace(cal, checks=model_checks, history_design=None, history_information=None)
 
 
 def calibrate_dask(
