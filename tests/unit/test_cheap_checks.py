@@ -179,3 +179,16 @@ def test_calibrate_shares_its_design_and_information_with_the_checks_and_drops_t
     plain = fit_stage_a(hist, engine="numba")
     assert plain.history_design is None
     _same_checks(cal.checks, run_checks(hist, start=plain, em_settings={"engine": "numba"}), 1e-9)
+
+
+def test_the_left_out_items_kept_per_fold_give_the_design_a_fresh_one_gives() -> None:
+    pytest.importorskip("numba")
+    hist = paper_dgp(6, rho=0.3).history
+    drop = np.flatnonzero(hist.gold >= 0)[::5]
+    ff = FoldFits(hist, engine="numba")
+    ff.design(0.3, drop)  # fills the fold's entry
+    for w in (0.3, 1.0, 0.1):
+        kept, fresh = ff.design(w, drop), FoldFits(hist, engine="numba").design(w, drop)
+        for f in ("weight", "code_counts", "group_size"):
+            np.testing.assert_array_equal(getattr(kept, f), getattr(fresh, f))
+    assert float(ff.design(1.0, drop).weight.sum()) == hist.n_items - drop.size  # type: ignore[union-attr]

@@ -990,6 +990,7 @@ class FoldFits:
                 self._where = np.empty(history.n_items, dtype=np.int64)
                 self._where[cd.order] = np.arange(history.n_items)
             self._weights: dict[float, FloatArray] = {}
+            self._dropped: dict[bytes, tuple[IntArray, FloatArray, FloatArray]] = {}
         else:
             d = replace(design_of(history), pseudo_count=self.pseudo_count)
             dc = _em.compress(d)
@@ -1011,11 +1012,17 @@ class FoldFits:
                 base = np.where(self._isg, 1.0, w)
                 base = base[cd.order] if cd.order is not None else base
                 self._weights[w] = base
+            key = drop.tobytes()
+            dropped = self._dropped.get(key)
+            if dropped is None:  # the left-out items' positions and counts, the same at every weight
+                out = h.take_items(drop)
+                dropped = (drop if self._where is None else self._where[drop],
+                           _em.bincount(2 * out.labeler.astype(np.int64) + out.label, 2 * h.n_labelers),
+                           np.bincount(out.item_round, minlength=h.n_rounds).astype(np.float64))
+                self._dropped[key] = dropped
+            at, c_drop, g_drop = dropped
             wt = base.copy()
-            wt[drop if self._where is None else self._where[drop]] = 0.0
-            out = h.take_items(drop)
-            c_drop = _em.bincount(2 * out.labeler.astype(np.int64) + out.label, 2 * h.n_labelers)
-            g_drop = np.bincount(out.item_round, minlength=h.n_rounds).astype(np.float64)
+            wt[at] = 0.0
             counts = w * self._counts[0] + (self._counts[1] - c_drop)
             gsize = w * self._gsizes[0] + (self._gsizes[1] - g_drop)
             return replace(cd, weight=np.ascontiguousarray(wt), code_counts=counts, group_size=gsize)
