@@ -787,7 +787,7 @@ def fit_stage_a(
         cov_cov = np.atleast_2d(np.cov(X, rowvar=False, ddof=1)) if X.shape[0] > 1 else np.zeros((X.shape[1],) * 2)
     info: list[FloatArray] = []
     pcov = parameter_covariance(d_fit, fit, history.covariates, variance, info) if covariance else None
-    shared = keep_design and isinstance(d_fit, _kernels.CompactDesign)
+    kept = d_fit if keep_design and isinstance(d_fit, _kernels.CompactDesign) else None
     if dc is not None:
         assert dc.row_of_item is not None
         fit = replace(fit, gamma=fit.gamma[dc.row_of_item])  # posteriors per item again
@@ -818,8 +818,8 @@ def fit_stage_a(
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         history=history,
         history_fit=fit,
-        history_design=d_fit if shared else None,  # type: ignore[arg-type]
-        history_information=info[0] if shared and info else None,
+        history_design=kept,
+        history_information=info[0] if kept is not None and info else None,
         checks=model_checks,
         gold_scores=score_gold_items(history, fit.alpha, fit.beta),
     )
@@ -955,7 +955,9 @@ class FoldFits:
     history's fit at the same weight) and take Newton steps with that fit's
     observed information (:func:`heroeval.stage_a._em.run_em`), so each costs a
     few passes. The stopping rule is Stage A's: one EM step moves no parameter
-    by more than ``tol``.
+    by more than ``tol``. ``design``, the compiled design Stage A was fitted on
+    (``Calibration.history_design``), is used instead of building another when
+    it is this history's at weight 1 with the same pseudo-counts.
     """
 
     def __init__(self, history: AnnotationSet, *, pseudo_count: float = 0.0,
@@ -972,11 +974,12 @@ class FoldFits:
         J, G = history.n_labelers, history.n_rounds
         if self.numba:
             # the design Stage A was fitted on, when it is this history's at weight 1 with the same pseudo-counts
-            same = (design is not None and design.weight is None and design.pseudo_count == self.pseudo_count
-                    and design.n_items == history.n_items and design.n_labelers == J)
-            cd = design if same and design is not None else _kernels.compact_design(
-                history.item_ptr, history.labeler, history.label, J, history.gold, history.item_round, G,
-                pseudo_count=self.pseudo_count)
+            if (design is not None and design.weight is None and design.pseudo_count == self.pseudo_count
+                    and design.n_items == history.n_items and design.n_labelers == J):
+                cd = design
+            else:
+                cd = _kernels.compact_design(history.item_ptr, history.labeler, history.label, J, history.gold,
+                                             history.item_round, G, pseudo_count=self.pseudo_count)
             self._compact = cd
             gold_set = history.take_items(np.flatnonzero(isg))
             c_gold = _em.bincount(2 * gold_set.labeler.astype(np.int64) + gold_set.label, 2 * J)
