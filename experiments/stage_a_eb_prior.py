@@ -28,8 +28,9 @@ at ``K_CAP = 1e6``: every labeler's parameter then sits within about
 heroeval's starting values ``initial_values``, parameters clipped to
 [1e-9, 1 - 1e-9] as heroeval does, stop when one plain step moves no
 probability by more than ``--tol``, default 1e-9). With k = 0 it is heroeval's
-Stage A: ``--check`` and ``tests/experiments/test_stage_a_eb_prior.py`` compare
-it with ``heroeval.calibrate`` (alpha, beta, prevalences to 1e-6).
+Stage A: ``--check``, ``tests/experiments/test_stage_a_eb_prior.py`` and the run
+itself (on the first resample of every set and shift, column ``k0_gap``)
+compare it with ``heroeval.calibrate`` (alpha, beta, prevalences to 1e-6).
 
 Protocol: every binary set of ``benchmarks/real_data.py`` (``BINARY``), the
 benchmark protocol's splits ``make_split(data, r, 0.10, 200, shift, 2026)``
@@ -254,8 +255,14 @@ def run(data_dir: Path, first: int, resamples: int, only: list[str], shifts: tup
                     pr = eb_prior(sp.history)
                     fit = fit_eb(sp.history, pr, tol=tol)
                     cur = sp.current
+                    # the k -> 0 check on the first resample of each cell: the k = 0 fit against calibrate's
+                    gap = math.nan
+                    if r == first:
+                        z = fit_eb(sp.history, ZERO, tol=1e-11, max_iter=50_000)
+                        gap = float(max(np.max(np.abs(z.alpha - cal.alpha)), np.max(np.abs(z.beta - cal.beta)),
+                                        np.max(np.abs(z.prev - cal.round_prevalence))))
                     rows.append(_row(data.name, shift, r, "hero1", he.hero1(cur, cal, exclude_new_labelers=True),
-                                     sp.truth))
+                                     sp.truth, k0_gap=gap))
                     rows.append(_row(data.name, shift, r, "hero1_eb",
                                      he.hero1(cur, with_fit(cal, fit), exclude_new_labelers=True), sp.truth,
                                      m_a=pr.m_a, k_a=pr.k_a, m_b=pr.m_b, k_b=pr.k_b, em_evals=fit.n_eval,
@@ -404,6 +411,9 @@ def main() -> None:
     print(tables(summ))
     print()
     print(prior_table(rows))
+    gaps = rows.loc[rows["method"] == "hero1", "k0_gap"].dropna()
+    print(f"\nk = 0 fit against calibrate (first resample of each cell, {gaps.size} fits): "
+          f"largest |difference| in alpha, beta, prevalences {gaps.max():.2e}")
 
 
 if __name__ == "__main__":
