@@ -69,6 +69,7 @@ import math
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -239,8 +240,9 @@ def _row(name: str, shift: str, r: int, method: str, x: he.EstimateResult, truth
 
 
 def run(data_dir: Path, first: int, resamples: int, only: list[str], shifts: tuple[str, ...],
-        tol: float) -> pd.DataFrame:
-    rows = []
+        tol: float, save: Callable[[pd.DataFrame], object] | None = None) -> pd.DataFrame:
+    """The protocol's rows; ``save`` gets the rows so far after each set."""
+    rows: list[dict] = []
     for name, suffix in BINARY:
         if only and name not in only:
             continue
@@ -274,6 +276,8 @@ def run(data_dir: Path, first: int, resamples: int, only: list[str], shifts: tup
                                          he.rogan_gladen(cur, cal, exclude_new_labelers=True, shrink=v),  # type: ignore[arg-type]
                                          sp.truth))
         print(f"{data.name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+        if save is not None:
+            save(pd.DataFrame(rows))
     return pd.DataFrame(rows)
 
 
@@ -397,14 +401,18 @@ def main() -> None:
     if a.summarize_only:
         rows = pd.read_csv(rows_f)
     else:
-        t0 = time.perf_counter()
-        rows = run(Path(a.data), a.first, a.resamples, only, tuple(a.shifts.split(",")), a.tol)
-        print(f"total {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-        if a.append and rows_f.exists():
-            rows = pd.concat([pd.read_csv(rows_f), rows], ignore_index=True)
-            rows = rows.drop_duplicates(["dataset", "shift", "resample", "method"], keep="last")
+        old = pd.read_csv(rows_f) if a.append and rows_f.exists() else None
         out.mkdir(parents=True, exist_ok=True)
-        rows.to_csv(rows_f, index=False, float_format="%.10g")
+
+        def save(new: pd.DataFrame) -> pd.DataFrame:
+            rows = new if old is None else pd.concat([old, new], ignore_index=True).drop_duplicates(
+                ["dataset", "shift", "resample", "method"], keep="last")
+            rows.to_csv(rows_f, index=False, float_format="%.10g")
+            return rows
+
+        t0 = time.perf_counter()
+        rows = save(run(Path(a.data), a.first, a.resamples, only, tuple(a.shifts.split(",")), a.tol, save))
+        print(f"total {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     summ = summarize(rows)
     summ.to_csv(out / "stage_a_eb_prior.csv", index=False, float_format="%.6g")
     print(f"resamples {int(rows['resample'].min())}..{int(rows['resample'].max())}")
