@@ -94,8 +94,9 @@ fits), and pulling good and bad labelers towards one pool rate costs more
 than the noise it removes; HERO-1 on the plain fit stays the best of the four
 there. Under rate shift no variant of HERO-1 reaches rg_eb (gm 1.220), and
 hero1_eb's intervals (the plain fit's covariance) cover 0.767 against 0.692.
-RMSE leaves out failed estimates (``failed`` in the summary): rg and rg_eb
-were unidentified or at 1 in 3 and 8 of bluebirds' 60 splits, no other.
+RMSE leaves out failed estimates (``failed`` in the summary): rg was
+unidentified in 3 and rg_eb in 6 of bluebirds' 60 splits, no other (rg_eb
+also gave the boundary 1 in 2 more, counted).
 The intervals of hero1_eb are approximate; widths are nearly those of hero1
 (0.161-0.176 against 0.159-0.172).
 
