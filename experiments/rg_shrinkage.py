@@ -21,7 +21,6 @@ the held-out set is then scored with the chosen variant).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 import warnings
@@ -31,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _variant_loso import add_choice, comparison_table
 from real_data import BINARY
 
 import heroeval as he
@@ -39,7 +39,6 @@ from heroeval.workflows.benchmark import load_folder, make_split
 HERE = Path(__file__).resolve().parents[1]
 SHIFTS = ("none", "half", "rate")
 VARIANTS = ("none", "eb")
-COVERAGE_SLACK = 0.01
 
 
 def run(data_dir: Path, first: int, resamples: int, only: list[str]) -> pd.DataFrame:
@@ -85,34 +84,9 @@ def _wide(summ: pd.DataFrame) -> pd.DataFrame:
     return w.reset_index()
 
 
-def loso_choice(w: pd.DataFrame) -> dict[str, str]:
-    """For each held-out set: "eb" if on the other sets' cells its gm RMSE ratio < 1 and coverage is no worse."""
-    out = {}
-    for s in w["dataset"].unique():
-        rest = w[w["dataset"] != s]
-        gm = math.exp(float(rest["log_ratio"].mean()))
-        cov_ok = rest["coverage_eb"].mean() >= rest["coverage_none"].mean() - COVERAGE_SLACK
-        out[s] = "eb" if gm < 1 and cov_ok else "none"
-    return out
-
-
 def tables(summ: pd.DataFrame) -> str:
-    w = _wide(summ)
-    choice = loso_choice(w)
-    w["chosen"] = w["dataset"].map(choice)
-    w["rmse_chosen"] = np.where(w["chosen"] == "eb", w["rmse_eb"], w["rmse_none"])
-    w["coverage_chosen"] = np.where(w["chosen"] == "eb", w["coverage_eb"], w["coverage_none"])
-    w["log_ratio_chosen"] = np.log(w["rmse_chosen"] / w["rmse_none"])
-    lines = ["| shift | sets | gm RMSE ratio eb/none | eb better in | coverage none | coverage eb | width none | width eb "
-             "| LOSO: eb chosen for | LOSO gm ratio chosen/none | LOSO coverage chosen |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for sh in (*SHIFTS, "all"):
-        x = w if sh == "all" else w[w["shift"] == sh]
-        lines.append(
-            f"| {sh} | {len(x)} | {math.exp(x['log_ratio'].mean()):.3f} | {int((x['log_ratio'] < 0).sum())} of {len(x)} "
-            f"| {x['coverage_none'].mean():.3f} | {x['coverage_eb'].mean():.3f} | {x['mean_width_none'].mean():.3f} "
-            f"| {x['mean_width_eb'].mean():.3f} | {int((x['chosen'] == 'eb').sum())} of {len(x)} "
-            f"| {math.exp(x['log_ratio_chosen'].mean()):.3f} | {x['coverage_chosen'].mean():.3f} |")
+    w = add_choice(_wide(summ), "none", "eb")
+    lines = comparison_table(w, "none", "eb", SHIFTS, ("none", "eb"))
     lines.append("")
     lines.append("| set | shift | RMSE none | RMSE eb | bias none | bias eb | coverage none | coverage eb | LOSO choice |")
     lines.append("|---|---|---|---|---|---|---|---|---|")

@@ -125,6 +125,7 @@ import pandas as pd
 from scipy.special import expit, logit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _variant_loso import add_choice, comparison_table
 from real_data import BINARY
 
 import heroeval as he
@@ -137,7 +138,6 @@ from heroeval.workflows.benchmark import load_folder, make_split
 HERE = Path(__file__).resolve().parents[1]
 SHIFTS = ("none", "rate")
 METHODS = ("hero1", "hero1_eb", "rg", "rg_eb")
-COVERAGE_SLACK = 0.01
 K_CAP = 1e6
 EPS = 1e-9
 _LMAX = float(logit(1 - EPS))
@@ -348,17 +348,6 @@ def _wide(summ: pd.DataFrame) -> pd.DataFrame:
     return w.reset_index()
 
 
-def loso_choice(w: pd.DataFrame) -> dict[str, str]:
-    """For each held-out set: "hero1_eb" if on the other sets' cells its gm RMSE ratio to hero1 < 1, coverage no worse."""
-    out = {}
-    for s in w["dataset"].unique():
-        rest = w[w["dataset"] != s]
-        gm = math.exp(float(rest["log_ratio"].mean()))
-        cov_ok = rest["coverage_hero1_eb"].mean() >= rest["coverage_hero1"].mean() - COVERAGE_SLACK
-        out[s] = "hero1_eb" if gm < 1 and cov_ok else "hero1"
-    return out
-
-
 def tables(summ: pd.DataFrame) -> str:
     w = _wide(summ)
     shifts = [s for s in ("none", "half", "rate") if s in set(w["shift"])]
@@ -372,24 +361,9 @@ def tables(summ: pd.DataFrame) -> str:
                      + " | ".join(f"{math.exp(np.log(x[f'ratio_to_best_{m}']).mean()):.3f}" for m in METHODS) + " | "
                      + " | ".join(f"{x[f'coverage_{m}'].mean():.3f}" for m in METHODS) + " | "
                      + " | ".join(f"{x[f'mean_width_{m}'].mean():.3f}" for m in METHODS) + " |")
-    choice = loso_choice(w)
-    w["chosen"] = w["dataset"].map(choice)
-    eb = w["chosen"] == "hero1_eb"
-    w["rmse_chosen"] = np.where(eb, w["rmse_hero1_eb"], w["rmse_hero1"])
-    w["coverage_chosen"] = np.where(eb, w["coverage_hero1_eb"], w["coverage_hero1"])
-    w["log_ratio_chosen"] = np.log(w["rmse_chosen"] / w["rmse_hero1"])
+    add_choice(w, "hero1", "hero1_eb")
     lines += ["", "hero1_eb against hero1 (plain Stage A), in-sample and leave-one-set-out", "",
-              "| shift | sets | gm RMSE ratio eb/plain | eb better in | coverage plain | coverage eb | width plain "
-              "| width eb | LOSO: eb chosen for | LOSO gm ratio chosen/plain | LOSO coverage chosen |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for sh in (*shifts, "all"):
-        x = w if sh == "all" else w[w["shift"] == sh]
-        lines.append(
-            f"| {sh} | {len(x)} | {math.exp(x['log_ratio'].mean()):.3f} | {int((x['log_ratio'] < 0).sum())} of {len(x)} "
-            f"| {x['coverage_hero1'].mean():.3f} | {x['coverage_hero1_eb'].mean():.3f} "
-            f"| {x['mean_width_hero1'].mean():.3f} | {x['mean_width_hero1_eb'].mean():.3f} "
-            f"| {int((x['chosen'] == 'hero1_eb').sum())} of {len(x)} "
-            f"| {math.exp(x['log_ratio_chosen'].mean()):.3f} | {x['coverage_chosen'].mean():.3f} |")
+              *comparison_table(w, "hero1", "hero1_eb", shifts, ("plain", "eb"))]
     lines += ["", "| set | shift | " + " | ".join(f"RMSE {m}" for m in METHODS) + " | bias hero1 | bias hero1_eb | "
               + " | ".join(f"cov {m}" for m in METHODS) + " | LOSO choice |",
               "|---|---|" + "---|" * (2 * len(METHODS) + 3)]
