@@ -18,6 +18,19 @@ COVERAGE_SLACK = 0.01
 """The variant is chosen only if its mean coverage is at most this much below the plain method's."""
 
 
+def cell_summary(rows: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Per (set, shift, ``by``): resamples, RMSE (failed estimates left out), bias, coverage of the 95 % interval,
+    mean width and the number of failed (NaN) estimates, from per-resample rows with estimate, truth and interval."""
+    d = rows.copy()
+    d["err"] = d["estimate"] - d["truth"]
+    d["cover"] = (d["ci_low"] <= d["truth"]) & (d["truth"] <= d["ci_high"])
+    d["width"] = d["ci_high"] - d["ci_low"]
+    return d.groupby(["dataset", "shift", by], sort=False).agg(
+        resamples=("err", "size"), rmse=("err", lambda e: float(np.sqrt(np.nanmean(np.square(e))))),
+        bias=("err", "mean"), coverage=("cover", "mean"), mean_width=("width", "mean"),
+        failed=("estimate", lambda e: int(np.isnan(e).sum()))).reset_index()
+
+
 def loso_choice(w: pd.DataFrame, plain: str, variant: str) -> dict[str, str]:
     """For each held-out set: ``variant`` if on the other sets' cells its gm RMSE ratio to ``plain`` is below 1 and
     its mean coverage is no more than :data:`COVERAGE_SLACK` below; else ``plain``."""

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from _variant_loso import add_choice, comparison_table
+from _variant_loso import add_choice, cell_summary, comparison_table
 from real_data import BINARY
 
 import heroeval as he
@@ -66,15 +66,7 @@ def run(data_dir: Path, first: int, resamples: int, only: list[str]) -> pd.DataF
 
 
 def summarize(rows: pd.DataFrame) -> pd.DataFrame:
-    d = rows.copy()
-    d["err"] = d["estimate"] - d["truth"]
-    d["cover"] = (d["ci_low"] <= d["truth"]) & (d["truth"] <= d["ci_high"])
-    d["width"] = d["ci_high"] - d["ci_low"]
-    out = d.groupby(["dataset", "shift", "shrink"], sort=False).agg(
-        resamples=("err", "size"), rmse=("err", lambda e: float(np.sqrt(np.nanmean(np.square(e))))),
-        bias=("err", "mean"), coverage=("cover", "mean"), mean_width=("width", "mean"),
-        failed=("estimate", lambda e: int(np.isnan(e).sum()))).reset_index()
-    return out
+    return cell_summary(rows, "shrink")
 
 
 def _wide(summ: pd.DataFrame) -> pd.DataFrame:

@@ -125,7 +125,7 @@ import pandas as pd
 from scipy.special import expit, logit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from _variant_loso import add_choice, comparison_table
+from _variant_loso import add_choice, cell_summary, comparison_table
 from real_data import BINARY
 
 import heroeval as he
@@ -328,14 +328,7 @@ def run(data_dir: Path, first: int, resamples: int, only: list[str], shifts: tup
 
 
 def summarize(rows: pd.DataFrame) -> pd.DataFrame:
-    d = rows.copy()
-    d["err"] = d["estimate"] - d["truth"]
-    d["cover"] = (d["ci_low"] <= d["truth"]) & (d["truth"] <= d["ci_high"])
-    d["width"] = d["ci_high"] - d["ci_low"]
-    out = d.groupby(["dataset", "shift", "method"], sort=False).agg(
-        resamples=("err", "size"), rmse=("err", lambda e: float(np.sqrt(np.nanmean(np.square(e))))),
-        bias=("err", "mean"), coverage=("cover", "mean"), mean_width=("width", "mean"),
-        failed=("estimate", lambda e: int(np.isnan(e).sum()))).reset_index()
+    out = cell_summary(rows, "method")
     out["ratio_to_best"] = out["rmse"] / out.groupby(["dataset", "shift"])["rmse"].transform("min")
     return out
 
