@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from heroeval._core.jsonfile import read_json
+from heroeval._core.jsonfile import dumps_json, read_json
 from heroeval._version import __version__
 from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet
@@ -152,7 +152,7 @@ class MultiClassCalibration:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the calibration as versioned JSON."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n", encoding="utf-8")
+        Path(path).write_text(dumps_json(self.to_dict(), indent=1) + "\n", encoding="utf-8")
 
 
 def load_multiclass_calibration(path: str | os.PathLike[str]) -> MultiClassCalibration:

@@ -21,7 +21,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from heroeval._core import jit
-from heroeval._core.jsonfile import read_json
+from heroeval._core.jsonfile import dumps_json, read_json
 from heroeval._version import __version__
 from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError, HeroEvalWarning
 from heroeval.ingest.annotations import AnnotationSet
@@ -353,7 +353,7 @@ class Calibration:
         }
 
     def to_json(self, indent: int | None = 1) -> str:
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+        return dumps_json(self.to_dict(), indent=indent)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the calibration as versioned JSON (never pickle)."""
