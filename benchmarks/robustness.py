@@ -173,6 +173,9 @@ def main() -> None:
     ap.add_argument("--judge", action="store_true", help="judge the resamples.csv.gz already in --out (no fitting)")
     ap.add_argument("--resample-range", default="", help="with --judge: A:B keeps resamples A..B-1")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap draws for the criteria's noise (0: none)")
+    ap.add_argument("--rate-odds", type=float, default=3.0,
+                    help="shift=rate: factor on a gold positive's odds of entering the current round (default 3; "
+                         "below 1 moves the rate away from one half)")
     ap.add_argument("--groups", action="store_true",
                     help="also leave one real round out (split='groups', rows tagged shift='groups'): triviaqa's "
                          "answering models (n = 400), mre_treat's blocks of batches; --resamples per data set")
@@ -187,7 +190,7 @@ def main() -> None:
         t = time.perf_counter()
         data = load_folder(Path(a.data) / name, binary_suffix=suffix)
         frames.append(run_benchmark(data, resamples=a.resamples, n=a.n, rhos=(a.rho,), workers=a.workers,
-                                    first_resample=a.first, shifts=a.shifts.split(",")))
+                                    first_resample=a.first, shifts=a.shifts.split(","), rate_odds=a.rate_odds))
         print(f"{data.name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     if a.groups and not a.judge:
         for data, n in round_sets(Path(a.data), a.n, a.only.split(",") if a.only else ()):

@@ -77,6 +77,15 @@ def test_rate_shift_moves_the_current_rate_and_nothing_else(folder: Path) -> Non
     assert a.current.n_labelers == b.current.n_labelers  # the labeler pool is not touched
     with pytest.raises(HeroEvalError, match="shift must be one of"):
         run_benchmark(data, resamples=2, shifts=["drift"])
+    # another factor: below 1 the rate moves the other way, by the same first-draw formula
+    for odds in (1 / 3, 9.0):
+        u = odds if p <= 0.5 else 1 / odds
+        got = np.mean([make_split(data, r, 0.1, 60, "rate", 2026, rate_odds=odds).truth for r in range(30)])
+        assert abs(got - u * p / (u * p + 1 - p)) < 0.05, (odds, got)
+    assert make_split(data, 0, 0.1, 60, "rate", 2026, rate_odds=RATE_SHIFT_ODDS).truth == a.truth
+    for bad in (0.0, -1.0, math.inf, True):
+        with pytest.raises(HeroEvalError, match="rate_odds must be a positive number"):
+            run_benchmark(data, resamples=2, shifts=["rate"], rate_odds=bad)  # type: ignore[arg-type]
 
 
 def test_cli_benchmark_on_a_new_folder(folder: Path, tmp_path: Path) -> None:

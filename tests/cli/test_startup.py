@@ -15,6 +15,7 @@ reads its ``sys.modules``:
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
@@ -74,8 +75,11 @@ def test_cli_copies_of_library_constants_are_pinned() -> None:
     from heroeval.estimators.results import METHODS
     from heroeval.inference.select import DEFAULT_MIX
     from heroeval.store.trend import ADJUSTMENTS
+    from heroeval.workflows.benchmark import RATE_SHIFT_ODDS
 
     assert commands._METHODS == METHODS
     assert commands._ALL_GOLD_METHODS == ALL_GOLD_METHODS
     assert commands._DEFAULT_MIX == DEFAULT_MIX
     assert store._ADJUSTMENTS == ADJUSTMENTS
+    rate_odds = inspect.signature(commands.benchmark_cmd).parameters["rate_odds"].default
+    assert rate_odds == RATE_SHIFT_ODDS

@@ -16,7 +16,8 @@ optionally ``items.csv`` (item_id + text columns):
    the labeler pool differs between history and current. Rate shift
    (``shift="rate"``): the current round's items are drawn with their gold
    label's odds multiplied by :data:`RATE_SHIFT_ODDS` (divided, when the gold
-   rate is above one half), so that its rate differs from the history's, as
+   rate is above one half; ``rate_odds`` sets another factor, below 1 to move
+   the rate away from one half), so that its rate differs from the history's, as
    a new model's defect rate differs from the last one's; the labelers'
    error rates stay the same.
 4. Run every method with its 95 % interval; score against the current items'
@@ -148,7 +149,8 @@ class Split:
 
 
 def make_split(
-    data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random"
+    data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random",
+    rate_odds: float = RATE_SHIFT_ODDS,
 ) -> Split:
     """Resample r of the protocol (module docstring), the same for every method and every caller."""
     rng = np.random.default_rng([seed, r, int(rho * 1000)])
@@ -169,7 +171,7 @@ def make_split(
         p = None
         if shift == "rate":
             y = data.gold["gold"].to_numpy()
-            up = RATE_SHIFT_ODDS if y.mean() <= 0.5 else 1.0 / RATE_SHIFT_ODDS
+            up = rate_odds if y.mean() <= 0.5 else 1.0 / rate_odds
             w = np.where(y == 1, up, 1.0)
             p = w / w.sum()
         cur_items = set(rng.choice(gold_items, n_cur, replace=False, p=p).tolist())
@@ -195,10 +197,11 @@ def make_split(
 
 
 def _one_resample(
-    data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random", auto: bool = True
+    data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random", auto: bool = True,
+    rate_odds: float = RATE_SHIFT_ODDS,
 ) -> list[dict[str, Any]]:
     warnings.simplefilter("ignore", ConvergenceWarning)
-    sp = make_split(data, r, rho, n, shift, seed, split)
+    sp = make_split(data, r, rho, n, shift, seed, split, rate_odds)
     hist, cur, truth, group = sp.history, sp.current, sp.truth, sp.group
     cal = calibrate(hist, checks=auto)
     res = estimate(cur, cal, method="all", ridge=1.0, exclude_new_labelers=True, recommend=auto,
@@ -227,11 +230,12 @@ def _picked(rec: Any) -> str:
     return rec.method if rec.history_weight is None else f"{rec.method}@{rec.history_weight:g}"
 
 
-def _task(args: tuple[BenchmarkData, Sequence[int], float, int, str, int, str, bool]) -> list[dict[str, Any]]:
-    data, rs, rho, n, shift, seed, split, auto = args
+def _task(args: tuple[BenchmarkData, Sequence[int], float, int, str, int, str, bool, float]
+          ) -> list[dict[str, Any]]:
+    data, rs, rho, n, shift, seed, split, auto, rate_odds = args
     out: list[dict[str, Any]] = []
     for r in rs:
-        out.extend(_one_resample(data, r, rho, n, shift, seed, split, auto))
+        out.extend(_one_resample(data, r, rho, n, shift, seed, split, auto, rate_odds))
     return out
 
 
@@ -248,6 +252,7 @@ def run_benchmark(
     split: str = "random",
     auto: bool = True,
     first_resample: int = 0,
+    rate_odds: float = RATE_SHIFT_ODDS,
 ) -> pd.DataFrame:
     """Every method on ``resamples`` splits per (rho, shift); one row per resample and method.
 
@@ -268,6 +273,12 @@ def run_benchmark(
     r takes group r mod G as the current round (up to ``n`` of its gold items)
     and every other group as history, so the current round differs from the
     history as a real next round would (prevalence, labeler pool, content).
+
+    ``rate_odds`` (``shift="rate"``): the factor on a gold-positive item's odds
+    of being drawn into the current round (inverted when the gold rate is
+    above one half). The default 3 moves the rate across or towards one half;
+    a factor below 1 moves it away (a rare class rarer, as a better model's
+    defect rate).
     """
     if split not in ("random", "groups"):
         raise HeroEvalError(f"split must be 'random' or 'groups', got {split!r}")
@@ -283,9 +294,12 @@ def run_benchmark(
     for rho in rhos:
         if not 0 < rho < 1:
             raise HeroEvalError(f"rho must be in (0, 1), got {rho!r}")
+    if isinstance(rate_odds, bool) or not (isinstance(rate_odds, (int, float)) and math.isfinite(rate_odds)
+                                           and rate_odds > 0):
+        raise HeroEvalError(f"rate_odds must be a positive number, got {rate_odds!r}")
     per = max(1, resamples // (2 * (workers or os.cpu_count() or 1)))
     end = first_resample + resamples
-    jobs = [(data, list(range(i, min(i + per, end))), rho, n, s, seed, split, auto)
+    jobs = [(data, list(range(i, min(i + per, end))), rho, n, s, seed, split, auto, float(rate_odds))
             for rho in rhos for s in shifts for i in range(first_resample, end, per)]
     rows = run_chunks(_task, jobs, [len(j[1]) for j in jobs], workers, progress)
     return pd.DataFrame(rows).sort_values(["rho", "shift", "resample", "method"], kind="stable").reset_index(drop=True)
