@@ -43,15 +43,17 @@ from heroeval.workflows.api import calibrate, estimate
 from heroeval.workflows.benchmark import load_folder, make_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_data import BINARY
+from real_data import BINARY, round_sets
 
 KS = (20, 50, 100)
 DESIGNS = ("uniform", "active")
 SHIFTS = ("none", "half", "rate")
 
 
-def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS) -> list[dict]:
-    sp = make_split(data, r, 0.10, 200, shift, seed)
+def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS, n: int = 200) -> list[dict]:
+    """One resample's rows; ``shift="groups"``: the real rounds' split (leave group ``r mod G`` out)."""
+    groups = shift == "groups"
+    sp = make_split(data, r, 0.10, n, "none" if groups else shift, seed, "groups" if groups else "random")
     cal = calibrate(sp.history)
     al = _align(sp.current, cal, True)
     cur = al.data
@@ -76,7 +78,8 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS) -> list[dic
         if k >= n:
             continue
         for design in designs:
-            gen = np.random.default_rng([seed, r, k, SHIFTS.index(shift), DESIGNS.index(design)])
+            gen = np.random.default_rng([seed, r, k, SHIFTS.index(shift) if shift in SHIFTS else len(SHIFTS),
+                                         DESIGNS.index(design)])
             sel = select_items(cur, cal, k, design=design, rng=gen)
             ch = sel.chosen
             pos = pd.Index(ids).get_indexer(ch["item_id"])
@@ -116,6 +119,14 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS) -> list[dic
     return rows
 
 
+def _rounds_job(job: tuple) -> list[dict]:
+    folder, name, rs, seed = job
+    warnings.simplefilter("ignore", HeroEvalWarning)
+    warnings.simplefilter("ignore", RuntimeWarning)
+    data, n = next(x for x in round_sets(Path(folder), 200, [name]) if x[0].name == name)
+    return [row for r in rs for row in one(data, r, "groups", seed, n=n)]
+
+
 def _job(job: tuple) -> list[dict]:
     folder, name, suffix, shift, resamples, seed = job
     warnings.simplefilter("ignore", HeroEvalWarning)
@@ -147,6 +158,9 @@ def main() -> None:
     ap.add_argument("--out", default="docs/current_gold")
     ap.add_argument("--only", default="")
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--groups", action="store_true",
+                    help="the real rounds instead (benchmarks/real_data.round_sets: triviaqa's answering models, "
+                         "mre_treat's blocks of batches; resample r leaves round r mod G out): rounds_*.csv")
     a = ap.parse_args()
     warnings.simplefilter("ignore", HeroEvalWarning)
     warnings.simplefilter("ignore", RuntimeWarning)
@@ -154,17 +168,26 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     t0 = time.perf_counter()
-    for name, suffix in BINARY:
+    for name, suffix in ([] if a.groups else BINARY):
         if a.only and name not in a.only.split(","):
             continue
         t = time.perf_counter()
         jobs = [(a.data, name, suffix, shift, a.resamples, a.seed) for shift in SHIFTS]
         rows.extend(run_chunks(_job, jobs, [a.resamples] * len(jobs), workers=a.workers))
         print(f"{name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+    for name in (("triviaqa_llm_judges", "mre_treat") if a.groups else ()):
+        if a.only and name not in a.only.split(","):
+            continue
+        t = time.perf_counter()
+        half = a.resamples // 2
+        jobs = [(a.data, name, list(range(0, half)), a.seed), (a.data, name, list(range(half, a.resamples)), a.seed)]
+        rows.extend(run_chunks(_rounds_job, jobs, [len(j[2]) for j in jobs], workers=a.workers))
+        print(f"{name} rounds: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     df = pd.DataFrame(rows).sort_values(["dataset", "shift", "resample", "k", "design", "method"], kind="stable")
-    df.to_csv(out / "resamples.csv.gz", index=False)
+    prefix = "rounds_" if a.groups else ""
+    df.to_csv(out / f"{prefix}resamples.csv.gz", index=False)
     summ = summarize(df)
-    summ.to_csv(out / "summary.csv", index=False)
+    summ.to_csv(out / f"{prefix}summary.csv", index=False)
     print(f"total {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     print(tables(summ))
 
@@ -188,9 +211,10 @@ def tables(s: pd.DataFrame) -> str:
         out.append(f"| {sh} | {g['coverage'].mean():.3f} | {g['coverage'].min():.2f} |")
     out.append("")
     # 2. coverage of every method, by shift
-    out.append("| method | " + " | ".join(SHIFTS) + " | min cell |\n|---|---|---|---|---|")
+    shifts = [sh for sh in (*SHIFTS, "groups") if sh in set(s["shift"])]
+    out.append("| method | " + " | ".join(shifts) + " | min cell |\n|" + "---|" * (len(shifts) + 2))
     for m, g in s[s["k"] > 0].groupby("method"):
-        cov = [g[g["shift"] == sh]["coverage"].mean() for sh in SHIFTS]
+        cov = [g[g["shift"] == sh]["coverage"].mean() for sh in shifts]
         out.append(f"| {m} | " + " | ".join(f"{c:.3f}" for c in cov) + f" | {g['coverage'].min():.2f} |")
     out.append("")
     # 3. width ratios (uniform design), geometric means over data sets and shifts, and labels saved
