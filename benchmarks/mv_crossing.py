@@ -13,6 +13,12 @@ and the error at the gold's own rate and at the rate the benchmark's rate
 shift draws (the first draw's rate ``u p / (u p + 1 - p)``, ``u`` the odds
 factor, inverted when the gold rate is above one half). Writes
 ``--out``/mv_crossing.csv.
+
+``--resamples FILE`` (a ``benchmarks/robustness.py`` resamples.csv.gz) also
+prints, per set and shift, majority vote's mean error in those resamples
+beside the line's prediction at each resample's true rate, and ``auto``'s
+geometric-mean RMSE ratio to the best method per shift type, with and
+without majority vote among the methods compared.
 """
 
 from __future__ import annotations
@@ -54,12 +60,34 @@ def crossing(data_dir: Path, odds: list[float]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def check(resamples: Path, cross: pd.DataFrame) -> None:
+    """Majority vote's observed mean error against the line's, and auto's ratios with and without it."""
+    df = pd.read_csv(resamples)
+    df = df[df["split"] == "random"]
+    rates = cross.set_index("dataset")[["mv_fpr", "mv_fnr"]]
+    mv = df[df["method"] == "majority_vote"].join(rates, on="dataset")
+    mv["predicted"] = (1 - mv["truth"]) * mv["mv_fpr"] - mv["truth"] * mv["mv_fnr"]
+    mv["observed"] = mv["estimate"] - mv["truth"]
+    g = mv.groupby(["dataset", "shift"])[["observed", "predicted"]].mean()
+    print("\nmajority vote's mean error (pool shift uses half the labelers: not the line's case)")
+    print(g.unstack("shift").round(3).to_string())
+    d = df.assign(sq=(df["estimate"] - df["truth"]) ** 2)
+    rmse = d.groupby(["shift", "dataset", "method"])["sq"].mean() ** 0.5
+    wide = rmse.unstack("method")
+    methods = ["majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1", "hero2", "hero_joint"]
+    for label, ms in (("all methods", methods), ("without majority vote", methods[1:])):
+        r = wide["auto"] / wide[[m for m in ms if m in wide.columns]].min(axis=1)
+        per = r.groupby("shift").agg(lambda x: f"{np.exp(np.log(x).mean()):.3f} (worst {x.max():.2f})")
+        print(f"auto / best of {label}: " + ", ".join(f"{k} {v}" for k, v in per.items()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     here = Path(__file__).resolve().parent.parent
     ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
     ap.add_argument("--rate-odds", type=float, action="append", default=None)
     ap.add_argument("--out", default="docs/research/robustness/shift")
+    ap.add_argument("--resamples", default="", help="a robustness.py resamples.csv.gz to check the line against")
     a = ap.parse_args()
     odds = a.rate_odds or [RATE_SHIFT_ODDS]
     df = crossing(Path(a.data), odds)
@@ -67,6 +95,8 @@ def main() -> None:
     df.to_csv(Path(a.out) / "mv_crossing.csv", index=False, float_format="%.4g")
     pd.set_option("display.width", 250)
     print(df.round(3).to_string(index=False))
+    if a.resamples:
+        check(Path(a.resamples), df)
 
 
 if __name__ == "__main__":
