@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from heroeval.errors import HeroEvalError
 
 __all__ = ["DependenceTest", "ModelChecks"]
@@ -123,7 +125,7 @@ class ModelChecks:
             "chosen_weight": self.chosen_weight, "calibration_curve": self.calibration_curve,
             "mock": [{k: (_fin(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.mock],
             "dependence": self.dependence.to_dict(), "notes": list(self.notes),
-            "items": {k: [round(float(x), 10) for x in v] for k, v in self.items.items()},
+            "items": {k: np.round(np.asarray(v, dtype=np.float64), 10).tolist() for k, v in self.items.items()},
         }
 
     @classmethod
