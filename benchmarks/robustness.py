@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from heroeval.workflows.benchmark import load_folder, run_benchmark, summarize_benchmark
+from heroeval.workflows.benchmark import RATE_SHIFT_ODDS, load_folder, run_benchmark, summarize_benchmark
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from real_data import BINARY, round_sets
@@ -173,7 +173,7 @@ def main() -> None:
     ap.add_argument("--judge", action="store_true", help="judge the resamples.csv.gz already in --out (no fitting)")
     ap.add_argument("--resample-range", default="", help="with --judge: A:B keeps resamples A..B-1")
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap draws for the criteria's noise (0: none)")
-    ap.add_argument("--rate-odds", type=float, default=3.0,
+    ap.add_argument("--rate-odds", type=float, default=RATE_SHIFT_ODDS,
                     help="shift=rate: factor on a gold positive's odds of entering the current round (default 3; "
                          "below 1 moves the rate away from one half)")
     ap.add_argument("--groups", action="store_true",
