@@ -50,6 +50,7 @@ import itertools
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,7 @@ from robustness import COMPARED
 
 COVER_MEAN = 0.95
 COVER_MIN = 0.80
-COVER_SHIFTS = ("none", "half", "rate")
+COVER_SHIFTS = ["none", "half", "rate"]
 """Shift types whose cells the coverage constraint of step 2 reads. The real rounds (``groups``) are reported but
 not used to choose: two data sets, few distinct rounds (resamples of a small round repeat it), and one round of
 mre_treat (batches 23-46) whose gold is 0 by the data's construction (the expert judged only distant-supervision
@@ -74,6 +75,10 @@ positives), where every method errs by +0.24 to +0.60 and no interval built from
 PAPER_WIDTH = 1.10
 PAPER_COVER = (0.93, 0.97)
 KAPPAS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
+AWARE_LEVELS = (0.01, 0.05, 0.10)
+"""``AutoRule.aware_level`` values on the grid (with ``bias_aware="flagged"``)."""
+SHIFT_LEVELS = (None, 0.001, 0.01, 0.05)
+"""``AutoRule.shift_level`` values on the grid (with ``bias_aware="flagged"``)."""
 TARGETS = ("gold", "robust", "robust_eb", "own")
 CANDIDATE_SETS = {"default": CANDIDATES, "with_mv": (*CANDIDATES, "majority_vote"),
                   "with_mv_ds": (*CANDIDATES, "majority_vote", "dawid_skene")}
@@ -122,11 +127,21 @@ def replay(auto_row: pd.Series, rule: AutoRule, rows: list[dict[str, Any]] | Non
     return est, best["ci_low"], best["ci_high"], pick
 
 
+def rule_name(rule: AutoRule) -> str:
+    cname = next(k for k, v in CANDIDATE_SETS.items() if tuple(v) == rule.candidates)
+    lvl = (f"|{rule.aware_level:g}|{'-' if rule.shift_level is None else format(rule.shift_level, 'g')}"
+           if rule.bias_aware == "flagged" else "")
+    return f"{rule.rate_target}|{cname}|{rule.bias_aware}|{rule.bias_kappa:g}{lvl}"
+
+
 def rules() -> list[tuple[str, AutoRule]]:
     out = []
-    for t, (cname, cset), aw, k in itertools.product(TARGETS, CANDIDATE_SETS.items(), AWARE, KAPPAS):
-        out.append((f"{t}|{cname}|{aw}|{k:g}",
-                     AutoRule(rate_target=t, bias_kappa=k, candidates=tuple(cset), bias_aware=aw)))
+    for t, (_, cset), aw, k in itertools.product(TARGETS, CANDIDATE_SETS.items(), AWARE, KAPPAS):
+        levels = itertools.product(AWARE_LEVELS, SHIFT_LEVELS) if aw == "flagged" else [(AWARE_LEVELS[0], None)]
+        for lvl, sl in levels:
+            rule = AutoRule(rate_target=t, bias_kappa=k, candidates=tuple(cset), bias_aware=aw, aware_level=lvl,
+                            shift_level=sl)
+            out.append((rule_name(rule), rule))
     return out
 
 
@@ -170,17 +185,26 @@ def per_shift(cells: pd.DataFrame) -> pd.DataFrame:
         best_width_mean=("best_width", "mean")).reset_index()
 
 
-def pick_rule(cells: pd.DataFrame, grid: list[tuple[str, AutoRule]], allowed: set[str] | None = None) -> str:
-    """Step 1: rate target and candidate set by geometric-mean ratio; step 2: among the interval variants
-    (``bias_aware`` x ``bias_kappa``) of that family, the narrowest on average that covers (see the module
-    docstring); none covering: the one with the highest mean coverage."""
+def family(name: str) -> str:
+    """A rule's family: its rate target and candidate set (the parts that decide the estimate)."""
+    return "|".join(name.split("|")[:2])
+
+
+def pick_family(cells: pd.DataFrame) -> str:
+    """Step 1: the family (rate target, candidate set) with the smallest geometric-mean ratio over the cells."""
     geo = cells.groupby("rule")["ratio"].apply(lambda r: float(np.exp(np.log(r).mean())))
-    by_rule = dict(grid)
-    fam = {name: "|".join(name.split("|")[:2]) for name in by_rule}
-    fam_geo = {f: min(geo[n] for n in by_rule if fam[n] == f) for f in set(fam.values())}
-    f_best = min(sorted(fam_geo), key=lambda f: fam_geo[f])
-    members = [n for n in by_rule if fam[n] == f_best and (allowed is None or n in allowed)]
-    members = members or [n for n in by_rule if fam[n] == f_best]
+    fam_geo: dict[str, float] = {}
+    for n, g in geo.items():
+        f = family(str(n))
+        fam_geo[f] = min(fam_geo.get(f, math.inf), g)
+    return min(sorted(fam_geo), key=lambda f: fam_geo[f])
+
+
+def pick_interval(cells: pd.DataFrame, members: list[str], allowed: set[str] | None = None) -> str:
+    """Step 2: among a family's interval variants (``bias_aware`` x ``bias_kappa`` x ``aware_level`` x
+    ``shift_level``), the narrowest on average that covers (see the module docstring); none covering: the one with
+    the highest mean coverage."""
+    members = [n for n in members if allowed is None or n in allowed] or members
     ok, cov = [], {}
     for n in members:
         c = cells[(cells["rule"] == n) & cells["shift"].isin(COVER_SHIFTS)]
@@ -193,14 +217,17 @@ def pick_rule(cells: pd.DataFrame, grid: list[tuple[str, AutoRule]], allowed: se
     return max(members, key=lambda n: cov[n])
 
 
-def sim_table(sim: pd.DataFrame, rule: AutoRule) -> pd.DataFrame:
+def sim_table(sim: pd.DataFrame, rule: AutoRule, parsed: list[list[dict[str, Any]]] | None = None) -> pd.DataFrame:
     """``rule`` replayed on ``robustness_sim.py``'s replications: per design, auto's bias, RMSE, coverage and mean
     width beside HERO-1's (the paper's design, where HERO-1's model holds, is the check on the interval's cost)."""
     sim = sim.copy()
-    if "mu0" not in sim.columns:  # files written before the column: the designs' population rates
-        sim["mu0"] = [paper_target(1.0 if "rate shift" in d else -0.2) for d in sim["design"]]
+    # rows written before the column: the designs' population rates (all of them without a large rate shift)
+    old = [paper_target(1.0 if "rate shift" in d else -0.2) for d in sim["design"]]
+    sim["mu0"] = sim["mu0"].fillna(pd.Series(old, index=sim.index)) if "mu0" in sim.columns else old
     autos = sim[sim["method"] == "auto"].rename(columns={"rep": "resample"})
-    rep = [replay(r, rule) for _, r in autos.iterrows()]
+    if parsed is None:
+        parsed = [parse(r) for _, r in autos.iterrows()]
+    rep = [replay(r, rule, rows) for (_, r), rows in zip(autos.iterrows(), parsed, strict=True)]
     a = autos[["design", "resample", "truth", "mu0"]].copy()
     a["est"], a["lo"], a["hi"], a["pick"] = zip(*rep, strict=True)
     h = sim[sim["method"] == "hero1"].rename(columns={"rep": "resample", "estimate": "h_est", "ci_low": "h_lo",
@@ -227,49 +254,81 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("resamples", help="a robustness.py resamples.csv.gz")
     ap.add_argument("--out", default="")
-    ap.add_argument("--reuse", action="store_true", help="reuse loso_all_cells.csv.gz of an earlier run (same data)")
+    ap.add_argument("--extra", action="append", default=[], metavar="FILE:SHIFT",
+                    help="another robustness.py resamples file whose 'rate' cells join the training cells as shift "
+                    "type SHIFT (e.g. a --rate-odds 9 run as rate9); repeatable; its coverage counts like 'rate'")
     ap.add_argument("--sim", default="", help="robustness_sim.py's sim_replications.csv.gz: replay the chosen rule "
                     "and DEFAULT_RULE on it (loso_sim.csv)")
     a = ap.parse_args()
     df = pd.read_csv(a.resamples)
+    for spec in a.extra:
+        path, label = spec.rsplit(":", 1)
+        ex = pd.read_csv(path)
+        ex = ex[ex["shift"] == "rate"].assign(shift=label)
+        df = pd.concat([df, ex], ignore_index=True)
+        COVER_SHIFTS.append(label)
     grid = rules()
-    allowed = None
-    if a.sim:
-        sim_all = pd.read_csv(a.sim)
-        allowed = set()
-        for name, rule in grid:
-            t = sim_table(sim_all, rule)
-            paper = t[t["design"].str.startswith("paper")]
-            dep = t[~t["design"].str.startswith("paper")]
-            if ((paper["width_ratio"] <= PAPER_WIDTH).all() and paper["auto_coverage_mu0"].between(*PAPER_COVER).all()
-                    and dep["auto_coverage"].mean() >= COVER_MEAN and dep["auto_coverage"].min() >= COVER_MIN):
-                allowed.add(name)
-        print(f"{len(allowed)} of {len(grid)} rules keep the paper's design within {PAPER_WIDTH:g} x HERO-1's width "
-              f"and coverage {PAPER_COVER}, and cover the dependent designs at least {COVER_MEAN:g} on average and "
-              f"{COVER_MIN:g} in each")
-    cache = Path(a.out or Path(a.resamples).parent) / "loso_all_cells.csv.gz"
-    if a.reuse and cache.exists():
-        cells = pd.read_csv(cache)
-    else:
-        cells = cell_table(df, grid)
-        cells.to_csv(cache, index=False)
+    by_name = dict(grid)
+    fams: dict[str, list[str]] = {}
+    for name, _ in grid:
+        fams.setdefault(family(name), []).append(name)
     out = Path(a.out) if a.out else Path(a.resamples).parent
     out.mkdir(parents=True, exist_ok=True)
-    rule_tab = cells.groupby("rule", sort=False).apply(per_shift, include_groups=False).reset_index(level=0)
-    rule_tab.to_csv(out / "loso_rules.csv", index=False)
-    chosen_all = pick_rule(cells, grid, allowed)
+    # step 1 needs one rule per family (the estimate does not depend on the interval variant); step 2 replays a
+    # family's interval variants only when some choice reaches that family
+    cells = cell_table(df, [(names[0], by_name[names[0]]) for names in fams.values()])
+    fam_cells: dict[str, pd.DataFrame] = {}
+    allowed: set[str] | None = None if not a.sim else set()
+    sim_all = pd.read_csv(a.sim) if a.sim else None
+    sim_parsed = ([parse(r) for _, r in sim_all[sim_all["method"] == "auto"].iterrows()]
+                  if sim_all is not None else None)
+
+    def family_cells(f: str) -> pd.DataFrame:
+        if f not in fam_cells:
+            fam_cells[f] = cell_table(df, [(n, by_name[n]) for n in fams[f]])
+            if sim_all is not None and allowed is not None:
+                for n in fams[f]:
+                    t = sim_table(sim_all, by_name[n], sim_parsed)
+                    paper = t[t["design"].str.startswith("paper")]
+                    dep = t[~t["design"].str.startswith("paper")]
+                    if ((paper["width_ratio"] <= PAPER_WIDTH).all()
+                            and paper["auto_coverage_mu0"].between(*PAPER_COVER).all()
+                            and dep["auto_coverage"].mean() >= COVER_MEAN and dep["auto_coverage"].min() >= COVER_MIN):
+                        allowed.add(n)
+        return fam_cells[f]
+
+    def pick(keep: Callable[[pd.DataFrame], pd.Series] | None) -> str:
+        c1 = cells if keep is None else cells[keep(cells)]
+        f_best = pick_family(c1)
+        c2 = family_cells(f_best)
+        return pick_interval(c2 if keep is None else c2[keep(c2)], fams[f_best], allowed)
+
+    chosen_all = pick(None)
     sets = sorted(cells["dataset"].unique())
     choices, held = [], []
     for d in sets:
-        n = pick_rule(cells[cells["dataset"] != d], grid, allowed)
+        n = pick(lambda c, d=d: c["dataset"] != d)
         choices.append({"held_out": d, "rule": n})
-        held.append(cells[(cells["dataset"] == d) & (cells["rule"] == n)])
+        fc = family_cells(family(n))
+        held.append(fc[(fc["dataset"] == d) & (fc["rule"] == n)])
+    every = pd.concat([cells, *fam_cells.values()], ignore_index=True).drop_duplicates(["rule", "dataset", "shift"])
+    every.to_csv(out / "loso_all_cells.csv.gz", index=False)
+    rule_tab = every.groupby("rule", sort=False).apply(per_shift, include_groups=False).reset_index(level=0)
+    if allowed is not None:
+        rule_tab["sim_ok"] = rule_tab["rule"].isin(allowed)
+    rule_tab.to_csv(out / "loso_rules.csv", index=False)
+    if allowed is not None:
+        n_fam = sum(len(fams[f]) for f in fam_cells)
+        print(f"{len(allowed)} of the {n_fam} rules replayed on the simulations keep the paper's design within "
+              f"{PAPER_WIDTH:g} x HERO-1's width and coverage {PAPER_COVER}, and cover the dependent designs at least "
+              f"{COVER_MEAN:g} on average and {COVER_MIN:g} in each")
+    cells = every
     pd.DataFrame(choices).to_csv(out / "loso_choices.csv", index=False)
     held_cells = pd.concat(held, ignore_index=True)
     ins = cells[cells["rule"] == chosen_all]
-    default_name = f"{DEFAULT_RULE.rate_target}|" + next(
-        k for k, v in CANDIDATE_SETS.items() if tuple(v) == DEFAULT_RULE.candidates) + (
-        f"|{DEFAULT_RULE.bias_aware}|{DEFAULT_RULE.bias_kappa:g}")
+    default_name = rule_name(DEFAULT_RULE)
+    if default_name not in set(cells["rule"]):
+        cells = pd.concat([cells, cell_table(df, [(default_name, DEFAULT_RULE)])], ignore_index=True)
     pd.concat([ins.assign(view="in-sample"), held_cells.assign(view="leave-one-set-out")]).to_csv(
         out / "loso_cells.csv", index=False)
     summ = pd.concat([per_shift(ins).assign(view=f"in-sample ({chosen_all})"),

@@ -1,7 +1,8 @@
 """Issue #5's simulations: dependent errors (where plain HERO-1 is biased) and the paper's independent design.
 
 Issue #18 adds the dependent designs with a rate shift (the current round drawn with intercept 1.0: rate
-about 0.61 against the history's 0.47) and the intervals' mean width.
+about 0.61 against the history's 0.47) and the intervals' mean width, and later a large rate shift (intercept
+3.0: rate about 0.80), the stress that the benchmark's odds-9 splits showed to break the interval.
 
     .venv/bin/python benchmarks/robustness_sim.py --reps 200 --out docs/research/robustness
 
@@ -35,6 +36,12 @@ DESIGNS: dict[str, tuple[Any, dict[str, Any]]] = {
     "dependent, 5 of 10 labelers per item": (dependent_dgp, {"labels_per_item": 5}),
     "dependent, dense, rate shift": (dependent_dgp, {"current_b0": 1.0}),
     "dependent, 5 of 10 labelers per item, rate shift": (dependent_dgp, {"labels_per_item": 5, "current_b0": 1.0}),
+    "dependent, dense, large rate shift": (dependent_dgp, {"current_b0": 3.0}),
+    "dependent, 5 of 10 labelers per item, large rate shift": (dependent_dgp, {"labels_per_item": 5,
+                                                                                "current_b0": 3.0}),
+    "weakly dependent, 5 of 10 labelers per item, large rate shift": (dependent_dgp, {
+        "labels_per_item": 5, "hard_fooled": 0.3, "current_b0": 3.0}),
+    "weakly dependent, dense, large rate shift": (dependent_dgp, {"hard_fooled": 0.3, "current_b0": 3.0}),
     "paper (independent), dense": (paper_dgp, {}),
     "paper (independent), 3 of 10 labelers per item": (paper_dgp, {"labels_per_item": 3}),
 }

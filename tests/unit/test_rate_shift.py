@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 from rich.console import Console
 from scipy.optimize import brentq
-from scipy.stats import norm
+from scipy.stats import foldnorm, norm
 from typer.testing import CliRunner
 
 import heroeval as he
 from heroeval.checks.model_checks import class_weights, rate_matched_mock, run_checks
-from heroeval.choice.auto import AutoRule, bias_bound, choose, recommend
+from heroeval.choice.auto import AutoRule, bias_bound, choose, rate_shift_z, recommend
 from heroeval.cli.commands import app
 from heroeval.estimators._score import psi
 from heroeval.inference.bias_aware import BiasAwareTest, bias_aware_cv
@@ -34,6 +34,13 @@ def test_bias_aware_cv_solves_its_defining_equation(t: float) -> None:
     c = bias_aware_cv(t, 0.95)
     # P(|N(t, 1)| <= c) = Phi(c - t) - Phi(-c - t) = 0.95
     assert norm.cdf(c - t) - norm.cdf(-c - t) == pytest.approx(0.95, abs=1e-10)
+
+
+@pytest.mark.parametrize("level", [0.5, 0.9, 0.95, 0.99])
+def test_bias_aware_cv_equals_scipys_folded_normal_quantile(level: float) -> None:
+    # scipy's generic (and 100 times slower) quantile of |N(t, 1)| as the independent reference
+    for t in np.r_[1e-9, np.logspace(-6, 2, 60)]:
+        assert bias_aware_cv(float(t), level) == pytest.approx(foldnorm.ppf(level, t), rel=1e-10, abs=1e-10)
 
 
 def test_bias_aware_cv_limits() -> None:
@@ -174,6 +181,41 @@ def test_choose_keeps_the_default_without_evidence_and_goes_bias_aware_with_it()
         AutoRule(rate_target="median")
 
 
+def test_rate_shift_z_closed_form() -> None:
+    # RG 0.80 +- 0.04 against 60 gold items at rate 0.4: z = 0.4 / sqrt(0.04^2 + 0.4 * 0.6 / 60)
+    rg = _row("rogan_gladen", None, 0.80, 0.04, 0.0, 0.03)
+    rg["mock_items"] = 60.0
+    z, t, se, ybar = rate_shift_z([_row("hero_joint", 1.0, 0.8, 0.03, 0.0, 0.02), rg])  # type: ignore[misc]
+    assert z == pytest.approx(0.4 / math.sqrt(0.04**2 + 0.24 / 60), rel=1e-12)
+    assert (t, se, ybar) == (0.80, 0.04, 0.4)
+    rg["estimate"] = 1.3  # an estimate outside [0, 1] is clipped before the test
+    assert rate_shift_z([rg])[0] == pytest.approx(0.6 / math.sqrt(0.04**2 + 0.24 / 60))  # type: ignore[index]
+    assert rate_shift_z([_row("hero_joint", 1.0, 0.8, 0.03, 0.0, 0.02)]) is None
+
+
+def test_a_kept_default_is_widened_by_a_weaker_bias_test_or_a_significant_rate_shift() -> None:
+    # hero_joint's mock bias -0.09 +- 0.05 (z = 1.8): not significant at 1 % (kept), but at 10 %
+    rows = [_row("hero_joint", 1.0, 0.80, 0.03, -0.09, 0.05), _row("rogan_gladen", None, 0.45, 0.05, 0.0, 0.08)]
+    plain = AutoRule(shift_level=None)
+    best, why, aware = choose(rows, dependent=False, first=("hero_joint", 1.0), n_current=100, rule=plain)
+    assert best["method"] == "hero_joint" and not aware
+    assert best["bias_z"] == pytest.approx(1.8)
+    best, why, aware = choose(rows, dependent=False, first=("hero_joint", 1.0), n_current=100,
+                              rule=AutoRule(shift_level=None, aware_level=0.10))
+    assert best["method"] == "hero_joint" and aware and "enough to widen" in why
+    # Rogan-Gladen puts this round at 0.85 against the gold's 0.4: z = 0.45 / sqrt(0.03^2 + 0.24 / 100) = 7.8
+    rows[1] = _row("rogan_gladen", None, 0.85, 0.03, 0.0, 0.08)
+    assert choose(rows, dependent=False, first=("hero_joint", 1.0), n_current=100, rule=plain)[2] is False
+    best, why, aware = choose(rows, dependent=False, first=("hero_joint", 1.0), n_current=100)  # DEFAULT_RULE
+    assert best["method"] == "hero_joint" and aware and "rate-shift test z = 7.83" in why
+    # a shift too small for the test at 0.1 % (z = 0.05 / 0.0574 = 0.87) leaves the interval plain
+    rows[1] = _row("rogan_gladen", None, 0.45, 0.03, 0.0, 0.08)
+    assert choose(rows, dependent=False, first=("hero_joint", 1.0), n_current=100)[2] is False
+    for bad in ({"aware_level": 0.0}, {"aware_level": 1.5}, {"shift_level": 0.0}, {"shift_level": 1.0}):
+        with pytest.raises(he.HeroEvalError, match="level"):
+            AutoRule(**bad)  # type: ignore[arg-type]
+
+
 # ---------------------------------------------------------------------------
 # recommend(): the interval it reports, and when it says "unreliable"
 # ---------------------------------------------------------------------------
@@ -292,3 +334,20 @@ def test_report_and_table_say_unreliable() -> None:
     con = Console(record=True, width=200)
     con.print(estimates_table(res))
     assert "UNRELIABLE: recommended" in con.export_text()
+
+
+def test_recommend_widens_a_kept_default_under_a_large_rate_shift_and_says_why() -> None:
+    """Independent labelers (no hard items), current round at rate ~0.8 against the history's ~0.5: HERO joint is
+    kept (no dependence, no mock bias), and the rate-shift test makes its interval bias-aware; where the model
+    holds, as here, that costs little (measured: half-width 0.0408 -> 0.041 on this seed)."""
+    d = dependent_dgp(1, hard_share=0.0, current_b0=3.0)
+    cal = he.calibrate(d.history, checks=True)
+    rec = recommend(d.current, cal)
+    plain = recommend(d.current, cal, rule=AutoRule(shift_level=None))
+    assert rec.method == plain.method == "hero_joint" and rec.status == "ok"
+    ci, ci0 = rec.result.confidence_interval(), plain.result.confidence_interval()
+    assert ci.method == "bias-aware" and ci0.method != "bias-aware"
+    assert "rate-shift test z = " in rec.reason and "because the rate moved that far" in rec.reason
+    assert "rate-shift test" not in plain.reason
+    assert ci.low <= ci0.low + 0.01 and ci.high >= ci0.high - 0.01
+    assert (ci.high - ci.low) < 1.10 * (ci0.high - ci0.low)

@@ -39,7 +39,8 @@ from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration, fit_stage_a
 from heroeval.stage_a.checks_record import ModelChecks, _fin
 
-__all__ = ["DEFAULT_RULE", "AutoRule", "Recommendation", "bias_bound", "choose", "recommend", "recommend_with_gold"]
+__all__ = ["DEFAULT_RULE", "AutoRule", "Recommendation", "bias_bound", "choose", "rate_shift_z", "recommend",
+           "recommend_with_gold"]
 
 @dataclass(frozen=True)
 class Recommendation:
@@ -201,8 +202,11 @@ def recommend(
         se = best["standard_error"]
         plain = float(norm.ppf(0.975)) * se
         wide = se * bias_aware_cv(bound / se) if se > 0 else bound
-        reason += ("; because the checks find the labelers' model wrong here" if rule.bias_aware == "flagged"
-                   else "; by the rule's setting (bias_aware='always')") + (
+        why_aware = {"model": "; because the checks find the labelers' model wrong here",
+                     "bias": "; because that bias is significant at the weaker level",
+                     "shift": "; because the rate moved that far",
+                     "always": "; by the rule's setting (bias_aware='always')"}[best.get("aware_why", "model")]
+        reason += why_aware + (
             f", the 95 % interval is bias-aware: it covers the rate whenever this estimate's bias is at most "
             f"{bound:.3g} (its mock-round bias plus {rule.bias_kappa:g} standard error"
             f"{'' if rule.bias_kappa == 1 else 's'} of it), which widens it "
@@ -257,6 +261,25 @@ class AutoRule:
         ``"flagged"``: the interval is bias-aware when the checks find the
         chosen model wrong (dependence, or a significant mock bias of the
         default); ``"always"``: whenever a mock-round bias could be measured.
+    aware_level : float
+        With ``bias_aware="flagged"``, the level of the test that makes a kept
+        default's interval bias-aware: its mock-round bias, or its difference
+        from the Rogan–Gladen estimate there, significant at this level. The
+        choice itself keeps the default unless that evidence is significant
+        at :data:`~heroeval.checks.model_checks.BIAS_TEST_ALPHA` (1 %): a
+        weaker test to widen than to switch, since a pretest at 1 % has
+        little power against a bias of a few standard errors, and a plain
+        interval that misses such a bias under-covers (the rate-shift study,
+        docs/research/robustness.md section 7).
+    shift_level : float or None
+        With ``bias_aware="flagged"``, the level of the test of a rate shift
+        that also makes a kept default's interval bias-aware: the
+        Rogan–Gladen estimate of this round's rate against the gold's rate,
+        ``z = |t_RG - ybar| / sqrt(se_RG^2 + ybar (1 - ybar) / n_gold)``.
+        Far from the gold's rate the mock rounds re-weight few effective
+        gold items, so their bias at this rate is measured too noisily for
+        its absence to be concluded; the interval then carries the measured
+        bound instead. ``None``: no such test.
     """
 
     rate_target: str = "robust"
@@ -264,6 +287,8 @@ class AutoRule:
     candidates: tuple[str, ...] = CANDIDATES
     min_effective_gold: float = 20.0
     bias_aware: str = "flagged"
+    aware_level: float = BIAS_TEST_ALPHA
+    shift_level: float | None = 0.001
 
     def __post_init__(self) -> None:
         if self.rate_target not in RATE_TARGETS:
@@ -272,6 +297,10 @@ class AutoRule:
             raise HeroEvalError(f"bias_aware must be 'flagged' or 'always', got {self.bias_aware!r}")
         if not (math.isfinite(self.bias_kappa) and self.bias_kappa >= 0):
             raise HeroEvalError(f"bias_kappa must be a number >= 0, got {self.bias_kappa!r}")
+        if not (0.0 < self.aware_level < 1.0):
+            raise HeroEvalError(f"aware_level must be in (0, 1), got {self.aware_level!r}")
+        if self.shift_level is not None and not (0.0 < self.shift_level < 1.0):
+            raise HeroEvalError(f"shift_level must be None or in (0, 1), got {self.shift_level!r}")
 
 
 DEFAULT_RULE = AutoRule()
@@ -390,28 +419,80 @@ def choose(
     crit = float(norm.ppf(1 - level / 2))
     vh_ref = next((row["variance_history"] for row in scored if row["method"] == ROBUST_REFERENCE), 0.0)
     for row in scored:
-        sb = row["mock_bias_se"]
-        flag = bool(math.isfinite(sb) and abs(row["mock_bias"]) > crit * sb)
         vs, vs_se = row["mock_vs_robust"], row[f"vs_robust_se_{mode}"]
         if math.isfinite(vs) and math.isfinite(vs_se):
-            row["mock_vs_robust_se"] = vs_se = math.sqrt(vs_se**2 + row["variance_history"] + vh_ref)
-            flag = flag or abs(vs) > crit * vs_se
-        row["bias_flagged"] = flag
+            row["mock_vs_robust_se"] = math.sqrt(vs_se**2 + row["variance_history"] + vh_ref)
+        row["bias_z"] = _bias_z(row)
+        row["bias_flagged"] = row["bias_z"] > crit
     default = next((r for r in scored if (r["method"], r["history_weight"]) == first), None)
     # ties: the default first, then the order of the rows
     order = {id(r): i for i, r in enumerate(scored)}
     by_mse = min(scored, key=lambda r: (r["predicted_rmse"], 0 if (r["method"], r["history_weight"]) == first
                                         else 1, order[id(r)]))
+    for row in scored:
+        row.pop("aware_why", None)
     if dependent:
+        by_mse["aware_why"] = "model"
         return by_mse, (f"labelers err together, so the likelihood methods' independence model is wrong here; "
                         f"among the candidates, {by_mse['method']} had the smallest predicted error on the mock "
                         f"rounds (RMSE {by_mse['predicted_rmse']:.3g})"), True
     if default is not None and not default["bias_flagged"]:
-        return (default, f"{first[0]} shows no significant bias on the mock rounds (level {level:g})",
-                rule.bias_aware == "always")
+        if rule.bias_aware == "always":
+            default["aware_why"] = "always"
+            return default, f"{first[0]} shows no significant bias on the mock rounds (level {level:g})", True
+        if default["bias_z"] > float(norm.ppf(1 - rule.aware_level / 2)):
+            default["aware_why"] = "bias"
+            return (default, f"{first[0]} shows no bias on the mock rounds significant at {level:g}, enough to "
+                    f"switch, but one significant at {rule.aware_level:g} (z = {default['bias_z']:.2f}), enough to "
+                    "widen", True)
+        shift = rate_shift_z(rows)
+        if (rule.shift_level is not None and shift is not None
+                and shift[0] > float(norm.ppf(1 - rule.shift_level / 2))):
+            z, t, t_se, ybar = shift
+            default["aware_why"] = "shift"
+            return (default, f"{first[0]} shows no significant bias on the mock rounds (level {level:g}), but this "
+                    f"round's rate (Rogan–Gladen {t:.3g} ± {t_se:.2g}) is far from the gold's {ybar:.3g} (rate-shift "
+                    f"test z = {z:.2f}, level {rule.shift_level:g}): the mock rounds at this rate re-weight too few "
+                    "gold items to rule a bias out", True)
+        return default, f"{first[0]} shows no significant bias on the mock rounds (level {level:g})", False
+    by_mse["aware_why"] = "model"
     return by_mse, (f"{first[0]} is biased on the mock rounds (level {level:g}); among the candidates, "
                     f"{by_mse['method']} had the smallest predicted error there (RMSE "
                     f"{by_mse['predicted_rmse']:.3g})"), True
+
+
+def rate_shift_z(rows: Sequence[Mapping[str, Any]]) -> tuple[float, float, float, float] | None:
+    """The test of a rate shift between the history's gold and this round: ``(z, t_RG, se_RG, ybar)``.
+
+    ``z = |t_RG - ybar| / sqrt(se_RG^2 + ybar (1 - ybar) / n_gold)``, with
+    ``t_RG`` the Rogan–Gladen estimate of this round's rate (clipped to
+    [0, 1]; it does not lean on the independence model), ``se_RG`` its
+    standard error, and ``ybar`` the rate of the ``n_gold`` held-out gold
+    items, whose own sampling variance the denominator includes. ``None``
+    when the Rogan–Gladen row or the gold is missing.
+    """
+    rg = next((r for r in rows if r.get("method") == ROBUST_REFERENCE and "estimate" in r), None)
+    if rg is None:
+        return None
+    t, se = float(rg["estimate"]), float(rg["standard_error"])
+    ybar, n = float(rg.get("gold_rate", math.nan)), float(rg.get("mock_items", math.nan))
+    if not all(math.isfinite(x) for x in (t, se, ybar, n)) or n <= 0:
+        return None
+    t = min(max(t, 0.0), 1.0)
+    sd = math.sqrt(se * se + ybar * (1.0 - ybar) / n)
+    z = abs(t - ybar) / sd if sd > 0 else (math.inf if t != ybar else 0.0)
+    return z, t, se, ybar
+
+
+def _bias_z(row: Mapping[str, Any]) -> float:
+    """The larger of ``|b| / s_b`` and ``|d| / s_d`` (``d`` the paired mock difference from Rogan–Gladen); 0 when
+    neither is computable. The evidence that a candidate's model is wrong at this round's rate."""
+    zs = [0.0]
+    for k, ks in (("mock_bias", "mock_bias_se"), ("mock_vs_robust", "mock_vs_robust_se")):
+        v, s = row.get(k, math.nan), row.get(ks, math.nan)
+        if math.isfinite(v) and math.isfinite(s):
+            zs.append(abs(v) / s if s > 0 else (math.inf if v != 0 else 0.0))
+    return max(zs)
 
 
 def bias_bound(row: Mapping[str, Any], rule: AutoRule = DEFAULT_RULE) -> float:

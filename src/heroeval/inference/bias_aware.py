@@ -23,7 +23,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy.stats import foldnorm, norm
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import ndtr, ndtri
+from scipy.stats import norm
 
 from heroeval.errors import HeroEvalError
 from heroeval.estimators._inversion import _Test, check_alternative
@@ -43,9 +46,20 @@ def bias_aware_cv(t: float, confidence_level: float = 0.95) -> float:
         raise HeroEvalError(f"bias bound over standard error must be a finite number >= 0, got {t!r}")
     if not 0 < confidence_level < 1:
         raise HeroEvalError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+    z2 = float(ndtri(0.5 + confidence_level / 2))
     if t == 0:
-        return float(norm.ppf(0.5 + confidence_level / 2))
-    return float(foldnorm.ppf(confidence_level, t))
+        return z2
+    # P(|N(t, 1)| <= c) = Phi(c - t) - Phi(-c - t) rises in c; the root lies in [t + z_level, t + z2]:
+    # Phi(c - t) alone reaches the level at the left end, and at the right end the sum is at least the level
+    def f(c: float) -> float:
+        return float(ndtr(c - t) - ndtr(-c - t)) - confidence_level
+
+    lo, hi = max(0.0, t + float(ndtri(confidence_level))), t + z2
+    if f(lo) >= 0:  # far from 0 the left end is the root to rounding
+        return lo
+    if f(hi) <= 0:
+        return hi
+    return float(brentq(f, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps))
 
 
 @dataclass
