@@ -6,7 +6,9 @@ When the dependence test rejects independence (the likelihood methods'
 independence model is then known to be wrong) it takes the smallest;
 otherwise it keeps HERO joint unless its mock-round error, or its paired
 difference from the Rogan–Gladen estimate on the same items, is significant
-at 1 %, and then takes the smallest estimated MSE.
+at 1 %, and then takes the smallest estimated MSE. The interval is bias-aware
+when the checks distrust the chosen model or when the round's rate is far
+from the gold's (:class:`AutoRule`).
 """
 
 from __future__ import annotations
@@ -116,10 +118,17 @@ def recommend(
       difference there from the Rogan–Gladen estimate, is significant at
       :data:`BIAS_TEST_ALPHA`; if it is, the smallest estimated MSE wins.
 
-    The interval of the chosen method is reported as it is: the choice uses
-    the history's gold and the candidates' standard errors, not the current
-    labels' agreement with any estimate (docs/research/robustness.md measures the
-    coverage that results).
+    The interval is the chosen method's own, unless :func:`choose` finds
+    reason to distrust its model: the dependence test rejected, the
+    default's mock bias was significant, or (HERO joint kept) the round's
+    rate is far from the gold's by :func:`rate_shift_z` at
+    ``rule.shift_level``. Then it is bias-aware with the bound
+    :func:`bias_bound`, and the reason says which of the three fired. A
+    round too far from the gold's rate for the re-weighted gold to judge
+    (fewer than ``rule.min_effective_gold`` effective items) is
+    ``"unreliable"``, with the span of every candidate's bias-aware
+    interval (docs/research/robustness.md, section 7, measures the coverage
+    that results).
     """
     rule = DEFAULT_RULE if rule is None else rule
     cal = calibration
