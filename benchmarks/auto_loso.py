@@ -17,7 +17,8 @@ The choice of the rule's constants, by leave-one-set-out over the data sets:
    the training cells (data set x shift), of ``RMSE(auto) / RMSE(best
    method)``; these do not depend on ``bias_kappa``;
 2. then, among the interval variants (``bias_aware`` "flagged" or "always",
-   ``bias_kappa`` on :data:`KAPPAS`), the one with the smallest mean width
+   ``bias_kappa`` on :data:`KAPPAS`; with "flagged", ``aware_level`` on
+   :data:`AWARE_LEVELS` and ``shift_level`` on :data:`SHIFT_LEVELS`), the one with the smallest mean width
    whose training cells cover the truth at least :data:`COVER_MEAN` on
    average within every shift type and at least :data:`COVER_MIN` in every
    cell of the random splits (:data:`COVER_SHIFTS`; none: the highest mean
@@ -32,6 +33,11 @@ dependent-errors designs (with and without rate shift) as the coverage
 constraint asks of the real cells (:data:`COVER_MEAN` on average,
 :data:`COVER_MIN` in each). The simulations are not a shared set, so this
 does not leak a held-out set.
+
+``--extra FILE:SHIFT`` adds another run's rate-shift cells (e.g. ``--rate-odds 9``) to the training cells as a
+shift type of its own, whose coverage counts like the rate shift's. Step 1 replays one rule per family (the
+estimate does not depend on the interval variant); a family's interval variants, and their simulation check, are
+replayed only when some choice reaches it.
 
 For each held-out set the rule is chosen on the other sets and scored on it;
 the held-out cells together give the leave-one-set-out table. The in-sample
