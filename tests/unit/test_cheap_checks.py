@@ -20,7 +20,9 @@ from heroeval.checks.model_checks import (
     _fit_from,
     _fold_start,
     _folds,
+    _gold_gradient,
     _HistoryFolds,
+    _weight_start,
 )
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a import _em
@@ -192,3 +194,107 @@ def test_the_left_out_items_kept_per_fold_give_the_design_a_fresh_one_gives() ->
         for f in ("weight", "code_counts", "group_size"):
             np.testing.assert_array_equal(getattr(kept, f), getattr(fresh, f))
     assert float(ff.design(1.0, drop).weight.sum()) == hist.n_items - drop.size  # type: ignore[union-attr]
+
+
+def test_fold_sums_in_one_pass_equal_each_refits_own_pass() -> None:
+    """FoldFits._fold_sums (the kernel _em_chunk_folds): the sums of five refits in one pass are, bit for bit, those
+    each refit's own design gives, the objective to rounding; also where the odds leave [1e-100, 1e100] and are
+    recomputed in logs (labelers at the clip, 1e-9 from the boundary, 14 labels an item), at w = 1 and w = 0.3."""
+    pytest.importorskip("numba")
+    hist = paper_dgp(8, rho=0.3, J=14).history
+    ff = FoldFits(hist, engine="numba", pseudo_count=0.5)
+    gi = np.flatnonzero(hist.gold >= 0)
+    drops = [gi[k::5] for k in range(5)]
+    J = hist.n_labelers
+    cal = he.calibrate(hist, covariance=False)
+    rng = np.random.default_rng(0)
+    points = []
+    for m in range(5):
+        a = np.clip(cal.alpha + 0.02 * rng.normal(size=J), 0.05, 0.95)
+        b = np.clip(cal.beta + 0.02 * rng.normal(size=J), 0.05, 0.95)
+        if m == 3:
+            a[:], b[:] = 1 - 1e-9, 1 - 1e-9  # every ratio 1e9 or 1e-9: items with 12 labels alike leave the range
+        points.append(_em._pack(a, b, cal.round_prevalence))
+    d = ff.design(1.0)
+    _, _, lr, lo, _ = d._tables(*_em._unpack(points[3], J))
+    eta = np.add.reduceat(lr[d.code], d.ptr[:-1]) + lo[d.group]
+    assert np.abs(eta).max() > np.log(1e100)  # so the log path runs
+    for w in (1.0, 0.3):
+        many = ff._fold_sums(w, drops, points)
+        for m in range(5):
+            one = _em.em_sums(ff.design(w, drops[m]), *_em._unpack(points[m], J))
+            for i in range(4):
+                np.testing.assert_array_equal(many[m][i], one[i])
+            assert many[m][4] is one[4] is True
+            assert many[m][5] == pytest.approx(one[5], rel=1e-12)
+
+
+def test_refits_in_lockstep_equal_one_refit_each() -> None:
+    """FoldFits.fit_many (the Newton phases of five refits in lockstep, one pass each round) gives each refit the
+    fit, the passes and the steps of FoldFits.fit on its own, from the same start with the same information."""
+    pytest.importorskip("numba")
+    hist = paper_dgp(9, rho=0.3).history
+    ff = FoldFits(hist, engine="numba")
+    gi = np.flatnonzero(hist.gold >= 0)
+    drops = [gi[k::5] for k in range(5)]
+    whole = ff.fit(0.3, initial_values(hist), newton_after=100)
+    here = (whole.alpha, whole.beta, whole.prev)
+    H = ff.information(0.3, whole)
+    starts = [here] * 5
+    infos = [H - gold_information(hist.take_items(dr), *here) for dr in drops]
+    many = ff.fit_many(0.3, starts, drops, infos)
+    assert all(f.converged for f in many)
+    for f, dr, Hk in zip(many, drops, infos, strict=True):
+        one = ff.fit(0.3, here, drop=dr, information=Hk)
+        assert (f.n_iter, f.newton_steps, f.converged) == (one.n_iter, one.newton_steps, one.converged)
+        for name in ("alpha", "beta", "prev"):
+            np.testing.assert_allclose(getattr(f, name), getattr(one, name), rtol=0, atol=1e-12)
+
+
+def test_drive_many_sends_each_generator_its_own_sums_until_it_returns() -> None:
+    """_em.drive_many: generators that finish after different numbers of points; each gets the sums of the point it
+    asked for, and the results come back in the generators' order."""
+
+    def asks(k: int):  # type: ignore[no-untyped-def]
+        got = []
+        for i in range(k):
+            got.append((yield np.array([10.0 * k + i])))
+        return got
+
+    calls: list[list[int]] = []
+
+    def evaluate(which: list[int], xs: list[np.ndarray]) -> list[float]:
+        calls.append(which)
+        return [float(x[0]) + 0.5 for x in xs]
+
+    out = _em.drive_many([asks(3), asks(1), asks(2)], evaluate)  # type: ignore[arg-type]
+    assert out == [[30.5, 31.5, 32.5], [10.5], [20.5, 21.5]]
+    assert calls == [[0, 1, 2], [0, 2], [0]]
+
+
+def test_a_refit_at_a_lower_weight_starts_from_the_gold_items_alone() -> None:
+    """_weight_start: at a fold's fit at w = 1, the gradient of its objective at w = 0.3 by a pass equals
+    (1 - 0.3) times its kept gold items' own gradient (closed form, no pass); the step from there lands nearer
+    the refit's maximum at 0.3 than its fit at 1 is, and the refit from either stops at the same maximum."""
+    hist = paper_dgp(10, rho=0.3).history
+    gi = np.flatnonzero(hist.gold >= 0)
+    ff = FoldFits(hist, engine="numpy")
+    hf = _HistoryFolds(ff, gi)
+    gold_set = hist.take_items(gi)
+    test = _folds(gold_set, 5, 0)[3]
+    kept = gold_set.take_items(np.setdiff1d(np.arange(gold_set.n_items), test))
+    at1 = hf.fit(1.0, initial_values(hist), drop=test, newton_after=100, tol=1e-12)
+    at = (at1.alpha, at1.beta, at1.prev)
+    s1, cnt, gsum, gsize, _, _ = _em.em_sums(ff.design(0.3, gi[test]), *at)
+    by_pass = _em.logit_gradient(s1, cnt, gsum, gsize, 0.0, *at)
+    closed = (1 - 0.3) * _gold_gradient(kept, at)
+    np.testing.assert_allclose(by_pass, closed, atol=1e-6 * np.abs(closed).max())
+    H1 = hf.information(1.0, at1) - gold_information(gold_set.take_items(test), *at)
+    start, H03 = _weight_start(kept, at, H1, 1.0, 0.3)
+    ref = hf.fit(0.3, at, drop=test, newton_after=100, tol=1e-12)
+    gap = lambda x: np.abs(np.concatenate(x) - np.concatenate((ref.alpha, ref.beta, ref.prev))).max()  # noqa: E731
+    assert gap(start) < 0.25 * gap(at)
+    f = hf.fit(0.3, start, drop=test, information=H03)
+    assert f.converged
+    np.testing.assert_allclose(np.concatenate((f.alpha, f.beta, f.prev)),
+                               np.concatenate((ref.alpha, ref.beta, ref.prev)), atol=1e-7)

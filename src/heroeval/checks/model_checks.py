@@ -407,6 +407,12 @@ class _HistoryFolds:
                            tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
                            newton_after=newton_after)
 
+    def fit_many(self, w: float, starts: list[Params], drops: list[npt.NDArray[np.int64]],
+                 informations: list[FloatArray], tol: float = 1e-8, max_iter: int = 10_000,
+                 criterion: Literal["parameters", "loglik"] = "parameters", accelerate: bool = True) -> list[_em.EMFit]:
+        return self.ff.fit_many(w, starts, [self.gold_idx[dr] for dr in drops], informations, tol=tol,
+                                max_iter=max_iter, criterion=criterion, accelerate=accelerate)
+
     def information(self, w: float, fit: _em.EMFit) -> FloatArray:
         return self.ff.information(w, fit)
 
@@ -417,11 +423,16 @@ def fold_fits_shared(ff: FoldFitter, gold_set: AnnotationSet, fold_items: list[n
     """Each fold and weight refitted by ``ff`` on one shared design (``refit="warm"`` or ``"cold"``).
 
     ``fold_items`` are positions in ``gold_set``, the history's gold items.
-    Warm: the whole history is fitted at each weight of the grid, from the
-    neighbouring weight's solution (the highest weight from ``start`` when it
-    is at that weight); its observed information there drives the Newton steps
-    of every fold at that weight, which start from it. Cold: every refit starts
-    from its training items' gold-based values (:func:`initial_values`).
+    Warm: the whole history is fitted once, at the grid's highest weight (the
+    calibration ``start``'s own fit and observed information when it is at
+    that weight). Each fold's refit there starts one Newton step away from it
+    (:func:`_fold_start`), and its refit at each lower weight one step away
+    from its own solution at the weight above (:func:`_weight_start`); both
+    steps read the gold items only, and the information their Newton steps
+    use is the whole fit's, with the gold items' diagonal part updated and
+    the rest rescaled by the weight. Every refit stops by Stage A's rule, so
+    the starts change only the path. Cold: every refit starts from its
+    training items' gold-based values (:func:`initial_values`).
     """
     em = {k: settings[k] for k in ("tol", "max_iter", "criterion", "accelerate") if k in settings}
     out: list[dict[float, Params]] = [{} for _ in fold_items]
@@ -439,33 +450,37 @@ def fold_fits_shared(ff: FoldFitter, gold_set: AnnotationSet, fold_items: list[n
                 f = ff.fit(w, init, drop=test, newton_after=_em.NEWTON_AFTER, **em)
                 out[k][w] = (f.alpha, f.beta, f.prev)
         return out
-    prev_fit: Params | None = None
-    if start is not None:
-        prev_fit = (np.asarray(start.alpha), np.asarray(start.beta), np.asarray(start.round_prevalence))
-    start_w = None if start is None else float(start.settings.get("history_weight", 1.0))
-    prev_H: FloatArray | None = None
-    prev_w = 0.0
+    # the whole history at the grid's top weight: the calibration's own fit and information where it is at that weight
+    w_top = max(grid)
+    if start is not None and float(start.settings.get("history_weight", 1.0)) == w_top \
+            and start.history_fit is not None:
+        full = start.history_fit
+        H = start.history_information
+    else:
+        init = initial_values(gold_set) if start is None else (
+            np.asarray(start.alpha), np.asarray(start.beta), np.asarray(start.round_prevalence))
+        full = _fit_from(ff, w_top, init, None, em)
+        H = None
+    if H is None and w_top > 0.0:
+        H = ff.information(w_top, full)
+    here = (full.alpha, full.beta, full.prev)
+    every = np.arange(gold_set.n_items)
+    kept = [gold_set.take_items(np.setdiff1d(every, test)) for test in fold_items]
+    # each fold's information at the top weight: the whole history's less the left-out gold items' own (diagonal)
+    infos: list[FloatArray | None] = [None if H is None else H - gold_information(gold_set.take_items(test), *here)
+                                      for test in fold_items]
+    points = [here if Hk is None else _fold_start(gold_set.take_items(test), here, Hk)
+              for test, Hk in zip(fold_items, infos, strict=True)]
+    prev_w: float | None = None
     for w in sorted(grid, reverse=True):
-        if prev_fit is None:
-            prev_fit = initial_values(gold_set)  # the history's starting values: they read its gold only
-        guess: FloatArray | None = None
-        if prev_H is not None and w > 0.0 and prev_w > 0.0:
-            # the neighbouring weight's information with the gold-free items' part rescaled to this weight
-            Hg = gold_information(gold_set, *prev_fit)
-            guess = Hg + (w / prev_w) * (prev_H - Hg)
-        if start_w == w and start is not None and start.history_fit is not None:
-            full = start.history_fit
-        else:
-            full = _fit_from(ff, w, prev_fit, guess, em)
-        # at the fit's own weight, the information its covariance was formed from
-        kept = None if start is None or full is not start.history_fit else start.history_information
-        H = None if w == 0.0 else kept if kept is not None else ff.information(w, full)
-        here = (full.alpha, full.beta, full.prev)
-        for k, test in enumerate(fold_items):
-            f = ff.fit(w, here if H is None else _fold_start(gold_set.take_items(test), here, H), drop=test,
-                       information=H, **em)
-            out[k][w] = (f.alpha, f.beta, f.prev)
-        prev_fit, prev_H, prev_w = here, H, w
+        if prev_w is not None and w > 0.0:
+            for k, Hk in enumerate(infos):
+                if Hk is not None:
+                    points[k], infos[k] = _weight_start(kept[k], points[k], Hk, prev_w, w)
+        fits = _refits(ff, w, points, [None if w == 0.0 else Hk for Hk in infos], em, list(fold_items))
+        for k, f in enumerate(fits):
+            out[k][w] = points[k] = (f.alpha, f.beta, f.prev)
+        prev_w = w
     return out
 
 
@@ -473,37 +488,66 @@ FOLD_START_TRUST = 1.0
 """The largest change of a logit the fold refits' starting step (:func:`_fold_start`) may make."""
 
 
-def _fold_start(out: AnnotationSet, here: Params, H: FloatArray) -> Params:
-    """Where a fold's refit starts: the Newton step from the whole history's fit ``here`` that the refit would
-    take first, with the same matrix (the whole history's information ``H``), without the pass that gives it.
-
-    At ``here`` the whole history's gradient is zero (to the EM tolerance), so
-    the refit's objective, the whole one less the left-out gold items' terms
-    ``out``, has the negative of those terms' gradient: a sum over the
-    left-out gold items alone, whose posteriors are their gold. The refit then
-    runs Stage A's Newton phase and stopping rule from there. The step is not
-    safeguarded by the objective (that would take the pass it saves): where it
-    moves a logit by more than :data:`FOLD_START_TRUST`, the refit starts from
-    ``here``. Without that limit, at low ``w`` on the example history, steps
-    of 2 to 29 along a labeler near the boundary made one refit take 354
-    passes instead of 95 (and with ``H`` less the left-out items' own
-    information, 478).
-    """
-    J, G = out.n_labelers, out.n_rounds
-    tp, fn, tn, fp = gold_counts(out)
+def _gold_gradient(ds: AnnotationSet, at: Params) -> FloatArray:
+    """The logit-scale gradient at ``at`` of the log-likelihood terms of the gold items of ``ds`` alone: their
+    posteriors are their gold labels, so it takes no pass over the other items."""
+    J, G = ds.n_labelers, ds.n_rounds
+    tp, fn, tn, fp = gold_counts(ds)
     s1 = np.empty(2 * J)
     s1[1::2], s1[0::2] = tp, fn  # posterior P(Y = 1) summed per (labeler, label) code: the gold's
     cnt = np.empty(2 * J)
     cnt[1::2], cnt[0::2] = tp + fp, fn + tn
-    isg = out.gold >= 0
-    gsum = np.bincount(out.item_round[isg & (out.gold == 1)], minlength=G).astype(np.float64)
-    gsize = np.bincount(out.item_round[isg], minlength=G).astype(np.float64)
-    a, b, p = here
-    grad = -_em.logit_gradient(s1, cnt, gsum, gsize, 0.0, a, b, p)
-    new = _em.newton_point(a, b, p, grad, H)
+    isg = ds.gold >= 0
+    gsum = np.bincount(ds.item_round[isg & (ds.gold == 1)], minlength=G).astype(np.float64)
+    gsize = np.bincount(ds.item_round[isg], minlength=G).astype(np.float64)
+    return _em.logit_gradient(s1, cnt, gsum, gsize, 0.0, *at)
+
+
+def _trusted(at: Params, grad: FloatArray, H: FloatArray) -> Params:
+    """The Newton step from ``at`` with gradient ``grad`` and information ``H``, unless it moves a logit by more
+    than :data:`FOLD_START_TRUST` (then ``at``): a starting point that no pass has checked."""
+    new = _em.newton_point(*at, grad, H)
     with np.errstate(divide="ignore"):
-        moved = np.abs(logit(np.concatenate(new)) - logit(np.concatenate(here)))
-    return new if float(np.nan_to_num(moved, nan=np.inf).max(initial=0.0)) <= FOLD_START_TRUST else here
+        moved = np.abs(logit(np.concatenate(new)) - logit(np.concatenate(at)))
+    return new if float(np.nan_to_num(moved, nan=np.inf).max(initial=0.0)) <= FOLD_START_TRUST else at
+
+
+def _fold_start(out: AnnotationSet, here: Params, H: FloatArray) -> Params:
+    """Where a fold's refit starts: the Newton step from the whole history's fit ``here`` that the refit would
+    take first, without the pass that gives it.
+
+    At ``here`` the whole history's gradient is zero (to the EM tolerance), so
+    the refit's objective, the whole one less the left-out gold items' terms
+    ``out``, has the negative of those terms' gradient: a sum over the
+    left-out gold items alone, whose posteriors are their gold. ``H`` is the
+    refit's information there (the whole history's less the left-out items'
+    own, which is diagonal). The refit then runs Stage A's Newton phase and
+    stopping rule from there. The step is not safeguarded by the objective
+    (that would take the pass it saves): where it moves a logit by more than
+    :data:`FOLD_START_TRUST`, the refit starts from ``here``. Without that
+    limit, at low ``w`` on the example history, steps of 2 to 29 along a
+    labeler near the boundary made one refit take 354 passes instead of 95.
+    """
+    return _trusted(here, -_gold_gradient(out, here), H)
+
+
+def _weight_start(kept: AnnotationSet, at: Params, H: FloatArray, w_from: float, w: float) -> tuple[Params, FloatArray]:
+    """A fold's refit at the lower weight ``w`` from its solution ``at`` at ``w_from``, without a pass: the start
+    and the information its Newton steps use.
+
+    The refit's objective at ``w_from`` is its kept gold items' terms plus
+    ``w_from`` times the gold-free items'; its gradient is zero at ``at``, so
+    the gold-free part's gradient there is ``-g / w_from``, ``g`` the kept
+    gold items' own (:func:`_gold_gradient`), and at ``w`` the gradient is
+    ``(1 - w / w_from) g``. The information ``H`` at ``w_from`` is rescaled
+    the same way: the kept gold items' part (diagonal, at ``at``) stays, the
+    rest is multiplied by ``w / w_from``. A guess, not the information at the
+    new point (whose pass costs more than the Newton steps it would save):
+    the refit's stopping rule decides convergence.
+    """
+    Hg = gold_information(kept, *at)
+    Hw = Hg + (w / w_from) * (H - Hg)
+    return _trusted(at, (1.0 - w / w_from) * _gold_gradient(kept, at), Hw), Hw
 
 
 GUESS_PASSES = 12
@@ -521,6 +565,17 @@ def _fit_from(ff: FoldFitter, w: float, start: Params, guess: FloatArray | None,
             return f
         start = (f.alpha, f.beta, f.prev)
     return ff.fit(w, start, newton_after=_em.NEWTON_AFTER, **em)
+
+
+def _refits(ff: FoldFitter, w: float, starts: list[Params], infos: Sequence[FloatArray | None],
+            em: Mapping[str, Any], drops: list[npt.NDArray[np.int64]]) -> list[_em.EMFit]:
+    """The fold refits at weight ``w``, each without its ``drops`` from its start, with Newton steps on its
+    information (Stage A's Newton phase and stopping rule; without an information, at ``w = 0``, as
+    :meth:`FoldFitter.fit` fits). In memory the Newton phases of all the folds run in lockstep, one pass over the
+    annotations for each round of their passes (:meth:`heroeval.stage_a.calibration.FoldFits.fit_many`)."""
+    if isinstance(ff, _HistoryFolds) and w > 0.0 and all(H is not None for H in infos):
+        return ff.fit_many(w, starts, drops, [H for H in infos if H is not None], **em)
+    return [ff.fit(w, s, drop=dr, information=H, **em) for s, dr, H in zip(starts, drops, infos, strict=True)]
 
 
 def mock_key(method: str, weight: float | None) -> str:

@@ -13,8 +13,8 @@ items. Nothing per annotation is touched in Python.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -244,9 +244,7 @@ def em_map(
     return out
 
 
-def em_sums(
-    d: Design | Any, alpha: FloatArray, beta: FloatArray, prev: FloatArray
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, bool, float]:
+def em_sums(d: Design | Any, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> Sums:
     """The M-step's sufficient statistics at ``(alpha, beta, prev)`` and the objective there.
 
     Returns ``(s1, cnt, gsum, gsize, weighted, loglik)`` as :func:`m_from_sums`
@@ -321,11 +319,38 @@ def _unpack(th: FloatArray, J: int) -> tuple[FloatArray, FloatArray, FloatArray]
 Progress = Callable[[int, float, float], None]
 """``progress(map_evaluations, log_likelihood or NaN, max parameter change)``, called once per EM cycle."""
 
+Sums = tuple[FloatArray, FloatArray, FloatArray, FloatArray, bool, float]
+"""What :func:`em_sums` returns: ``(s1, cnt, gsum, gsize, weighted, objective)``."""
+
 Information = Callable[[FloatArray, FloatArray, FloatArray], FloatArray]
 """``information(alpha, beta, prev)``: the observed information on the probability scale (P x P)."""
 
 NEWTON_AFTER = 100
 """Map evaluations of SQUAREM before :func:`run_em` turns to Newton steps (when given the information)."""
+
+GUESS_STEPS = 8
+"""Newton steps with a guessed information (:func:`guessed`) before the exact one is taken at each step."""
+
+
+def guessed(H: FloatArray, exact: Information, after: int = GUESS_STEPS) -> Information:
+    """An information for :func:`run_em`'s Newton steps: the fixed guess ``H`` for the first ``after`` steps, then
+    ``exact`` at each step (a pass over the data each).
+
+    A guess from a nearby fit makes the steps converge in a few passes where it
+    is close; where the fit is far from where the guess was formed (a fold's
+    refit at a lower history weight on a small history, whose parameters move
+    far) the steps with it converge only linearly, hundreds of passes, and the
+    exact information restores Newton's quadratic convergence. Either way the
+    fit stops by Stage A's rule.
+    """
+    steps = 0
+
+    def info(a: FloatArray, b: FloatArray, p: FloatArray) -> FloatArray:
+        nonlocal steps
+        steps += 1
+        return H if steps <= after else exact(a, b, p)
+
+    return info
 
 NEWTON_BOUND = 1e-6
 """Logits this close to the clip (parameters at 1e-9 or 1 - 1e-9) take EM steps in the Newton phase."""
@@ -401,10 +426,11 @@ def run_em(
         assert information is not None
         ph = _newton_phase(d, _pack(alpha0, beta0, prev0), information, tol=tol, budget=max_iter, fixed=fixed,
                            a_fix=a_fix, b_fix=b_fix, progress=progress, n_done=0)
+        if not posteriors:
+            return newton_fit(ph, J)
         a, b, p = _unpack(ph.x, J)
-        gamma, ll = posterior(d, a, b, p) if posteriors else (np.zeros(0), ph.trace[-1])
-        return EMFit(alpha=a, beta=b, prev=p, gamma=gamma, loglik=ll, n_iter=ph.n_eval, converged=ph.converged,
-                     max_change=float(ph.change), loglik_trace=ph.trace, newton_steps=ph.steps)
+        gamma, ll = posterior(d, a, b, p)
+        return replace(newton_fit(ph, J), gamma=gamma, loglik=ll)
     res = squarem(
         F, _pack(alpha0, beta0, prev0), distance=change, tol=tol,
         max_iter=min(max_iter, max(int(newton_after), 1)) if newton else max_iter, accelerate=accelerate,
@@ -449,8 +475,9 @@ class _NewtonResult:
     trace: tuple[float, ...]
 
 
-def _newton_phase(
-    d: Design | Any,
+def newton_steps(
+    J: int,
+    c: float,
     th: FloatArray,
     information: Information,
     *,
@@ -461,8 +488,14 @@ def _newton_phase(
     b_fix: FloatArray,
     progress: Progress | None,
     n_done: int,
-) -> _NewtonResult:
+) -> Generator[FloatArray, Sums, _NewtonResult]:
     """Safeguarded Newton steps on the logits from ``th`` until one EM step moves no parameter by more than ``tol``.
+
+    A generator: it yields each point (logits) whose sums it needs and is sent
+    back :func:`em_sums` there (``J`` labelers, pseudo-count ``c``), so the
+    caller decides how a pass runs (:func:`_newton_phase` one design at a time,
+    :func:`drive_many` several refits in one pass each); it returns a
+    :class:`_NewtonResult`.
 
     Each pass at a point gives the objective there, the EM step ``M`` and the
     gradient (:func:`em_sums`, :func:`logit_gradient`). The step solves the
@@ -483,16 +516,14 @@ def _newton_phase(
     the clip (1e-9 or 1 - 1e-9) if that does not lower the objective, and
     the iteration goes on from there until it has converged again.
     """
-    J = d.n_labelers
-    c = float(getattr(d, "pseudo_count", 0.0))
     n_eval = 0
     trace: list[float] = []
 
-    def at(x: FloatArray) -> tuple[FloatArray, FloatArray, float]:
+    def at(x: FloatArray, sums: Sums) -> tuple[FloatArray, FloatArray, float]:
         nonlocal n_eval
         n_eval += 1
         a, b, p = _unpack(x, J)
-        s1, cnt, gsum, gsize, weighted, ll = em_sums(d, a, b, p)
+        s1, cnt, gsum, gsize, weighted, ll = sums
         a2, b2, p2 = m_from_sums(s1, cnt, gsum, gsize, c, weighted)
         grad = logit_gradient(s1, cnt, gsum, gsize, c, a, b, p)
         if fixed is not None:
@@ -501,7 +532,7 @@ def _newton_phase(
         return _pack(a2, b2, p2), grad, ll
 
     x = th
-    xm, grad, ll = at(x)
+    xm, grad, ll = at(x, (yield x))
     damp = 0.0
     steps = 0
     while True:
@@ -517,7 +548,7 @@ def _newton_phase(
             if snap.any() and n_eval < budget:
                 cand = xm.copy()
                 cand[snap] = np.sign(xm[snap]) * _LOGIT_MAX
-                xm2, grad2, ll2 = at(cand)
+                xm2, grad2, ll2 = at(cand, (yield cand))
                 if ll2 >= ll:  # a step like any other: go on from there until converged again
                     x, xm, grad, ll = cand, xm2, grad2, ll2
                     continue
@@ -536,7 +567,7 @@ def _newton_phase(
             step[free] = s_f
             steps += 1
             cand = np.clip(x + step, -_LOGIT_MAX, _LOGIT_MAX)
-            xm2, grad2, ll2 = at(cand)
+            xm2, grad2, ll2 = at(cand, (yield cand))
             slack = LL_ROUNDING * abs(ll)
             # kept if the objective does not go down, or goes down within rounding while the EM step shrinks
             # (progress towards the fixed point where the objective can no longer tell; no cycling)
@@ -556,7 +587,64 @@ def _newton_phase(
         if not moved:  # an EM step, which never decreases the objective
             if n_eval >= budget:
                 return _NewtonResult(x, False, ch, n_eval, steps, tuple(trace))
-            x, (xm, grad, ll) = xm, at(xm)
+            x, (xm, grad, ll) = xm, at(xm, (yield xm))
+
+
+def newton_fit(ph: _NewtonResult, J: int) -> EMFit:
+    """The fit a Newton phase from the start ends in, without posteriors (``loglik`` the last objective)."""
+    a, b, p = _unpack(ph.x, J)
+    return EMFit(alpha=a, beta=b, prev=p, gamma=np.zeros(0), loglik=ph.trace[-1], n_iter=ph.n_eval,
+                 converged=ph.converged, max_change=float(ph.change), loglik_trace=ph.trace, newton_steps=ph.steps)
+
+
+def drive(gen: Generator[FloatArray, Sums, _NewtonResult], evaluate: Callable[[FloatArray], Sums]) -> _NewtonResult:
+    """Run :func:`newton_steps` with ``evaluate(x)`` giving the sums at each point it asks for."""
+    try:
+        x = next(gen)
+        while True:
+            x = gen.send(evaluate(x))
+    except StopIteration as done:
+        out: _NewtonResult = done.value
+        return out
+
+
+def drive_many(
+    gens: Sequence[Generator[FloatArray, Sums, _NewtonResult]],
+    evaluate_many: Callable[[list[int], list[FloatArray]], list[Sums]],
+) -> list[_NewtonResult]:
+    """Run several :func:`newton_steps` in lockstep: ``evaluate_many(which, points)`` gives the sums at the points
+    the unfinished ones (``which``, their positions in ``gens``) ask for, in one call (one pass for all)."""
+    pending = {i: next(g) for i, g in enumerate(gens)}
+    out: list[_NewtonResult | None] = [None] * len(gens)
+    while pending:
+        which = list(pending)
+        for i, sums in zip(which, evaluate_many(which, [pending[i] for i in which]), strict=True):
+            try:
+                pending[i] = gens[i].send(sums)
+            except StopIteration as done:
+                out[i] = done.value
+                del pending[i]
+    return [r for r in out if r is not None]
+
+
+def _newton_phase(
+    d: Design | Any,
+    th: FloatArray,
+    information: Information,
+    *,
+    tol: float,
+    budget: int,
+    fixed: npt.NDArray[np.bool_] | None,
+    a_fix: FloatArray,
+    b_fix: FloatArray,
+    progress: Progress | None,
+    n_done: int,
+) -> _NewtonResult:
+    """:func:`newton_steps` on one design, one :func:`em_sums` pass per point."""
+    J = d.n_labelers
+    gen = newton_steps(J, float(getattr(d, "pseudo_count", 0.0)), th, information, tol=tol, budget=budget,
+                       fixed=fixed, a_fix=a_fix, b_fix=b_fix, progress=progress, n_done=n_done)
+    return drive(gen, lambda x: em_sums(d, *_unpack(x, J)))
 
 
 def newton_system(x: FloatArray, grad: FloatArray, info: FloatArray,

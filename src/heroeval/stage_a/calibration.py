@@ -1007,7 +1007,6 @@ class FoldFits:
     def design(self, w: float, drop: IntArray | None = None) -> _em.Design | _kernels.CompactDesign:
         """The design of the history without the items ``drop`` (gold items), gold-free items weighted by ``w``."""
         drop = np.zeros(0, dtype=np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
-        h = self.history
         if self._compact is not None:
             cd = self._compact
             base = self._weights.get(w)
@@ -1015,19 +1014,10 @@ class FoldFits:
                 base = np.where(self._isg, 1.0, w)
                 base = base[cd.order] if cd.order is not None else base
                 self._weights[w] = base
-            key = drop.tobytes()
-            dropped = self._dropped.get(key)
-            if dropped is None:  # the left-out items' positions and counts, the same at every weight
-                out = h.take_items(drop)
-                dropped = (drop if self._where is None else self._where[drop],
-                           _em.bincount(2 * out.labeler.astype(np.int64) + out.label, 2 * h.n_labelers),
-                           np.bincount(out.item_round, minlength=h.n_rounds).astype(np.float64))
-                self._dropped[key] = dropped
-            at, c_drop, g_drop = dropped
+            at, c_drop, g_drop = self._left_out(drop)
             wt = base.copy()
             wt[at] = 0.0
-            counts = w * self._counts[0] + (self._counts[1] - c_drop)
-            gsize = w * self._gsizes[0] + (self._gsizes[1] - g_drop)
+            counts, gsize = self._fold_counts(w, c_drop, g_drop)
             return replace(cd, weight=np.ascontiguousarray(wt), code_counts=counts, group_size=gsize)
         d, rows = self._design, self._row_of_item
         assert d is not None and rows is not None
@@ -1036,6 +1026,78 @@ class FoldFits:
         rw[rows[drop]] = 0.0  # gold items keep rows of their own
         return replace(d, weight=rw)
 
+    def _left_out(self, drop: IntArray) -> tuple[IntArray, FloatArray, FloatArray]:
+        """The left-out items' positions in the compiled design and their annotations per code and items per round
+        (the same at every weight, so kept)."""
+        key = drop.tobytes()
+        dropped = self._dropped.get(key)
+        if dropped is None:
+            h = self.history
+            out = h.take_items(drop)
+            dropped = (drop if self._where is None else self._where[drop],
+                       _em.bincount(2 * out.labeler.astype(np.int64) + out.label, 2 * h.n_labelers),
+                       np.bincount(out.item_round, minlength=h.n_rounds).astype(np.float64))
+            self._dropped[key] = dropped
+        return dropped
+
+    def _fold_counts(self, w: float, c_drop: FloatArray, g_drop: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """A refit's weighted annotations per code and items per round: gold-free ones times ``w``, the kept gold."""
+        return w * self._counts[0] + (self._counts[1] - c_drop), w * self._gsizes[0] + (self._gsizes[1] - g_drop)
+
+    def _fold_sums(self, w: float, drops: list[IntArray], points: list[FloatArray]) -> list[_em.Sums]:
+        """:func:`heroeval.stage_a._em.em_sums` of the refits without each of ``drops`` at weight ``w``, each at its
+        point (logits), in one pass over the annotations (:func:`heroeval.stage_a._kernels._em_chunk_folds`; one
+        refit alone, its own design's pass)."""
+        cd = self._compact
+        assert cd is not None
+        J = cd.n_labelers
+        if len(points) == 1:
+            return [_em.em_sums(self.design(w, drops[0]), *_em._unpack(points[0], J))]
+        fold = np.full(cd.n_items, -1, dtype=np.int16)
+        left = [self._left_out(np.asarray(dr, dtype=np.int64)) for dr in drops]
+        for m, (at, _, _) in enumerate(left):
+            fold[at] = m
+        tables = [cd._tables(*_em._unpack(x, J)) for x in points]
+        ed, elo, d, lo = (np.ascontiguousarray(np.stack([t[i] for t in tables], axis=1)) for i in range(4))
+        parts = _kernels.run_threads("_em_chunk_folds", cd.bounds, cd.ptr, cd.code, cd.gold, cd.group, fold,
+                                     float(w), ed, elo, d, lo, 2 * J, cd.n_groups)
+        s1 = np.sum([q[0] for q in parts], axis=0)
+        gs = np.sum([q[1] for q in parts], axis=0)
+        ll = np.sum([q[2] for q in parts], axis=0)
+        out: list[_em.Sums] = []
+        for m, x in enumerate(points):
+            counts, gsize = self._fold_counts(w, left[m][1], left[m][2])
+            a, b, p = _em._unpack(x, J)
+            _, la0 = _em.code_logprobs(a, b)
+            log1m = np.log1p(-np.clip(p, _em.EPS, 1 - _em.EPS))
+            obj = float(counts @ la0 + gsize @ log1m) + float(ll[m]) + _kernels._prior(self.pseudo_count, a, b)
+            out.append((s1[m], counts, gs[m], gsize, True, obj))
+        return out
+
+    def fit_many(self, w: float, starts: list[tuple[FloatArray, FloatArray, FloatArray]], drops: list[IntArray],
+                 informations: list[FloatArray], *, tol: float = 1e-8, max_iter: int = 10_000,
+                 criterion: Literal["parameters", "loglik"] = "parameters",
+                 accelerate: bool = True) -> list[_em.EMFit]:
+        """:meth:`fit` of several refits at one weight ``w > 0``, each without its ``drops``, with Newton steps on
+        its fixed ``informations`` from its start, run in lockstep: on the compiled engine every round of their
+        passes is one pass over the annotations. The same fits as one :meth:`fit` each (the sums are the same
+        sums in the same order; the objectives equal to rounding), for about 0.6 of the passes' cost with five
+        refits (docs/scale.md, "What the model checks cost")."""
+        if (self._compact is None or w == 0.0 or len(starts) < 2 or criterion != "parameters"
+                or not accelerate):
+            return [self.fit(w, s, drop=dr, information=H, tol=tol, max_iter=max_iter, criterion=criterion,
+                             accelerate=accelerate) for s, dr, H in zip(starts, drops, informations, strict=True)]
+        J = self._compact.n_labelers
+        gens = [_em.newton_steps(J, self.pseudo_count, _em._pack(*s), _em.guessed(H, self._exact(w, dr)), tol=tol,
+                                 budget=max_iter, fixed=None, a_fix=s[0], b_fix=s[1], progress=None, n_done=0)
+                for s, dr, H in zip(starts, drops, informations, strict=True)]
+        done = _em.drive_many(gens, lambda which, xs: self._fold_sums(w, [drops[i] for i in which], xs))
+        return [_em.newton_fit(r, J) for r in done]
+
+    def _exact(self, w: float, drop: IntArray) -> _em.Information:
+        """The observed information of the refit without ``drop`` at weight ``w`` (its design built when asked)."""
+        return lambda a, b, p: information_of(self.design(w, drop))(a, b, p)
+
     def fit(self, w: float, start: tuple[FloatArray, FloatArray, FloatArray], *, drop: IntArray | None = None,
             information: FloatArray | None = None, tol: float = 1e-8, max_iter: int = 10_000,
             criterion: Literal["parameters", "loglik"] = "parameters", accelerate: bool = True,
@@ -1043,8 +1105,10 @@ class FoldFits:
         """Stage A without ``drop`` at weight ``w`` from ``start``.
 
         With ``information`` (an observed information, probability scale, at a
-        nearby fit), Newton steps with that matrix from the first evaluation;
-        without it, Newton steps with the information at each point.
+        nearby fit), Newton steps with that matrix from the first evaluation
+        (the exact one after :data:`heroeval.stage_a._em.GUESS_STEPS` steps,
+        :func:`heroeval.stage_a._em.guessed`); without it, Newton steps with the
+        information at each point.
         """
         a0, b0, p0 = start
         if w == 0.0 and criterion == "parameters":
@@ -1054,7 +1118,7 @@ class FoldFits:
             d0 = replace(design_of(self.history.take_items(keep)), pseudo_count=self.pseudo_count)
             return _em.run_em(d0, a0, b0, p0, tol=tol, max_iter=max_iter, accelerate=False, posteriors=False)
         d = self.design(w, drop)
-        info: _em.Information = information_of(d) if information is None else (lambda a, b, p: information)
+        info = information_of(d) if information is None else _em.guessed(information, information_of(d))
         return _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
                           information=info, newton_after=newton_after, posteriors=False)
 

@@ -672,7 +672,7 @@ class DaskFoldFits:
         a0, b0, p0 = start
         if w == 0.0 and criterion == "parameters":
             return _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, accelerate=False, posteriors=False)
-        info: _em.Information = d.information if information is None else (lambda a, b, p: information)
+        info = d.information if information is None else _em.guessed(information, d.information)
         return _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
                           information=info, newton_after=newton_after, posteriors=False)
 
