@@ -17,22 +17,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import scale  # noqa: E402
-
-
-def run(hero: Path, d: Path, *extra: str) -> float:
-    t = time.perf_counter()
-    subprocess.run([str(hero), "calibrate", str(d / "history.parquet"), "--gold", str(d / "gold.parquet"),
-                    "-o", str(d / "calib.json"), *extra], check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t
 
 
 def main() -> None:
@@ -42,18 +33,12 @@ def main() -> None:
     ap.add_argument("--data", default="")
     ap.add_argument("--repeats", type=int, default=1)
     a = ap.parse_args()
-    hero = Path(sys.executable).parent / "hero"
     d = Path(a.data) if a.data else Path(tempfile.mkdtemp(prefix="hero-checks-"))
     if not (d / "history.parquet").exists():
         d.mkdir(parents=True, exist_ok=True)
         print(scale.write_data(int(a.size), a.labelers, 7, d), file=sys.stderr)
-    run(hero, d, "--no-checks")  # numba's cache and the page cache
-    run(hero, d)
-    no: list[float] = []
-    yes: list[float] = []
-    for _ in range(a.repeats):
-        no.append(run(hero, d, "--no-checks"))
-        yes.append(run(hero, d))
+    r = scale.time_cli(d, a.repeats)  # the same timing benchmarks/scale.py runs (--cli-sizes)
+    no, yes = r["cli_runs_no_checks"], r["cli_runs_checks"]
     t_no, t_yes = statistics.median(no), statistics.median(yes)
     runs = "" if a.repeats == 1 else (f" (runs: --no-checks {', '.join(f'{t:.2f}' for t in no)}; "
                                        f"default {', '.join(f'{t:.2f}' for t in yes)})")

@@ -15,7 +15,12 @@ For each size (annotations) and labeler count J, the script
 3. in the same child, times one compiled EM map evaluation (the fused pass
    the EM repeats) and one streaming ``np.sum`` over the same compact uint16
    codes, the physical floor of any pass over the data;
-4. up to ``--crowdkit-max`` annotations, runs crowd-kit's
+4. for the sizes in ``--cli-sizes`` (J = 50 rows), times the command line on
+   the same files, in fresh processes: ``hero calibrate`` with its defaults
+   (the model checks on) against ``--no-checks``, alternated
+   ``--cli-repeats`` times after one untimed run of each (numba's cache and
+   the page cache), and ``hero --help`` (median of 11 runs);
+5. up to ``--crowdkit-max`` annotations, runs crowd-kit's
    ``DawidSkene(true_labels=...)`` for ``--crowdkit-iters`` iterations on
    the same data in its own virtualenv (see stage_a.py) and gives the ratio
    of its ns per annotation-iteration to ours.
@@ -34,6 +39,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -291,6 +297,30 @@ def crowdkit(py: Path, data_dir: Path, iters: int, tmp: Path) -> dict[str, Any]:
     return stage_a.bench_crowdkit(py, z, iters, 1, False, tmp)
 
 
+def time_cli(d: Path, repeats: int) -> dict[str, Any]:
+    """Wall times of ``hero calibrate`` on ``d``'s files with the defaults and with ``--no-checks`` (alternated,
+    after one untimed run of each) and of ``hero --help``, each a whole command in a fresh process."""
+    hero = Path(sys.executable).parent / "hero"
+
+    def run(*cmd: str) -> float:
+        t = time.perf_counter()
+        subprocess.run([str(hero), *cmd], check=True, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - t
+
+    cal = ("calibrate", str(d / "history.parquet"), "--gold", str(d / "gold.parquet"), "-o", str(d / "calib.json"))
+    run(*cal, "--no-checks")
+    run(*cal)
+    no: list[float] = []
+    yes: list[float] = []
+    for _ in range(repeats):
+        no.append(run(*cal, "--no-checks"))
+        yes.append(run(*cal))
+    helps = [run("--help") for _ in range(11)]
+    t_no, t_yes = statistics.median(no), statistics.median(yes)
+    return {"cli_no_checks_s": t_no, "cli_checks_s": t_yes, "cli_ratio": t_yes / t_no, "cli_runs_no_checks": no,
+            "cli_runs_checks": yes, "cli_help_s": statistics.median(helps)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1e6,1e7,1e8")
@@ -307,10 +337,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compact", action="store_true",
                     help="read with read_compact (straight into the compiled engine's arrays) instead of "
                          "read_annotations")
+    ap.add_argument("--cli-sizes", default="1e7", help="time hero calibrate (with and without the checks) and "
+                    "hero --help on these sizes' J = 50 files, e.g. 1e7 ('' for none)")
+    ap.add_argument("--cli-repeats", type=int, default=5)
     ap.add_argument("--keep-data", action="store_true",
                     help="keep the Parquet files under --tmp and reuse those an earlier run with the same seed wrote")
     a = ap.parse_args(argv)
     sizes = [int(float(s)) for s in a.sizes.split(",") if s]
+    cli_sizes = {int(float(s)) for s in a.cli_sizes.split(",") if s}
     Js = [int(s) for s in a.labelers.split(",")]
     py = None
     if not a.skip_crowdkit:
@@ -340,6 +374,11 @@ def main(argv: list[str] | None = None) -> int:
             res["ns_per_ann_iter_with_ll"] = res["em_map_ll_s"] / res["n_annotations"] * 1e9
             res["ns_per_ann_iter_without_ll"] = res["em_map_nll_s"] / res["n_annotations"] * 1e9
             res["np_sum_ns_per_ann"] = res["np_sum_s"] / res["n_annotations"] * 1e9
+            if n in cli_sizes and J == 50:
+                res.update(time_cli(d, a.cli_repeats))
+                print(f"[cli] hero calibrate {res['cli_checks_s']:.2f}s with the checks, {res['cli_no_checks_s']:.2f}s "
+                      f"with --no-checks (ratio {res['cli_ratio']:.2f}; medians of {a.cli_repeats}); hero --help "
+                      f"{res['cli_help_s']:.3f}s", flush=True)
             if py is not None and n <= a.crowdkit_max:
                 ck = crowdkit(py, d, a.crowdkit_iters, base)
                 res["crowdkit_ns_per_ann_iter"] = ck["ns_per_ann_iter"]
@@ -372,6 +411,13 @@ def main(argv: list[str] | None = None) -> int:
     if rows:
         print()
         print(table(rows))
+    cli = [r for r in rows if "cli_ratio" in r]
+    if cli:
+        print("\n| annotations | J | hero calibrate, --no-checks (s) | hero calibrate, defaults: checks on (s) | ratio "
+              "| hero --help (s) |\n|---|---|---|---|---|---|")
+        for r in cli:
+            print(f"| {r['n_annotations']:.2e} | {r['J']} | {r['cli_no_checks_s']:.2f} | {r['cli_checks_s']:.2f} | "
+                  f"{r['cli_ratio']:.2f} | {r['cli_help_s']:.3f} |")
     return 0
 
 
