@@ -459,7 +459,7 @@ def fold_fits_shared(ff: FoldFitter, gold_set: AnnotationSet, fold_items: list[n
     else:
         init = initial_values(gold_set) if start is None else (
             np.asarray(start.alpha), np.asarray(start.beta), np.asarray(start.round_prevalence))
-        full = _fit_from(ff, w_top, init, None, em)
+        full = _fit_from(ff, w_top, init, em)
         H = None
     if H is None and w_top > 0.0:
         H = ff.information(w_top, full)
@@ -476,7 +476,8 @@ def fold_fits_shared(ff: FoldFitter, gold_set: AnnotationSet, fold_items: list[n
         if prev_w is not None and w > 0.0:
             for k, Hk in enumerate(infos):
                 if Hk is not None:
-                    points[k], infos[k] = _weight_start(kept[k], points[k], Hk, prev_w, w)
+                    points[k], infos[k] = _weight_start(kept[k], points[k], Hk, prev_w, w,
+                                                        float(settings.get("pseudo_count", 0.0)))
         fits = _refits(ff, w, points, [None if w == 0.0 else Hk for Hk in infos], em, list(fold_items))
         for k, f in enumerate(fits):
             out[k][w] = points[k] = (f.alpha, f.beta, f.prev)
@@ -488,9 +489,9 @@ FOLD_START_TRUST = 1.0
 """The largest change of a logit the fold refits' starting step (:func:`_fold_start`) may make."""
 
 
-def _gold_gradient(ds: AnnotationSet, at: Params) -> FloatArray:
-    """The logit-scale gradient at ``at`` of the log-likelihood terms of the gold items of ``ds`` alone: their
-    posteriors are their gold labels, so it takes no pass over the other items."""
+def _gold_gradient(ds: AnnotationSet, at: Params, c: float = 0.0) -> FloatArray:
+    """The logit-scale gradient at ``at`` of the log-likelihood terms of the gold items of ``ds`` alone (plus the
+    pseudo-count ``c``'s prior): their posteriors are their gold labels, so it takes no pass over the other items."""
     J, G = ds.n_labelers, ds.n_rounds
     tp, fn, tn, fp = gold_counts(ds)
     s1 = np.empty(2 * J)
@@ -500,7 +501,7 @@ def _gold_gradient(ds: AnnotationSet, at: Params) -> FloatArray:
     isg = ds.gold >= 0
     gsum = np.bincount(ds.item_round[isg & (ds.gold == 1)], minlength=G).astype(np.float64)
     gsize = np.bincount(ds.item_round[isg], minlength=G).astype(np.float64)
-    return _em.logit_gradient(s1, cnt, gsum, gsize, 0.0, *at)
+    return _em.logit_gradient(s1, cnt, gsum, gsize, c, *at)
 
 
 def _trusted(at: Params, grad: FloatArray, H: FloatArray) -> Params:
@@ -531,14 +532,16 @@ def _fold_start(out: AnnotationSet, here: Params, H: FloatArray) -> Params:
     return _trusted(here, -_gold_gradient(out, here), H)
 
 
-def _weight_start(kept: AnnotationSet, at: Params, H: FloatArray, w_from: float, w: float) -> tuple[Params, FloatArray]:
+def _weight_start(kept: AnnotationSet, at: Params, H: FloatArray, w_from: float, w: float,
+                  c: float = 0.0) -> tuple[Params, FloatArray]:
     """A fold's refit at the lower weight ``w`` from its solution ``at`` at ``w_from``, without a pass: the start
     and the information its Newton steps use.
 
-    The refit's objective at ``w_from`` is its kept gold items' terms plus
-    ``w_from`` times the gold-free items'; its gradient is zero at ``at``, so
-    the gold-free part's gradient there is ``-g / w_from``, ``g`` the kept
-    gold items' own (:func:`_gold_gradient`), and at ``w`` the gradient is
+    The refit's objective at ``w_from`` is its kept gold items' terms and
+    the pseudo-count ``c``'s prior plus ``w_from`` times the gold-free
+    items'; its gradient is zero at ``at``, so the gold-free part's gradient
+    there is ``-g / w_from``, ``g`` the kept gold items' and the prior's
+    (:func:`_gold_gradient`), and at ``w`` the gradient is
     ``(1 - w / w_from) g``. The information ``H`` at ``w_from`` is rescaled
     the same way: the kept gold items' part (diagonal, at ``at``) stays, the
     rest is multiplied by ``w / w_from``. A guess, not the information at the
@@ -547,23 +550,12 @@ def _weight_start(kept: AnnotationSet, at: Params, H: FloatArray, w_from: float,
     """
     Hg = gold_information(kept, *at)
     Hw = Hg + (w / w_from) * (H - Hg)
-    return _trusted(at, (1.0 - w / w_from) * _gold_gradient(kept, at), Hw), Hw
+    return _trusted(at, (1.0 - w / w_from) * _gold_gradient(kept, at, c), Hw), Hw
 
 
-GUESS_PASSES = 12
-"""Passes of Newton steps with a guessed information before a refit turns to SQUAREM instead."""
-
-
-def _fit_from(ff: FoldFitter, w: float, start: Params, guess: FloatArray | None, em: Mapping[str, Any]) -> _em.EMFit:
-    """The whole history at weight ``w`` from ``start``: Newton steps with the information ``guess`` (where the
-    likelihood is well curved they finish in a few passes, where SQUAREM takes a dozen), else, or when those have
-    not finished in :data:`GUESS_PASSES`, SQUAREM from where they stopped. Either way the fit stops by Stage A's
-    rule, so only the path to the maximum depends on the guess."""
-    if guess is not None and em.get("criterion", "parameters") == "parameters" and em.get("accelerate", True):
-        f = ff.fit(w, start, information=guess, **{**em, "max_iter": GUESS_PASSES})
-        if f.converged:
-            return f
-        start = (f.alpha, f.beta, f.prev)
+def _fit_from(ff: FoldFitter, w: float, start: Params, em: Mapping[str, Any]) -> _em.EMFit:
+    """The whole history at weight ``w`` from ``start``: SQUAREM, then Newton steps with the information at each
+    point (Stage A's own path)."""
     return ff.fit(w, start, newton_after=_em.NEWTON_AFTER, **em)
 
 

@@ -333,8 +333,8 @@ GUESS_STEPS = 8
 
 
 def guessed(H: FloatArray, exact: Information, after: int = GUESS_STEPS) -> Information:
-    """An information for :func:`run_em`'s Newton steps: the fixed guess ``H`` for the first ``after`` steps, then
-    ``exact`` at each step (a pass over the data each).
+    """An information for :func:`run_em`'s Newton steps: the fixed guess ``H`` for the first ``after`` Newton
+    iterations (calls), then ``exact`` at each one (a pass over the data each).
 
     A guess from a nearby fit makes the steps converge in a few passes where it
     is close; where the fit is far from where the guess was formed (a fold's
@@ -354,6 +354,13 @@ def guessed(H: FloatArray, exact: Information, after: int = GUESS_STEPS) -> Info
 
 NEWTON_BOUND = 1e-6
 """Logits this close to the clip (parameters at 1e-9 or 1 - 1e-9) take EM steps in the Newton phase."""
+
+UNIDENTIFIED_COUNT = 1e-6
+"""A parameter whose weighted count (a labeler's posterior-weighted positives for its sensitivity, negatives for its
+specificity, a round's items for its prevalence) is below this is left out of the Newton phase's stopping rule: the
+likelihood is flat in it to rounding, and EM moves it by a constant amount each step without end (a fold refit of
+sentiment_polarity, a labeler with 5 labels on items whose posteriors are all below 1e-10: 10,000 map evaluations
+without converging)."""
 
 LL_ROUNDING = 1e-12
 """A Newton step that lowers the objective by less than this share of it is kept if the EM step at the new point
@@ -514,16 +521,24 @@ def newton_steps(
     EM image ``M(x)`` is returned, as SQUAREM does, after parameters within
     :data:`NEWTON_BOUND` of 0 or 1 whose gradient points outwards are moved to
     the clip (1e-9 or 1 - 1e-9) if that does not lower the objective, and
-    the iteration goes on from there until it has converged again.
+    the iteration goes on from there until it has converged again. Parameters
+    whose weighted count is below :data:`UNIDENTIFIED_COUNT` are left out of
+    the stopping rule (the likelihood is flat in them).
     """
     n_eval = 0
     trace: list[float] = []
 
+    ident = np.ones(th.size, dtype=bool)
+
     def at(x: FloatArray, sums: Sums) -> tuple[FloatArray, FloatArray, float]:
-        nonlocal n_eval
+        nonlocal n_eval, ident
         n_eval += 1
         a, b, p = _unpack(x, J)
         s1, cnt, gsum, gsize, weighted, ll = sums
+        s0 = cnt - s1
+        # each parameter's weighted count (its M step's denominator): below UNIDENTIFIED_COUNT it moves the
+        # objective by less than rounding, and EM moves it without end
+        ident = np.concatenate([s1[0::2] + s1[1::2] + 2 * c, s0[0::2] + s0[1::2] + 2 * c, gsize]) >= UNIDENTIFIED_COUNT
         a2, b2, p2 = m_from_sums(s1, cnt, gsum, gsize, c, weighted)
         grad = logit_gradient(s1, cnt, gsum, gsize, c, a, b, p)
         if fixed is not None:
@@ -531,20 +546,28 @@ def newton_steps(
             b2 = np.where(fixed, b_fix, b2)
         return _pack(a2, b2, p2), grad, ll
 
+    def dist(u: FloatArray, v: FloatArray) -> float:
+        """The largest change of an identified parameter (probability scale) between two points."""
+        return float(np.max(np.abs(expit(u) - expit(v))[ident], initial=0.0))
+
     x = th
     xm, grad, ll = at(x, (yield x))
     damp = 0.0
     steps = 0
     while True:
         trace.append(ll)
-        ch = float(np.max(np.abs(expit(xm) - expit(x)))) if x.size else 0.0
+        ch = dist(xm, x)
         if progress is not None:
             progress(n_done + n_eval, ll, ch)
         if ch <= tol:
             # parameters within NEWTON_BOUND of 0 or 1 that the gradient pushes outwards go to the clip, where
-            # EM would take them at its slow pace (their values' logs enter every likelihood ratio downstream)
+            # EM would take them at its slow pace (their values' logs enter every likelihood ratio downstream);
+            # not those already at the clip here, whose EM image lies just inside it: snapping them again would
+            # give the same point, a cycle that ran to the iteration limit (a fold refit of product_er, 10,000
+            # map evaluations where 110 reach the same fit)
             pr = expit(xm)
-            snap = (np.minimum(pr, 1 - pr) < NEWTON_BOUND) & (grad * np.sign(xm) > 0) & (np.abs(xm) < _LOGIT_MAX)
+            snap = ((np.minimum(pr, 1 - pr) < NEWTON_BOUND) & (grad * np.sign(xm) > 0) & (np.abs(xm) < _LOGIT_MAX)
+                    & (np.abs(x) < _LOGIT_MAX))
             if snap.any() and n_eval < budget:
                 cand = xm.copy()
                 cand[snap] = np.sign(xm[snap]) * _LOGIT_MAX
@@ -571,7 +594,7 @@ def newton_steps(
             slack = LL_ROUNDING * abs(ll)
             # kept if the objective does not go down, or goes down within rounding while the EM step shrinks
             # (progress towards the fixed point where the objective can no longer tell; no cycling)
-            if ll2 >= ll or (ll2 >= ll - slack and float(np.max(np.abs(expit(xm2) - expit(cand)))) < ch):
+            if ll2 >= ll or (ll2 >= ll - slack and dist(xm2, cand) < ch):
                 # Levenberg-Marquardt: less damping when the quadratic model predicted the gain well (a change
                 # within rounding counts as predicted, so that sums in another order take the same steps)
                 pred = float(g_f @ s_f - 0.5 * s_f @ I_ff @ s_f)

@@ -184,8 +184,9 @@ def _em_chunk_folds(r0, r1, ptr, code, gold, group, fold, wfree, ed, elo, d, lo,
 
     ``ed, d`` are (n_codes, M) and ``elo, lo`` (n_groups, M): one column per set.
     Each set's sums are those :func:`_em_chunk` gives on its own design (the
-    same items in the same order, the same running products), for the cost of
-    one read of the annotations: the model checks' fold refits run in
+    same items in the same order), and its log-likelihood part the same to
+    rounding (gold and gold-free items' factors in two running products), for
+    the cost of one read of the annotations: the model checks' fold refits run in
     lockstep on it. Returns (M, n_codes) and (M, n_groups) sums and M
     log-likelihood parts. A left-out item adds 0 to its set's sums (which
     leaves them as they are), so the loops over sets have no branch.

@@ -951,11 +951,12 @@ class FoldFits:
     so every refit shares one design built here once (the compiled engine's
     sorted codes, or the NumPy engine's compressed rows); only the per-item
     weights and the M-step's weighted counts change, and those are sums over
-    the few left-out items. Refits start from a nearby solution (the whole
-    history's fit at the same weight) and take Newton steps with that fit's
-    observed information (:func:`heroeval.stage_a._em.run_em`), so each costs a
-    few passes. The stopping rule is Stage A's: one EM step moves no parameter
-    by more than ``tol``. ``design``, the compiled design Stage A was fitted on
+    the few left-out items. The model checks start each refit near its maximum
+    and give it an observed information formed from the whole history's fit
+    (:func:`heroeval.checks.model_checks.fold_fits_shared`), so each takes a
+    few Newton passes (:func:`heroeval.stage_a._em.run_em`); :meth:`fit_many`
+    runs several in lockstep. The stopping rule is Stage A's: one EM step moves
+    no parameter by more than ``tol``. ``design``, the compiled design Stage A was fitted on
     (``Calibration.history_design``), is used instead of building another when
     it is this history's at weight 1 with the same pseudo-counts.
     """
@@ -1053,9 +1054,13 @@ class FoldFits:
         J = cd.n_labelers
         if len(points) == 1:
             return [_em.em_sums(self.design(w, drops[0]), *_em._unpack(points[0], J))]
+        if len(drops) > np.iinfo(np.int16).max:
+            raise HeroEvalError(f"at most {np.iinfo(np.int16).max} refits run in lockstep, got {len(drops)}")
         fold = np.full(cd.n_items, -1, dtype=np.int16)
         left = [self._left_out(np.asarray(dr, dtype=np.int64)) for dr in drops]
         for m, (at, _, _) in enumerate(left):
+            if (fold[at] != -1).any():
+                raise HeroEvalError("the refits run in lockstep must leave out disjoint sets of items")
             fold[at] = m
         tables = [cd._tables(*_em._unpack(x, J)) for x in points]
         ed, elo, d, lo = (np.ascontiguousarray(np.stack([t[i] for t in tables], axis=1)) for i in range(4))
@@ -1078,11 +1083,13 @@ class FoldFits:
                  informations: list[FloatArray], *, tol: float = 1e-8, max_iter: int = 10_000,
                  criterion: Literal["parameters", "loglik"] = "parameters",
                  accelerate: bool = True) -> list[_em.EMFit]:
-        """:meth:`fit` of several refits at one weight ``w > 0``, each without its ``drops``, with Newton steps on
-        its fixed ``informations`` from its start, run in lockstep: on the compiled engine every round of their
-        passes is one pass over the annotations. The same fits as one :meth:`fit` each (the sums are the same
-        sums in the same order; the objectives equal to rounding), for about 0.6 of the passes' cost with five
-        refits (docs/scale.md, "What the model checks cost")."""
+        """:meth:`fit` of several refits at one weight ``w > 0``, each without its ``drops`` (disjoint), with Newton
+        steps from its start on its ``informations`` (a guess; the exact information after
+        :data:`heroeval.stage_a._em.GUESS_STEPS`), run in lockstep: on the compiled engine every round of their
+        passes is one pass over the annotations. Each refit gets the sums its own design gives, bit for bit, and
+        the objective to rounding (summed in another order), so it takes the steps it takes alone except where a
+        step's gain is within rounding; the fits agree to the EM tolerance. A lockstep pass for five refits costs
+        about three single passes (docs/scale.md, "What the model checks cost")."""
         if (self._compact is None or w == 0.0 or len(starts) < 2 or criterion != "parameters"
                 or not accelerate):
             return [self.fit(w, s, drop=dr, information=H, tol=tol, max_iter=max_iter, criterion=criterion,
