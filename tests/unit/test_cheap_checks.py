@@ -34,6 +34,7 @@ from heroeval.stage_a.calibration import (
 )
 
 from .test_em_newton import sparse_crowd
+from .test_kernels import _history
 
 
 def _same_checks(a: he.checks.ModelChecks, b: he.checks.ModelChecks, tol: float) -> None:
@@ -304,3 +305,14 @@ def test_a_refit_at_a_lower_weight_starts_from_the_gold_items_alone() -> None:
     assert f.converged
     np.testing.assert_allclose(np.concatenate((f.alpha, f.beta, f.prev)),
                                np.concatenate((ref.alpha, ref.beta, ref.prev)), atol=1e-7)
+
+
+def test_lockstep_checks_with_two_rounds_and_pseudo_counts_equal_the_checks_from_scratch() -> None:
+    """The compiled engine's warm checks (folds in lockstep, chained across weights, _weight_start with the
+    prior's gradient) on a history of two rounds with pseudo-counts: the checks of refits from scratch."""
+    pytest.importorskip("numba")
+    hist = _history(11)
+    assert hist.n_rounds == 2 and np.bincount(hist.labeler).min() >= WARM_MIN_LABELS
+    cal = he.calibrate(hist, checks=True, pseudo_count=0.5, engine="numba")
+    scratch = run_checks(hist, refit="scratch", em_settings={"pseudo_count": 0.5})
+    _same_checks(cal.checks, scratch, 1e-6)
