@@ -401,7 +401,7 @@ def run_em(
 
     With ``information`` (and ``accelerate``, ``criterion="parameters"``), a
     fit that SQUAREM has not finished in ``newton_after`` map evaluations
-    continues with safeguarded Newton steps on the logits (:func:`_newton_phase`):
+    continues with safeguarded Newton steps on the logits (:func:`newton_steps`):
     where a few parameters converge linearly at a rate near 1, EM and SQUAREM
     crawl for hundreds of steps, Newton's method takes a handful. The stopping
     rule is unchanged (one plain EM step moves no parameter by more than
@@ -428,11 +428,16 @@ def run_em(
     def change(th_a: FloatArray, th_b: FloatArray) -> float:
         return float(np.max(np.abs(expit(th_a) - expit(th_b)))) if th_a.size else 0.0
 
+    def newton_phase(th: FloatArray, budget: int, n_done: int) -> _NewtonResult:
+        """:func:`newton_steps` on this design, one :func:`em_sums` pass per point."""
+        assert information is not None
+        gen = newton_steps(J, float(getattr(d, "pseudo_count", 0.0)), th, information, tol=tol, budget=budget,
+                           fixed=fixed, a_fix=a_fix, b_fix=b_fix, progress=progress, n_done=n_done)
+        return drive(gen, lambda x: em_sums(d, *_unpack(x, J)))
+
     newton = information is not None and accelerate and criterion == "parameters"
     if newton and newton_after <= 0:  # straight to Newton steps (a start next to the solution)
-        assert information is not None
-        ph = _newton_phase(d, _pack(alpha0, beta0, prev0), information, tol=tol, budget=max_iter, fixed=fixed,
-                           a_fix=a_fix, b_fix=b_fix, progress=progress, n_done=0)
+        ph = newton_phase(_pack(alpha0, beta0, prev0), max_iter, 0)
         if not posteriors:
             return newton_fit(ph, J)
         a, b, p = _unpack(ph.x, J)
@@ -447,9 +452,7 @@ def run_em(
     th, converged, max_change, trace = res.x, res.converged, res.change, list(res.trace)
     steps = 0
     if newton and not converged and n_eval < max_iter:
-        assert information is not None
-        ph = _newton_phase(d, th, information, tol=tol, budget=max_iter - n_eval, fixed=fixed, a_fix=a_fix,
-                           b_fix=b_fix, progress=progress, n_done=n_eval)
+        ph = newton_phase(th, max_iter - n_eval, n_eval)
         th, converged, max_change, steps = ph.x, ph.converged, ph.change, ph.steps
         n_eval += ph.n_eval
         trace.extend(ph.trace)
@@ -500,7 +503,7 @@ def newton_steps(
 
     A generator: it yields each point (logits) whose sums it needs and is sent
     back :func:`em_sums` there (``J`` labelers, pseudo-count ``c``), so the
-    caller decides how a pass runs (:func:`_newton_phase` one design at a time,
+    caller decides how a pass runs (:func:`run_em` one design at a time,
     :func:`drive_many` several refits in one pass each); it returns a
     :class:`_NewtonResult`.
 
@@ -657,25 +660,6 @@ def drive_many(
                 del pending[i]
     return [r for r in out if r is not None]
 
-
-def _newton_phase(
-    d: Design | Any,
-    th: FloatArray,
-    information: Information,
-    *,
-    tol: float,
-    budget: int,
-    fixed: npt.NDArray[np.bool_] | None,
-    a_fix: FloatArray,
-    b_fix: FloatArray,
-    progress: Progress | None,
-    n_done: int,
-) -> _NewtonResult:
-    """:func:`newton_steps` on one design, one :func:`em_sums` pass per point."""
-    J = d.n_labelers
-    gen = newton_steps(J, float(getattr(d, "pseudo_count", 0.0)), th, information, tol=tol, budget=budget,
-                       fixed=fixed, a_fix=a_fix, b_fix=b_fix, progress=progress, n_done=n_done)
-    return drive(gen, lambda x: em_sums(d, *_unpack(x, J)))
 
 
 def newton_system(x: FloatArray, grad: FloatArray, info: FloatArray,
