@@ -179,6 +179,8 @@ def main() -> None:
     ap.add_argument("--groups", action="store_true",
                     help="also leave one real round out (split='groups', rows tagged shift='groups'): triviaqa's "
                          "answering models (n = 400), mre_treat's blocks of batches; --resamples per data set")
+    ap.add_argument("--shrink", default="none", choices=("none", "eb"),
+                    help="Stage A's prior for every method that uses the calibration (calibrate(shrink=...))")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -190,13 +192,14 @@ def main() -> None:
         t = time.perf_counter()
         data = load_folder(Path(a.data) / name, binary_suffix=suffix)
         frames.append(run_benchmark(data, resamples=a.resamples, n=a.n, rhos=(a.rho,), workers=a.workers,
-                                    first_resample=a.first, shifts=a.shifts.split(","), rate_odds=a.rate_odds))
+                                    first_resample=a.first, shifts=a.shifts.split(","), rate_odds=a.rate_odds,
+                                    shrink=a.shrink))
         print(f"{data.name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     if a.groups and not a.judge:
         for data, n in round_sets(Path(a.data), a.n, a.only.split(",") if a.only else ()):
             t = time.perf_counter()
             g = run_benchmark(data, resamples=a.resamples, n=n, rhos=(a.rho,), workers=a.workers,
-                              first_resample=a.first, shifts=["none"], split="groups")
+                              first_resample=a.first, shifts=["none"], split="groups", shrink=a.shrink)
             frames.append(g.assign(shift="groups"))  # resample r: group r mod G; split stays "groups"
             print(f"{data.name} rounds: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     if a.judge:

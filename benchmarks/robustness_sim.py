@@ -48,14 +48,14 @@ DESIGNS: dict[str, tuple[Any, dict[str, Any]]] = {
 METHODS = ["majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1", "hero_joint"]
 
 
-def one(args: tuple[str, list[int]]) -> list[dict[str, Any]]:
-    design, seeds = args
+def one(args: tuple[str, list[int], str]) -> list[dict[str, Any]]:
+    design, seeds, shrink = args
     fn, kw = DESIGNS[design]
     rows = []
     warnings.simplefilter("ignore")
     for s in seeds:
         d = fn(s, **kw)
-        cal = he.calibrate(d.history, checks=True)
+        cal = he.calibrate(d.history, checks=True, shrink=shrink)  # type: ignore[arg-type]
         res = he.estimate(d.current, cal, method=METHODS, recommend=True)
         assert isinstance(res, he.EstimateCollection) and res.recommended is not None
         items = [*res.items(), ("auto", res.recommended.result)]
@@ -80,13 +80,15 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--out", default="docs/research/robustness")
     ap.add_argument("--designs", default="", help="comma-separated substrings: run only designs whose name has one")
+    ap.add_argument("--shrink", default="none", choices=("none", "eb"), help="Stage A's prior (calibrate(shrink=...))")
     a = ap.parse_args()
     designs = [d for d in DESIGNS if not a.designs or any(x in d for x in a.designs.split(","))]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     chunk = 10
-    jobs = [(dname, list(range(i, min(i + chunk, a.reps)))) for dname in designs for i in range(0, a.reps, chunk)]
+    jobs = [(dname, list(range(i, min(i + chunk, a.reps))), a.shrink) for dname in designs
+            for i in range(0, a.reps, chunk)]
     df = pd.DataFrame(run_chunks(one, jobs, [len(j[1]) for j in jobs], a.workers))
     df.to_csv(out / "sim_replications.csv.gz", index=False)
     df["err"] = df["estimate"] - df["truth"]

@@ -7,7 +7,7 @@
 
 The prior. For the sensitivities, ``Beta(k_a m_a, k_a (1 - m_a))`` fitted by
 the beta-binomial method of moments of ``rogan_gladen(shrink="eb")``
-(``heroeval.estimators._methods._eb_prior``) on the history's gold counts
+(``heroeval.stage_a.prior.beta_binomial_prior``) on the history's gold counts
 (``tp_j`` successes of ``tp_j + fn_j``); for the specificities likewise on
 ``tn_j`` of ``tn_j + fp_j``. Stage A becomes MAP-EM (gold-anchored two-coin
 Dawid–Skene, one prevalence per history round, as in heroeval) with the
@@ -130,9 +130,9 @@ from real_data import BINARY
 
 import heroeval as he
 from heroeval._core.squarem import squarem
-from heroeval.estimators._methods import _eb_prior
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration, gold_counts, initial_values
+from heroeval.stage_a.prior import beta_binomial_prior as _eb_prior
 from heroeval.workflows.benchmark import load_folder, make_split
 
 HERE = Path(__file__).resolve().parents[1]

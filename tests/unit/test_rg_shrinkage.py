@@ -19,7 +19,7 @@ from heroeval.simulate import dependent_dgp, paper_dgp
 
 
 def _prior(succ: list[float], n: list[float]) -> tuple[float, float]:
-    """Beta-binomial method of moments (``_eb_prior``'s docstring), loops; k = inf without heterogeneity."""
+    """Beta-binomial method of moments (``beta_binomial_prior``'s docstring), loops; k = inf without heterogeneity."""
     idx = [j for j in range(len(n)) if n[j] > 0]
     tot = sum(n[j] for j in idx)
     m = sum(succ[j] for j in idx) / tot

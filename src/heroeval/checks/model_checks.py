@@ -51,6 +51,7 @@ from heroeval.stage_a.calibration import (
     initial_values,
 )
 from heroeval.stage_a.checks_record import ModelChecks
+from heroeval.stage_a.prior import PriorCounts, counts4
 
 if TYPE_CHECKING:
     from heroeval.estimators.results import EstimateResult
@@ -195,7 +196,7 @@ def run_checks(
         if refit == "scratch":
             return _fold_fits_scratch(history, in_history, grid, settings)
         ff = FoldFits(history, pseudo_count=float(settings.get("pseudo_count", 0.0)),
-                      engine=settings.get("engine", "auto"), design=None if start is None else start.history_design)
+                      shrink=settings.get("shrink", "none"), engine=settings.get("engine", "auto"), design=None if start is None else start.history_design)
         return fold_fits_shared(_HistoryFolds(ff, gold_idx), gold_set, fold_items, grid, settings, start, warm)
 
     def template() -> Calibration:
@@ -391,6 +392,8 @@ class FoldFitter(Protocol):
 
     def information(self, w: float, fit: _em.EMFit) -> FloatArray: ...
 
+    def prior_of(self, drop: npt.NDArray[np.int64] | None) -> PriorCounts: ...
+
 
 class _HistoryFolds:
     """:class:`FoldFits` with ``drop`` given as positions among the history's gold items."""
@@ -415,6 +418,9 @@ class _HistoryFolds:
 
     def information(self, w: float, fit: _em.EMFit) -> FloatArray:
         return self.ff.information(w, fit)
+
+    def prior_of(self, drop: npt.NDArray[np.int64] | None) -> PriorCounts:
+        return self.ff.prior_of(None if drop is None else self.gold_idx[drop])
 
 
 def fold_fits_shared(ff: FoldFitter, gold_set: AnnotationSet, fold_items: list[npt.NDArray[np.int64]],
@@ -469,7 +475,9 @@ def fold_fits_shared(ff: FoldFitter, gold_set: AnnotationSet, fold_items: list[n
     # each fold's information at the top weight: the whole history's less the left-out gold items' own (diagonal)
     infos: list[FloatArray | None] = [None if H is None else H - gold_information(gold_set.take_items(test), *here)
                                       for test in fold_items]
-    points = [here if Hk is None else _fold_start(gold_set.take_items(test), here, Hk)
+    whole = ff.prior_of(None)
+    points = [here if Hk is None else _fold_start(gold_set.take_items(test), here, Hk,
+                                                  prior_change(whole, ff.prior_of(test)))
               for test, Hk in zip(fold_items, infos, strict=True)]
     prev_w: float | None = None
     for w in sorted(grid, reverse=True):
@@ -477,7 +485,7 @@ def fold_fits_shared(ff: FoldFitter, gold_set: AnnotationSet, fold_items: list[n
             for k, Hk in enumerate(infos):
                 if Hk is not None:
                     points[k], infos[k] = _weight_start(kept[k], points[k], Hk, prev_w, w,
-                                                        float(settings.get("pseudo_count", 0.0)))
+                                                        ff.prior_of(fold_items[k]))
         fits = _refits(ff, w, points, [None if w == 0.0 else Hk for Hk in infos], em, list(fold_items))
         for k, f in enumerate(fits):
             out[k][w] = points[k] = (f.alpha, f.beta, f.prev)
@@ -489,7 +497,7 @@ FOLD_START_TRUST = 1.0
 """The largest change of a logit the fold refits' starting step (:func:`_fold_start`) may make."""
 
 
-def _gold_gradient(ds: AnnotationSet, at: Params, c: float = 0.0) -> FloatArray:
+def _gold_gradient(ds: AnnotationSet, at: Params, c: PriorCounts = 0.0) -> FloatArray:
     """The logit-scale gradient at ``at`` of the log-likelihood terms of the gold items of ``ds`` alone (plus the
     pseudo-count ``c``'s prior): their posteriors are their gold labels, so it takes no pass over the other items."""
     J, G = ds.n_labelers, ds.n_rounds
@@ -513,7 +521,13 @@ def _trusted(at: Params, grad: FloatArray, H: FloatArray) -> Params:
     return new if float(np.nan_to_num(moved, nan=np.inf).max(initial=0.0)) <= FOLD_START_TRUST else at
 
 
-def _fold_start(out: AnnotationSet, here: Params, H: FloatArray) -> Params:
+def prior_change(before: PriorCounts, after: PriorCounts) -> FloatArray:
+    """``after``'s pseudo-counts less ``before``'s, as ``[a1, a0, b1, b0]`` (the prior's gradient is linear in
+    them)."""
+    return np.subtract(counts4(after), counts4(before))
+
+
+def _fold_start(out: AnnotationSet, here: Params, H: FloatArray, dc: PriorCounts = 0.0) -> Params:
     """Where a fold's refit starts: the Newton step from the whole history's fit ``here`` that the refit would
     take first, without the pass that gives it.
 
@@ -528,12 +542,17 @@ def _fold_start(out: AnnotationSet, here: Params, H: FloatArray) -> Params:
     :data:`FOLD_START_TRUST`, the refit starts from ``here``. Without that
     limit, at low ``w`` on the example history, steps of 2 to 29 along a
     labeler near the boundary made one refit take 354 passes instead of 95.
+    With an empirical-Bayes prior fitted per fold (``shrink="eb"``), ``dc``
+    is the fold's pseudo-counts less the whole history's, whose gradient
+    (linear in them) the refit's objective adds.
     """
-    return _trusted(here, -_gold_gradient(out, here), H)
+    J, G = out.n_labelers, out.n_rounds
+    prior = _em.logit_gradient(np.zeros(2 * J), np.zeros(2 * J), np.zeros(G), np.zeros(G), dc, *here)
+    return _trusted(here, prior - _gold_gradient(out, here), H)
 
 
 def _weight_start(kept: AnnotationSet, at: Params, H: FloatArray, w_from: float, w: float,
-                  c: float = 0.0) -> tuple[Params, FloatArray]:
+                  c: PriorCounts = 0.0) -> tuple[Params, FloatArray]:
     """A fold's refit at the lower weight ``w`` from its solution ``at`` at ``w_from``, without a pass: the start
     and the information its Newton steps use.
 

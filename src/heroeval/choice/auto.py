@@ -142,7 +142,7 @@ def recommend(
             )
         s = cal.settings
         checks = run_checks(hist, em_settings={k: s[k] for k in ("tol", "max_iter", "criterion", "accelerate",
-                                                                  "pseudo_count") if k in s}, start=cal)
+                                                                  "pseudo_count", "shrink") if k in s}, start=cal)
         cal = replace(cal, checks=checks)
     own_w = float(cal.settings.get("history_weight", 1.0))
     # HERO-1 at w = 0 is gold-only maximum likelihood without smoothing: not a candidate unless it is the user's own
@@ -162,7 +162,7 @@ def recommend(
                 assert hist is not None
                 s = cal.settings
                 cals[w] = fit_stage_a(hist, history_weight=w, **{k: s[k] for k in (
-                    "tol", "max_iter", "criterion", "accelerate", "pseudo_count") if k in s})
+                    "tol", "max_iter", "criterion", "accelerate", "pseudo_count", "shrink") if k in s})
             c_use = cals[own_w if w is None else w]
             r = _candidate(current, c_use, m, w, exclude_new_labelers, rows)
             if r is None:

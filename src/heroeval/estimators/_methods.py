@@ -26,7 +26,8 @@ from heroeval.estimators.results import METHODS, EstimateCollection, EstimateRes
 from heroeval.estimators.shift import covariate_overlap, shift_columns
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import _em, _influence
-from heroeval.stage_a.calibration import Calibration, ConvergenceInfo, _check_em_settings, fit_stage_a
+from heroeval.stage_a.calibration import Calibration, ConvergenceInfo, _check_em_settings, fit_stage_a, settings_prior
+from heroeval.stage_a.prior import beta_binomial_prior
 
 __all__ = [
     "dawid_skene",
@@ -847,27 +848,6 @@ def rogan_gladen(
                    test=test)
 
 
-def _eb_prior(success: FloatArray, n: FloatArray) -> tuple[float, float]:
-    """The beta-binomial prior ``Beta(k m, k (1 - m))`` of :func:`_eb_shrink`: ``(m, k)``, ``k = inf`` at no heterogeneity."""
-    has = n > 0
-    if not has.any():
-        return 0.5, math.inf
-    m = float(success[has].sum() / n[has].sum())
-    m = min(max(m, 1e-6), 1 - 1e-6)
-    r = success[has] / n[has]
-    wts = n[has] / n[has].sum()
-    s2 = float(wts @ (r - float(wts @ r)) ** 2)
-    # E[sum w (r - mhat)^2] = sum w (1 - w) var(r_j), var(r_j) = tau^2 (1 - 1/n_j) + m (1 - m) / n_j
-    nh = n[has]
-    g = wts * (1 - wts)
-    denom = float(g @ (1 - 1 / nh))
-    tau2 = (s2 - m * (1 - m) * float(g @ (1 / nh))) / denom if denom > 0 else 0.0
-    if not tau2 > 0:
-        return m, math.inf
-    k = max(m * (1 - m) / min(tau2, m * (1 - m) * (1 - 1e-9)) - 1, 1e-9)
-    return m, k
-
-
 @dataclass(frozen=True)
 class _EbLift:
     """Empirical-Bayes rates ``lam a + (1 - lam) m`` (``lam = n / (n + k)``) as a linear map of the plain ``a``.
@@ -887,7 +867,7 @@ class _EbLift:
     def fit(cls, success: FloatArray, n: FloatArray, active: bool) -> _EbLift:
         if not active:
             return cls(math.nan, math.nan, np.ones(n.shape), n, False)
-        m, k = _eb_prior(success, n)
+        m, k = beta_binomial_prior(success, n)
         lam = np.zeros(n.shape) if math.isinf(k) else n / (n + k)
         return cls(m, k, lam, n, True)
 
@@ -929,7 +909,7 @@ def _eb_shrink(success: FloatArray, n: FloatArray) -> FloatArray:
     >>> _eb_shrink(np.array([1.0, 3.0]), np.array([2.0, 6.0])).round(3).tolist()   # both at the pool: 1/2
     [0.5, 0.5]
     """
-    m, k = _eb_prior(success, n)
+    m, k = beta_binomial_prior(success, n)
     if math.isinf(k):
         return np.full(n.shape, m)
     out: FloatArray = (success + k * m) / (n + k)
@@ -1091,7 +1071,7 @@ def hero_joint(
     s = cal.settings
     d = replace(_em.make_design(ptr, lab, lbl, cal.n_labelers, gold, grp, G + 1,
                                 repeated=hist.repeated_pairs or cur.repeated_pairs),
-                pseudo_count=float(s.get("pseudo_count", 0.0)))
+                pseudo_count=settings_prior(s))
     hw = float(s.get("history_weight", 1.0))
     if hw <= 0.0:
         raise HeroEvalError(

@@ -454,6 +454,7 @@ def bootstrap(
                 criterion=str(s.get("criterion", "parameters")),  # type: ignore[arg-type]
                 accelerate=bool(s.get("accelerate", True)),
                 pseudo_count=float(s.get("pseudo_count", 0.0)),
+                shrink=s.get("shrink", "none"),  # the prior refitted on each resample's gold
                 history_weight=float(s.get("history_weight", 1.0)),  # the resampled fit at the calibration's own w
                 covariance=False,
             )

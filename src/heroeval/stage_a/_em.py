@@ -24,6 +24,7 @@ import scipy.sparse as sp
 from scipy.special import expit, logit
 
 from heroeval._core.squarem import squarem
+from heroeval.stage_a.prior import PriorCounts, counts4, log_prior
 
 EPS = 1e-9
 """Sensitivities and specificities are kept in [EPS, 1 - EPS] so logs stay finite."""
@@ -51,7 +52,7 @@ class Design:
     gold_pos: IntArray  # items with gold 1
     gold_neg: IntArray  # items with gold 0
     weight: FloatArray | None = None  # optional per-row weights of the likelihood (1 = full), counts included
-    pseudo_count: float = 0.0  # symmetric Beta(1 + c, 1 + c) prior on every alpha_j, beta_j (MAP-EM)
+    pseudo_count: PriorCounts = 0.0  # the prior's pseudo-counts on every alpha_j, beta_j (MAP-EM; see stage_a.prior)
     count: FloatArray | None = None  # rows that stand for several identical items: how many (see compress)
     row_of_item: IntArray | None = None  # with count: the row of each original item
 
@@ -150,8 +151,8 @@ def e_step(
     without gold, with ``eta_r = logit mu_g + L_r``; a gold item contributes
     ``log mu_g + L_r`` (gold 1) or ``log(1 - mu_g)`` (gold 0) on top of its
     ``lambda_r(0)``. ``sum_r lambda_r(0) = counts @ la0`` needs no item pass.
-    With ``d.pseudo_count > 0`` the log Beta prior is added, so the value is
-    the objective that MAP-EM increases.
+    With pseudo-counts in ``d.pseudo_count`` the log Beta prior is added, so
+    the value is the objective that MAP-EM increases.
     """
     la1, la0 = code_logprobs(alpha, beta)
     L = np.asarray(d.A @ (la1 - la0))
@@ -168,11 +169,7 @@ def e_step(
     sp = np.maximum(eta, 0.0) - np.log(np.maximum(gamma, 1.0 - gamma))
     gamma[d.gold_pos] = 1.0
     gamma[d.gold_neg] = 0.0
-    prior = 0.0
-    if d.pseudo_count > 0:
-        a = np.clip(alpha, EPS, 1 - EPS)
-        b = np.clip(beta, EPS, 1 - EPS)
-        prior = d.pseudo_count * float(np.sum(np.log(a) + np.log1p(-a) + np.log(b) + np.log1p(-b)))
+    prior = log_prior(d.pseudo_count, alpha, beta)
     w = d.weight
     if w is None:
         gold_pos_term = float(L[d.gold_pos].sum() + (lo[d.group[d.gold_pos]]).sum())
@@ -210,20 +207,22 @@ def m_step(d: Design, gamma: FloatArray) -> tuple[FloatArray, FloatArray, FloatA
 
 
 def m_from_sums(
-    s1: FloatArray, cnt: FloatArray, gsum: FloatArray, gsize: FloatArray, c: float, weighted: bool
+    s1: FloatArray, cnt: FloatArray, gsum: FloatArray, gsize: FloatArray, c: PriorCounts, weighted: bool
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """The M-step from its sufficient statistics (shared by every engine).
 
     ``s1`` and ``cnt`` are, per code ``2 j + z``, the (weighted) sums of the
     posteriors and of the annotations; ``gsum`` and ``gsize`` the per-round
-    (weighted) sums of the posteriors and of the items.
+    (weighted) sums of the posteriors and of the items; ``c`` the prior's
+    pseudo-counts (:mod:`heroeval.stage_a.prior`).
     """
+    a1, a0, b1, b0 = counts4(c)
     s0 = cnt - s1  # sum of (1 - gamma) per code
-    pos_tot = s1[0::2] + s1[1::2]
-    neg_tot = s0[0::2] + s0[1::2]
+    pos_tot = s1[0::2] + s1[1::2] + (a1 + a0)
+    neg_tot = s0[0::2] + s0[1::2] + (b1 + b0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        alpha = np.where(pos_tot + c > 0, (s1[1::2] + c) / (pos_tot + 2 * c), 0.5)
-        beta = np.where(neg_tot + c > 0, (s0[0::2] + c) / (neg_tot + 2 * c), 0.5)
+        alpha = np.where(pos_tot > 0, (s1[1::2] + a1) / pos_tot, 0.5)
+        beta = np.where(neg_tot > 0, (s0[0::2] + b1) / neg_tot, 0.5)
     prev = gsum / (np.maximum(gsize, 1e-300) if weighted else np.maximum(gsize, 1.0))
     return (
         np.clip(alpha, EPS, 1 - EPS),
@@ -268,20 +267,22 @@ def em_sums(d: Design | Any, alpha: FloatArray, beta: FloatArray, prev: FloatArr
 
 
 def logit_gradient(
-    s1: FloatArray, cnt: FloatArray, gsum: FloatArray, gsize: FloatArray, c: float,
+    s1: FloatArray, cnt: FloatArray, gsum: FloatArray, gsize: FloatArray, c: PriorCounts,
     alpha: FloatArray, beta: FloatArray, prev: FloatArray,
 ) -> FloatArray:
     """Gradient of the objective (log-likelihood plus log prior) in the logits of (alpha, beta, prev).
 
     By Fisher's identity it is the complete-data score at the posteriors: for
-    ``theta = logit alpha_j``, ``sum gamma z + c - alpha_j (sum gamma + 2 c)``
-    over labeler j's annotations, that is the M-step's denominator times
-    ``M(alpha)_j - alpha_j``; likewise for beta and the prevalences.
+    ``theta = logit alpha_j``, ``sum gamma z + a1 - alpha_j (sum gamma + a1 + a0)``
+    over labeler j's annotations (``a1, a0`` the prior's pseudo-counts), that
+    is the M-step's denominator times ``M(alpha)_j - alpha_j``; likewise for
+    beta and the prevalences.
     """
+    a1, a0, b1, b0 = counts4(c)
     s0 = cnt - s1
     pos = s1[0::2] + s1[1::2]
     neg = s0[0::2] + s0[1::2]
-    return np.concatenate([s1[1::2] + c - alpha * (pos + 2 * c), s0[0::2] + c - beta * (neg + 2 * c),
+    return np.concatenate([s1[1::2] + a1 - alpha * (pos + (a1 + a0)), s0[0::2] + b1 - beta * (neg + (b1 + b0)),
                            gsum - prev * gsize])
 
 
@@ -431,7 +432,7 @@ def run_em(
     def newton_phase(th: FloatArray, budget: int, n_done: int) -> _NewtonResult:
         """:func:`newton_steps` on this design, one :func:`em_sums` pass per point."""
         assert information is not None
-        gen = newton_steps(J, float(getattr(d, "pseudo_count", 0.0)), th, information, tol=tol, budget=budget,
+        gen = newton_steps(J, getattr(d, "pseudo_count", 0.0), th, information, tol=tol, budget=budget,
                            fixed=fixed, a_fix=a_fix, b_fix=b_fix, progress=progress, n_done=n_done)
         return drive(gen, lambda x: em_sums(d, *_unpack(x, J)))
 
@@ -487,7 +488,7 @@ class _NewtonResult:
 
 def newton_steps(
     J: int,
-    c: float,
+    c: PriorCounts,
     th: FloatArray,
     information: Information,
     *,
@@ -532,6 +533,7 @@ def newton_steps(
     trace: list[float] = []
 
     ident = np.ones(th.size, dtype=bool)
+    a1, a0, b1, b0 = counts4(c)
 
     def at(x: FloatArray, sums: Sums) -> tuple[FloatArray, FloatArray, float]:
         nonlocal n_eval, ident
@@ -541,7 +543,7 @@ def newton_steps(
         s0 = cnt - s1
         # each parameter's weighted count (its M step's denominator): below UNIDENTIFIED_COUNT it moves the
         # objective by less than rounding, and EM moves it without end
-        ident = np.concatenate([s1[0::2] + s1[1::2] + 2 * c, s0[0::2] + s0[1::2] + 2 * c, gsize]) >= UNIDENTIFIED_COUNT
+        ident = np.concatenate([s1[0::2] + s1[1::2] + (a1 + a0), s0[0::2] + s0[1::2] + (b1 + b0), gsize]) >= UNIDENTIFIED_COUNT
         a2, b2, p2 = m_from_sums(s1, cnt, gsum, gsize, c, weighted)
         grad = logit_gradient(s1, cnt, gsum, gsize, c, a, b, p)
         if fixed is not None:

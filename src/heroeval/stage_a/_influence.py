@@ -25,6 +25,7 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from heroeval.stage_a import _em
+from heroeval.stage_a.prior import curvature, has_prior
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -169,12 +170,10 @@ def _complete_diagonal(d: _em.Design, alpha: FloatArray, beta: FloatArray, g: Fl
     Da = (ga * ia)[0::2] + (ga * ia)[1::2]
     Db = (gb * ib)[0::2] + (gb * ib)[1::2]
     Dm = np.bincount(d.group, weights=gw / pg**2 + onew / (1 - pg) ** 2, minlength=d.n_groups)
-    c = d.pseudo_count
-    if c > 0:  # log Beta(1 + c, 1 + c) prior curvature
-        a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
-        b = np.clip(beta, _em.EPS, 1 - _em.EPS)
-        Da = Da + c * (1 / a**2 + 1 / (1 - a) ** 2)
-        Db = Db + c * (1 / b**2 + 1 / (1 - b) ** 2)
+    if has_prior(d.pseudo_count):  # the log Beta prior's curvature
+        ca, cb = curvature(d.pseudo_count, alpha, beta)
+        Da = Da + ca
+        Db = Db + cb
     out: FloatArray = np.diag(np.concatenate([Da, Db, Dm]))
     return out
 

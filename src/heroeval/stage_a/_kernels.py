@@ -48,6 +48,7 @@ import numpy.typing as npt
 from heroeval._core import jit
 from heroeval._core.jit import serial
 from heroeval.stage_a import _em, _influence
+from heroeval.stage_a.prior import PriorCounts, curvature, has_prior, log_prior
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -591,7 +592,7 @@ class CompactDesign:
     bounds: npt.NDArray[np.int64]  # (n_chunks + 1,) item positions where the chunks start
     order: npt.NDArray[np.int32] | npt.NDArray[np.int64] | None = None
     weight: FloatArray | None = None
-    pseudo_count: float = 0.0
+    pseudo_count: PriorCounts = 0.0
 
     @property
     def n_annotations(self) -> int:
@@ -709,22 +710,16 @@ class CompactDesign:
         del cells, out
         Da = (GA * ia)[0::2] + (GA * ia)[1::2]
         Db = (GB * ib)[0::2] + (GB * ib)[1::2]
-        c = self.pseudo_count
-        if c > 0:
-            a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
-            b = np.clip(beta, _em.EPS, 1 - _em.EPS)
-            Da = Da + c * (1 / a**2 + 1 / (1 - a) ** 2)
-            Db = Db + c * (1 / b**2 + 1 / (1 - b) ** 2)
+        if has_prior(self.pseudo_count):
+            ca, cb = curvature(self.pseudo_count, alpha, beta)
+            Da = Da + ca
+            Db = Db + cb
         H[np.diag_indices(P)] += np.concatenate([Da, Db, Dm])
         return H, StS, (None if X is None else SX)
 
 
-def _prior(c: float, alpha: FloatArray, beta: FloatArray) -> float:
-    if c <= 0:
-        return 0.0
-    a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
-    b = np.clip(beta, _em.EPS, 1 - _em.EPS)
-    return c * float(np.sum(np.log(a) + np.log1p(-a) + np.log(b) + np.log1p(-b)))
+def _prior(c: PriorCounts, alpha: FloatArray, beta: FloatArray) -> float:
+    return log_prior(c, alpha, beta)
 
 
 def code_dtype(n_labelers: int) -> type[np.integer[Any]]:
@@ -812,7 +807,7 @@ def compact_design(
     group: npt.NDArray[np.integer[Any]],
     n_groups: int,
     weight: FloatArray | None = None,
-    pseudo_count: float = 0.0,
+    pseudo_count: PriorCounts = 0.0,
     sort_items: bool = True,
 ) -> CompactDesign:
     """Pack annotations into one code each, sort the items by label count and precompute the M-step's constants.
@@ -854,7 +849,7 @@ def compact_design(
 def design_of_codes(
     ptr: npt.NDArray[np.int64], code: npt.NDArray[np.integer[Any]], gold: npt.NDArray[np.int8],
     group: npt.NDArray[np.int32], n_labelers: int, n_groups: int, weight: FloatArray | None = None,
-    pseudo_count: float = 0.0, order: npt.NDArray[np.int32] | npt.NDArray[np.int64] | None = None,
+    pseudo_count: PriorCounts = 0.0, order: npt.NDArray[np.int32] | npt.NDArray[np.int64] | None = None,
     bounds: npt.NDArray[np.int64] | None = None,
 ) -> CompactDesign:
     """The design of items already packed as codes ``2 * labeler + label`` (offsets ``ptr``; per-item ``gold``,

@@ -29,6 +29,7 @@ from heroeval.ingest.compact import CompactHistory
 from heroeval.stage_a import _em, _influence, _kernels
 from heroeval.stage_a.checks_record import ModelChecks
 from heroeval.stage_a.covariance import ParameterCovariance
+from heroeval.stage_a.prior import EBPrior, PriorCounts, eb_counts, same_prior
 
 __all__ = [
     "Calibration",
@@ -682,7 +683,7 @@ def design_of(ds: AnnotationSet) -> _em.Design:
 
 
 def check_fit_settings(history: Any, tol: float, max_iter: int, criterion: str, pseudo_count: float,
-                       variance: str) -> None:
+                       variance: str, shrink: str = "none") -> None:
     """Validate Stage A's inputs (a clear error naming the parameter) before any work is done."""
     if isinstance(history, CompactHistory):
         history = history.gold_set  # its report and gold are the history's
@@ -694,10 +695,49 @@ def check_fit_settings(history: Any, tol: float, max_iter: int, criterion: str, 
     _check_em_settings(tol, max_iter, criterion)
     if not (isinstance(pseudo_count, (int, float)) and math.isfinite(pseudo_count) and pseudo_count >= 0):
         raise HeroEvalError(f"pseudo_count must be a non-negative number, got {pseudo_count!r}")
+    check_shrink(shrink)
     if variance not in ("sandwich", "model"):
         raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
     if not history.has_gold:
         raise DataError(_no_gold_message(history))
+
+
+Shrink = Literal["none", "eb"]
+SHRINKS = ("none", "eb")
+
+
+def check_shrink(shrink: Any) -> Shrink:
+    if shrink not in SHRINKS:
+        raise HeroEvalError(f"shrink must be 'none' or 'eb' (empirical Bayes), got {shrink!r}")
+    out: Shrink = shrink
+    return out
+
+
+def stage_a_prior(counts: tuple[IntArray, IntArray, IntArray, IntArray], pseudo_count: float,
+                  shrink: str) -> tuple[PriorCounts, EBPrior | None]:
+    """Stage A's pseudo-counts from per-labeler gold counts ``(tp, fn, tn, fp)``: the symmetric ``pseudo_count``
+    alone (``shrink="none"``), or the empirical-Bayes prior fitted to the counts plus it (``"eb"``,
+    :func:`heroeval.stage_a.prior.eb_counts`), and that prior."""
+    if check_shrink(shrink) == "none":
+        return float(pseudo_count), None
+    eb = eb_counts(*counts)
+    return eb.counts(pseudo_count), eb
+
+
+def _prior_settings(pseudo_count: float, shrink: str, eb: EBPrior | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"pseudo_count": float(pseudo_count), "shrink": shrink}
+    if eb is not None:
+        out["prior"] = {**eb.as_dict(), "counts": [float(v) for v in eb.counts(pseudo_count)]}
+    return out
+
+
+def settings_prior(settings: dict[str, Any]) -> PriorCounts:
+    """The pseudo-counts a calibration was fitted with, from its settings (``pseudo_count``, and with
+    ``shrink="eb"`` the fitted prior's ``counts``), for a refit that must use the same prior."""
+    prior = settings.get("prior")
+    if settings.get("shrink", "none") == "eb" and isinstance(prior, dict) and "counts" in prior:
+        return np.asarray(prior["counts"], dtype=np.float64)
+    return float(settings.get("pseudo_count", 0.0))
 
 
 def _no_gold_message(history: AnnotationSet) -> str:
@@ -724,6 +764,7 @@ def fit_stage_a(
     criterion: Literal["parameters", "loglik"] = "parameters",
     accelerate: bool = True,
     pseudo_count: float = 0.0,
+    shrink: Shrink = "none",
     variance: Literal["sandwich", "model"] = "sandwich",
     covariance: bool = True,
     history_weight: float = 1.0,
@@ -747,7 +788,7 @@ def fit_stage_a(
     ``history_information``; None with the NumPy engine or without the
     covariance); :func:`heroeval.calibrate` drops them before it returns.
     """
-    check_fit_settings(history, tol, max_iter, criterion, pseudo_count, variance)
+    check_fit_settings(history, tol, max_iter, criterion, pseudo_count, variance, shrink)
     w = _check_weight(history_weight)
     if isinstance(history, CompactHistory):
         if engine == "numpy":
@@ -755,23 +796,24 @@ def fit_stage_a(
                                 "read_annotations")
         jit.require_numba("fitting a CompactHistory")
         return _fit_compact(history, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-                            pseudo_count=pseudo_count, variance=variance, covariance=covariance, w=w,
-                            progress=progress)
+                            pseudo_count=pseudo_count, shrink=shrink, variance=variance, covariance=covariance,
+                            w=w, progress=progress)
     use_numba = _choose_engine(engine, history.n_annotations)
     a0, b0, p0 = initial_values(history)
+    tp, fn, tn, fp = gold_counts(history)
+    prior, eb = stage_a_prior((tp, fn, tn, fp), pseudo_count, shrink)
     dc: _em.Design | None = None
     d_fit: _em.Design | _kernels.CompactDesign
     if use_numba:
         d_fit = _kernels.compact_design(
             history.item_ptr, history.labeler, history.label, history.n_labelers, history.gold, history.item_round,
             history.n_rounds, weight=None if w == 1.0 else np.where(history.gold >= 0, 1.0, w),
-            pseudo_count=float(pseudo_count))
+            pseudo_count=prior)
     else:
-        d = weighted_design(history, w, float(pseudo_count))
+        d = weighted_design(history, w, prior)
         dc = _em.compress(d) if compress and history.covariates is None else None
         d_fit = d if dc is None else dc
     fit, conv = _run_em(d_fit, (a0, b0, p0), tol, max_iter, criterion, accelerate, progress)
-    tp, fn, tn, fp = gold_counts(history)
     J = history.n_labelers
     if isinstance(d_fit, _kernels.CompactDesign) and d_fit.weight is None:  # its code counts hold them already
         n_ann = np.rint(d_fit.code_counts[0::2] + d_fit.code_counts[1::2]).astype(np.int64)
@@ -812,7 +854,7 @@ def fit_stage_a(
         convergence=conv,
         covariance=pcov,
         settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
-                  "pseudo_count": float(pseudo_count), "variance": variance, "history_weight": w,
+                  **_prior_settings(pseudo_count, shrink, eb), "variance": variance, "history_weight": w,
                   "init": "gold subset, one pseudo-observation at the pooled gold rate",
                   "engine": "numba" if use_numba else "numpy"},
         created=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -842,17 +884,18 @@ def _run_em(d: _em.Design | _kernels.CompactDesign, start: tuple[FloatArray, Flo
 
 
 def _fit_compact(history: CompactHistory, *, tol: float, max_iter: int, criterion: Literal["parameters", "loglik"],
-                 accelerate: bool, pseudo_count: float, variance: Literal["sandwich", "model"], covariance: bool,
-                 w: float, progress: bool | _em.Progress) -> Calibration:
+                 accelerate: bool, pseudo_count: float, shrink: Shrink, variance: Literal["sandwich", "model"],
+                 covariance: bool, w: float, progress: bool | _em.Progress) -> Calibration:
     """:func:`fit_stage_a` on a :class:`CompactHistory`: the design is its arrays (no copy); the gold-based pieces
     (starting values, gold counts, gold scores) read its decoded gold items; the calibration keeps no history."""
     gs = history.gold_set
     a0, b0, p0 = initial_values(gs)
+    tp, fn, tn, fp = gold_counts(gs)
+    prior, eb = stage_a_prior((tp, fn, tn, fp), pseudo_count, shrink)
     d = _kernels.design_of_codes(
         history.ptr, history.code, history.gold, history.group, history.n_labelers, history.n_rounds,
-        weight=None if w == 1.0 else np.where(history.gold >= 0, 1.0, w), pseudo_count=float(pseudo_count))
+        weight=None if w == 1.0 else np.where(history.gold >= 0, 1.0, w), pseudo_count=prior)
     fit, conv = _run_em(d, (a0, b0, p0), tol, max_iter, criterion, accelerate, progress)
-    tp, fn, tn, fp = gold_counts(gs)
     J, G = history.n_labelers, history.n_rounds
     # labels per code: the design counted them already unless it weights the items
     n_ann = (d.code_counts if d.weight is None else _em.bincount(history.code, 2 * J)).astype(np.int64)
@@ -870,7 +913,7 @@ def _fit_compact(history: CompactHistory, *, tol: float, max_iter: int, criterio
         covariate_names=(), covariate_mean=None, covariate_cov=None, n_covariate_items=0,
         convergence=conv, covariance=pcov,
         settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
-                  "pseudo_count": float(pseudo_count), "variance": variance, "history_weight": w,
+                  **_prior_settings(pseudo_count, shrink, eb), "variance": variance, "history_weight": w,
                   "init": "gold subset, one pseudo-observation at the pooled gold rate",
                   "engine": "numba", "history_storage": "compact"},
         created=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -936,7 +979,7 @@ def _check_weight(w: Any) -> float:
     return float(w)
 
 
-def weighted_design(history: AnnotationSet, w: float, pseudo_count: float = 0.0) -> _em.Design:
+def weighted_design(history: AnnotationSet, w: float, pseudo_count: PriorCounts = 0.0) -> _em.Design:
     """Stage A's design with gold-free items weighted by ``w`` (gold items keep weight 1)."""
     d = design_of(history)
     weight = None if w == 1.0 else np.where(history.gold >= 0, 1.0, w)
@@ -961,21 +1004,25 @@ class FoldFits:
     it is this history's at weight 1 with the same pseudo-counts.
     """
 
-    def __init__(self, history: AnnotationSet, *, pseudo_count: float = 0.0,
+    def __init__(self, history: AnnotationSet, *, pseudo_count: float = 0.0, shrink: Shrink = "none",
                  engine: Literal["auto", "numpy", "numba"] = "auto",
                  design: _kernels.CompactDesign | None = None) -> None:
         self.history = history
-        self.pseudo_count = float(pseudo_count)
-        self.numba = _choose_engine(engine, history.n_annotations)
+        self.shrink = check_shrink(shrink)
+        self.c = float(pseudo_count)
         isg = history.gold >= 0
         self._isg = isg
+        self._gold_counts = gold_counts(history)
+        self._priors: dict[bytes, PriorCounts] = {}
+        self.pseudo_count = self.prior_of(None)  # the whole history's
+        self.numba = _choose_engine(engine, history.n_annotations)
         self._compact: _kernels.CompactDesign | None = None
         self._design: _em.Design | None = None
         self._row_of_item: IntArray | None = None
         J, G = history.n_labelers, history.n_rounds
         if self.numba:
             # the design Stage A was fitted on, when it is this history's at weight 1 with the same pseudo-counts
-            if (design is not None and design.weight is None and design.pseudo_count == self.pseudo_count
+            if (design is not None and design.weight is None and same_prior(design.pseudo_count, self.pseudo_count)
                     and design.n_items == history.n_items and design.n_labelers == J):
                 cd = design
             else:
@@ -1005,9 +1052,26 @@ class FoldFits:
                 self._design = dc
                 self._row_of_item = dc.row_of_item
 
+    def prior_of(self, drop: IntArray | None) -> PriorCounts:
+        """The pseudo-counts of the refit without the gold items ``drop``: with ``shrink="eb"`` the empirical-Bayes
+        prior of its kept gold alone (:func:`stage_a_prior`), so the left-out items do not inform their own refit."""
+        if self.shrink == "none":
+            return self.c
+        drop = np.zeros(0, dtype=np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
+        key = drop.tobytes()
+        prior = self._priors.get(key)
+        if prior is None:
+            counts = self._gold_counts
+            if drop.size:
+                out = gold_counts(self.history.take_items(drop))
+                counts = (counts[0] - out[0], counts[1] - out[1], counts[2] - out[2], counts[3] - out[3])
+            prior = self._priors[key] = stage_a_prior(counts, self.c, self.shrink)[0]
+        return prior
+
     def design(self, w: float, drop: IntArray | None = None) -> _em.Design | _kernels.CompactDesign:
         """The design of the history without the items ``drop`` (gold items), gold-free items weighted by ``w``."""
         drop = np.zeros(0, dtype=np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
+        prior = self.prior_of(drop)
         if self._compact is not None:
             cd = self._compact
             base = self._weights.get(w)
@@ -1019,13 +1083,14 @@ class FoldFits:
             wt = base.copy()
             wt[at] = 0.0
             counts, gsize = self._fold_counts(w, c_drop, g_drop)
-            return replace(cd, weight=np.ascontiguousarray(wt), code_counts=counts, group_size=gsize)
+            return replace(cd, weight=np.ascontiguousarray(wt), code_counts=counts, group_size=gsize,
+                           pseudo_count=prior)
         d, rows = self._design, self._row_of_item
         assert d is not None and rows is not None
         cnt = np.ones(d.n_items) if d.count is None else d.count
         rw = np.where(d.gold >= 0, 1.0, w) * cnt
         rw[rows[drop]] = 0.0  # gold items keep rows of their own
-        return replace(d, weight=rw)
+        return replace(d, weight=rw, pseudo_count=prior)
 
     def _left_out(self, drop: IntArray) -> tuple[IntArray, FloatArray, FloatArray]:
         """The left-out items' positions in the compiled design and their annotations per code and items per round
@@ -1075,7 +1140,7 @@ class FoldFits:
             a, b, p = _em._unpack(x, J)
             _, la0 = _em.code_logprobs(a, b)
             log1m = np.log1p(-np.clip(p, _em.EPS, 1 - _em.EPS))
-            obj = float(counts @ la0 + gsize @ log1m) + float(ll[m]) + _kernels._prior(self.pseudo_count, a, b)
+            obj = float(counts @ la0 + gsize @ log1m) + float(ll[m]) + _kernels._prior(self.prior_of(drops[m]), a, b)
             out.append((s1[m], counts, gs[m], gsize, True, obj))
         return out
 
@@ -1095,7 +1160,7 @@ class FoldFits:
             return [self.fit(w, s, drop=dr, information=H, tol=tol, max_iter=max_iter, criterion=criterion,
                              accelerate=accelerate) for s, dr, H in zip(starts, drops, informations, strict=True)]
         J = self._compact.n_labelers
-        gens = [_em.newton_steps(J, self.pseudo_count, _em._pack(*s), _em.guessed(H, self._exact(w, dr)), tol=tol,
+        gens = [_em.newton_steps(J, self.prior_of(dr), _em._pack(*s), _em.guessed(H, self._exact(w, dr)), tol=tol,
                                  budget=max_iter, fixed=None, a_fix=s[0], b_fix=s[1], progress=None, n_done=0)
                 for s, dr, H in zip(starts, drops, informations, strict=True)]
         done = _em.drive_many(gens, lambda which, xs: self._fold_sums(w, [drops[i] for i in which], xs))
@@ -1122,7 +1187,7 @@ class FoldFits:
             # gold items only: the posteriors are the gold, so one EM step is the maximum (and one more confirms
             # it); on a design of the kept gold items alone, which has the same sums without passing over the rest
             keep = np.setdiff1d(np.flatnonzero(self._isg), np.zeros(0, np.int64) if drop is None else drop)
-            d0 = replace(design_of(self.history.take_items(keep)), pseudo_count=self.pseudo_count)
+            d0 = replace(design_of(self.history.take_items(keep)), pseudo_count=self.prior_of(drop))
             return _em.run_em(d0, a0, b0, p0, tol=tol, max_iter=max_iter, accelerate=False, posteriors=False)
         d = self.design(w, drop)
         info = information_of(d) if information is None else _em.guessed(information, information_of(d))

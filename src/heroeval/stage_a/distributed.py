@@ -63,13 +63,19 @@ from heroeval.stage_a import _em, _influence, _kernels
 from heroeval.stage_a.calibration import (
     Calibration,
     ConvergenceInfo,
+    Shrink,
     _check_em_settings,
     _check_weight,
+    _prior_settings,
     _progress_callback,
+    check_shrink,
+    gold_counts,
     initial_from_counts,
     score_gold_items,
+    stage_a_prior,
 )
 from heroeval.stage_a.covariance import ParameterCovariance
+from heroeval.stage_a.prior import PriorCounts, curvature, has_prior
 
 __all__ = ["DaskFoldFits", "DaskHistory", "calibrate_dask", "fit_stage_a_dask", "load_dask_history"]
 
@@ -267,12 +273,10 @@ def _part_cov(p: _Part, wt: FloatArray | None, alpha: FloatArray, beta: FloatArr
     return si.info, si.gram, np.asarray(si.scores.T @ Xc), Xc.T @ Xc
 
 
-def _prior_curvature(c: float, alpha: FloatArray, beta: FloatArray, n_groups: int) -> FloatArray:
-    """The log Beta(1 + c, 1 + c) prior's curvature, as in ``_influence._complete_diagonal`` (a P x P diagonal)."""
-    a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
-    b = np.clip(beta, _em.EPS, 1 - _em.EPS)
-    return np.diag(np.concatenate([c * (1 / a**2 + 1 / (1 - a) ** 2), c * (1 / b**2 + 1 / (1 - b) ** 2),
-                                   np.zeros(n_groups)]))
+def _prior_curvature(c: PriorCounts, alpha: FloatArray, beta: FloatArray, n_groups: int) -> FloatArray:
+    """The log Beta prior's curvature, as in ``_influence._complete_diagonal`` (a P x P diagonal)."""
+    ca, cb = curvature(c, alpha, beta)
+    return np.diag(np.concatenate([ca, cb, np.zeros(n_groups)]))
 
 
 class DaskHistory:
@@ -374,12 +378,12 @@ class _DaskDesign:
     added on the client (the partitions' designs carry none).
     """
 
-    def __init__(self, dh: DaskHistory, weights: list[Any] | None, pseudo_count: float) -> None:
+    def __init__(self, dh: DaskHistory, weights: list[Any] | None, pseudo_count: PriorCounts) -> None:
         self.dh = dh
         self.client = dh.client
         self.parts = dh.parts
         self.weights = weights
-        self.pseudo_count = float(pseudo_count)
+        self.pseudo_count = pseudo_count
         self.n_labelers = dh.n_labelers
         self.n_groups = dh.n_rounds
         if weights is None:
@@ -428,7 +432,7 @@ class _DaskDesign:
         res = c.gather([c.submit(_part_info, p, wt, alpha, beta, prev, pure=False)
                         for p, wt in zip(self.parts, self._wts(), strict=True)])
         H: FloatArray = np.sum(res, axis=0)
-        if self.pseudo_count > 0:
+        if has_prior(self.pseudo_count):
             H = H + _prior_curvature(self.pseudo_count, alpha, beta, self.n_groups)
         return H
 
@@ -440,7 +444,7 @@ class _DaskDesign:
         res = c.gather([c.submit(_part_cov, p, wt, fit.alpha, fit.beta, fit.prev, gram, xm, pure=False)
                         for p, wt in zip(self.parts, self._wts(), strict=True)])
         H = np.sum([r[0] for r in res], axis=0)
-        if self.pseudo_count > 0:
+        if has_prior(self.pseudo_count):
             H = H + _prior_curvature(self.pseudo_count, fit.alpha, fit.beta, self.n_groups)
         free = _influence.free_parameters(fit.alpha, fit.beta, fit.prev)
         S = np.sum([r[1] for r in res], axis=0) if gram else None
@@ -451,7 +455,7 @@ class _DaskDesign:
                                                     n_x_items=self.dh.n_items)
 
 
-def _design(dh: DaskHistory, w: float, drop: npt.NDArray[np.object_] | None, pseudo_count: float) -> _DaskDesign:
+def _design(dh: DaskHistory, w: float, drop: npt.NDArray[np.object_] | None, pseudo_count: PriorCounts) -> _DaskDesign:
     """The history's design with gold-free items weighted by ``w`` and the gold items ``drop`` (ids) left out."""
     drop = np.zeros(0, dtype=object) if drop is None else np.asarray(drop, dtype=object)
     if w == 1.0 and drop.size == 0:
@@ -581,6 +585,7 @@ def fit_stage_a_dask(
     criterion: Literal["parameters", "loglik"] = "parameters",
     accelerate: bool = True,
     pseudo_count: float = 0.0,
+    shrink: Shrink = "none",
     variance: Literal["sandwich", "model"] = "sandwich",
     covariance: bool = True,
     history_weight: float = 1.0,
@@ -597,10 +602,12 @@ def fit_stage_a_dask(
     """
     _check_em_settings(tol, max_iter, criterion)
     c = _check_pseudo_count(pseudo_count)
+    check_shrink(shrink)
     if variance not in ("sandwich", "model"):
         raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
     w = _check_weight(history_weight)
-    d = _design(dh, w, None, c)
+    prior, eb = stage_a_prior((dh.gold_tp, dh.gold_fn, dh.gold_tn, dh.gold_fp), c, shrink)
+    d = _design(dh, w, None, prior)
     a0, b0, p0 = dh.initial_values()
     fit = _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
                      progress=_progress_callback(progress), information=d.information)
@@ -617,8 +624,8 @@ def fit_stage_a_dask(
         cov_mean = dh.x_mean
         cov_cov = C / (dh.n_items - 1) if dh.n_items > 1 else np.zeros_like(C)
     settings: dict[str, Any] = {
-        "tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate, "pseudo_count": c,
-        "variance": variance, "history_weight": w, "engine": "dask", "partitions": len(dh.parts),
+        "tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
+        **_prior_settings(c, shrink, eb), "variance": variance, "history_weight": w, "engine": "dask", "partitions": len(dh.parts),
         "rows_read": dh.n_rows, "rows_dropped": dict(dh.dropped),
         "init": "gold subset, one pseudo-observation at the pooled gold rate"}
     if dh.covariate_names:
@@ -653,15 +660,32 @@ class DaskFoldFits:
     :meth:`DaskHistory.gold_items` (the gold items in id order).
     """
 
-    def __init__(self, dh: DaskHistory, *, pseudo_count: float = 0.0) -> None:
+    def __init__(self, dh: DaskHistory, *, pseudo_count: float = 0.0, shrink: Shrink = "none") -> None:
         self.dh = dh
-        self.pseudo_count = _check_pseudo_count(pseudo_count)
+        self.c = _check_pseudo_count(pseudo_count)
+        self.shrink = check_shrink(shrink)
+        self._priors: dict[bytes, PriorCounts] = {}
+
+    def prior_of(self, drop: IntArray | None) -> PriorCounts:
+        """As :meth:`heroeval.stage_a.calibration.FoldFits.prior_of` (``drop``: positions among the gold items)."""
+        if self.shrink == "none":
+            return self.c
+        drop = np.zeros(0, dtype=np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
+        key = drop.tobytes()
+        if key not in self._priors:
+            dh = self.dh
+            counts = (dh.gold_tp, dh.gold_fn, dh.gold_tn, dh.gold_fp)
+            if drop.size:
+                out = gold_counts(dh.gold_items().take_items(drop))
+                counts = (counts[0] - out[0], counts[1] - out[1], counts[2] - out[2], counts[3] - out[3])
+            self._priors[key] = stage_a_prior(counts, self.c, self.shrink)[0]
+        return self._priors[key]
 
     def design(self, w: float, drop: IntArray | None = None) -> _DaskDesign:
         ids = None
         if drop is not None and len(drop):
             ids = np.asarray(self.dh.gold_items().item_ids, dtype=object)[np.asarray(drop, dtype=np.int64)]
-        return _design(self.dh, float(w), ids, self.pseudo_count)
+        return _design(self.dh, float(w), ids, self.prior_of(drop))
 
     def fit(self, w: float, start: tuple[FloatArray, FloatArray, FloatArray], *, drop: IntArray | None = None,
             information: FloatArray | None = None, tol: float = 1e-8, max_iter: int = 10_000,
@@ -701,6 +725,7 @@ def calibrate_dask(
     criterion: Literal["parameters", "loglik"] = "parameters",
     accelerate: bool = True,
     pseudo_count: float = 0.0,
+    shrink: Shrink = "none",
     variance: Literal["sandwich", "model"] = "sandwich",
     covariance: bool = True,
     history_weight: float = 1.0,
@@ -733,7 +758,7 @@ def calibrate_dask(
         Whether every item's rows already sit in one partition (Parquet
         written in item order, say). Otherwise the log is shuffled on the
         item column first.
-    tol, max_iter, criterion, accelerate, pseudo_count, variance, covariance, history_weight, progress
+    tol, max_iter, criterion, accelerate, pseudo_count, shrink, variance, covariance, history_weight, progress
         As in :func:`heroeval.calibrate` (``history_weight`` a number in [0, 1]).
 
     Returns
@@ -747,6 +772,7 @@ def calibrate_dask(
                             "(this Stage A function takes a number in [0, 1])")
     _check_weight(history_weight)
     _check_pseudo_count(pseudo_count)
+    check_shrink(shrink)
     if variance not in ("sandwich", "model"):
         raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
     dh = load_dask_history(history, gold=gold, client=client, covariates=covariates, item_col=item_col,
@@ -754,5 +780,5 @@ def calibrate_dask(
                            gold_item_col=gold_item_col, covariate_item_col=covariate_item_col,
                            covariate_cols=covariate_cols, partitioned_by_item=partitioned_by_item)
     return fit_stage_a_dask(dh, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-                            pseudo_count=pseudo_count, variance=variance, covariance=covariance,
+                            pseudo_count=pseudo_count, shrink=shrink, variance=variance, covariance=covariance,
                             history_weight=history_weight, progress=progress)

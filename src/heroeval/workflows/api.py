@@ -50,7 +50,14 @@ from heroeval.estimators.results import EstimateCollection, EstimateResult
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.ingest.compact import CompactHistory
 from heroeval.stage_a import _em
-from heroeval.stage_a.calibration import Calibration, _check_em_settings, _check_weight, check_fit_settings, fit_stage_a
+from heroeval.stage_a.calibration import (
+    Calibration,
+    _check_em_settings,
+    _check_weight,
+    check_fit_settings,
+    check_shrink,
+    fit_stage_a,
+)
 from heroeval.stage_a.distributed import DaskFoldFits, _check_pseudo_count, fit_stage_a_dask, load_dask_history
 
 __all__ = ["DRIFT_METHODS", "calibrate", "calibrate_dask", "estimate", "warn_multiple_rounds"]
@@ -86,6 +93,7 @@ def calibrate(
     criterion: Literal["parameters", "loglik"] = "parameters",
     accelerate: bool = True,
     pseudo_count: float = 0.0,
+    shrink: Literal["none", "eb"] = "none",
     variance: Literal["sandwich", "model"] = "sandwich",
     covariance: bool = True,
     history_weight: float | Literal["cv"] = 1.0,
@@ -133,6 +141,17 @@ def calibrate(
         are kept in [1e-9, 1 - 1e-9], so a single contrary label by such a
         labeler then counts about 20.7 nats. ``Calibration.labelers_at_bound``
         lists them.
+    shrink : {"none", "eb"}, default "none"
+        ``"eb"`` shrinks each labeler's sensitivity and specificity towards
+        the pool as far as its own gold is thin: an empirical-Bayes
+        ``Beta(k m, k (1 - m))`` prior, fitted to the labelers' gold counts by
+        the beta-binomial method of moments (as ``rogan_gladen(shrink="eb")``
+        does), enters the M-step as pseudo-counts ``k m`` and ``k (1 - m)``
+        (added to ``pseudo_count``'s); ``k`` is at most the number of gold
+        annotations it was fitted on (:mod:`heroeval.stage_a.prior`). The
+        fitted prior is in ``Calibration.settings["prior"]``. The model checks'
+        refits fit it on each fold's kept gold; the parameter covariance treats
+        it as known.
     variance : {"sandwich", "model"}
         How the uncertainty of the fitted parameters is estimated:
         ``"sandwich"`` (default) sums the history items' influence values
@@ -202,14 +221,14 @@ def calibrate(
     >>> cal.labeler_ids
     ('a', 'b')
     """
-    check_fit_settings(history, tol, max_iter, criterion, pseudo_count, variance)
+    check_fit_settings(history, tol, max_iter, criterion, pseudo_count, variance, shrink)
     cv = history_weight == "cv"
     w = 1.0 if cv else _check_weight(history_weight)
     def fit(weight: float, with_covariance: bool, keep_design: bool = False) -> Calibration:
         return fit_stage_a(
             history, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-            pseudo_count=pseudo_count, variance=variance, covariance=with_covariance, history_weight=weight,
-            compress=compress, engine=engine, progress=progress, keep_design=keep_design,
+            pseudo_count=pseudo_count, shrink=shrink, variance=variance, covariance=with_covariance,
+            history_weight=weight, compress=compress, engine=engine, progress=progress, keep_design=keep_design,
         )
 
     if not (cv or checks):
@@ -223,7 +242,7 @@ def calibrate(
     model_checks = run_checks(
         history, folds=check_folds, seed=seed, start=cal,
         em_settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
-                     "pseudo_count": float(pseudo_count)},
+                     "pseudo_count": float(pseudo_count), "shrink": shrink},
     )
     if cv:
         cal = fit(model_checks.chosen_weight, covariance)
@@ -250,6 +269,7 @@ def calibrate_dask(
     criterion: Literal["parameters", "loglik"] = "parameters",
     accelerate: bool = True,
     pseudo_count: float = 0.0,
+    shrink: Literal["none", "eb"] = "none",
     variance: Literal["sandwich", "model"] = "sandwich",
     covariance: bool = True,
     history_weight: float | Literal["cv"] = 1.0,
@@ -288,7 +308,7 @@ def calibrate_dask(
     partitioned_by_item : bool, default False
         Whether every item's rows sit in one partition already (checked); otherwise the log is shuffled on
         the item column.
-    tol, max_iter, criterion, accelerate, pseudo_count, variance, covariance, history_weight, checks, check_folds, seed, progress
+    tol, max_iter, criterion, accelerate, pseudo_count, shrink, variance, covariance, history_weight, checks, check_folds, seed, progress
         As in :func:`calibrate`.
 
     Returns
@@ -299,6 +319,7 @@ def calibrate_dask(
     """
     _check_em_settings(tol, max_iter, criterion)
     c = _check_pseudo_count(pseudo_count)
+    check_shrink(shrink)
     if variance not in ("sandwich", "model"):
         raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
     cv = history_weight == "cv"
@@ -312,15 +333,15 @@ def calibrate_dask(
 
     def fit(weight: float, with_covariance: bool) -> Calibration:
         return fit_stage_a_dask(dh, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-                                pseudo_count=c, variance=variance, covariance=with_covariance,
+                                pseudo_count=c, shrink=shrink, variance=variance, covariance=with_covariance,
                                 history_weight=weight, progress=progress)
 
     if not (cv or checks):
         return fit(w, covariance)
     cal = fit(w, covariance and not cv)
     settings = {"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
-                "pseudo_count": c}
-    ff: FoldFitter = DaskFoldFits(dh, pseudo_count=c)
+                "pseudo_count": c, "shrink": shrink}
+    ff: FoldFitter = DaskFoldFits(dh, pseudo_count=c, shrink=shrink)
 
     def fold_fits(fold_items: list[npt.NDArray[np.int64]], grid: tuple[float, ...], gold_set: AnnotationSet,
                   warm: bool) -> list[dict[float, Params]]:

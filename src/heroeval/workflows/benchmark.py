@@ -40,7 +40,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -50,6 +50,7 @@ from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError
 from heroeval.estimators.results import METHODS, EstimateCollection
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.ingest.read import read_annotations
+from heroeval.stage_a.calibration import check_shrink
 from heroeval.workflows.api import calibrate, estimate
 
 __all__ = ["BenchmarkData", "load_folder", "run_benchmark", "summarize_benchmark"]
@@ -198,12 +199,12 @@ def make_split(
 
 def _one_resample(
     data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random", auto: bool = True,
-    rate_odds: float = RATE_SHIFT_ODDS,
+    rate_odds: float = RATE_SHIFT_ODDS, shrink: Literal["none", "eb"] = "none",
 ) -> list[dict[str, Any]]:
     warnings.simplefilter("ignore", ConvergenceWarning)
     sp = make_split(data, r, rho, n, shift, seed, split, rate_odds)
     hist, cur, truth, group = sp.history, sp.current, sp.truth, sp.group
-    cal = calibrate(hist, checks=auto)
+    cal = calibrate(hist, checks=auto, shrink=shrink)
     res = estimate(cur, cal, method="all", ridge=1.0, exclude_new_labelers=True, recommend=auto,
                    drift_check=False)
     assert isinstance(res, EstimateCollection)
@@ -230,12 +231,12 @@ def _picked(rec: Any) -> str:
     return rec.method if rec.history_weight is None else f"{rec.method}@{rec.history_weight:g}"
 
 
-def _task(args: tuple[BenchmarkData, Sequence[int], float, int, str, int, str, bool, float]
+def _task(args: tuple[BenchmarkData, Sequence[int], float, int, str, int, str, bool, float, Literal["none", "eb"]]
           ) -> list[dict[str, Any]]:
-    data, rs, rho, n, shift, seed, split, auto, rate_odds = args
+    data, rs, rho, n, shift, seed, split, auto, rate_odds, shrink = args
     out: list[dict[str, Any]] = []
     for r in rs:
-        out.extend(_one_resample(data, r, rho, n, shift, seed, split, auto, rate_odds))
+        out.extend(_one_resample(data, r, rho, n, shift, seed, split, auto, rate_odds, shrink))
     return out
 
 
@@ -253,6 +254,7 @@ def run_benchmark(
     auto: bool = True,
     first_resample: int = 0,
     rate_odds: float = RATE_SHIFT_ODDS,
+    shrink: Literal["none", "eb"] = "none",
 ) -> pd.DataFrame:
     """Every method on ``resamples`` splits per (rho, shift); one row per resample and method.
 
@@ -279,6 +281,9 @@ def run_benchmark(
     above one half). The default 3 moves the rate across or towards one half;
     a factor below 1 moves it away (a rare class rarer, as a better model's
     defect rate).
+
+    ``shrink``: Stage A's prior (:func:`heroeval.calibrate`'s ``shrink``), for
+    every method that uses the calibration.
     """
     if split not in ("random", "groups"):
         raise HeroEvalError(f"split must be 'random' or 'groups', got {split!r}")
@@ -299,7 +304,8 @@ def run_benchmark(
         raise HeroEvalError(f"rate_odds must be a positive number, got {rate_odds!r}")
     per = max(1, resamples // (2 * (workers or os.cpu_count() or 1)))
     end = first_resample + resamples
-    jobs = [(data, list(range(i, min(i + per, end))), rho, n, s, seed, split, auto, float(rate_odds))
+    check_shrink(shrink)
+    jobs = [(data, list(range(i, min(i + per, end))), rho, n, s, seed, split, auto, float(rate_odds), shrink)
             for rho in rhos for s in shifts for i in range(first_resample, end, per)]
     rows = run_chunks(_task, jobs, [len(j[1]) for j in jobs], workers, progress)
     return pd.DataFrame(rows).sort_values(["rho", "shift", "resample", "method"], kind="stable").reset_index(drop=True)
