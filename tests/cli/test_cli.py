@@ -76,6 +76,19 @@ def test_calibrate_then_estimate(files: dict[str, Path]) -> None:
     assert list(json.loads(r.stdout)["estimates"]) == ["hero1", "majority_vote"]
 
 
+def test_calibrate_with_the_empirical_bayes_prior(files: dict[str, Path], tmp_path: Path) -> None:
+    cal = tmp_path / "cal_eb.json"
+    r = runner.invoke(app, ["calibrate", str(files["history"]), "--gold", str(files["gold"]), "--shrink", "eb",
+                            "--no-checks", "-o", str(cal), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    settings = json.loads(r.stdout)["calibration"]["settings"]
+    assert settings["shrink"] == "eb" and len(settings["prior"]["counts"]) == 4
+    assert he.load_calibration(cal).settings["prior"] == settings["prior"]
+    r = runner.invoke(app, ["calibrate", str(files["history"]), "--gold", str(files["gold"]), "--shrink", "eb",
+                            "--classes", "0,1", "-o", str(tmp_path / "mc.json")])
+    assert r.exit_code == 2 and "--shrink eb is for binary labels" in r.output
+
+
 def test_cli_errors_exit_2_with_a_message(files: dict[str, Path], tmp_path: Path) -> None:
     r = runner.invoke(app, ["estimate", str(files["current"])])
     assert r.exit_code == 2 and "give exactly one of --calibration or --history" in r.stderr

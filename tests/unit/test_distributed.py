@@ -135,7 +135,8 @@ def _sparse_crowd(seed: int, n_items: int = 3000, J: int = 120) -> tuple[pd.Data
 
 
 @pytest.mark.parametrize("kw", [{"history_weight": 0.3}, {"history_weight": 0.0}, {"pseudo_count": 1.0},
-                                {"history_weight": 0.1, "pseudo_count": 0.5, "variance": "model"}])
+                                {"history_weight": 0.1, "pseudo_count": 0.5, "variance": "model"},
+                                {"shrink": "eb"}, {"shrink": "eb", "pseudo_count": 0.5, "history_weight": 0.3}])
 def test_weight_and_pseudo_count_equal_in_memory(client: object, kw: dict[str, float]) -> None:
     _, ddf = _demo_dask()
     h = he.read_annotations(EXAMPLE / "history.csv.gz", gold=EXAMPLE / "history_gold.csv")
@@ -144,8 +145,10 @@ def test_weight_and_pseudo_count_equal_in_memory(client: object, kw: dict[str, f
     _close(mem, cal, PARITY)
     assert cal.convergence.n_iter == mem.convergence.n_iter
     assert cal.convergence.loglik == pytest.approx(mem.convergence.loglik, rel=1e-12)  # the prior included
-    for k in ("history_weight", "pseudo_count", "variance"):
+    for k in ("history_weight", "pseudo_count", "variance", "shrink"):
         assert cal.settings[k] == mem.settings[k]
+    if kw.get("shrink") == "eb":
+        np.testing.assert_allclose(cal.settings["prior"]["counts"], mem.settings["prior"]["counts"], rtol=1e-12)
 
 
 def test_covariates_equal_in_memory(client: object) -> None:
@@ -219,7 +222,7 @@ def test_checks_and_cv_equal_in_memory(client: object) -> None:
     h = he.read_annotations(EXAMPLE / "history.csv.gz", gold=EXAMPLE / "history_gold.csv")
     ddf = dd.from_pandas(pd.read_csv(EXAMPLE / "history.csv.gz", dtype=str), npartitions=4)
     assert int(np.bincount(h.labeler).min()) >= 200  # the warm refits (from the whole fit, Newton steps)
-    for kw in ({"checks": True}, {"history_weight": "cv", "pseudo_count": 1.0}):
+    for kw in ({"checks": True}, {"history_weight": "cv", "pseudo_count": 1.0}, {"checks": True, "shrink": "eb"}):
         mem = he.calibrate(h, **kw)  # type: ignore[arg-type]
         cal = he.calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", client=client, **kw)  # type: ignore[arg-type]
         _close(mem, cal, PARITY)
@@ -238,10 +241,12 @@ def test_cold_checks_equal_in_memory(client: object) -> None:
     df, gold = _sparse_crowd(4, n_items=1500, J=40)
     h = he.read_annotations(df, gold=gold)
     assert int(np.bincount(h.labeler).min()) < 200  # the cold refits (from each fold's gold start)
-    mem = he.calibrate(h, checks=True)
-    cal = he.calibrate_dask(dd.from_pandas(df, npartitions=3), gold=gold, client=client, checks=True)
-    _close(mem, cal, PARITY)
-    _checks_close(mem, cal)
+    for shrink in ("none", "eb"):  # eb: each fold's prior from its kept gold, on the client
+        mem = he.calibrate(h, checks=True, shrink=shrink)  # type: ignore[arg-type]
+        cal = he.calibrate_dask(dd.from_pandas(df, npartitions=3), gold=gold, client=client, checks=True,
+                                shrink=shrink)  # type: ignore[arg-type]
+        _close(mem, cal, PARITY)
+        _checks_close(mem, cal)
 
 
 def test_option_errors(client: object) -> None:
@@ -254,6 +259,8 @@ def test_option_errors(client: object) -> None:
         he.calibrate_dask(ddf, gold=g, client=client, history_weight=1.5)
     with pytest.raises(he.errors.HeroEvalError, match="pseudo_count"):
         he.calibrate_dask(ddf, gold=g, client=client, pseudo_count=-1.0)
+    with pytest.raises(he.errors.HeroEvalError, match="shrink must be"):
+        he.calibrate_dask(ddf, gold=g, client=client, shrink="yes")  # type: ignore[arg-type]
     with pytest.raises(he.errors.HeroEvalError, match="check_folds"):
         he.calibrate_dask(ddf, gold=g, client=client, checks=True, check_folds=1)
     with pytest.raises(he.errors.HeroEvalError, match="covariate_cols needs covariates"):

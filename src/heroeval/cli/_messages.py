@@ -63,6 +63,7 @@ PARAMETER_OPTIONS: dict[str, str] = {
     "confidence_level": "--confidence-level",
     "history_weight": "--history-weight",
     "pseudo_count": "--pseudo-count",
+    "shrink": "--shrink",
     "max_iter": "--max-iter",
     "significance": "--significance",
     "score_r2": "--score-r2",

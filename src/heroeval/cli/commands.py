@@ -95,6 +95,11 @@ class Variance(str, Enum):
     model = "model"
 
 
+class Shrink(str, Enum):
+    none = "none"
+    eb = "eb"
+
+
 class NewLabelers(str, Enum):
     error = "error"
     exclude = "exclude"
@@ -350,6 +355,7 @@ def calibrate_cmd(
     criterion: Annotated[Criterion, typer.Option(help="Stop on parameter change or on log-likelihood.")] = Criterion.parameters,
     accelerate: Annotated[bool, typer.Option(help="SQUAREM acceleration.")] = True,
     pseudo_count: Annotated[float, typer.Option(help="Beta pseudo-counts per labeler in the M-step (0 = maximum likelihood).")] = 0.0,
+    shrink: Annotated[Shrink, typer.Option(help="eb: shrink each labeler's sensitivity and specificity towards the pool by an empirical-Bayes prior fitted to the gold counts (labelers with little gold gain most); none: no prior beyond --pseudo-count.")] = Shrink.none,
     variance: Annotated[Variance, typer.Option(help="Parameter covariance: sandwich (influence values) or model (inverse information).")] = Variance.sandwich,
     history_weight: Annotated[str, typer.Option(help="Weight of gold-free history items in Stage A: a number in [0, 1] (1 = the paper) or 'cv' (chosen by cross-validated log score on the gold).")] = "1",
     checks: Annotated[bool, typer.Option(help="Model checks on the gold items (cross-validation, mock rounds, dependence test); saved in the calibration and used by --method auto.")] = True,
@@ -383,6 +389,9 @@ def calibrate_cmd(
             raise typer.Exit(2)
         history_covariates = covariates
     if classes is not None or ordinal:
+        if shrink is Shrink.eb:
+            _err("--shrink eb is for binary labels; multi-class and ordinal calibrations take --pseudo-count")
+            raise typer.Exit(2)
         from heroeval.cli import multiclass as _mc  # multi-class labels only: SciPy's stats and more
 
         _run(lambda: _mc.calibrate(
@@ -427,7 +436,8 @@ def calibrate_cmd(
                     say(f"{what}: {n} EM maps{ll_s}, largest parameter change {change:.1e}")
 
             c = calibrate(h, tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate,
-                          pseudo_count=pseudo_count, variance=variance.value, history_weight=hw, checks=run_checks,
+                          pseudo_count=pseudo_count, shrink=shrink.value, variance=variance.value, history_weight=hw,
+                          checks=run_checks,
                           engine=engine.value, progress=em_progress)
         c.save(output)
         return h, c

@@ -47,8 +47,8 @@ __all__ = ["DEFAULT_SETTINGS", "HISTORY_IN_MEMORY", "AddResult", "Store", "Store
 DEFAULT_SETTINGS: dict[str, Any] = {"history_weight": 1.0, "checks": True, "seed": 0}
 """Stage A settings of the store's calibrations: the model checks are kept, so ``method="auto"`` works from the cache."""
 
-_SETTING_KEYS = ("tol", "max_iter", "criterion", "accelerate", "pseudo_count", "variance", "history_weight", "checks",
-                 "check_folds", "seed")
+_SETTING_KEYS = ("tol", "max_iter", "criterion", "accelerate", "pseudo_count", "shrink", "variance", "history_weight",
+                 "checks", "check_folds", "seed")
 
 HISTORY_IN_MEMORY = 5_000_000
 """``Store.estimate(history=None)`` loads the history (for ``hero_joint``) when it has at most this many annotations."""
