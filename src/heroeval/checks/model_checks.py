@@ -51,7 +51,7 @@ from heroeval.stage_a.calibration import (
     initial_values,
 )
 from heroeval.stage_a.checks_record import ModelChecks
-from heroeval.stage_a.prior import PriorCounts, counts4
+from heroeval.stage_a.prior import PriorCounts, counts4, curvature
 
 if TYPE_CHECKING:
     from heroeval.estimators.results import EstimateResult
@@ -97,6 +97,9 @@ BIAS_TEST_ALPHA = 0.01
 is significant at this level (when the dependence test has not rejected independence)."""
 
 DEPENDENCE_ALPHA = 0.01
+
+EM_SETTINGS = ("tol", "max_iter", "criterion", "accelerate", "pseudo_count", "shrink")
+"""Stage A's settings the refits take (:func:`run_checks`'s ``em_settings``)."""
 
 WARM_MIN_LABELS = 200
 """``refit="auto"`` starts the checks' refits from the whole history's fit when every labeler has this many labels.
@@ -150,8 +153,9 @@ def run_checks(
     seed : int
         Seed of the fold assignment.
     em_settings : mapping, optional
-        ``tol``, ``max_iter``, ``criterion``, ``accelerate``, ``pseudo_count``
-        for the refits (defaults of :func:`heroeval.calibrate`).
+        ``tol``, ``max_iter``, ``criterion``, ``accelerate``, ``pseudo_count``,
+        ``shrink`` for the refits (default: ``start``'s own settings when it
+        is given, else those of :func:`heroeval.calibrate`).
     candidates : sequence of str
         Methods to run on the mock rounds (``hero_joint`` is judged by
         HERO-1's mock round).
@@ -186,6 +190,8 @@ def run_checks(
         raise HeroEvalError(f"history must be an AnnotationSet, got {type(history).__name__}")
     if refit not in ("auto", "warm", "cold", "scratch"):
         raise HeroEvalError(f"refit must be 'auto', 'warm', 'cold' or 'scratch', got {refit!r}")
+    if em_settings is None and start is not None:  # the refits' settings are the calibration's own
+        em_settings = {k: start.settings[k] for k in EM_SETTINGS if k in start.settings}
     settings = dict(em_settings or {})
     gold_idx = np.flatnonzero(history.gold >= 0)
     n_labels = np.bincount(history.labeler, minlength=history.n_labelers)
@@ -196,7 +202,8 @@ def run_checks(
         if refit == "scratch":
             return _fold_fits_scratch(history, in_history, grid, settings)
         ff = FoldFits(history, pseudo_count=float(settings.get("pseudo_count", 0.0)),
-                      shrink=settings.get("shrink", "none"), engine=settings.get("engine", "auto"), design=None if start is None else start.history_design)
+                      shrink=settings.get("shrink", "none"), engine=settings.get("engine", "auto"),
+                      design=None if start is None else start.history_design)
         return fold_fits_shared(_HistoryFolds(ff, gold_idx), gold_set, fold_items, grid, settings, start, warm)
 
     def template() -> Calibration:
@@ -473,8 +480,11 @@ def fold_fits_shared(ff: FoldFitter, gold_set: AnnotationSet, fold_items: list[n
     every = np.arange(gold_set.n_items)
     kept = [gold_set.take_items(np.setdiff1d(every, test)) for test in fold_items]
     # each fold's information at the top weight: the whole history's less the left-out gold items' own (diagonal)
-    infos: list[FloatArray | None] = [None if H is None else H - gold_information(gold_set.take_items(test), *here)
-                                      for test in fold_items]
+    # (and the whole history's prior curvature swapped for the fold's own prior's, with shrink="eb")
+    infos: list[FloatArray | None] = [
+        None if H is None else H - gold_information(gold_set.take_items(test), *here)
+        + prior_information(ff.prior_of(test), *here) - prior_information(ff.prior_of(None), *here)
+        for test in fold_items]
     whole = ff.prior_of(None)
     points = [here if Hk is None else _fold_start(gold_set.take_items(test), here, Hk,
                                                   prior_change(whole, ff.prior_of(test)))
@@ -521,6 +531,12 @@ def _trusted(at: Params, grad: FloatArray, H: FloatArray) -> Params:
     return new if float(np.nan_to_num(moved, nan=np.inf).max(initial=0.0)) <= FOLD_START_TRUST else at
 
 
+def prior_information(c: PriorCounts, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
+    """The log prior's curvature as a P x P diagonal (probability scale; nothing on the prevalences)."""
+    ca, cb = curvature(c, alpha, beta)
+    return np.diag(np.concatenate([ca, cb, np.zeros(prev.size)]))
+
+
 def prior_change(before: PriorCounts, after: PriorCounts) -> FloatArray:
     """``after``'s pseudo-counts less ``before``'s, as ``[a1, a0, b1, b0]`` (the prior's gradient is linear in
     them)."""
@@ -546,9 +562,16 @@ def _fold_start(out: AnnotationSet, here: Params, H: FloatArray, dc: PriorCounts
     is the fold's pseudo-counts less the whole history's, whose gradient
     (linear in them) the refit's objective adds.
     """
+    return _trusted(here, _fold_gradient(out, here, dc), H)
+
+
+def _fold_gradient(out: AnnotationSet, here: Params, dc: PriorCounts = 0.0) -> FloatArray:
+    """The logit-scale gradient at the whole history's fit ``here`` of the refit without the gold items ``out``
+    whose pseudo-counts differ from the whole history's by ``dc``: minus those items' terms' gradient, plus the
+    prior change's (no pass over the other items; :func:`_fold_start`)."""
     J, G = out.n_labelers, out.n_rounds
     prior = _em.logit_gradient(np.zeros(2 * J), np.zeros(2 * J), np.zeros(G), np.zeros(G), dc, *here)
-    return _trusted(here, prior - _gold_gradient(out, here), H)
+    return prior - _gold_gradient(out, here)
 
 
 def _weight_start(kept: AnnotationSet, at: Params, H: FloatArray, w_from: float, w: float,
@@ -562,12 +585,12 @@ def _weight_start(kept: AnnotationSet, at: Params, H: FloatArray, w_from: float,
     there is ``-g / w_from``, ``g`` the kept gold items' and the prior's
     (:func:`_gold_gradient`), and at ``w`` the gradient is
     ``(1 - w / w_from) g``. The information ``H`` at ``w_from`` is rescaled
-    the same way: the kept gold items' part (diagonal, at ``at``) stays, the
-    rest is multiplied by ``w / w_from``. A guess, not the information at the
+    the same way: the kept gold items' and the prior's part (diagonal, at
+    ``at``) stays, the rest is multiplied by ``w / w_from``. A guess, not the information at the
     new point (whose pass costs more than the Newton steps it would save):
     the refit's stopping rule decides convergence.
     """
-    Hg = gold_information(kept, *at)
+    Hg = gold_information(kept, *at) + prior_information(c, *at)  # the prior is not weighted by w either
     Hw = Hg + (w / w_from) * (H - Hg)
     return _trusted(at, (1.0 - w / w_from) * _gold_gradient(kept, at, c), Hw), Hw
 

@@ -620,13 +620,15 @@ def initial_from_counts(
 
 def parameter_covariance(
     d: _em.Design | _kernels.CompactDesign, fit: _em.EMFit, X: FloatArray | None, variance: str = "sandwich",
-    information: list[FloatArray] | None = None,
+    information: list[FloatArray] | None = None, prior_meat: FloatArray | None = None,
 ) -> ParameterCovariance:
     """Covariance of (alpha, beta, prevalences[, covariate means]) from the history items' influence.
 
     Kept factored (:class:`heroeval.stage_a.covariance.ParameterCovariance`): the dense
     matrix is formed only when asked for. ``information``, a list, receives the
     observed information ``H`` (probability scale, P x P) the covariance was formed from.
+    ``prior_meat`` (:func:`eb_prior_meat`) is added to the sandwich's meat; with the model
+    variance the meat is ``H`` plus it, so the covariance is ``H^-1 + H^-1 prior_meat H^-1``.
     """
     gram = variance == "sandwich"
     if isinstance(d, _em.Design):
@@ -640,7 +642,54 @@ def parameter_covariance(
     if information is not None:
         information.append(H)
     Xc = None if X is None else X - X.mean(axis=0)
-    return ParameterCovariance.from_information(H, free, StS if gram else None, SX, Xc)
+    meat = StS if gram else None
+    if prior_meat is not None:
+        meat = (StS if gram else H) + prior_meat
+    return ParameterCovariance.from_information(H, free, meat, SX, Xc)
+
+
+def eb_prior_meat(gold_set: AnnotationSet, eb: EBPrior, alpha: FloatArray, beta: FloatArray,
+                  prev: FloatArray) -> FloatArray:
+    """What the empirical-Bayes prior's estimated pooled rates add to the sandwich's meat (P x P).
+
+    With ``shrink="eb"`` Stage A solves ``sum_r s_r(theta) + g(theta; m) = 0``,
+    ``g`` the log prior's gradient, whose pooled rates ``m = (m_a, m_b)`` are
+    themselves estimated from the gold: ``m_a = sum_r t_r / N_a`` over the
+    gold positives' labels (``t_r`` the 1s among item r's ``n_r`` labels),
+    ``m_b`` likewise over the gold negatives' 0s. Stacking the two estimating
+    equations, item r's influence on ``theta`` is ``H^-1 (s_r + C u_r)``, with
+    ``u_r = ((t_r - m_a n_r) / N_a, ...)`` its influence on ``m`` (non-zero on
+    gold items only) and ``C = dg / dm``: ``k_a / (alpha_j (1 - alpha_j))`` on
+    the sensitivities, ``k_b / (beta_j (1 - beta_j))`` on the specificities.
+    The meat ``sum_r (s_r + C u_r)(s_r + C u_r)'`` is the plain one plus
+    ``S_g' U C' + C U' S_g + C U'U C'`` (``S_g`` the gold items' score rows,
+    which depend on their gold labels alone): so the interval carries the
+    uncertainty of the pool every labeler is pulled towards, and the
+    correlation it makes between labelers. The strengths ``k`` are treated
+    as known (their influence is of second order near the pooled rate).
+    """
+    J = gold_set.n_labelers
+    P = 2 * J + prev.size
+    d = design_of(gold_set)
+    g = gold_set.gold.astype(np.float64)
+    S = _influence.scores_and_information(d, alpha, beta, prev, g, gram=False).scores  # gold items x P
+    n_r = np.diff(gold_set.item_ptr).astype(np.float64)
+    ones = np.bincount(gold_set.annotation_item, weights=gold_set.label.astype(np.float64),
+                       minlength=gold_set.n_items)
+    U = np.zeros((gold_set.n_items, 2))
+    pos, neg = g == 1, g == 0
+    if eb.n_a > 0:
+        U[pos, 0] = (ones[pos] - eb.m_a * n_r[pos]) / eb.n_a
+    if eb.n_b > 0:
+        U[neg, 1] = ((n_r[neg] - ones[neg]) - eb.m_b * n_r[neg]) / eb.n_b
+    a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
+    b = np.clip(beta, _em.EPS, 1 - _em.EPS)
+    C = np.zeros((P, 2))
+    C[:J, 0] = eb.k_a / (a * (1 - a))
+    C[J:2 * J, 1] = eb.k_b / (b * (1 - b))
+    SU = np.asarray(S.T @ U)
+    out: FloatArray = SU @ C.T + C @ SU.T + C @ (U.T @ U) @ C.T
+    return out
 
 
 def information_of(d: _em.Design | _kernels.CompactDesign) -> _em.Information:
@@ -828,7 +877,9 @@ def fit_stage_a(
         cov_mean = X.mean(axis=0)
         cov_cov = np.atleast_2d(np.cov(X, rowvar=False, ddof=1)) if X.shape[0] > 1 else np.zeros((X.shape[1],) * 2)
     info: list[FloatArray] = []
-    pcov = parameter_covariance(d_fit, fit, history.covariates, variance, info) if covariance else None
+    meat = None if eb is None else eb_prior_meat(history.take_items(np.flatnonzero(history.gold >= 0)), eb,
+                                                  fit.alpha, fit.beta, fit.prev)
+    pcov = parameter_covariance(d_fit, fit, history.covariates, variance, info, meat) if covariance else None
     kept = d_fit if keep_design and isinstance(d_fit, _kernels.CompactDesign) else None
     if dc is not None:
         assert dc.row_of_item is not None
@@ -903,7 +954,8 @@ def _fit_compact(history: CompactHistory, *, tol: float, max_iter: int, criterio
     n_items = (_kernels.distinct_items_per_labeler(history.ptr, history.code, J) if history.repeated_pairs
                else n_ann.copy())
     isg = history.gold >= 0
-    pcov = parameter_covariance(d, fit, None, variance) if covariance else None
+    meat = None if eb is None else eb_prior_meat(gs, eb, fit.alpha, fit.beta, fit.prev)
+    pcov = parameter_covariance(d, fit, None, variance, prior_meat=meat) if covariance else None
     return Calibration(
         labeler_ids=tuple(str(x) for x in history.labeler_ids), alpha=fit.alpha, beta=fit.beta,
         n_annotations=n_ann, n_items=n_items, gold_tp=tp, gold_fn=fn, gold_tn=tn, gold_fp=fp,

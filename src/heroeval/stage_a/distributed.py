@@ -69,6 +69,7 @@ from heroeval.stage_a.calibration import (
     _prior_settings,
     _progress_callback,
     check_shrink,
+    eb_prior_meat,
     gold_counts,
     initial_from_counts,
     score_gold_items,
@@ -436,8 +437,9 @@ class _DaskDesign:
             H = H + _prior_curvature(self.pseudo_count, alpha, beta, self.n_groups)
         return H
 
-    def covariance(self, fit: _em.EMFit, variance: str) -> ParameterCovariance:
-        """The parameter covariance of :func:`heroeval.stage_a.calibration.parameter_covariance`, map-reduced."""
+    def covariance(self, fit: _em.EMFit, variance: str, prior_meat: FloatArray | None = None) -> ParameterCovariance:
+        """The parameter covariance of :func:`heroeval.stage_a.calibration.parameter_covariance`, map-reduced
+        (``prior_meat`` as there)."""
         c = self.client
         gram = variance == "sandwich"
         xm = self.dh.x_mean
@@ -448,6 +450,8 @@ class _DaskDesign:
             H = H + _prior_curvature(self.pseudo_count, fit.alpha, fit.beta, self.n_groups)
         free = _influence.free_parameters(fit.alpha, fit.beta, fit.prev)
         S = np.sum([r[1] for r in res], axis=0) if gram else None
+        if prior_meat is not None:
+            S = (S if S is not None else H) + prior_meat
         if xm is None:
             return ParameterCovariance.from_information(H, free, S)
         return ParameterCovariance.from_information(H, free, S, np.sum([r[2] for r in res], axis=0),
@@ -615,7 +619,8 @@ def fit_stage_a_dask(
         warnings.warn(
             f"Stage A EM (dask) did not converge in {fit.n_iter} iterations (last parameter change "
             f"{fit.max_change:.2e} > tol {tol:.0e}); raise max_iter", ConvergenceWarning, stacklevel=2)
-    pcov = d.covariance(fit, variance) if covariance else None
+    meat = None if eb is None else eb_prior_meat(dh.gold_items(), eb, fit.alpha, fit.beta, fit.prev)
+    pcov = d.covariance(fit, variance, meat) if covariance else None
     cov_mean = cov_cov = None
     if dh.covariate_names:
         assert dh.x_mean is not None

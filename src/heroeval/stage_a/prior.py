@@ -18,11 +18,19 @@ beta-binomial method of moments (:func:`beta_binomial_prior`), separately for
 the sensitivities (true positives of the gold positives) and the
 specificities, gives ``a1 = k_a m_a``, ``a0 = k_a (1 - m_a)``; on gold items
 alone the fit is then the posterior mean ``(tp + k m) / (tp + fn + k)``, as
-in ``rogan_gladen(shrink="eb")``. ``k`` is capped at the number of gold
-annotations it was fitted on (:func:`eb_counts`): the prior never counts for
-more than the gold behind it, so with no heterogeneity seen every labeler
-sits near the pooled rate with about the pooled rate's uncertainty, not
-pinned to it.
+in ``rogan_gladen(shrink="eb")``. ``k`` is capped at ``N``, the gold
+annotations of its class (:func:`eb_counts`). Without the cap, when the
+moments show no spread between labelers (``k = inf``, common with a few gold
+labels each), every labeler would be pinned to the pooled rate; with it a
+labeler with ``n_j`` gold labels keeps the weight ``n_j / (n_j + N)`` on its
+own, about ``1 / (J + 1)`` when the gold is spread evenly: near-complete
+pooling, which is what the moments say. The cap is a choice, not an estimate.
+
+The parameter covariance counts the uncertainty of the pooled rates ``m``
+(:func:`heroeval.stage_a.calibration.eb_prior_meat`: ``m``'s estimating
+equation stacked with the likelihood's, so the sandwich carries the pool's
+noise and the correlation it makes between labelers); ``k`` is treated as
+known.
 """
 
 from __future__ import annotations

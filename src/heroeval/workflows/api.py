@@ -150,8 +150,11 @@ def calibrate(
         (added to ``pseudo_count``'s); ``k`` is at most the number of gold
         annotations it was fitted on (:mod:`heroeval.stage_a.prior`). The
         fitted prior is in ``Calibration.settings["prior"]``. The model checks'
-        refits fit it on each fold's kept gold; the parameter covariance treats
-        it as known.
+        refits fit it on each fold's kept gold. The parameter covariance
+        carries the uncertainty of the pooled rates ``m`` (their estimating
+        equation stacked with Stage A's); the strengths ``k`` are treated as
+        known. Not the default: with it ``method="auto"`` was less accurate
+        on the shared data sets (docs/research/robustness.md section 7).
     variance : {"sandwich", "model"}
         How the uncertainty of the fitted parameters is estimated:
         ``"sandwich"`` (default) sums the history items' influence values
