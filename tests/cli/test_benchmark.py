@@ -97,6 +97,12 @@ def test_cli_benchmark_on_a_new_folder(folder: Path, tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["benchmark", str(folder), "--resamples", "2", "--rho", "0.1", "--n", "50",
                                  "--shift", "none", "--workers", "1", "-f", "json"])
     assert r.exit_code == 0 and len(json.loads(r.stdout)["summary"]) == 8  # 7 methods + auto
+    plain = {(x["method"]): x["rmse"] for x in json.loads(r.stdout)["summary"]}
+    r = CliRunner().invoke(app, ["benchmark", str(folder), "--resamples", "2", "--rho", "0.1", "--n", "50",
+                                 "--shift", "none", "--workers", "1", "--shrink", "eb", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    eb = {(x["method"]): x["rmse"] for x in json.loads(r.stdout)["summary"]}
+    assert eb["majority_vote"] == plain["majority_vote"] and eb["hero1"] != plain["hero1"]  # Stage A's prior only
 
 
 def test_malformed_folders(tmp_path: Path) -> None:

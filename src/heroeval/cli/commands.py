@@ -915,6 +915,7 @@ def benchmark_cmd(
     shift: Annotated[str, typer.Option(help="none, half (the current round keeps half of the labelers) and/or rate (its items drawn with --rate-odds times the odds of a positive), comma-separated.")] = "none,half,rate",
     rate_odds: Annotated[float, typer.Option(help="--shift rate: factor on a gold positive's odds of entering the current round (inverted when the gold rate is above one half); below 1 moves the rate away from one half.")] = 3.0,
     binary_suffix: Annotated[str, typer.Option(help="Read labels<suffix>.csv and gold<suffix>.csv, e.g. _binary.")] = "",
+    shrink: Annotated[Shrink, typer.Option(help="Stage A's prior in every split (as hero calibrate --shrink).")] = Shrink.none,
     split: Annotated[str, typer.Option(help="random splits, or groups: leave one real round out (needs --group-col).")] = "random",
     group_col: Annotated[str | None, typer.Option(help="Column of items.csv that groups items into real rounds.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the splits.")] = 2026,
@@ -937,7 +938,7 @@ def benchmark_cmd(
         t0 = time.perf_counter()
         with _progress("benchmark", fmt is Format.table) as tick:
             df = run_benchmark(data, resamples=resamples, rhos=rhos, n=n, shifts=shifts, seed=seed, workers=workers,
-                               split=split, progress=tick, rate_odds=rate_odds)
+                               split=split, progress=tick, rate_odds=rate_odds, shrink=shrink.value)
         return df, summarize_benchmark(df), time.perf_counter() - t0
 
     df, summ, secs = _run(go)
