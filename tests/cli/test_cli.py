@@ -85,6 +85,9 @@ def test_calibrate_with_the_empirical_bayes_prior(files: dict[str, Path], tmp_pa
     assert settings["shrink"] == "eb" and len(settings["prior"]["counts"]) == 4
     assert he.load_calibration(cal).settings["prior"] == settings["prior"]
     r = runner.invoke(app, ["calibrate", str(files["history"]), "--gold", str(files["gold"]), "--shrink", "eb",
+                            "--no-checks", "-o", str(cal)])
+    assert r.exit_code == 0 and "empirical-Bayes prior (shrink eb): sensitivities towards" in " ".join(r.stdout.split())
+    r = runner.invoke(app, ["calibrate", str(files["history"]), "--gold", str(files["gold"]), "--shrink", "eb",
                             "--classes", "0,1", "-o", str(tmp_path / "mc.json")])
     assert r.exit_code == 2 and "--shrink eb is for binary labels" in r.output
 

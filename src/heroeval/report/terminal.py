@@ -215,6 +215,20 @@ def _engine_text(cal: Calibration) -> str:
     return ""
 
 
+def _prior_text(cal: Calibration) -> str:
+    """Stage A's empirical-Bayes prior (``shrink="eb"``), where there is one: the pooled rates and strengths."""
+    pr = cal.settings.get("prior")
+    if cal.settings.get("shrink") != "eb" or not isinstance(pr, dict):
+        return ""
+
+    def part(what: str, key: str) -> str:
+        capped = " (capped at the gold)" if pr.get(f"capped_{key}") else ""
+        return f"{what} towards {pr[f'm_{key}']:.3f} with k = {pr[f'k_{key}']:.3g}{capped}"
+
+    return ("; empirical-Bayes prior (shrink eb): " + part("sensitivities", "sensitivity") + ", "
+            + part("specificities", "specificity"))
+
+
 def calibration_table(cal: Calibration, max_rows: int = 30) -> Table:
     c = cal.convergence
     state = "converged" if c.converged else "[red]NOT converged[/red]"
@@ -222,7 +236,7 @@ def calibration_table(cal: Calibration, max_rows: int = 30) -> Table:
         title=(
             f"Stage A calibration: {cal.n_labelers} labelers, {cal.n_history_items} history items "
             f"({cal.n_gold_items} gold), {len(cal.round_ids)} round(s); EM {state} in {c.n_iter} "
-            f"iterations, log-lik {c.loglik:.2f}{_engine_text(cal)}"
+            f"iterations, log-lik {c.loglik:.2f}{_engine_text(cal)}{_prior_text(cal)}"
         ),
         title_justify="left",
     )
@@ -384,8 +398,11 @@ def checks_tables(cal: Calibration) -> list[Table]:
             err = "" if row is None else f"{row['bias']:+.4f} ± {row['bias_se']:.4f}"
             t.add_row(f"{w:g}{mark}", f"{m:.4f} ± {se:.4f}", err)
         own = float(cal.settings.get("history_weight", 1.0))
-        t.caption = (f"* the best log score: a candidate weight for --method auto, which compares HERO-1 at w = 1 and "
-                     f"at this weight on the mock rounds (the recommended row names the weight it took); this "
+        which = ("a candidate weight for --method auto, which compares HERO-1 at w = 1 and at this weight on the "
+                 "mock rounds (the recommended row names the weight it took)" if chk.chosen_weight > 0 else
+                 "w = 0 (the gold items alone) is not a candidate of --method auto, which compares HERO-1 at w = 1 "
+                 "with the other methods")
+        t.caption = (f"* the best log score: {which}; this "
                      f"calibration itself is fitted at w = {own:g} (--history-weight cv fits it at the * weight). "
                      "Mock round = held-out gold items, rate estimated from their labels")
         t.caption_justify = "left"
