@@ -284,3 +284,43 @@ def test_a_bad_shrink_is_named() -> None:
     hist = _small(1)
     with pytest.raises(HeroEvalError, match="shrink must be 'none' or 'eb'"):
         he.calibrate(hist, shrink="bayes")  # type: ignore[arg-type]
+
+
+def test_hero_joint_influence_of_a_gold_item_carries_the_pool() -> None:
+    """hero_joint's history influence of a gold item against the derivative, by central differences, of the joint
+    fit's current-round prevalence in that item's weight, the prior's pooled rates recomputed with the weight
+    (its strengths k held fixed): the infinitesimal jackknife, refitting the EM each time."""
+    d = paper_dgp(2, labels_per_item=3)
+    hist, cur = d.history, d.current
+    cal = he.calibrate(hist, shrink="eb", tol=1e-13)
+    res = he.hero_joint(cur, cal)
+    assert res.influence is not None and res.influence.history is not None
+    pr = cal.settings["prior"]
+    G = hist.n_rounds
+    ptr = np.concatenate([hist.item_ptr, hist.item_ptr[-1] + cur.item_ptr[1:]])
+    lab = np.concatenate([hist.labeler.astype(np.int64), cur.labeler.astype(np.int64)])
+    assert tuple(cur.labeler_ids) == tuple(cal.labeler_ids)
+    lbl = np.concatenate([hist.label, cur.label])
+    gold = np.concatenate([hist.gold, np.full(cur.n_items, -1, dtype=np.int8)])
+    grp = np.concatenate([hist.item_round, np.full(cur.n_items, G, dtype=np.int32)])
+    base = _em.make_design(ptr, lab, lbl, cal.n_labelers, gold, grp, G + 1)
+    tp, fn, tn, fp = (x.astype(float) for x in gold_counts(hist))
+
+    def prevalence(r: int, eps: float) -> float:
+        w = np.ones(base.n_items)
+        w[r] += eps
+        item = hist.take_items(np.array([r]))
+        t1, f0, t0, f1 = (x.astype(float) for x in gold_counts(item))
+        m_a = (tp.sum() + eps * t1.sum()) / (tp.sum() + fn.sum() + eps * (t1.sum() + f0.sum()))
+        m_b = (tn.sum() + eps * t0.sum()) / (tn.sum() + fp.sum() + eps * (t0.sum() + f1.sum()))
+        ka, kb = pr["k_sensitivity"], pr["k_specificity"]
+        counts = np.array([ka * m_a, ka * (1 - m_a), kb * m_b, kb * (1 - m_b)])
+        dd = _em.replace(base, weight=w, pseudo_count=counts)
+        f = _em.run_em(dd, np.asarray(cal.alpha), np.asarray(cal.beta),
+                       np.r_[cal.round_prevalence, res.estimate], tol=1e-14, max_iter=100_000)
+        return float(f.prev[G])
+
+    h = 1e-4
+    for r in np.flatnonzero(hist.gold >= 0)[:3]:
+        numeric = (prevalence(int(r), h) - prevalence(int(r), -h)) / (2 * h)
+        assert res.influence.history[r] == pytest.approx(numeric, rel=2e-3, abs=1e-7)

@@ -26,8 +26,15 @@ from heroeval.estimators.results import METHODS, EstimateCollection, EstimateRes
 from heroeval.estimators.shift import covariate_overlap, shift_columns
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import _em, _influence
-from heroeval.stage_a.calibration import Calibration, ConvergenceInfo, _check_em_settings, fit_stage_a, settings_prior
-from heroeval.stage_a.prior import beta_binomial_prior
+from heroeval.stage_a.calibration import (
+    Calibration,
+    ConvergenceInfo,
+    _check_em_settings,
+    eb_prior_terms,
+    fit_stage_a,
+    settings_prior,
+)
+from heroeval.stage_a.prior import EBPrior, beta_binomial_prior
 
 __all__ = [
     "dawid_skene",
@@ -265,12 +272,29 @@ def majority_vote(
     )
 
 
-def _fit_influence(d: _em.Design, fit: _em.EMFit, index: int) -> FloatArray:
-    """Per-item influence ``[H^-1 s_r]_index`` of one parameter of an EM fit (sums to the sandwich)."""
+def _fit_influence(d: _em.Design, fit: _em.EMFit, index: int,
+                   extra: tuple[npt.NDArray[np.int64], FloatArray] | None = None) -> FloatArray:
+    """Per-item influence ``[H^-1 s_r]_index`` of one parameter of an EM fit (sums to the sandwich); ``extra``,
+    ``(rows, E)``, adds ``E``'s rows to those items' scores (Stage A's empirical-Bayes prior, :func:`_eb_extra`)."""
     si = _influence.scores_and_information(d, fit.alpha, fit.beta, fit.prev, fit.gamma, gram=False)
     Hinv = _influence.inverse_information(si)
     out: FloatArray = np.asarray(si.scores @ Hinv[:, index])
+    if extra is not None:
+        rows, E = extra
+        out[rows] += E @ Hinv[:, index]
     return out
+
+
+def _eb_extra(hist: AnnotationSet, settings: dict[str, Any], fit: _em.EMFit, n_groups: int
+              ) -> tuple[npt.NDArray[np.int64], FloatArray] | None:
+    """With Stage A's empirical-Bayes prior (``shrink="eb"``), what its estimated pooled rates add to the gold
+    items' scores in a joint fit (:func:`heroeval.stage_a.calibration.eb_prior_terms`); None without it."""
+    pr = settings.get("prior")
+    if settings.get("shrink", "none") != "eb" or not isinstance(pr, dict):
+        return None
+    rows = np.flatnonzero(hist.gold >= 0)
+    U, C = eb_prior_terms(hist.take_items(rows), EBPrior.from_dict(pr), fit.alpha, fit.beta, n_groups)
+    return rows, U @ C.T
 
 
 def dawid_skene(
@@ -1093,7 +1117,7 @@ def hero_joint(
     if not fit.converged:
         warnings.warn(f"joint EM did not converge in {fit.n_iter} iterations", ConvergenceWarning, stacklevel=2)
     details = {**al.details, "hero1_estimate": mu1}
-    IF = _fit_influence(d, fit, 2 * cal.n_labelers + G)
+    IF = _fit_influence(d, fit, 2 * cal.n_labelers + G, _eb_extra(hist, s, fit, G + 1))
     N = hist.n_items
     infl = Influence(IF[N:] * cur.n_items, "items", IF[:N], None, hash(cal.token))
     # its score test: HERO-1's at the jointly fitted sensitivities and specificities, with the history-only

@@ -668,11 +668,22 @@ def eb_prior_meat(gold_set: AnnotationSet, eb: EBPrior, alpha: FloatArray, beta:
     correlation it makes between labelers. The strengths ``k`` are treated
     as known (their influence is of second order near the pooled rate).
     """
-    J = gold_set.n_labelers
-    P = 2 * J + prev.size
     d = design_of(gold_set)
-    g = gold_set.gold.astype(np.float64)
-    S = _influence.scores_and_information(d, alpha, beta, prev, g, gram=False).scores  # gold items x P
+    S = _influence.scores_and_information(d, alpha, beta, prev, gold_set.gold.astype(np.float64),
+                                          gram=False).scores  # gold items x P
+    U, C = eb_prior_terms(gold_set, eb, alpha, beta, prev.size)
+    SU = np.asarray(S.T @ U)
+    out: FloatArray = SU @ C.T + C @ SU.T + C @ (U.T @ U) @ C.T
+    return out
+
+
+def eb_prior_terms(gold_set: AnnotationSet, eb: EBPrior, alpha: FloatArray, beta: FloatArray,
+                   n_groups: int) -> tuple[FloatArray, FloatArray]:
+    """``U`` (gold items x 2), each gold item's influence on the pooled rates ``(m_a, m_b)``, and ``C``
+    (P x 2, P = 2J + ``n_groups``), the log prior's gradient's derivative in them (:func:`eb_prior_meat`): item
+    r's score gains ``C u_r``."""
+    J = gold_set.n_labelers
+    g = gold_set.gold
     n_r = np.diff(gold_set.item_ptr).astype(np.float64)
     ones = np.bincount(gold_set.annotation_item, weights=gold_set.label.astype(np.float64),
                        minlength=gold_set.n_items)
@@ -684,12 +695,10 @@ def eb_prior_meat(gold_set: AnnotationSet, eb: EBPrior, alpha: FloatArray, beta:
         U[neg, 1] = ((n_r[neg] - ones[neg]) - eb.m_b * n_r[neg]) / eb.n_b
     a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
     b = np.clip(beta, _em.EPS, 1 - _em.EPS)
-    C = np.zeros((P, 2))
+    C = np.zeros((2 * J + n_groups, 2))
     C[:J, 0] = eb.k_a / (a * (1 - a))
     C[J:2 * J, 1] = eb.k_b / (b * (1 - b))
-    SU = np.asarray(S.T @ U)
-    out: FloatArray = SU @ C.T + C @ SU.T + C @ (U.T @ U) @ C.T
-    return out
+    return U, C
 
 
 def information_of(d: _em.Design | _kernels.CompactDesign) -> _em.Information:

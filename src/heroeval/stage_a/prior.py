@@ -128,6 +128,14 @@ class EBPrior:
         return np.array([self.k_a * self.m_a + c, self.k_a * (1 - self.m_a) + c,
                          self.k_b * self.m_b + c, self.k_b * (1 - self.m_b) + c])
 
+    @classmethod
+    def from_dict(cls, d: dict[str, float | bool]) -> EBPrior:
+        """The prior from :meth:`as_dict`'s keys (``Calibration.settings["prior"]``)."""
+        return cls(float(d["m_sensitivity"]), float(d["k_sensitivity"]), float(d["m_specificity"]),
+                   float(d["k_specificity"]), float(d["gold_trials_sensitivity"]),
+                   float(d["gold_trials_specificity"]), bool(d["capped_sensitivity"]),
+                   bool(d["capped_specificity"]))
+
     def as_dict(self) -> dict[str, float | bool]:
         return {"m_sensitivity": self.m_a, "k_sensitivity": self.k_a, "m_specificity": self.m_b,
                 "k_specificity": self.k_b, "gold_trials_sensitivity": self.n_a, "gold_trials_specificity": self.n_b,
