@@ -102,6 +102,28 @@ def summary(c: pd.DataFrame, choice: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def oracle(plain: pd.DataFrame, eb: pd.DataFrame) -> pd.DataFrame:
+    """Per shift: an oracle that picks, in each cell, the best of a candidate set, over the best fixed method of
+    both runs; the sets are auto's four, the four with HERO-1 and HERO joint on the EB fit added, and the four
+    all on the EB fit. What a choice rule could gain from the EB prior as extra candidates."""
+    e = eb[eb["method"].isin(["hero1", "hero_joint", "gold_proportion", "hero2"])].assign(
+        method=lambda d: d["method"] + "_eb")
+    d = pd.concat([plain, e])
+    d = d[d["method"] != "auto"]
+    r = (d.assign(sq=(d["estimate"] - d["truth"]) ** 2).groupby(["dataset", "shift", "method"])["sq"].mean()
+         ** 0.5).unstack()
+    best = r[[*COMPARED, "hero1_eb", "hero_joint_eb", "gold_proportion_eb", "hero2_eb"]].min(axis=1)
+    four = ["gold_proportion", "rogan_gladen", "hero1", "hero_joint"]
+    sets = {"auto's four": four, "four + HERO-1 and HERO joint on EB": [*four, "hero1_eb", "hero_joint_eb"],
+            "the four on EB": ["gold_proportion_eb", "rogan_gladen", "hero1_eb", "hero_joint_eb"]}
+    rows = []
+    for name, cols in sets.items():
+        o = r[cols].min(axis=1) / best
+        for sh, x in o.groupby(level="shift"):
+            rows.append({"candidates": name, "shift": sh, "oracle_geo_ratio": _gm(x), "oracle_worst": x.max()})
+    return pd.DataFrame(rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("plain", help="robustness.py resamples.csv.gz with plain Stage A")
@@ -127,6 +149,9 @@ def main() -> None:
     print(wide.round(3).to_string())
     print()
     print(s.round(3).to_string(index=False))
+    orc = oracle(plain, eb)
+    print()
+    print(orc.round(3).to_string(index=False))
     print("\nleave-one-set-out choice: " + ", ".join(f"{k} {v}" for k, v in choice.items()))
     print(f"in-sample (all sets): {'eb' if _gm(c[(c.stage_a == 'eb') & c['shift'].isin(RANDOM)]['ratio']) < _gm(c[(c.stage_a == 'plain') & c['shift'].isin(RANDOM)]['ratio']) and covers(c[c.stage_a == 'eb']) else 'plain'}")
     if a.out:
@@ -134,6 +159,7 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         c.to_csv(out / "prior_cells.csv", index=False, float_format="%.6g")
         s.to_csv(out / "prior_summary.csv", index=False, float_format="%.6g")
+        orc.to_csv(out / "prior_oracle.csv", index=False, float_format="%.6g")
         pd.Series(choice, name="stage_a").rename_axis("held_out").to_csv(out / "prior_loso_choices.csv")
     if not math.isfinite(float(s["geo_ratio"].iloc[0])):
         raise SystemExit("non-finite ratios: a cell without a fixed method's RMSE")
