@@ -196,25 +196,19 @@ def test_the_covariance_carries_the_pooled_rates_uncertainty(variance: str) -> N
     a = np.asarray(cal.alpha)
     # per gold-positive item: its labels per labeler (n_rj) and ones per labeler (t_rj)
     IF = np.zeros((n, J))
+    own = np.zeros((n, J))  # the item's own part, without the pool's
     for r in np.flatnonzero(hist.gold == 1):
         nr = np.zeros(J)
         tr = np.zeros(J)
         for t in range(hist.item_ptr[r], hist.item_ptr[r + 1]):
             nr[hist.labeler[t]] += 1
             tr[hist.labeler[t]] += hist.label[t]
-        IF[r] = (tr - a * nr + k * (tr.sum() - m * nr.sum()) / Ntot) / (Nj + k)
+        own[r] = (tr - a * nr) / (Nj + k)
+        IF[r] = own[r] + k * (tr.sum() - m * nr.sum()) / Ntot / (Nj + k)
     V = cal.covariance.matrix()[:J, :J]  # type: ignore[union-attr]
     if variance == "sandwich":
         np.testing.assert_allclose(V, IF.T @ IF, rtol=1e-6, atol=1e-12)
     else:  # H^-1 + H^-1 Delta H^-1, H = (N_j + k) / (alpha (1 - alpha)): the model part on the diagonal
-        own = np.zeros((n, J))
-        for r in np.flatnonzero(hist.gold == 1):
-            nr = np.zeros(J)
-            tr = np.zeros(J)
-            for t in range(hist.item_ptr[r], hist.item_ptr[r + 1]):
-                nr[hist.labeler[t]] += 1
-                tr[hist.labeler[t]] += hist.label[t]
-            own[r] = (tr - a * nr) / (Nj + k)
         expect = IF.T @ IF - own.T @ own + np.diag(a * (1 - a) / (Nj + k))
         np.testing.assert_allclose(V, expect, rtol=1e-6, atol=1e-12)
     # the pool makes the labelers' errors correlate: without its part the off-diagonal would be 0
