@@ -166,6 +166,12 @@ def test_covariates_equal_in_memory(client: object) -> None:
     e1, e2 = he.hero2(cur, mem), he.hero2(cur, cal)
     assert e2.estimate == pytest.approx(e1.estimate, abs=PARITY)
     assert e2.standard_error == pytest.approx(e1.standard_error, rel=1e-8)
+    # with Stage A's EB prior: its pooled rates' cross terms with the covariate means, on the client
+    mem_eb = he.calibrate(h, shrink="eb")
+    cal_eb = calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", covariates=EXAMPLE / "history_covariates.csv.gz",
+                            client=client, shrink="eb")
+    _close(mem_eb, cal_eb, PARITY)
+    assert he.hero2(cur, cal_eb).standard_error == pytest.approx(he.hero2(cur, mem_eb).standard_error, rel=1e-8)
     # the covariate table is checked as the pandas reader checks it
     cov = pd.read_csv(EXAMPLE / "history_covariates.csv.gz")
     with pytest.raises(DataError, match="no covariate row"):

@@ -187,7 +187,9 @@ def test_the_covariance_carries_the_pooled_rates_uncertainty(variance: str) -> N
     item = np.repeat(np.arange(n), 3)
     lab = np.concatenate([rng.choice(J, 3, replace=False) for _ in range(n)])
     z = np.where(rng.random(item.size) < acc[lab], y[item], ~y[item]).astype(int)
-    hist = he.AnnotationSet.from_arrays(item, [f"j{k}" for k in lab], z, gold=(np.arange(n), y.astype(int)))
+    x = y + rng.normal(0, 1, n)  # a covariate (HERO-2's): its mean's cross-covariance carries the pool too
+    hist = he.AnnotationSet.from_arrays(item, [f"j{k}" for k in lab], z, gold=(np.arange(n), y.astype(int)),
+                                        covariates=(np.arange(n), x[:, None]))
     cal = he.calibrate(hist, shrink="eb", tol=1e-13, variance=variance)  # type: ignore[arg-type]
     pr = cal.settings["prior"]
     k, m, Ntot = pr["k_sensitivity"], pr["m_sensitivity"], pr["gold_trials_sensitivity"]
@@ -213,6 +215,13 @@ def test_the_covariance_carries_the_pooled_rates_uncertainty(variance: str) -> N
         np.testing.assert_allclose(V, expect, rtol=1e-6, atol=1e-12)
     # the pool makes the labelers' errors correlate: without its part the off-diagonal would be 0
     assert V[0, 1] > 0.1 * math.sqrt(V[0, 0] * V[1, 1])
+    # the sensitivities' cross-covariance with the covariate's mean: sum_r IF_r (x_r - xbar) / n
+    assert hist.covariates is not None
+    xc = hist.covariates[:, 0] - hist.covariates[:, 0].mean()
+    P = 2 * J + 1
+    full = cal.covariance.matrix()  # type: ignore[union-attr]
+    np.testing.assert_allclose(full[:J, P], IF.T @ xc / n, rtol=1e-6, atol=1e-12)
+    assert np.abs(full[:J, P] - own.T @ xc / n).max() > 0.05 * np.abs(full[:J, P]).max()  # the pool's part counts
 
 
 def test_a_fold_starts_from_the_gradient_of_its_own_objective() -> None:

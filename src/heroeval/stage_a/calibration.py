@@ -621,6 +621,7 @@ def initial_from_counts(
 def parameter_covariance(
     d: _em.Design | _kernels.CompactDesign, fit: _em.EMFit, X: FloatArray | None, variance: str = "sandwich",
     information: list[FloatArray] | None = None, prior_meat: FloatArray | None = None,
+    prior_cross: FloatArray | None = None,
 ) -> ParameterCovariance:
     """Covariance of (alpha, beta, prevalences[, covariate means]) from the history items' influence.
 
@@ -628,7 +629,8 @@ def parameter_covariance(
     matrix is formed only when asked for. ``information``, a list, receives the
     observed information ``H`` (probability scale, P x P) the covariance was formed from.
     ``prior_meat`` (:func:`eb_prior_meat`) is added to the sandwich's meat; with the model
-    variance the meat is ``H`` plus it, so the covariance is ``H^-1 + H^-1 prior_meat H^-1``.
+    variance the meat is ``H`` plus it, so the covariance is ``H^-1 + H^-1 prior_meat H^-1``;
+    ``prior_cross`` (:func:`eb_prior_cross`) is added to the scores' cross sums with the covariates.
     """
     gram = variance == "sandwich"
     if isinstance(d, _em.Design):
@@ -645,6 +647,8 @@ def parameter_covariance(
     meat = StS if gram else None
     if prior_meat is not None:
         meat = (StS if gram else H) + prior_meat
+    if prior_cross is not None and SX is not None:
+        SX = SX + prior_cross
     return ParameterCovariance.from_information(H, free, meat, SX, Xc)
 
 
@@ -666,7 +670,10 @@ def eb_prior_meat(gold_set: AnnotationSet, eb: EBPrior, alpha: FloatArray, beta:
     which depend on their gold labels alone): so the interval carries the
     uncertainty of the pool every labeler is pulled towards, and the
     correlation it makes between labelers. The strengths ``k`` are treated
-    as known (their influence is of second order near the pooled rate).
+    as known: their influence enters through ``(m - alpha_j) / (alpha_j (1 -
+    alpha_j))``, small for labelers near the pool but not of second order
+    (a review measured up to 1.9 % more standard error with a capped ``k``'s
+    influence included).
     """
     d = design_of(gold_set)
     S = _influence.scores_and_information(d, alpha, beta, prev, gold_set.gold.astype(np.float64),
@@ -674,6 +681,16 @@ def eb_prior_meat(gold_set: AnnotationSet, eb: EBPrior, alpha: FloatArray, beta:
     U, C = eb_prior_terms(gold_set, eb, alpha, beta, prev.size)
     SU = np.asarray(S.T @ U)
     out: FloatArray = SU @ C.T + C @ SU.T + C @ (U.T @ U) @ C.T
+    return out
+
+
+def eb_prior_cross(gold_set: AnnotationSet, eb: EBPrior, alpha: FloatArray, beta: FloatArray, n_groups: int,
+                   xc_gold: FloatArray) -> FloatArray:
+    """What the prior's pooled rates add to the scores' cross sums with the centred covariates (P x p):
+    ``C U' Xc_g``, ``Xc_g`` the gold items' covariates less the history's mean (HERO-2's control variate reads
+    these cross sums)."""
+    U, C = eb_prior_terms(gold_set, eb, alpha, beta, n_groups)
+    out: FloatArray = C @ (U.T @ xc_gold)
     return out
 
 
@@ -689,9 +706,10 @@ def eb_prior_terms(gold_set: AnnotationSet, eb: EBPrior, alpha: FloatArray, beta
                        minlength=gold_set.n_items)
     U = np.zeros((gold_set.n_items, 2))
     pos, neg = g == 1, g == 0
-    if eb.n_a > 0:
+    inside = 1e-6 < eb.m_a < 1 - 1e-6, 1e-6 < eb.m_b < 1 - 1e-6  # a pooled rate held at its clip does not move
+    if eb.n_a > 0 and inside[0]:
         U[pos, 0] = (ones[pos] - eb.m_a * n_r[pos]) / eb.n_a
-    if eb.n_b > 0:
+    if eb.n_b > 0 and inside[1]:
         U[neg, 1] = ((n_r[neg] - ones[neg]) - eb.m_b * n_r[neg]) / eb.n_b
     a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
     b = np.clip(beta, _em.EPS, 1 - _em.EPS)
@@ -886,9 +904,17 @@ def fit_stage_a(
         cov_mean = X.mean(axis=0)
         cov_cov = np.atleast_2d(np.cov(X, rowvar=False, ddof=1)) if X.shape[0] > 1 else np.zeros((X.shape[1],) * 2)
     info: list[FloatArray] = []
-    meat = None if eb is None else eb_prior_meat(history.take_items(np.flatnonzero(history.gold >= 0)), eb,
-                                                  fit.alpha, fit.beta, fit.prev)
-    pcov = parameter_covariance(d_fit, fit, history.covariates, variance, info, meat) if covariance else None
+    pcov = None
+    if covariance:
+        meat = cross = None
+        if eb is not None:
+            gi = np.flatnonzero(history.gold >= 0)
+            gs = history.take_items(gi)
+            meat = eb_prior_meat(gs, eb, fit.alpha, fit.beta, fit.prev)
+            if history.covariates is not None:
+                X = history.covariates
+                cross = eb_prior_cross(gs, eb, fit.alpha, fit.beta, fit.prev.size, X[gi] - X.mean(axis=0))
+        pcov = parameter_covariance(d_fit, fit, history.covariates, variance, info, meat, cross)
     kept = d_fit if keep_design and isinstance(d_fit, _kernels.CompactDesign) else None
     if dc is not None:
         assert dc.row_of_item is not None
@@ -963,7 +989,7 @@ def _fit_compact(history: CompactHistory, *, tol: float, max_iter: int, criterio
     n_items = (_kernels.distinct_items_per_labeler(history.ptr, history.code, J) if history.repeated_pairs
                else n_ann.copy())
     isg = history.gold >= 0
-    meat = None if eb is None else eb_prior_meat(gs, eb, fit.alpha, fit.beta, fit.prev)
+    meat = None if eb is None or not covariance else eb_prior_meat(gs, eb, fit.alpha, fit.beta, fit.prev)
     pcov = parameter_covariance(d, fit, None, variance, prior_meat=meat) if covariance else None
     return Calibration(
         labeler_ids=tuple(str(x) for x in history.labeler_ids), alpha=fit.alpha, beta=fit.beta,

@@ -69,6 +69,7 @@ from heroeval.stage_a.calibration import (
     _prior_settings,
     _progress_callback,
     check_shrink,
+    eb_prior_cross,
     eb_prior_meat,
     gold_counts,
     initial_from_counts,
@@ -437,9 +438,10 @@ class _DaskDesign:
             H = H + _prior_curvature(self.pseudo_count, alpha, beta, self.n_groups)
         return H
 
-    def covariance(self, fit: _em.EMFit, variance: str, prior_meat: FloatArray | None = None) -> ParameterCovariance:
+    def covariance(self, fit: _em.EMFit, variance: str, prior_meat: FloatArray | None = None,
+                   prior_cross: FloatArray | None = None) -> ParameterCovariance:
         """The parameter covariance of :func:`heroeval.stage_a.calibration.parameter_covariance`, map-reduced
-        (``prior_meat`` as there)."""
+        (``prior_meat`` and ``prior_cross`` as there)."""
         c = self.client
         gram = variance == "sandwich"
         xm = self.dh.x_mean
@@ -454,7 +456,10 @@ class _DaskDesign:
             S = (S if S is not None else H) + prior_meat
         if xm is None:
             return ParameterCovariance.from_information(H, free, S)
-        return ParameterCovariance.from_information(H, free, S, np.sum([r[2] for r in res], axis=0),
+        sx = np.sum([r[2] for r in res], axis=0)
+        if prior_cross is not None:
+            sx = sx + prior_cross
+        return ParameterCovariance.from_information(H, free, S, sx,
                                                     xtx=np.sum([r[3] for r in res], axis=0),
                                                     n_x_items=self.dh.n_items)
 
@@ -619,8 +624,15 @@ def fit_stage_a_dask(
         warnings.warn(
             f"Stage A EM (dask) did not converge in {fit.n_iter} iterations (last parameter change "
             f"{fit.max_change:.2e} > tol {tol:.0e}); raise max_iter", ConvergenceWarning, stacklevel=2)
-    meat = None if eb is None else eb_prior_meat(dh.gold_items(), eb, fit.alpha, fit.beta, fit.prev)
-    pcov = d.covariance(fit, variance, meat) if covariance else None
+    pcov = None
+    if covariance:
+        meat = cross = None
+        if eb is not None:
+            gs = dh.gold_items()
+            meat = eb_prior_meat(gs, eb, fit.alpha, fit.beta, fit.prev)
+            if dh.x_mean is not None and gs.covariates is not None:
+                cross = eb_prior_cross(gs, eb, fit.alpha, fit.beta, fit.prev.size, gs.covariates - dh.x_mean)
+        pcov = d.covariance(fit, variance, meat, cross)
     cov_mean = cov_cov = None
     if dh.covariate_names:
         assert dh.x_mean is not None

@@ -30,7 +30,8 @@ The parameter covariance counts the uncertainty of the pooled rates ``m``
 (:func:`heroeval.stage_a.calibration.eb_prior_meat`: ``m``'s estimating
 equation stacked with the likelihood's, so the sandwich carries the pool's
 noise and the correlation it makes between labelers); ``k`` is treated as
-known.
+known, which leaves out a term of first order in ``m - alpha_j`` (small
+for labelers near the pool).
 """
 
 from __future__ import annotations
