@@ -51,7 +51,7 @@ from heroeval.stage_a.calibration import (
     initial_values,
 )
 from heroeval.stage_a.checks_record import ModelChecks
-from heroeval.stage_a.prior import PriorCounts, counts4, curvature
+from heroeval.stage_a.prior import PriorCounts, counts4, prior_information
 
 if TYPE_CHECKING:
     from heroeval.estimators.results import EstimateResult
@@ -483,7 +483,8 @@ def fold_fits_shared(ff: FoldFitter, gold_set: AnnotationSet, fold_items: list[n
     # (and the whole history's prior curvature swapped for the fold's own prior's, with shrink="eb")
     infos: list[FloatArray | None] = [
         None if H is None else H - gold_information(gold_set.take_items(test), *here)
-        + prior_information(ff.prior_of(test), *here) - prior_information(ff.prior_of(None), *here)
+        + prior_information(ff.prior_of(test), here[0], here[1], here[2].size)
+        - prior_information(ff.prior_of(None), here[0], here[1], here[2].size)
         for test in fold_items]
     whole = ff.prior_of(None)
     points = [here if Hk is None else _fold_start(gold_set.take_items(test), here, Hk,
@@ -529,12 +530,6 @@ def _trusted(at: Params, grad: FloatArray, H: FloatArray) -> Params:
     with np.errstate(divide="ignore"):
         moved = np.abs(logit(np.concatenate(new)) - logit(np.concatenate(at)))
     return new if float(np.nan_to_num(moved, nan=np.inf).max(initial=0.0)) <= FOLD_START_TRUST else at
-
-
-def prior_information(c: PriorCounts, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
-    """The log prior's curvature as a P x P diagonal (probability scale; nothing on the prevalences)."""
-    ca, cb = curvature(c, alpha, beta)
-    return np.diag(np.concatenate([ca, cb, np.zeros(prev.size)]))
 
 
 def prior_change(before: PriorCounts, after: PriorCounts) -> FloatArray:
@@ -590,7 +585,7 @@ def _weight_start(kept: AnnotationSet, at: Params, H: FloatArray, w_from: float,
     new point (whose pass costs more than the Newton steps it would save):
     the refit's stopping rule decides convergence.
     """
-    Hg = gold_information(kept, *at) + prior_information(c, *at)  # the prior is not weighted by w either
+    Hg = gold_information(kept, *at) + prior_information(c, at[0], at[1], at[2].size)  # the prior: not weighted
     Hw = Hg + (w / w_from) * (H - Hg)
     return _trusted(at, (1.0 - w / w_from) * _gold_gradient(kept, at, c), Hw), Hw
 

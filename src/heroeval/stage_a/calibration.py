@@ -10,6 +10,7 @@ import math
 import os
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -628,9 +629,9 @@ def parameter_covariance(
     Kept factored (:class:`heroeval.stage_a.covariance.ParameterCovariance`): the dense
     matrix is formed only when asked for. ``information``, a list, receives the
     observed information ``H`` (probability scale, P x P) the covariance was formed from.
-    ``prior_meat`` (:func:`eb_prior_meat`) is added to the sandwich's meat; with the model
+    ``prior_meat`` (:func:`eb_prior_covariance`) is added to the sandwich's meat; with the model
     variance the meat is ``H`` plus it, so the covariance is ``H^-1 + H^-1 prior_meat H^-1``;
-    ``prior_cross`` (:func:`eb_prior_cross`) is added to the scores' cross sums with the covariates.
+    ``prior_cross`` (the same function's) is added to the scores' cross sums with the covariates.
     """
     gram = variance == "sandwich"
     if isinstance(d, _em.Design):
@@ -652,9 +653,11 @@ def parameter_covariance(
     return ParameterCovariance.from_information(H, free, meat, SX, Xc)
 
 
-def eb_prior_meat(gold_set: AnnotationSet, eb: EBPrior, alpha: FloatArray, beta: FloatArray,
-                  prev: FloatArray) -> FloatArray:
-    """What the empirical-Bayes prior's estimated pooled rates add to the sandwich's meat (P x P).
+def eb_prior_covariance(gold_set: AnnotationSet, eb: EBPrior, alpha: FloatArray, beta: FloatArray,
+                        prev: FloatArray, xc_gold: FloatArray | None = None) -> tuple[FloatArray, FloatArray | None]:
+    """What the empirical-Bayes prior's estimated pooled rates add to the sandwich's meat (P x P) and, with
+    ``xc_gold`` (the gold items' covariates less the history's mean), to the scores' cross sums with the
+    covariates (``C U' xc_gold``, P x p; HERO-2's control variate reads them; else None).
 
     With ``shrink="eb"`` Stage A solves ``sum_r s_r(theta) + g(theta; m) = 0``,
     ``g`` the log prior's gradient, whose pooled rates ``m = (m_a, m_b)`` are
@@ -680,24 +683,14 @@ def eb_prior_meat(gold_set: AnnotationSet, eb: EBPrior, alpha: FloatArray, beta:
                                           gram=False).scores  # gold items x P
     U, C = eb_prior_terms(gold_set, eb, alpha, beta, prev.size)
     SU = np.asarray(S.T @ U)
-    out: FloatArray = SU @ C.T + C @ SU.T + C @ (U.T @ U) @ C.T
-    return out
-
-
-def eb_prior_cross(gold_set: AnnotationSet, eb: EBPrior, alpha: FloatArray, beta: FloatArray, n_groups: int,
-                   xc_gold: FloatArray) -> FloatArray:
-    """What the prior's pooled rates add to the scores' cross sums with the centred covariates (P x p):
-    ``C U' Xc_g``, ``Xc_g`` the gold items' covariates less the history's mean (HERO-2's control variate reads
-    these cross sums)."""
-    U, C = eb_prior_terms(gold_set, eb, alpha, beta, n_groups)
-    out: FloatArray = C @ (U.T @ xc_gold)
-    return out
+    meat: FloatArray = SU @ C.T + C @ SU.T + C @ (U.T @ U) @ C.T
+    return meat, None if xc_gold is None else C @ (U.T @ xc_gold)
 
 
 def eb_prior_terms(gold_set: AnnotationSet, eb: EBPrior, alpha: FloatArray, beta: FloatArray,
                    n_groups: int) -> tuple[FloatArray, FloatArray]:
     """``U`` (gold items x 2), each gold item's influence on the pooled rates ``(m_a, m_b)``, and ``C``
-    (P x 2, P = 2J + ``n_groups``), the log prior's gradient's derivative in them (:func:`eb_prior_meat`): item
+    (P x 2, P = 2J + ``n_groups``), the log prior's gradient's derivative in them (:func:`eb_prior_covariance`): item
     r's score gains ``C u_r``."""
     J = gold_set.n_labelers
     g = gold_set.gold
@@ -798,6 +791,37 @@ def stage_a_prior(counts: tuple[IntArray, IntArray, IntArray, IntArray], pseudo_
         return float(pseudo_count), None
     eb = eb_counts(*counts)
     return eb.counts(pseudo_count), eb
+
+
+class FoldPriors:
+    """Stage A's pseudo-counts for refits that leave gold items out (the model checks' folds), kept per fold.
+
+    With ``shrink="eb"`` a refit's prior is fitted to its kept gold alone (the whole history's gold counts
+    ``counts`` less those of the left-out items, which ``dropped`` gives), so a held-out item does not inform
+    its own refit; with ``"none"`` it is ``pseudo_count`` for every fold.
+    """
+
+    def __init__(self, counts: tuple[IntArray, IntArray, IntArray, IntArray], pseudo_count: float, shrink: str,
+                 dropped: Callable[[IntArray], tuple[IntArray, IntArray, IntArray, IntArray]]) -> None:
+        self.counts = counts
+        self.c = float(pseudo_count)
+        self.shrink = check_shrink(shrink)
+        self.dropped = dropped
+        self._cache: dict[bytes, PriorCounts] = {}
+
+    def __call__(self, drop: IntArray | None) -> PriorCounts:
+        if self.shrink == "none":
+            return self.c
+        drop = np.zeros(0, dtype=np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
+        key = drop.tobytes()
+        prior = self._cache.get(key)
+        if prior is None:
+            counts = self.counts
+            if drop.size:
+                out = self.dropped(drop)
+                counts = (counts[0] - out[0], counts[1] - out[1], counts[2] - out[2], counts[3] - out[3])
+            prior = self._cache[key] = stage_a_prior(counts, self.c, self.shrink)[0]
+        return prior
 
 
 def _prior_settings(pseudo_count: float, shrink: str, eb: EBPrior | None) -> dict[str, Any]:
@@ -909,11 +933,9 @@ def fit_stage_a(
         meat = cross = None
         if eb is not None:
             gi = np.flatnonzero(history.gold >= 0)
-            gs = history.take_items(gi)
-            meat = eb_prior_meat(gs, eb, fit.alpha, fit.beta, fit.prev)
-            if history.covariates is not None:
-                X = history.covariates
-                cross = eb_prior_cross(gs, eb, fit.alpha, fit.beta, fit.prev.size, X[gi] - X.mean(axis=0))
+            xh = history.covariates
+            meat, cross = eb_prior_covariance(history.take_items(gi), eb, fit.alpha, fit.beta, fit.prev,
+                                              None if xh is None else xh[gi] - xh.mean(axis=0))
         pcov = parameter_covariance(d_fit, fit, history.covariates, variance, info, meat, cross)
     kept = d_fit if keep_design and isinstance(d_fit, _kernels.CompactDesign) else None
     if dc is not None:
@@ -989,7 +1011,7 @@ def _fit_compact(history: CompactHistory, *, tol: float, max_iter: int, criterio
     n_items = (_kernels.distinct_items_per_labeler(history.ptr, history.code, J) if history.repeated_pairs
                else n_ann.copy())
     isg = history.gold >= 0
-    meat = None if eb is None or not covariance else eb_prior_meat(gs, eb, fit.alpha, fit.beta, fit.prev)
+    meat = None if eb is None or not covariance else eb_prior_covariance(gs, eb, fit.alpha, fit.beta, fit.prev)[0]
     pcov = parameter_covariance(d, fit, None, variance, prior_meat=meat) if covariance else None
     return Calibration(
         labeler_ids=tuple(str(x) for x in history.labeler_ids), alpha=fit.alpha, beta=fit.beta,
@@ -1095,12 +1117,11 @@ class FoldFits:
                  engine: Literal["auto", "numpy", "numba"] = "auto",
                  design: _kernels.CompactDesign | None = None) -> None:
         self.history = history
-        self.shrink = check_shrink(shrink)
-        self.c = float(pseudo_count)
+        self.prior_of = FoldPriors(gold_counts(history), pseudo_count, shrink,
+                                   lambda drop: gold_counts(history.take_items(drop)))
+        """The pseudo-counts of the refit without the gold items ``drop`` (:class:`FoldPriors`)."""
         isg = history.gold >= 0
         self._isg = isg
-        self._gold_counts = gold_counts(history)
-        self._priors: dict[bytes, PriorCounts] = {}
         self.pseudo_count = self.prior_of(None)  # the whole history's
         self.numba = _choose_engine(engine, history.n_annotations)
         self._compact: _kernels.CompactDesign | None = None
@@ -1138,22 +1159,6 @@ class FoldFits:
             else:
                 self._design = dc
                 self._row_of_item = dc.row_of_item
-
-    def prior_of(self, drop: IntArray | None) -> PriorCounts:
-        """The pseudo-counts of the refit without the gold items ``drop``: with ``shrink="eb"`` the empirical-Bayes
-        prior of its kept gold alone (:func:`stage_a_prior`), so the left-out items do not inform their own refit."""
-        if self.shrink == "none":
-            return self.c
-        drop = np.zeros(0, dtype=np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
-        key = drop.tobytes()
-        prior = self._priors.get(key)
-        if prior is None:
-            counts = self._gold_counts
-            if drop.size:
-                out = gold_counts(self.history.take_items(drop))
-                counts = (counts[0] - out[0], counts[1] - out[1], counts[2] - out[2], counts[3] - out[3])
-            prior = self._priors[key] = stage_a_prior(counts, self.c, self.shrink)[0]
-        return prior
 
     def design(self, w: float, drop: IntArray | None = None) -> _em.Design | _kernels.CompactDesign:
         """The design of the history without the items ``drop`` (gold items), gold-free items weighted by ``w``."""

@@ -63,21 +63,21 @@ from heroeval.stage_a import _em, _influence, _kernels
 from heroeval.stage_a.calibration import (
     Calibration,
     ConvergenceInfo,
+    FoldPriors,
     Shrink,
     _check_em_settings,
     _check_weight,
     _prior_settings,
     _progress_callback,
     check_shrink,
-    eb_prior_cross,
-    eb_prior_meat,
+    eb_prior_covariance,
     gold_counts,
     initial_from_counts,
     score_gold_items,
     stage_a_prior,
 )
 from heroeval.stage_a.covariance import ParameterCovariance
-from heroeval.stage_a.prior import PriorCounts, curvature, has_prior
+from heroeval.stage_a.prior import PriorCounts, has_prior, prior_information
 
 __all__ = ["DaskFoldFits", "DaskHistory", "calibrate_dask", "fit_stage_a_dask", "load_dask_history"]
 
@@ -275,12 +275,6 @@ def _part_cov(p: _Part, wt: FloatArray | None, alpha: FloatArray, beta: FloatArr
     return si.info, si.gram, np.asarray(si.scores.T @ Xc), Xc.T @ Xc
 
 
-def _prior_curvature(c: PriorCounts, alpha: FloatArray, beta: FloatArray, n_groups: int) -> FloatArray:
-    """The log Beta prior's curvature, as in ``_influence._complete_diagonal`` (a P x P diagonal)."""
-    ca, cb = curvature(c, alpha, beta)
-    return np.diag(np.concatenate([ca, cb, np.zeros(n_groups)]))
-
-
 class DaskHistory:
     """A history loaded on a Dask cluster: one compact design per partition, kept in the workers' memory.
 
@@ -435,7 +429,7 @@ class _DaskDesign:
                         for p, wt in zip(self.parts, self._wts(), strict=True)])
         H: FloatArray = np.sum(res, axis=0)
         if has_prior(self.pseudo_count):
-            H = H + _prior_curvature(self.pseudo_count, alpha, beta, self.n_groups)
+            H = H + prior_information(self.pseudo_count, alpha, beta, self.n_groups)
         return H
 
     def covariance(self, fit: _em.EMFit, variance: str, prior_meat: FloatArray | None = None,
@@ -449,7 +443,7 @@ class _DaskDesign:
                         for p, wt in zip(self.parts, self._wts(), strict=True)])
         H = np.sum([r[0] for r in res], axis=0)
         if has_prior(self.pseudo_count):
-            H = H + _prior_curvature(self.pseudo_count, fit.alpha, fit.beta, self.n_groups)
+            H = H + prior_information(self.pseudo_count, fit.alpha, fit.beta, self.n_groups)
         free = _influence.free_parameters(fit.alpha, fit.beta, fit.prev)
         S = np.sum([r[1] for r in res], axis=0) if gram else None
         if prior_meat is not None:
@@ -629,9 +623,8 @@ def fit_stage_a_dask(
         meat = cross = None
         if eb is not None:
             gs = dh.gold_items()
-            meat = eb_prior_meat(gs, eb, fit.alpha, fit.beta, fit.prev)
-            if dh.x_mean is not None and gs.covariates is not None:
-                cross = eb_prior_cross(gs, eb, fit.alpha, fit.beta, fit.prev.size, gs.covariates - dh.x_mean)
+            xc = None if dh.x_mean is None or gs.covariates is None else gs.covariates - dh.x_mean
+            meat, cross = eb_prior_covariance(gs, eb, fit.alpha, fit.beta, fit.prev, xc)
         pcov = d.covariance(fit, variance, meat, cross)
     cov_mean = cov_cov = None
     if dh.covariate_names:
@@ -679,24 +672,11 @@ class DaskFoldFits:
 
     def __init__(self, dh: DaskHistory, *, pseudo_count: float = 0.0, shrink: Shrink = "none") -> None:
         self.dh = dh
-        self.c = _check_pseudo_count(pseudo_count)
-        self.shrink = check_shrink(shrink)
-        self._priors: dict[bytes, PriorCounts] = {}
-
-    def prior_of(self, drop: IntArray | None) -> PriorCounts:
-        """As :meth:`heroeval.stage_a.calibration.FoldFits.prior_of` (``drop``: positions among the gold items)."""
-        if self.shrink == "none":
-            return self.c
-        drop = np.zeros(0, dtype=np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
-        key = drop.tobytes()
-        if key not in self._priors:
-            dh = self.dh
-            counts = (dh.gold_tp, dh.gold_fn, dh.gold_tn, dh.gold_fp)
-            if drop.size:
-                out = gold_counts(dh.gold_items().take_items(drop))
-                counts = (counts[0] - out[0], counts[1] - out[1], counts[2] - out[2], counts[3] - out[3])
-            self._priors[key] = stage_a_prior(counts, self.c, self.shrink)[0]
-        return self._priors[key]
+        self.prior_of = FoldPriors((dh.gold_tp, dh.gold_fn, dh.gold_tn, dh.gold_fp),
+                                   _check_pseudo_count(pseudo_count), shrink,
+                                   lambda drop: gold_counts(dh.gold_items().take_items(drop)))
+        """The pseudo-counts of the refit without the gold items ``drop`` (positions among
+        :meth:`DaskHistory.gold_items`; :class:`heroeval.stage_a.calibration.FoldPriors`)."""
 
     def design(self, w: float, drop: IntArray | None = None) -> _DaskDesign:
         ids = None

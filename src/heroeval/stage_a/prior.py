@@ -27,7 +27,7 @@ own, about ``1 / (J + 1)`` when the gold is spread evenly: near-complete
 pooling, which is what the moments say. The cap is a choice, not an estimate.
 
 The parameter covariance counts the uncertainty of the pooled rates ``m``
-(:func:`heroeval.stage_a.calibration.eb_prior_meat`: ``m``'s estimating
+(:func:`heroeval.stage_a.calibration.eb_prior_covariance`: ``m``'s estimating
 equation stacked with the likelihood's, so the sandwich carries the pool's
 noise and the correlation it makes between labelers); ``k`` is treated as
 known, which leaves out a term of first order in ``m - alpha_j`` (small
@@ -81,6 +81,13 @@ def curvature(c: PriorCounts, alpha: FloatArray, beta: FloatArray) -> tuple[Floa
     a = np.clip(alpha, EPS, 1 - EPS)
     b = np.clip(beta, EPS, 1 - EPS)
     return a1 / a**2 + a0 / (1 - a) ** 2, b1 / b**2 + b0 / (1 - b) ** 2
+
+
+def prior_information(c: PriorCounts, alpha: FloatArray, beta: FloatArray, n_groups: int) -> FloatArray:
+    """The log prior's curvature as a P x P diagonal (probability scale; nothing on the ``n_groups``
+    prevalences)."""
+    ca, cb = curvature(c, alpha, beta)
+    return np.diag(np.concatenate([ca, cb, np.zeros(n_groups)]))
 
 
 def beta_binomial_prior(success: FloatArray, n: FloatArray) -> tuple[float, float]:
