@@ -64,7 +64,7 @@ import numpy as np
 import pandas as pd
 
 from heroeval.checks.model_checks import CANDIDATES, DEPENDENCE_ALPHA
-from heroeval.choice.auto import DEFAULT_RULE, AutoRule, bias_bound, choose, hull_interval
+from heroeval.choice.auto import DEFAULT_RULE, AutoRule, bias_bound, choose, hull_interval, transport_test
 from heroeval.inference.bias_aware import BiasAwareTest
 from heroeval.simulate import paper_target
 
@@ -127,6 +127,10 @@ def replay(auto_row: pd.Series, rule: AutoRule, rows: list[dict[str, Any]] | Non
     if best.get(f"n_eff_{rule.rate_target}", math.inf) < rule.min_effective_gold:
         lo, hi = hull_interval(rows, rule)
         return est, lo, hi, pick + " (unreliable)"
+    pt = transport_test(best, bias_aware, rule)  # the past-round check (histories with rounds)
+    if pt is not None:
+        lo, hi = pt.interval(0.95)
+        return est, lo, hi, pick
     if bias_aware:
         lo, hi = BiasAwareTest(est, best["standard_error"], bias_bound(best, rule)).interval(0.95)
         return est, lo, hi, pick

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 from scipy.special import expit, logit
+from scipy.stats import chi2
 
 from heroeval.checks.dependence import dependence_test
 from heroeval.errors import ConvergenceWarning, HeroEvalError
@@ -56,7 +57,8 @@ from heroeval.stage_a.prior import PriorCounts, counts4, prior_information
 if TYPE_CHECKING:
     from heroeval.estimators.results import EstimateResult
 
-__all__ = ["CANDIDATES", "MOCK_METHODS", "WEIGHT_GRID", "class_weights", "mock_key", "rate_matched_mock", "run_checks"]
+__all__ = ["CANDIDATES", "MOCK_METHODS", "WEIGHT_GRID", "class_weights", "mock_key", "past_round_errors",
+           "rate_matched_mock", "round_folds", "run_checks", "transport_excess"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -362,7 +364,135 @@ def run_checks_on_gold(
         dd = infls[k] - infls[ref]
         row["vs_robust"] = row["estimate"] - mock[ref]["estimate"]
         row["vs_robust_se"] = float(np.sqrt(dd @ dd) / dd.size)
-    return ModelChecks(k_eff, n_gold, grid, log_score, chosen, curve, mock, dep, notes, per_item)
+    rounds = _past_rounds(history, fold_fits, template, tuple(sorted({1.0, chosen} - {0.0})), candidates,
+                          refit == "warm", notes)
+    return ModelChecks(k_eff, n_gold, grid, log_score, chosen, curve, mock, dep, notes, per_item, rounds)
+
+
+# ---------------------------------------------------------------------------
+# Past rounds: leave one round's gold out, estimate that round from its silver labels
+# ---------------------------------------------------------------------------
+
+MIN_ROUND_GOLD = 8
+"""A history round takes part in the past-round check when it has at least this many gold items."""
+
+MIN_ROUNDS = 2
+"""The past-round check runs when at least this many history rounds have :data:`MIN_ROUND_GOLD` gold items."""
+
+MAX_ROUND_FOLDS = 10
+"""At most this many refits: with more qualifying rounds, rounds are dealt to this many folds in turn (each
+round is still estimated on its own)."""
+
+
+def round_folds(gold_set: AnnotationSet) -> tuple[list[npt.NDArray[np.int64]], list[int]]:
+    """The past-round check's folds: positions in ``gold_set`` of the gold items of whole rounds, and the rounds.
+
+    Rounds with fewer than :data:`MIN_ROUND_GOLD` gold items are left out; with fewer than :data:`MIN_ROUNDS`
+    such rounds there is no check (empty lists). With more than :data:`MAX_ROUND_FOLDS`, the rounds (in their
+    order) are dealt to that many folds in turn.
+    """
+    gold = np.flatnonzero(gold_set.gold >= 0)
+    counts = np.bincount(gold_set.item_round[gold], minlength=gold_set.n_rounds)
+    qual = [int(g) for g in np.flatnonzero(counts >= MIN_ROUND_GOLD)]
+    if len(qual) < MIN_ROUNDS:
+        return [], []
+    n_f = min(len(qual), MAX_ROUND_FOLDS)
+    folds = [np.sort(gold[np.isin(gold_set.item_round[gold], qual[k::n_f])]) for k in range(n_f)]
+    return folds, qual
+
+
+def past_round_errors(checks: ModelChecks, key: str) -> tuple[FloatArray, FloatArray]:
+    """The past-round check's errors and their standard errors for one mock row (``mock_key``), round by round."""
+    rows = [r for r in checks.rounds if mock_key(r["method"], r["history_weight"]) == key]
+    return (np.array([r["error"] for r in rows], dtype=np.float64),
+            np.array([r["error_se"] for r in rows], dtype=np.float64))
+
+
+def transport_excess(errors: npt.ArrayLike, error_se: npt.ArrayLike, center: float = 0.0,
+                     extra_var: float = 0.0) -> tuple[int, float, float, float]:
+    """How far a method missed past rounds beyond their noise: ``(K, Q, p, tau2)``.
+
+    With ``e_k`` the error on past round k, ``s_k^2 = error_se_k^2 + extra_var`` its variance when the method
+    transports (``extra_var``: the calibration's part, common to the rounds), and ``c`` the error the
+    interval already allows for (``center``: 0 for a plain interval, the mock bias for a bias-aware one),
+    ``Q = sum_k (e_k - c)^2 / s_k^2`` is chi-squared with K degrees of freedom when every round's error is
+    ``c`` plus noise; ``p`` its upper tail, and ``tau2 = max(0, mean_k[(e_k - c)^2 - s_k^2])`` the
+    method-of-moments estimate of the extra mean squared error a new round's estimate carries (the
+    DerSimonian–Laird idea with the common error fixed at ``c``). ``(0, nan, nan, 0)`` without rounds.
+    """
+    e = np.asarray(errors, dtype=np.float64)
+    s2 = np.asarray(error_se, dtype=np.float64) ** 2 + max(float(extra_var), 0.0)
+    ok = np.isfinite(e) & np.isfinite(s2)
+    e, s2 = e[ok], s2[ok]
+    if e.size == 0:
+        return 0, math.nan, math.nan, 0.0
+    d2 = (e - center) ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = float(np.sum(np.where(s2 > 0, d2 / s2, np.where(d2 > 0, np.inf, 0.0))))
+    return int(e.size), q, float(chi2.sf(q, e.size)), max(0.0, float(np.mean(d2 - s2)))
+
+
+def _past_rounds(
+    gold_set: AnnotationSet, fold_fits: FoldFitsFunction, template: Callable[[], Calibration],
+    grid: tuple[float, ...], candidates: Sequence[str], warm: bool, notes: list[str],
+) -> list[dict[str, Any]]:
+    """Every candidate's error on each past round, its gold left out of Stage A (:class:`ModelChecks` ``rounds``).
+
+    For each fold of whole rounds (:func:`round_folds`), Stage A is refitted without their gold items (their
+    silver labels stay, as a current round's do for HERO joint); each round's gold items then form a mock
+    round with the round's own gold rate, and each candidate estimates it from their silver labels alone:
+    HERO-1 at each weight of ``grid`` and the gold-proportion calibration by the score equation on the
+    refit's log-likelihood ratios, Rogan–Gladen from the other rounds' gold counts. The error's standard
+    error is the mock's (the estimate's influence values paired with the gold labels).
+    """
+    folds, qual = round_folds(gold_set)
+    if not folds or not grid:
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fits = fold_fits(folds, grid, gold_set, warm)
+    tp_all, fn_all, tn_all, fp_all = gold_counts(gold_set)
+    rg_cal: Calibration | None = None
+    rows: list[dict[str, Any]] = []
+    for k, test in enumerate(folds):
+        m_k = gold_set.take_items(test, name="past round")
+        tk, fk, nk, pk = gold_counts(m_k)
+        tp, fn, tn, fp = tp_all - tk, fn_all - fk, tn_all - nk, fp_all - pk
+        llrs: dict[tuple[str, float | None], FloatArray] = {
+            ("hero1", w): _mock_llr(m_k, fits[k][w][0], fits[k][w][1]) for w in grid if "hero1" in candidates}
+        if "gold_proportion" in candidates:
+            llrs[("gold_proportion", None)] = _mock_llr(m_k, (tp + 1.0) / (tp + fn + 2.0),
+                                                         (tn + 1.0) / (tn + fp + 2.0))
+        if "rogan_gladen" in candidates and rg_cal is None:
+            rg_cal = template()
+        for g in qual:
+            at = np.flatnonzero(m_k.item_round == g)
+            if at.size == 0:
+                continue
+            y = m_k.gold[at].astype(np.float64)
+            out: list[tuple[str, float | None, float, FloatArray]] = []
+            for (meth, w), L in llrs.items():
+                est, infl = _score_fit(L[at])
+                out.append((meth, w, est, infl))
+            if rg_cal is not None:
+                cal_k = replace(rg_cal, gold_tp=tp, gold_fn=fn, gold_tn=tn, gold_fp=fp, history=None, checks=None)
+                try:
+                    r = estimate_methods(m_k.take_items(at), cal_k, method="rogan_gladen")
+                except HeroEvalError:
+                    r = None
+                if r is not None and not isinstance(r, Mapping) and r.influence is not None:
+                    out.append(("rogan_gladen", None, r.estimate, r.influence.current))
+            for meth, w, est, infl in out:
+                if not math.isfinite(est):
+                    continue
+                d = infl - (y - y.mean())
+                rows.append({"round": gold_set.round_ids[g], "method": meth, "history_weight": w,
+                             "n_items": int(at.size), "truth": float(y.mean()), "estimate": float(est),
+                             "error": float(est - y.mean()), "error_se": float(np.sqrt(d @ d) / at.size)})
+    if rows:
+        notes.append(f"past rounds: {len(qual)} history rounds with at least {MIN_ROUND_GOLD} gold items, each "
+                     f"estimated with its gold left out of Stage A ({len(folds)} refits per weight)")
+    return rows
 
 
 Params = tuple[FloatArray, FloatArray, FloatArray]

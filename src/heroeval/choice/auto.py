@@ -28,21 +28,23 @@ from heroeval.checks.model_checks import (
     DEPENDENCE_ALPHA,
     ROBUST_REFERENCE,
     mock_key,
+    past_round_errors,
     rate_matched_mock,
     run_checks,
+    transport_excess,
 )
 from heroeval.errors import ConvergenceWarning, HeroEvalError
 from heroeval.estimators._inversion import _Test
 from heroeval.estimators._methods import estimate_methods, rogan_gladen
 from heroeval.estimators.ppi import gold_estimates, gold_sample
 from heroeval.estimators.results import EstimateResult
-from heroeval.inference.bias_aware import BiasAwareTest, bias_aware_cv
+from heroeval.inference.bias_aware import BiasAwareTest, PredictiveTest, bias_aware_cv
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration, fit_stage_a
 from heroeval.stage_a.checks_record import ModelChecks, _fin
 
-__all__ = ["DEFAULT_RULE", "AutoRule", "Recommendation", "bias_bound", "choose", "rate_shift_z", "recommend",
-           "recommend_with_gold"]
+__all__ = ["DEFAULT_RULE", "AutoRule", "Recommendation", "bias_bound", "choose", "past_round_transport",
+           "rate_shift_z", "recommend", "recommend_with_gold", "transport_test"]
 
 @dataclass(frozen=True)
 class Recommendation:
@@ -220,6 +222,28 @@ def recommend(
             f"{bound:.3g} (its mock-round bias plus {rule.bias_kappa:g} standard error"
             f"{'' if rule.bias_kappa == 1 else 's'} of it), which widens it "
             f"from ± {plain:.3g} to ± {wide:.3g}")
+    tr = past_round_transport(best, bias_aware, rule)
+    if tr is not None:
+        k, _q, p, tau2, center = tr
+        rms = math.sqrt(float(np.mean((np.asarray(best["past_error"]) - center) ** 2)))
+        what = (f"; past rounds: with each of the history's {k} rounds with gold left out of Stage A in turn, "
+                f"{m} missed its gold rate by {rms:.3g} (root mean square"
+                + (f" around the mock bias {center:+.3g}" if center else "") + ")")
+        pt = transport_test(best, bias_aware, rule)
+        if pt is not None:
+            before = r.confidence_interval(0.95)
+            r = replace(r, test=pt,
+                        details={**r.details, "transport_sd": math.sqrt(tau2), "transport_p": p},
+                        notes=(*r.notes, f"past-round transport error {math.sqrt(tau2):.3g} added in quadrature"))
+            after = r.confidence_interval(0.95)
+            reason += (what + f", more than their noise explains (chi-squared p = {p:.2g}, level "
+                       f"{rule.transport_level:g}): rounds differ in ways the history's gold does not see, so the "
+                       f"interval adds that transport error ({math.sqrt(tau2):.3g}) to the standard error in "
+                       f"quadrature, with a t critical value for a variance estimated from {k} rounds, which widens "
+                       f"it from {before.high - before.low:.3g} to "
+                       f"{after.high - after.low:.3g}")
+        else:
+            reason += what + f", within their noise (chi-squared p = {p:.2g})"
     n_eff = best.get(f"n_eff_{rule.rate_target}", math.inf)
     if n_eff < rule.min_effective_gold:
         status = "unreliable"
@@ -289,6 +313,15 @@ class AutoRule:
         gold items, so their bias at this rate is measured too noisily for
         its absence to be concluded; the interval then carries the measured
         bound instead. ``None``: no such test.
+    transport_level : float or None
+        The level of the past-round check (histories with at least two
+        rounds holding gold; :func:`past_round_transport`). When the chosen
+        method missed the history's own rounds, each estimated with its gold
+        left out of Stage A, by more than their noise explains at this level,
+        the excess mean squared error ``tau2`` is added to the standard error
+        in quadrature: rounds differ in ways the gold of the other rounds
+        does not see (another content, another labeler behaviour), and the
+        next round may too. ``None``: the check is reported, never applied.
     """
 
     rate_target: str = "robust"
@@ -298,6 +331,7 @@ class AutoRule:
     bias_aware: str = "flagged"
     aware_level: float = BIAS_TEST_ALPHA
     shift_level: float | None = 0.001
+    transport_level: float | None = 0.05
 
     def __post_init__(self) -> None:
         if self.rate_target not in RATE_TARGETS:
@@ -310,6 +344,8 @@ class AutoRule:
             raise HeroEvalError(f"aware_level must be in (0, 1), got {self.aware_level!r}")
         if self.shift_level is not None and not (0.0 < self.shift_level < 1.0):
             raise HeroEvalError(f"shift_level must be None or in (0, 1), got {self.shift_level!r}")
+        if self.transport_level is not None and not (0.0 < self.transport_level < 1.0):
+            raise HeroEvalError(f"transport_level must be None or in (0, 1), got {self.transport_level!r}")
 
 
 DEFAULT_RULE = AutoRule()
@@ -327,10 +363,13 @@ def _candidate_row(m: str, w: float | None, r: EstimateResult, checks: ModelChec
         return float(mrow.get(k, math.nan)) if mrow else math.nan
 
     gold_rate = float(np.mean(checks.items["y"])) if checks.items.get("y") else math.nan
+    key = mock_key("hero1" if m == "hero_joint" else m, w if m in ("hero1", "hero_joint") else None)
+    past_e, past_se = past_round_errors(checks, key)
     return {"method": m, "history_weight": w, "estimate": r.estimate,
+            "past_error": past_e.tolist(), "past_error_se": past_se.tolist(),
             "standard_error": se if se is not None else math.nan, "ci_low": ci.low, "ci_high": ci.high,
             "variance_history": vh, "gold_rate": gold_rate,
-            "mock_key": mock_key("hero1" if m == "hero_joint" else m, w if m in ("hero1", "hero_joint") else None),
+            "mock_key": key,
             "mock_items": g("n_items"), "bias_gold": g("bias"), "bias_se_gold": g("bias_se"),
             "vs_robust_gold": g("vs_robust"), "vs_robust_se_gold": g("vs_robust_se"),
             "rate_gold": gold_rate, "n_eff_gold": g("n_items")}
@@ -468,6 +507,39 @@ def choose(
     return by_mse, (f"{first[0]} is biased on the mock rounds (level {level:g}); among the candidates, "
                     f"{by_mse['method']} had the smallest predicted error there (RMSE "
                     f"{by_mse['predicted_rmse']:.3g})"), True
+
+
+def past_round_transport(row: Mapping[str, Any], bias_aware: bool, rule: AutoRule = DEFAULT_RULE,
+                         ) -> tuple[int, float, float, float, float] | None:
+    """The past-round check of the chosen row: ``(K, Q, p, tau2, center)`` (:func:`transport_excess`), or None.
+
+    ``center`` is the error the interval already allows for: the row's mock bias when the interval is
+    bias-aware, else 0. The calibration's part of the variance (``variance_history``) counts as noise. None
+    when the history had no rounds to check. (Computed also when ``rule.transport_level`` is None, which
+    reports the check without applying it.)
+    """
+    if not row.get("past_error"):
+        return None
+    center = float(row["mock_bias"]) if bias_aware and math.isfinite(row.get("mock_bias", math.nan)) else 0.0
+    k, q, p, tau2 = transport_excess(row["past_error"], row["past_error_se"], center,
+                                     float(row.get("variance_history", 0.0)))
+    if k == 0:
+        return None
+    return k, q, p, tau2, center
+
+
+def transport_test(row: Mapping[str, Any], bias_aware: bool, rule: AutoRule = DEFAULT_RULE) -> PredictiveTest | None:
+    """The chosen row's interval when the past-round check fires (``p < rule.transport_level`` and an excess
+    ``tau2 > 0``): :class:`PredictiveTest` with the row's bias bound when the interval is bias-aware (else 0);
+    None otherwise (the interval is then the bias-aware or the plain one)."""
+    tr = past_round_transport(row, bias_aware, rule)
+    if tr is None or rule.transport_level is None:
+        return None
+    k, _q, p, tau2, _c = tr
+    if not (tau2 > 0 and p < rule.transport_level):
+        return None
+    bound = bias_bound(row, rule) if bias_aware else 0.0
+    return PredictiveTest(float(row["estimate"]), float(row["standard_error"]), bound, tau2, k)
 
 
 def rate_shift_z(rows: Sequence[Mapping[str, Any]]) -> tuple[float, float, float, float] | None:

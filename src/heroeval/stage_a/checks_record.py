@@ -98,6 +98,13 @@ class ModelChecks:
         or the influence values (``"rogan_gladen:influence"``). They let
         ``method="auto"`` re-weight the mock rounds to the current round's
         rate (:func:`heroeval.checks.rate_matched_mock`).
+    rounds : list of dict
+        The past-round check (histories with several rounds holding gold):
+        per history round and candidate (method, w), the round's gold items
+        estimated from their silver labels with the round's gold left out of
+        Stage A: ``round``, ``n_items``, ``truth`` (the round's gold rate),
+        ``estimate``, ``error`` and ``error_se``. Empty when the history
+        has fewer than two such rounds.
     """
 
     folds: int
@@ -110,6 +117,7 @@ class ModelChecks:
     dependence: DependenceTest
     notes: list[str] = field(default_factory=list)
     items: dict[str, list[float]] = field(default_factory=dict)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
 
     def mock_row(self, method: str, weight: float | None = None) -> dict[str, Any] | None:
         for r in self.mock:
@@ -126,6 +134,7 @@ class ModelChecks:
             "mock": [{k: (_fin(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.mock],
             "dependence": self.dependence.to_dict(), "notes": list(self.notes),
             "items": {k: np.round(np.asarray(v, dtype=np.float64), 10).tolist() for k, v in self.items.items()},
+            "rounds": [dict(r) for r in self.rounds],
         }
 
     @classmethod
@@ -140,6 +149,7 @@ class ModelChecks:
                       for r in d["mock"]],
                 dependence=DependenceTest.from_dict(d["dependence"]), notes=list(d.get("notes", [])),
                 items={str(k): [float(x) for x in v] for k, v in d.get("items", {}).items()},
+                rounds=[dict(r) for r in d.get("rounds", [])],
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise HeroEvalError(f"model checks: missing or bad field ({exc})") from exc

@@ -27,8 +27,12 @@ HERO-2's covariates, built as a user would: TF-IDF of the item text columns
 (scikit-learn ``TfidfVectorizer`` fitted on all items' text, reduced to a few
 components by ``TruncatedSVD``), with the ridge option.
 
-Real rounds (trec2011 rounds, mre_treat batches, triviaqa's answering models)
-are not used yet: every split here is random.
+Real rounds (``split="groups"``, :func:`run_benchmark`): the data's item
+groups (mre_treat's batches, triviaqa's answering models) are rounds; each
+resample's current round comes from one group, and the history is every
+other group, each kept as a round of its own (as a store of rounds keeps
+them), so the model checks can also judge each method on the history's past
+rounds.
 """
 
 from __future__ import annotations
@@ -191,7 +195,12 @@ def make_split(
     if cov is not None:
         hcov = cov[cov["item_id"].isin(set(hist_item_ids))]
         ccov = cov[cov["item_id"].isin(set(cur_lab["item_id"]))]
-    hist = read_annotations(hist_lab, gold=reveal, covariates=hcov, round_col=False, name="history")
+    round_col: str | Literal[False] = False
+    if split == "groups":  # the history keeps its real rounds
+        assert data.groups is not None
+        hist_lab = hist_lab.assign(round=data.groups.reindex(hist_lab["item_id"]).astype(str).to_numpy())
+        round_col = "round"
+    hist = read_annotations(hist_lab, gold=reveal, covariates=hcov, round_col=round_col, name="history")
     cur = read_annotations(cur_lab, covariates=ccov, round_col=False, name="current")
     truth = float(data.gold.set_index("item_id").loc[cur.item_ids.astype(str), "gold"].mean())
     return Split(hist, cur, truth, group)
