@@ -408,17 +408,18 @@ def past_round_errors(checks: ModelChecks, key: str) -> tuple[FloatArray, FloatA
             np.array([r["error_se"] for r in rows], dtype=np.float64))
 
 
-def transport_excess(errors: npt.ArrayLike, error_se: npt.ArrayLike, center: float = 0.0,
+def transport_excess(errors: npt.ArrayLike, error_se: npt.ArrayLike, allowed: float = 0.0,
                      extra_var: float = 0.0) -> tuple[int, float, float, float]:
-    """How far a method missed past rounds beyond their noise: ``(K, Q, p, tau2)``.
+    """How far a method missed past rounds beyond their noise and the error already allowed: ``(K, Q, p, tau2)``.
 
     With ``e_k`` the error on past round k, ``s_k^2 = error_se_k^2 + extra_var`` its variance when the method
-    transports (``extra_var``: the calibration's part, common to the rounds), and ``c`` the error the
-    interval already allows for (``center``: 0 for a plain interval, the mock bias for a bias-aware one),
-    ``Q = sum_k (e_k - c)^2 / s_k^2`` is chi-squared with K degrees of freedom when every round's error is
-    ``c`` plus noise; ``p`` its upper tail, and ``tau2 = max(0, mean_k[(e_k - c)^2 - s_k^2])`` the
-    method-of-moments estimate of the extra mean squared error a new round's estimate carries (the
-    DerSimonian–Laird idea with the common error fixed at ``c``). ``(0, nan, nan, 0)`` without rounds.
+    transports (``extra_var``: the calibration's part, common to the rounds), and ``B`` the error the interval
+    already allows for (``allowed``: 0 for a plain interval, the bias bound of a bias-aware one), the excess
+    is ``d_k = max(0, |e_k| - B)``. ``Q = sum_k d_k^2 / s_k^2`` is at most chi-squared with K degrees of
+    freedom when every round's error is a bias within ``B`` plus noise; ``p`` is that law's upper tail, and
+    ``tau2 = max(0, mean_k(d_k^2 - s_k^2))`` the method-of-moments estimate of the extra mean squared error a
+    new round's estimate carries (the DerSimonian–Laird idea, with the rounds' common error bounded by ``B``
+    rather than estimated). ``(0, nan, nan, 0)`` without rounds.
     """
     e = np.asarray(errors, dtype=np.float64)
     s2 = np.asarray(error_se, dtype=np.float64) ** 2 + max(float(extra_var), 0.0)
@@ -426,7 +427,7 @@ def transport_excess(errors: npt.ArrayLike, error_se: npt.ArrayLike, center: flo
     e, s2 = e[ok], s2[ok]
     if e.size == 0:
         return 0, math.nan, math.nan, 0.0
-    d2 = (e - center) ** 2
+    d2 = np.maximum(np.abs(e) - max(float(allowed), 0.0), 0.0) ** 2
     with np.errstate(divide="ignore", invalid="ignore"):
         q = float(np.sum(np.where(s2 > 0, d2 / s2, np.where(d2 > 0, np.inf, 0.0))))
     return int(e.size), q, float(chi2.sf(q, e.size)), max(0.0, float(np.mean(d2 - s2)))

@@ -224,11 +224,11 @@ def recommend(
             f"from ± {plain:.3g} to ± {wide:.3g}")
     tr = past_round_transport(best, bias_aware, rule)
     if tr is not None:
-        k, _q, p, tau2, center = tr
-        rms = math.sqrt(float(np.mean((np.asarray(best["past_error"]) - center) ** 2)))
+        k, _q, p, tau2, allowed = tr
+        rms = math.sqrt(float(np.mean(np.square(best["past_error"]))))
         what = (f"; past rounds: with each of the history's {k} rounds with gold left out of Stage A in turn, "
                 f"{m} missed its gold rate by {rms:.3g} (root mean square"
-                + (f" around the mock bias {center:+.3g}" if center else "") + ")")
+                + (f"; the interval allows a bias of {allowed:.3g}" if allowed else "") + ")")
         pt = transport_test(best, bias_aware, rule)
         if pt is not None:
             before = r.confidence_interval(0.95)
@@ -236,14 +236,19 @@ def recommend(
                         details={**r.details, "transport_sd": math.sqrt(tau2), "transport_p": p},
                         notes=(*r.notes, f"past-round transport error {math.sqrt(tau2):.3g} added in quadrature"))
             after = r.confidence_interval(0.95)
-            reason += (what + f", more than their noise explains (chi-squared p = {p:.2g}, level "
+            reason += (what + f", more than {'that and ' if allowed else ''}their noise explain"
+                       f"{'' if allowed else 's'} (chi-squared p = {p:.2g}, level "
                        f"{rule.transport_level:g}): rounds differ in ways the history's gold does not see, so the "
                        f"interval adds that transport error ({math.sqrt(tau2):.3g}) to the standard error in "
                        f"quadrature, with a t critical value for a variance estimated from {k} rounds, which widens "
                        f"it from {before.high - before.low:.3g} to "
                        f"{after.high - after.low:.3g}")
+        elif rule.transport_level is not None and p < rule.transport_level:
+            reason += what + (f"; some rounds beyond {'that and ' if allowed else ''}their noise (chi-squared p = "
+                              f"{p:.2g}) but no excess on average (its mean square is below their noise's): "
+                              "nothing added")
         else:
-            reason += what + f", within their noise (chi-squared p = {p:.2g})"
+            reason += what + f", within {'that and ' if allowed else ''}their noise (chi-squared p = {p:.2g})"
     n_eff = best.get(f"n_eff_{rule.rate_target}", math.inf)
     if n_eff < rule.min_effective_gold:
         status = "unreliable"
@@ -511,21 +516,23 @@ def choose(
 
 def past_round_transport(row: Mapping[str, Any], bias_aware: bool, rule: AutoRule = DEFAULT_RULE,
                          ) -> tuple[int, float, float, float, float] | None:
-    """The past-round check of the chosen row: ``(K, Q, p, tau2, center)`` (:func:`transport_excess`), or None.
+    """The past-round check of the chosen row: ``(K, Q, p, tau2, allowed)`` (:func:`transport_excess`), or None.
 
-    ``center`` is the error the interval already allows for: the row's mock bias when the interval is
-    bias-aware, else 0. The calibration's part of the variance (``variance_history``) counts as noise. None
-    when the history had no rounds to check. (Computed also when ``rule.transport_level`` is None, which
-    reports the check without applying it.)
+    ``allowed`` is the error the interval already allows for: the row's bias bound (:func:`bias_bound`) when
+    the interval is bias-aware, else 0; only past errors beyond it count. The calibration's part of the
+    variance (``variance_history``) counts as noise. None when the history had no rounds to check. (Computed
+    also when ``rule.transport_level`` is None, which reports the check without applying it.)
     """
     if not row.get("past_error"):
         return None
-    center = float(row["mock_bias"]) if bias_aware and math.isfinite(row.get("mock_bias", math.nan)) else 0.0
-    k, q, p, tau2 = transport_excess(row["past_error"], row["past_error_se"], center,
+    allowed = bias_bound(row, rule) if bias_aware else 0.0
+    if not math.isfinite(allowed):
+        allowed = 0.0
+    k, q, p, tau2 = transport_excess(row["past_error"], row["past_error_se"], allowed,
                                      float(row.get("variance_history", 0.0)))
     if k == 0:
         return None
-    return k, q, p, tau2, center
+    return k, q, p, tau2, allowed
 
 
 def transport_test(row: Mapping[str, Any], bias_aware: bool, rule: AutoRule = DEFAULT_RULE) -> PredictiveTest | None:
