@@ -216,6 +216,8 @@ def test_recommendation_words_and_switch() -> None:
         lo0, hi0 = off.result.confidence_interval(0.95)
         assert hi - lo > hi0 - lo0
         assert "more than" in rec.reason and "noise explain" in rec.reason
+        assert rec.status == "unreliable" and "UNRELIABLE: rounds differ" in rec.reason
+        assert off.status == "ok" and "UNRELIABLE" not in off.reason
     else:  # pragma: no cover - the seed is chosen so that the check fires; kept for clarity if it ever does not
         pytest.fail(f"the check did not fire (p = {p:.3g}): choose a design where it does")
     # the rule's setting is checked

@@ -17,6 +17,13 @@ here is computed on them:
     and every candidate method estimates it. The mean error over folds
     estimates each method's bias on rounds like the history.
 
+* **Past rounds.** When the history has at least two rounds with enough
+  gold, each round's gold is left out of Stage A in turn and the round's
+  gold items are estimated from their silver labels by every candidate: the
+  error a method makes on a round it has not seen the gold of, which the
+  random folds cannot show when rounds differ in content or labeler
+  behaviour (:func:`round_folds`, :func:`transport_excess`).
+
 The dependence test (:mod:`heroeval.checks.dependence`) runs with them and
 is kept in the same record. What the checks are used for, the recommended
 estimate (``method="auto"``), is chosen above this layer, in

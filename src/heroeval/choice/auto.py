@@ -8,7 +8,9 @@ otherwise it keeps HERO joint unless its mock-round error, or its paired
 difference from the Rogan–Gladen estimate on the same items, is significant
 at 1 %, and then takes the smallest estimated MSE. The interval is bias-aware
 when the checks distrust the chosen model or when the round's rate is far
-from the gold's (:class:`AutoRule`).
+from the gold's (:class:`AutoRule`), and carries the history's own
+round-to-round transport error when the chosen method missed past rounds
+(histories with several rounds holding gold).
 """
 
 from __future__ import annotations
@@ -131,6 +133,16 @@ def recommend(
     ``"unreliable"``, with the span of every candidate's bias-aware
     interval (docs/research/robustness.md, section 7, measures the coverage
     that results).
+
+    When the history holds several rounds with gold, the checks also
+    estimated each past round with its gold left out of Stage A
+    (``ModelChecks.rounds``). If the chosen method missed them by more than
+    their noise and the bias its interval allows (:func:`transport_test`, at
+    ``rule.transport_level``), rounds differ in ways the gold of the others
+    does not see: the round is ``"unreliable"``, and the interval adds the
+    excess (a random-effects prediction interval,
+    :class:`~heroeval.inference.bias_aware.PredictiveTest`). The choice of
+    the method does not change.
     """
     rule = DEFAULT_RULE if rule is None else rule
     cal = calibration
@@ -236,13 +248,15 @@ def recommend(
                         details={**r.details, "transport_sd": math.sqrt(tau2), "transport_p": p},
                         notes=(*r.notes, f"past-round transport error {math.sqrt(tau2):.3g} added in quadrature"))
             after = r.confidence_interval(0.95)
+            status = "unreliable"
             reason += (what + f", more than {'that and ' if allowed else ''}their noise explain"
-                       f"{'' if allowed else 's'} (chi-squared p = {p:.2g}, level "
-                       f"{rule.transport_level:g}): rounds differ in ways the history's gold does not see, so the "
-                       f"interval adds that transport error ({math.sqrt(tau2):.3g}) to the standard error in "
-                       f"quadrature, with a t critical value for a variance estimated from {k} rounds, which widens "
-                       f"it from {before.high - before.low:.3g} to "
-                       f"{after.high - after.low:.3g}")
+                       f"{'' if allowed else 's'} (chi-squared p = {p:.2g}, level {rule.transport_level:g}); "
+                       "UNRELIABLE: rounds differ in ways the other rounds' gold does not see, so this one may "
+                       f"be missed too; the interval adds that transport error ({math.sqrt(tau2):.3g}) to the "
+                       f"standard error in quadrature, with a t critical value for a variance estimated from {k} "
+                       f"rounds, which widens it from {before.high - before.low:.3g} to "
+                       f"{after.high - after.low:.3g}. Label some of this round's items (hero select) to pin "
+                       "it down")
         elif rule.transport_level is not None and p < rule.transport_level:
             reason += what + (f"; some rounds beyond {'that and ' if allowed else ''}their noise (chi-squared p = "
                               f"{p:.2g}) but no excess on average (its mean square is below their noise's): "
