@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from rich.console import Console
 from scipy.stats import chi2, norm
 from scipy.stats import t as student_t
 
@@ -31,8 +32,11 @@ from heroeval.checks.model_checks import (
 from heroeval.choice.auto import AutoRule, past_round_transport, recommend
 from heroeval.errors import HeroEvalError
 from heroeval.inference.bias_aware import BiasAwareTest, PredictiveTest
+from heroeval.report.terminal import checks_tables
 from heroeval.stage_a.calibration import fit_stage_a
 from heroeval.stage_a.checks_record import ModelChecks
+
+from .test_rate_shift import _auto_loso
 
 
 def rounds_history(seed: int, *, n_rounds: int = 4, n: int = 250, shift_sd: float = 0.0, rho: float = 0.15,
@@ -228,8 +232,6 @@ def test_recommendation_words_and_switch() -> None:
 def test_replay_reproduces_the_widened_interval() -> None:
     """benchmarks/auto_loso.py's replay of a stored candidate table must give recommend()'s interval when the
     past-round check widens it (the real-round figures are replayed that way)."""
-    from .test_rate_shift import _auto_loso
-
     mod = _auto_loso()
     hist, cur, _ = rounds_history(11, n_rounds=4, shift_sd=1.5, rho=0.2)
     cal = he.calibrate(hist, checks=True)
@@ -244,3 +246,16 @@ def test_replay_reproduces_the_widened_interval() -> None:
         assert est == pytest.approx(rec.result.estimate, abs=1e-12)
         assert (lo, hi) == (pytest.approx(ci.low, abs=1e-9), pytest.approx(ci.high, abs=1e-9))
     assert isinstance(recommend(cur, cal).result.test, PredictiveTest)
+
+
+def test_terminal_table_lists_every_round() -> None:
+    hist, _, _ = rounds_history(4, n_rounds=3, n=150, rho=0.2)
+    cal = he.calibrate(hist, checks=True)
+    con = Console(record=True, width=250)
+    for t in checks_tables(cal):
+        con.print(t)
+    text = con.export_text()
+    assert "past rounds, each estimated with its gold left out" in text
+    for name in ("r0", "r1", "r2"):
+        row = next(x for x in cal.checks.rounds if x["round"] == name and x["method"] == "rogan_gladen")
+        assert f"{row['error']:+.4f} ± {row['error_se']:.4f}" in text
