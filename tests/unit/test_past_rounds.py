@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,7 @@ import pytest
 from rich.console import Console
 from scipy.stats import chi2, norm
 from scipy.stats import t as student_t
+from typer.testing import CliRunner
 
 import heroeval as he
 from heroeval.checks import run_checks
@@ -30,6 +32,7 @@ from heroeval.checks.model_checks import (
     transport_excess,
 )
 from heroeval.choice.auto import AutoRule, past_round_transport, recommend
+from heroeval.cli import app
 from heroeval.errors import HeroEvalError
 from heroeval.inference.bias_aware import BiasAwareTest, PredictiveTest
 from heroeval.report.terminal import checks_tables
@@ -259,3 +262,25 @@ def test_terminal_table_lists_every_round() -> None:
     for name in ("r0", "r1", "r2"):
         row = next(x for x in cal.checks.rounds if x["round"] == name and x["method"] == "rogan_gladen")
         assert f"{row['error']:+.4f} ± {row['error_se']:.4f}" in text
+
+
+def test_switched_off_in_the_api_and_the_cli(tmp_path: Path) -> None:
+    hist, cur, _ = rounds_history(4, n_rounds=3, n=150, rho=0.2)
+    cal = he.calibrate(hist, checks=True, check_rounds=False)
+    assert cal.checks is not None and cal.checks.rounds == []
+    assert "past rounds" not in recommend(cur, cal).reason
+    # the CLI: --no-past-rounds, and the default keeps the check (with the history's round column)
+    items = hist.item_ids[hist.annotation_item]
+    pd.DataFrame({"item_id": items, "labeler_id": hist.labeler_ids[hist.labeler], "label": hist.label,
+                  "round": np.asarray(hist.round_ids)[hist.item_round[hist.annotation_item]]}).to_csv(
+        tmp_path / "h.csv", index=False)
+    g = np.flatnonzero(hist.gold >= 0)
+    pd.DataFrame({"item_id": hist.item_ids[g], "gold": hist.gold[g]}).to_csv(tmp_path / "g.csv", index=False)
+    runner = CliRunner()
+    for flag, n_rounds in (([], 3), (["--no-past-rounds"], 0)):
+        out = runner.invoke(app, ["calibrate", str(tmp_path / "h.csv"), "--gold", str(tmp_path / "g.csv"), "-o",
+                                  str(tmp_path / "c.json"), *flag])
+        assert out.exit_code == 0, out.output
+        c = he.load_calibration(tmp_path / "c.json")
+        assert c.checks is not None and len({r["round"] for r in c.checks.rounds}) == n_rounds
+        assert ("past rounds, each estimated" in out.output) == (n_rounds > 0)

@@ -147,6 +147,7 @@ def run_checks(
     candidates: Sequence[str] = MOCK_METHODS,
     start: Calibration | None = None,
     refit: Literal["auto", "warm", "cold", "scratch"] = "auto",
+    past_rounds: bool = True,
 ) -> ModelChecks:
     """Cross-validated model checks on the history's gold items (see the module docstring).
 
@@ -186,6 +187,11 @@ def run_checks(
         with few labels per labeler the likelihood can have several local
         maxima, and a refit from another start can end on another one
         (tests/unit/test_cheap_checks.py).
+    past_rounds : bool, default True
+        Also estimate each history round with its gold left out of Stage A
+        (histories with at least :data:`MIN_ROUNDS` rounds holding
+        :data:`MIN_ROUND_GOLD` gold items; ``ModelChecks.rounds``). It costs
+        up to :data:`MAX_ROUND_FOLDS` more refits at two weights.
 
     Examples
     --------
@@ -223,7 +229,7 @@ def run_checks(
     return run_checks_on_gold(
         history.take_items(gold_idx, name="history (gold items)"), n_labels=n_labels, fold_fits=fold_fits,
         template=template if start is None else (lambda: start), folds=folds, weight_grid=weight_grid, seed=seed,
-        candidates=candidates, refit="cold" if refit == "scratch" else refit)
+        candidates=candidates, refit="cold" if refit == "scratch" else refit, past_rounds=past_rounds)
 
 
 FoldFitsFunction = Callable[[list[npt.NDArray[np.int64]], tuple[float, ...], AnnotationSet, bool],
@@ -243,6 +249,7 @@ def run_checks_on_gold(
     seed: int = 0,
     candidates: Sequence[str] = MOCK_METHODS,
     refit: Literal["auto", "warm", "cold"] = "auto",
+    past_rounds: bool = True,
 ) -> ModelChecks:
     """The model checks from the history's gold items alone and a function that refits Stage A.
 
@@ -372,7 +379,7 @@ def run_checks_on_gold(
         row["vs_robust"] = row["estimate"] - mock[ref]["estimate"]
         row["vs_robust_se"] = float(np.sqrt(dd @ dd) / dd.size)
     rounds = _past_rounds(history, fold_fits, template, tuple(sorted({1.0, chosen} - {0.0})), candidates,
-                          refit == "warm", notes)
+                          refit == "warm", notes) if past_rounds else []
     return ModelChecks(k_eff, n_gold, grid, log_score, chosen, curve, mock, dep, notes, per_item, rounds)
 
 

@@ -359,6 +359,7 @@ def calibrate_cmd(
     variance: Annotated[Variance, typer.Option(help="Parameter covariance: sandwich (influence values) or model (inverse information).")] = Variance.sandwich,
     history_weight: Annotated[str, typer.Option(help="Weight of gold-free history items in Stage A: a number in [0, 1] (1 = the paper) or 'cv' (chosen by cross-validated log score on the gold).")] = "1",
     checks: Annotated[bool, typer.Option(help="Model checks on the gold items (cross-validation, mock rounds, dependence test); saved in the calibration and used by --method auto.")] = True,
+    past_rounds: Annotated[bool, typer.Option(help="With the checks, also estimate each history round (--round-col) with its gold left out of Stage A, when two or more rounds hold 8+ gold items; --method auto calls a round unreliable when its method missed them (docs/auto.md, step 7). --no-past-rounds skips their refits.")] = True,
     label_map: MapOpt = None,
     fmt: FmtOpt = Format.table,
     classes: ClassesOpt = None,
@@ -437,7 +438,7 @@ def calibrate_cmd(
 
             c = calibrate(h, tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate,
                           pseudo_count=pseudo_count, shrink=shrink.value, variance=variance.value, history_weight=hw,
-                          checks=run_checks,
+                          checks=run_checks, check_rounds=past_rounds,
                           engine=engine.value, progress=em_progress)
         c.save(output)
         return h, c

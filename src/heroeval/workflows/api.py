@@ -99,6 +99,7 @@ def calibrate(
     history_weight: float | Literal["cv"] = 1.0,
     checks: bool = False,
     check_folds: int = 5,
+    check_rounds: bool = True,
     seed: int = 0,
     compress: bool = True,
     engine: Literal["auto", "numpy", "numba"] = "auto",
@@ -186,6 +187,11 @@ def calibrate(
         ``history_weight="cv"``.
     check_folds : int, default 5
         Folds of the gold items for the checks.
+    check_rounds : bool, default True
+        With the checks, also estimate each history round with its gold left
+        out of Stage A when at least two rounds hold 8 or more gold items
+        (the past-round check ``method="auto"`` uses, docs/auto.md step 7);
+        False skips its refits.
     seed : int, default 0
         Seed of the fold assignment.
     compress : bool, default True
@@ -243,7 +249,7 @@ def calibrate(
     # the fit first: the checks' refits start from it and share its design and its information
     cal = fit(w, covariance and not cv, keep_design=True)
     model_checks = run_checks(
-        history, folds=check_folds, seed=seed, start=cal,
+        history, folds=check_folds, seed=seed, start=cal, past_rounds=check_rounds,
         em_settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
                      "pseudo_count": float(pseudo_count), "shrink": shrink},
     )
@@ -278,6 +284,7 @@ def calibrate_dask(
     history_weight: float | Literal["cv"] = 1.0,
     checks: bool = False,
     check_folds: int = 5,
+    check_rounds: bool = True,
     seed: int = 0,
     progress: bool | _em.Progress = False,
 ) -> Calibration:
@@ -311,7 +318,8 @@ def calibrate_dask(
     partitioned_by_item : bool, default False
         Whether every item's rows sit in one partition already (checked); otherwise the log is shuffled on
         the item column.
-    tol, max_iter, criterion, accelerate, pseudo_count, shrink, variance, covariance, history_weight, checks, check_folds, seed, progress
+    tol, max_iter, criterion, accelerate, pseudo_count, shrink, variance, covariance, history_weight, checks, check_folds,
+    check_rounds, seed, progress
         As in :func:`calibrate`.
 
     Returns
@@ -351,7 +359,8 @@ def calibrate_dask(
         return fold_fits_shared(ff, gold_set, fold_items, grid, settings, cal, warm)
 
     model_checks = run_checks_on_gold(dh.gold_items(), n_labels=dh.n_annotations, fold_fits=fold_fits,
-                                      template=lambda: cal, folds=check_folds, seed=seed)
+                                      template=lambda: cal, folds=check_folds, seed=seed,
+                                      past_rounds=check_rounds)
     if cv:
         cal = fit(model_checks.chosen_weight, covariance)
     return replace(cal, checks=model_checks)
