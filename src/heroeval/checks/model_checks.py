@@ -393,9 +393,11 @@ MIN_ROUND_GOLD = 8
 MIN_ROUNDS = 2
 """The past-round check runs when at least this many history rounds have :data:`MIN_ROUND_GOLD` gold items."""
 
-MAX_ROUND_FOLDS = 10
-"""At most this many refits: with more qualifying rounds, rounds are dealt to this many folds in turn (each
-round is still estimated on its own)."""
+MAX_ROUND_FOLDS = 5
+"""At most this many refits per weight (as many as the checks' folds by default): with more qualifying rounds,
+rounds are dealt to this many folds in turn, each fold's rounds left out together and each round still
+estimated on its own. (With 10 it cost 1.6 times the checks without it on a history of 10 rounds,
+``benchmarks/past_rounds_cost.py``.)"""
 
 
 def round_folds(gold_set: AnnotationSet) -> tuple[list[npt.NDArray[np.int64]], list[int]]:
