@@ -211,15 +211,19 @@ def run_checks(
     gold_idx = np.flatnonzero(history.gold >= 0)
     n_labels = np.bincount(history.labeler, minlength=history.n_labelers)
 
+    shared: list[FoldFits] = []  # one design of the history for every set of folds (the random and the rounds')
+
     def fold_fits(fold_items: list[npt.NDArray[np.int64]], grid: tuple[float, ...], gold_set: AnnotationSet,
                   warm: bool) -> list[dict[float, Params]]:
         in_history = [gold_idx[f] for f in fold_items]  # positions among the gold items -> history items
         if refit == "scratch":
             return _fold_fits_scratch(history, in_history, grid, settings)
-        ff = FoldFits(history, pseudo_count=float(settings.get("pseudo_count", 0.0)),
-                      shrink=settings.get("shrink", "none"), engine=settings.get("engine", "auto"),
-                      design=None if start is None else start.history_design)
-        return fold_fits_shared(_HistoryFolds(ff, gold_idx), gold_set, fold_items, grid, settings, start, warm)
+        if not shared:
+            shared.append(FoldFits(history, pseudo_count=float(settings.get("pseudo_count", 0.0)),
+                                   shrink=settings.get("shrink", "none"), engine=settings.get("engine", "auto"),
+                                   design=None if start is None else start.history_design))
+        return fold_fits_shared(_HistoryFolds(shared[0], gold_idx), gold_set, fold_items, grid, settings, start,
+                                warm)
 
     def template() -> Calibration:
         with warnings.catch_warnings():
