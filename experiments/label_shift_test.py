@@ -12,14 +12,14 @@ tells the real rounds the history cannot judge (mre_treat's batches 23-46, whose
 from those it can.
 
 Measured in the session of 2026-12-02 (sixth stop): on the random splits (no label shift by construction; 5
-resamples per set and shift, 12 sets) it rejected at 5 % in 3, 3 and 2 of 60 rounds (none, half, rate); on
-the real rounds it rejected in every one of triviaqa's nine answering models (p from 1e-5 to 1e-136; there
-the recommended interval already covers 0.90) and not on mre_treat's batches 23-46 (p 0.07-0.10, 3 rounds;
-the other batch groups were mostly untestable, fewer than two labelers qualifying). So it flags the rounds
-that are fine and misses the one that fails: the crowd on batches 23-46 behaves like a crowd seeing a
-TREATS rate of about 0.24, consistently across labelers, and no test on silver labels can see that the gold
-calls those items 0. Dropped; the past-round check (``ModelChecks.rounds``, docs/research/robustness.md
-section 7, "Past rounds") is what was built instead.
+resamples per set and shift, 12 sets) it rejected at 5 % in 3, 3 and 2 of 60 rounds (none, half, rate). On the
+real rounds (13 resamples) it rejected in every testable round but one: all of triviaqa's nine answering models
+(p from 1e-5 to 1e-136; there the recommended interval already covers 0.90) and mre_treat's batches 1-22 (p from
+6e-4 to 1e-19; errors -0.04 to -0.11), and not on mre_treat's batches 23-46 (p 0.07-0.10), the one round every
+method misses by about +0.5. So it flags the rounds that are nearly fine and misses the one that fails: the
+crowd on batches 23-46 behaves, consistently across labelers, like a crowd seeing a TREATS rate of about 0.24,
+and no test on silver labels can see that the gold calls those items 0. Dropped; the past-round check
+(``ModelChecks.rounds``, docs/research/robustness.md section 7, "Past rounds") is what was built instead.
 """
 
 from __future__ import annotations
