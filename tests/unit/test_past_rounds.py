@@ -35,6 +35,7 @@ from heroeval.choice.auto import AutoRule, past_round_transport, recommend
 from heroeval.cli import app
 from heroeval.errors import HeroEvalError
 from heroeval.inference.bias_aware import BiasAwareTest, PredictiveTest
+from heroeval.report.html import build_report
 from heroeval.report.terminal import checks_tables
 from heroeval.stage_a.calibration import fit_stage_a
 from heroeval.stage_a.checks_record import ModelChecks
@@ -288,3 +289,13 @@ def test_switched_off_in_the_api_and_the_cli(tmp_path: Path) -> None:
         c = he.load_calibration(tmp_path / "c.json")
         assert c.checks is not None and len({r["round"] for r in c.checks.rounds}) == n_rounds
         assert ("past rounds, each estimated" in out.output) == (n_rounds > 0)
+
+
+def test_html_report_names_the_check() -> None:
+    hist, cur, _ = rounds_history(11, n_rounds=4, shift_sd=1.5, rho=0.2)
+    cal = he.calibrate(hist, checks=True)
+    res = he.estimate(cur, cal, method="all", recommend=True, drift_check=False)
+    assert isinstance(res, he.EstimateCollection) and res.recommended is not None
+    assert res.recommended.status == "unreliable"
+    page = build_report(cur, cal, res)
+    assert "Past rounds: " in page and "UNRELIABLE and its interval carries that transport error" in page

@@ -278,6 +278,21 @@ def _dependence_checks(history: AnnotationSet | None, res: EstimateCollection) -
                         "reading": f"HERO assumes independent errors given the truth: near 0 (shuffled: "
                                    f"{v['shuffled_mean']:+.3f}, 95% below {v['shuffled_q95']:.3f}; "
                                    f"{v['n_items']} items). Well above it, the intervals are likely too narrow"})
+    rec = res.recommended
+    row = None if rec is None else next(
+        (r for r in rec.table if r.get("method") == rec.method and r.get("history_weight") == rec.history_weight
+         and r.get("past_error")), None)
+    if rec is not None and row is not None:
+        e = [float(x) for x in row["past_error"]]
+        rms = math.sqrt(sum(x * x for x in e) / len(e))
+        fired = "transport_sd" in rec.result.details
+        out.append({"name": f"Past rounds: {rec.method}'s error on each of the history's {len(e)} rounds with its "
+                            "gold left out of Stage A (root mean square)",
+                    "value": rms, "format": "r", "ok": not fired,
+                    "reading": ("beyond its noise: rounds differ in ways the other rounds' gold does not see, so the "
+                                "recommended estimate is UNRELIABLE and its interval carries that transport error"
+                                if fired else "within its noise (and the bias its interval allows): the history's "
+                                "rounds transport to one another")})
     h1, hj = res.results.get("hero1"), res.results.get("hero_joint")
     if h1 is not None and hj is not None and math.isfinite(h1.standard_error):
         gap = hj.estimate - h1.estimate
