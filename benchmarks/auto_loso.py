@@ -124,13 +124,13 @@ def replay(auto_row: pd.Series, rule: AutoRule, rows: list[dict[str, Any]] | Non
     best, _, bias_aware = got
     pick = best["method"] if best["method"] not in ("hero1", "hero_joint") else f"{best['method']}@{best['history_weight']:g}"
     est = best["estimate"]
-    if best.get(f"n_eff_{rule.rate_target}", math.inf) < rule.min_effective_gold:
-        lo, hi = hull_interval(rows, rule)
-        return est, lo, hi, pick + " (unreliable)"
     pt = transport_test(best, bias_aware, rule)  # the past-round check (histories with rounds)
+    if best.get(f"n_eff_{rule.rate_target}", math.inf) < rule.min_effective_gold:
+        lo, hi = hull_interval(rows, rule, also=pt)
+        return est, lo, hi, pick + " (unreliable)"
     if pt is not None:
         lo, hi = pt.interval(0.95)
-        return est, lo, hi, pick
+        return est, lo, hi, pick + " (unreliable)"
     if bias_aware:
         lo, hi = BiasAwareTest(est, best["standard_error"], bias_bound(best, rule)).interval(0.95)
         return est, lo, hi, pick

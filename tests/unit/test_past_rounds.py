@@ -10,6 +10,7 @@ The coverage it buys is simulated in tests/simulation/test_past_rounds_sim.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -18,7 +19,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from rich.console import Console
-from scipy.stats import chi2, norm
+from scipy.integrate import quad
+from scipy.stats import chi2
 from scipy.stats import t as student_t
 from typer.testing import CliRunner
 
@@ -27,6 +29,7 @@ from heroeval.checks import run_checks
 from heroeval.checks.model_checks import (
     MAX_ROUND_FOLDS,
     MIN_ROUND_GOLD,
+    WEIGHT_GRID,
     past_round_errors,
     round_folds,
     transport_excess,
@@ -34,7 +37,7 @@ from heroeval.checks.model_checks import (
 from heroeval.choice.auto import AutoRule, past_round_transport, recommend
 from heroeval.cli import app
 from heroeval.errors import HeroEvalError
-from heroeval.inference.bias_aware import BiasAwareTest, PredictiveTest
+from heroeval.inference.bias_aware import BiasAwareTest, PredictiveTest, bias_aware_cv_t
 from heroeval.report.html import build_report
 from heroeval.report.terminal import checks_tables
 from heroeval.stage_a.calibration import fit_stage_a
@@ -125,16 +128,23 @@ def test_predictive_interval_closed_form() -> None:
     assert hi90 - 0.4 == pytest.approx(s * student_t.ppf(0.95, df))
     # one-sided
     assert t.interval(0.95, "less")[1] == pytest.approx(0.4 + s * student_t.ppf(0.95, df))
-    # with a bias bound: the bias-aware interval at the total SE, its critical value scaled by t / z
+    assert t.interval(0.95, "greater")[0] == pytest.approx(0.4 - s * student_t.ppf(0.95, df))
+    # with a bias bound B: the half-width h solves P(|T + B/s| <= h/s) = 0.95 for T ~ t_df, checked by
+    # integrating the t density numerically; one-sided adds B to the t bound
     tb = PredictiveTest(0.4, se, 0.05, tau2, k)
-    h = BiasAwareTest(0.4, s, 0.05).half_width(0.95) * student_t.ppf(0.975, df) / norm.ppf(0.975)
-    assert tb.interval(0.95)[1] == pytest.approx(0.4 + h)
+    h = tb.interval(0.95)[1] - 0.4
+    cover = quad(lambda x: student_t.pdf(x, df), -h / s - 0.05 / s, h / s - 0.05 / s)[0]
+    assert cover == pytest.approx(0.95, abs=1e-9)
+    assert tb.interval(0.95, "less")[1] == pytest.approx(0.4 + s * student_t.ppf(0.95, df) + 0.05)
+    # it lies between the normal bias-aware interval and B plus the two-sided t value
+    assert BiasAwareTest(0.4, s, 0.05).half_width(0.95) < h < 0.05 + s * student_t.ppf(0.975, df)
     # no transport error: exactly the bias-aware interval
     assert PredictiveTest(0.4, se, 0.05, 0.0, k).interval(0.95) == pytest.approx(
         BiasAwareTest(0.4, se, 0.05).interval(0.95))
     # k = 3 rounds and tau2 dominating: close to t_3 = 3.18 standard errors
     big = PredictiveTest(0.5, 1e-4, 0.0, 0.01, 3)
     assert big.interval(0.95)[1] - 0.5 == pytest.approx(0.1 * student_t.ppf(0.975, 3), rel=1e-3)
+    assert bias_aware_cv_t(0.7, math.inf) == pytest.approx(BiasAwareTest(0.0, 1.0, 0.7).half_width(0.95))
 
 
 def test_round_folds() -> None:
@@ -157,12 +167,13 @@ def test_round_folds() -> None:
 # against a plain computation with the public API
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("refit", "n_rounds"), [("scratch", 3), ("cold", 3), ("cold", MAX_ROUND_FOLDS + 1)])
+@pytest.mark.parametrize(("refit", "n_rounds"), [("scratch", 3), ("cold", 3), ("warm", 3),
+                                                 ("cold", MAX_ROUND_FOLDS + 1)])
 def test_round_errors_match_plain_refits(refit: str, n_rounds: int) -> None:
     hist, _, _ = rounds_history(3, n_rounds=n_rounds, n=200 if n_rounds <= 3 else 100, rho=0.2)
     chk = run_checks(hist, refit=refit, em_settings={"tol": 1e-10})
     assert chk.rounds, chk.notes
-    grid = sorted({1.0, chk.chosen_weight} - {0.0})
+    grid = list(chk.weight_grid)
     # with more rounds than MAX_ROUND_FOLDS, rounds g and g + MAX_ROUND_FOLDS leave their gold out together
     fold_of = {g: g % MAX_ROUND_FOLDS for g in range(n_rounds)}
     seen = set()
@@ -182,11 +193,21 @@ def test_round_errors_match_plain_refits(refit: str, n_rounds: int) -> None:
                        and (x["history_weight"] == w))
             assert row["n_items"] == held.size and row["truth"] == pytest.approx(truth)
             assert row["error"] == pytest.approx(r.estimate - truth, abs=2e-6), (name, meth, w)
-            assert row["error_se"] > 0
+            # the error's standard error: the estimate's influence values on the round's items, paired with the
+            # gold labels (the mock rounds' formula), from the public API's own influence values
+            assert r.influence is not None
+            d = r.influence.current - (mock.gold - truth)
+            assert row["error_se"] == pytest.approx(float(np.sqrt(d @ d)) / held.size, rel=1e-4, abs=1e-8)
+            if meth == "hero1":
+                assert row["calib_var"] is None
+            else:  # the variance from the other rounds' gold counts (as from a calibration file: binomial)
+                r_file = he.estimate(cur, dataclasses.replace(cal, history=None), method=meth, drift_check=False)
+                assert row["calib_var"] == pytest.approx(r_file.variance_history, rel=1e-6)
             seen.add((meth, w))
     assert len(seen) == len(grid) + 2
-    e, s = past_round_errors(chk, "hero1@1")
-    assert e.size == n_rounds and s.size == n_rounds
+    e, s, cv = past_round_errors(chk, "hero1@1")
+    assert e.size == n_rounds and s.size == n_rounds and np.isnan(cv).all()
+    assert np.isfinite(past_round_errors(chk, "rogan_gladen")[2]).all()
 
 
 def test_no_rounds_no_check() -> None:
@@ -204,6 +225,10 @@ def test_record_round_trip_and_old_files() -> None:
     old = chk.to_dict()
     del old["rounds"]  # a calibration file written before the check
     assert ModelChecks.from_dict(old).rounds == []
+    # a non-finite number is written as null (the file allows no NaN) and read back as NaN
+    bad = dataclasses.replace(chk, rounds=[{**chk.rounds[0], "error_se": math.nan}])
+    text = json.dumps(bad.to_dict(), allow_nan=False)
+    assert math.isnan(ModelChecks.from_dict(json.loads(text)).rounds[0]["error_se"])
 
 
 # ---------------------------------------------------------------------------
@@ -299,3 +324,39 @@ def test_html_report_names_the_check() -> None:
     assert res.recommended.status == "unreliable"
     page = build_report(cur, cal, res)
     assert "Past rounds: " in page and "UNRELIABLE and its interval carries that transport error" in page
+
+
+def test_every_candidate_weight_is_checked() -> None:
+    """The check runs at every weight of the grid, so a calibration at w = 0.3 (or a cv choice) is checked too;
+    at a weight outside the grid the reason says the check did not run."""
+    hist, cur, _ = rounds_history(11, n_rounds=4, shift_sd=1.5, rho=0.2)
+    for w in (0.3, 0.1):
+        cal = he.calibrate(hist, checks=True, history_weight=w)
+        assert cal.checks is not None
+        assert {r["history_weight"] for r in cal.checks.rounds if r["method"] == "hero1"} == set(WEIGHT_GRID)
+        rec = recommend(cur, cal)
+        assert "past rounds: with each of the history's 4 rounds" in rec.reason
+    # the chosen method without past-round rows (as at a weight outside the grid): said, and nothing applied
+    cal = he.calibrate(hist, checks=True)
+    first = recommend(cur, cal)
+    assert cal.checks is not None
+    judged_by = "hero1" if first.method == "hero_joint" else first.method  # hero_joint is judged by HERO-1's rows
+    kept = [r for r in cal.checks.rounds if r["method"] != judged_by]
+    rec = recommend(cur, dataclasses.replace(cal, checks=dataclasses.replace(cal.checks, rounds=kept)))
+    assert rec.method == first.method and "past rounds: not checked for" in rec.reason
+    assert "transport_sd" not in rec.result.details
+
+
+def test_unreliable_twice_keeps_the_wider_interval() -> None:
+    """A round both far from the gold's rate (the hull) and missed like the past rounds: the interval spans the
+    past rounds' prediction interval too, and the reason says so."""
+    hist, cur, _ = rounds_history(11, n_rounds=4, shift_sd=1.5, rho=0.2)
+    cal = he.calibrate(hist, checks=True)
+    pt = recommend(cur, cal).result.confidence_interval(0.95)
+    both = recommend(cur, cal, rule=AutoRule(min_effective_gold=1e9))
+    ci = both.result.confidence_interval(0.95)
+    assert both.status == "unreliable"
+    assert ci.low <= pt.low + 1e-12 and ci.high >= pt.high - 1e-12
+    assert "and the past rounds' prediction interval" in both.reason
+    off = recommend(cur, cal, rule=AutoRule(transport_level=None))
+    assert "reported, not applied" in off.reason and "within" not in off.reason.split("past rounds:")[1]

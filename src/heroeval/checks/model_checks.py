@@ -191,7 +191,7 @@ def run_checks(
         Also estimate each history round with its gold left out of Stage A
         (histories with at least :data:`MIN_ROUNDS` rounds holding
         :data:`MIN_ROUND_GOLD` gold items; ``ModelChecks.rounds``). It costs
-        up to :data:`MAX_ROUND_FOLDS` more refits at two weights.
+        up to :data:`MAX_ROUND_FOLDS` more refits at each weight of the grid.
 
     Examples
     --------
@@ -382,8 +382,8 @@ def run_checks_on_gold(
         dd = infls[k] - infls[ref]
         row["vs_robust"] = row["estimate"] - mock[ref]["estimate"]
         row["vs_robust_se"] = float(np.sqrt(dd @ dd) / dd.size)
-    rounds = _past_rounds(history, fold_fits, template, tuple(sorted({1.0, chosen} - {0.0})), candidates,
-                          refit == "warm", notes) if past_rounds else []
+    rounds = _past_rounds(history, fold_fits, template, grid, candidates, refit == "warm", notes) \
+        if past_rounds else []
     return ModelChecks(k_eff, n_gold, grid, log_score, chosen, curve, mock, dep, notes, per_item, rounds)
 
 
@@ -421,20 +421,24 @@ def round_folds(gold_set: AnnotationSet) -> tuple[list[npt.NDArray[np.int64]], l
     return folds, qual
 
 
-def past_round_errors(checks: ModelChecks, key: str) -> tuple[FloatArray, FloatArray]:
-    """The past-round check's errors and their standard errors for one mock row (``mock_key``), round by round."""
+def past_round_errors(checks: ModelChecks, key: str) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The past-round check's errors, their standard errors and their calibration variances (NaN where not
+    computed) for one mock row (``mock_key``), round by round."""
     rows = [r for r in checks.rounds if mock_key(r["method"], r["history_weight"]) == key]
+    cv = [r.get("calib_var") for r in rows]
     return (np.array([r["error"] for r in rows], dtype=np.float64),
-            np.array([r["error_se"] for r in rows], dtype=np.float64))
+            np.array([r["error_se"] for r in rows], dtype=np.float64),
+            np.array([math.nan if v is None else v for v in cv], dtype=np.float64))
 
 
 def transport_excess(errors: npt.ArrayLike, error_se: npt.ArrayLike, allowed: float = 0.0,
-                     extra_var: float = 0.0) -> tuple[int, float, float, float]:
+                     extra_var: float | npt.ArrayLike = 0.0) -> tuple[int, float, float, float]:
     """How far a method missed past rounds beyond their noise and the error already allowed: ``(K, Q, p, tau2)``.
 
     With ``e_k`` the error on past round k, ``s_k^2 = error_se_k^2 + extra_var`` its variance when the method
-    transports (``extra_var``: the calibration's part, common to the rounds), and ``B`` the error the interval
-    already allows for (``allowed``: 0 for a plain interval, the bias bound of a bias-aware one), the excess
+    transports (``extra_var``: the calibration's part, one number or one per round), and ``B`` the error the
+    interval already allows for (``allowed``: 0 for a plain interval, the bias bound of a bias-aware one), the
+    excess
     is ``d_k = max(0, |e_k| - B)``. ``Q = sum_k d_k^2 / s_k^2`` is at most chi-squared with K degrees of
     freedom when every round's error is a bias within ``B`` plus noise; ``p`` is that law's upper tail, and
     ``tau2 = max(0, mean_k(d_k^2 - s_k^2))`` the method-of-moments estimate of the extra mean squared error a
@@ -442,7 +446,7 @@ def transport_excess(errors: npt.ArrayLike, error_se: npt.ArrayLike, allowed: fl
     rather than estimated). ``(0, nan, nan, 0)`` without rounds.
     """
     e = np.asarray(errors, dtype=np.float64)
-    s2 = np.asarray(error_se, dtype=np.float64) ** 2 + max(float(extra_var), 0.0)
+    s2 = np.asarray(error_se, dtype=np.float64) ** 2 + np.maximum(np.asarray(extra_var, dtype=np.float64), 0.0)
     ok = np.isfinite(e) & np.isfinite(s2)
     e, s2 = e[ok], s2[ok]
     if e.size == 0:
@@ -459,12 +463,14 @@ def _past_rounds(
 ) -> list[dict[str, Any]]:
     """Every candidate's error on each past round, its gold left out of Stage A (:class:`ModelChecks` ``rounds``).
 
-    For each fold of whole rounds (:func:`round_folds`), Stage A is refitted without their gold items (their
-    silver labels stay, as a current round's do for HERO joint); each round's gold items then form a mock
-    round with the round's own gold rate, and each candidate estimates it from their silver labels alone:
-    HERO-1 at each weight of ``grid`` and the gold-proportion calibration by the score equation on the
-    refit's log-likelihood ratios, Rogan–Gladen from the other rounds' gold counts. The error's standard
-    error is the mock's (the estimate's influence values paired with the gold labels).
+    For each fold of whole rounds (:func:`round_folds`), Stage A is refitted without their gold items (the
+    rounds' other items stay); each round's gold items then form a mock round with the round's own gold
+    rate, and each candidate estimates it from their silver labels alone: HERO-1 at each weight of ``grid``
+    by the score equation on the refit's log-likelihood ratios, the gold-proportion calibration and
+    Rogan–Gladen from the other rounds' gold counts. The error's standard error ``error_se`` is the mock's
+    (the estimate's influence values paired with the gold labels); ``calib_var`` is the variance the
+    estimate takes from the other rounds' gold counts (gold-proportion and Rogan–Gladen; None for HERO-1,
+    whose refits carry no covariance).
     """
     folds, qual = round_folds(gold_set)
     if not folds or not grid:
@@ -481,35 +487,36 @@ def _past_rounds(
         tp, fn, tn, fp = tp_all - tk, fn_all - fk, tn_all - nk, fp_all - pk
         llrs: dict[tuple[str, float | None], FloatArray] = {
             ("hero1", w): _mock_llr(m_k, fits[k][w][0], fits[k][w][1]) for w in grid if "hero1" in candidates}
-        if "gold_proportion" in candidates:
-            llrs[("gold_proportion", None)] = _mock_llr(m_k, (tp + 1.0) / (tp + fn + 2.0),
-                                                         (tn + 1.0) / (tn + fp + 2.0))
-        if "rogan_gladen" in candidates and rg_cal is None:
+        counted = [m for m in ("gold_proportion", "rogan_gladen") if m in candidates]
+        if counted and rg_cal is None:
             rg_cal = template()
         for g in qual:
             at = np.flatnonzero(m_k.item_round == g)
             if at.size == 0:
                 continue
             y = m_k.gold[at].astype(np.float64)
-            out: list[tuple[str, float | None, float, FloatArray]] = []
+            out: list[tuple[str, float | None, float, FloatArray, float | None]] = []
             for (meth, w), L in llrs.items():
                 est, infl = _score_fit(L[at])
-                out.append((meth, w, est, infl))
-            if rg_cal is not None:
+                out.append((meth, w, est, infl, None))
+            if rg_cal is not None:  # the methods that read the other rounds' gold counts only
                 cal_k = replace(rg_cal, gold_tp=tp, gold_fn=fn, gold_tn=tn, gold_fp=fp, history=None, checks=None)
-                try:
-                    r = estimate_methods(m_k.take_items(at), cal_k, method="rogan_gladen")
-                except HeroEvalError:
-                    r = None
-                if r is not None and not isinstance(r, Mapping) and r.influence is not None:
-                    out.append(("rogan_gladen", None, r.estimate, r.influence.current))
-            for meth, w, est, infl in out:
+                for meth in counted:
+                    try:
+                        r = estimate_methods(m_k.take_items(at), cal_k, method=meth)
+                    except HeroEvalError:
+                        continue
+                    if not isinstance(r, Mapping) and r.influence is not None:
+                        vh = r.variance_history
+                        out.append((meth, None, r.estimate, r.influence.current, vh if math.isfinite(vh) else None))
+            for meth, w, est, infl, cv in out:
                 if not math.isfinite(est):
                     continue
                 d = infl - (y - y.mean())
                 rows.append({"round": gold_set.round_ids[g], "method": meth, "history_weight": w,
                              "n_items": int(at.size), "truth": float(y.mean()), "estimate": float(est),
-                             "error": float(est - y.mean()), "error_se": float(np.sqrt(d @ d) / at.size)})
+                             "error": float(est - y.mean()), "error_se": float(np.sqrt(d @ d) / at.size),
+                             "calib_var": cv})
     if rows:
         notes.append(f"past rounds: {len(qual)} history rounds with at least {MIN_ROUND_GOLD} gold items, each "
                      f"estimated with its gold left out of Stage A ({len(folds)} refits per weight)")

@@ -234,13 +234,16 @@ def recommend(
             f"{bound:.3g} (its mock-round bias plus {rule.bias_kappa:g} standard error"
             f"{'' if rule.bias_kappa == 1 else 's'} of it), which widens it "
             f"from ± {plain:.3g} to ± {wide:.3g}")
+    pt: PredictiveTest | None = None
     tr = past_round_transport(best, bias_aware, rule)
     if tr is not None:
         k, _q, p, tau2, allowed = tr
         rms = math.sqrt(float(np.mean(np.square(best["past_error"]))))
+        who = m if m != "hero_joint" else f"HERO-1 at weight {w:g} (by whose likelihood hero_joint is judged)"
         what = (f"; past rounds: with each of the history's {k} rounds with gold left out of Stage A in turn, "
-                f"{m} missed its gold rate by {rms:.3g} (root mean square"
+                f"{who} missed its gold rate by {rms:.3g} (root mean square"
                 + (f"; the interval allows a bias of {allowed:.3g}" if allowed else "") + ")")
+        both = "that and " if allowed else ""
         pt = transport_test(best, bias_aware, rule)
         if pt is not None:
             before = r.confidence_interval(0.95)
@@ -249,29 +252,35 @@ def recommend(
                         notes=(*r.notes, f"past-round transport error {math.sqrt(tau2):.3g} added in quadrature"))
             after = r.confidence_interval(0.95)
             status = "unreliable"
-            reason += (what + f", more than {'that and ' if allowed else ''}their noise explain"
-                       f"{'' if allowed else 's'} (chi-squared p = {p:.2g}, level {rule.transport_level:g}); "
-                       "UNRELIABLE: rounds differ in ways the other rounds' gold does not see, so this one may "
-                       f"be missed too; the interval adds that transport error ({math.sqrt(tau2):.3g}) to the "
-                       f"standard error in quadrature, with a t critical value for a variance estimated from {k} "
-                       f"rounds, which widens it from {before.high - before.low:.3g} to "
-                       f"{after.high - after.low:.3g}. Label some of this round's items (hero select) to pin "
-                       "it down")
-        elif rule.transport_level is not None and p < rule.transport_level:
-            reason += what + (f"; some rounds beyond {'that and ' if allowed else ''}their noise (chi-squared p = "
-                              f"{p:.2g}) but no excess on average (its mean square is below their noise's): "
-                              "nothing added")
+            reason += (what + f", more than {both}their noise explain{'' if allowed else 's'} (chi-squared "
+                       f"p = {p:.2g}, level {rule.transport_level:g}); UNRELIABLE: rounds differ in ways the other "
+                       "rounds' gold does not see, so this one may be missed too; the interval adds that "
+                       f"transport error ({math.sqrt(tau2):.3g}) to the standard error in quadrature, with a t "
+                       f"critical value for a variance estimated from {k} rounds, which widens it from "
+                       f"{before.high - before.low:.3g} to {after.high - after.low:.3g}. Label some of this "
+                       "round's items (hero select) to pin it down")
+        elif rule.transport_level is None:
+            reason += what + (f" (chi-squared p = {p:.2g}, excess {math.sqrt(tau2):.2g}): reported, not applied "
+                              "(transport_level=None)")
+        elif p < rule.transport_level:
+            reason += what + (f"; some rounds beyond {both}their noise (chi-squared p = {p:.2g}) but no excess "
+                              "on average (its mean square is below their noise's): nothing added")
         else:
-            reason += what + f", within {'that and ' if allowed else ''}their noise (chi-squared p = {p:.2g})"
+            reason += what + f", within {both}their noise (chi-squared p = {p:.2g})"
+    elif checks.rounds:
+        reason += (f"; past rounds: not checked for {m} at this weight (the checks estimated past rounds at the "
+                   f"weights {sorted({x['history_weight'] for x in checks.rounds if x['history_weight'] is not None})}"
+                   ")")
     n_eff = best.get(f"n_eff_{rule.rate_target}", math.inf)
     if n_eff < rule.min_effective_gold:
         status = "unreliable"
-        r = _hull(r, results, rows, rule)
+        r = _hull(r, results, rows, rule, pt)
         reason += (f"; UNRELIABLE: this round's rate is so far from the gold's ({best['gold_rate']:.3g}) that "
                    f"the re-weighted gold counts as only {n_eff:.0f} items (fewer than "
                    f"{rule.min_effective_gold:g}), too few to judge any candidate at this rate; the interval "
-                   "reported spans every candidate's bias-aware interval. Label some of this round's items "
-                   "(hero select) to pin it down")
+                   "reported spans every candidate's bias-aware interval"
+                   + (" and the past rounds' prediction interval" if pt is not None else "")
+                   + ". Label some of this round's items (hero select) to pin it down")
     return Recommendation(m, w, r, reason, rows, status)
 
 
@@ -383,9 +392,10 @@ def _candidate_row(m: str, w: float | None, r: EstimateResult, checks: ModelChec
 
     gold_rate = float(np.mean(checks.items["y"])) if checks.items.get("y") else math.nan
     key = mock_key("hero1" if m == "hero_joint" else m, w if m in ("hero1", "hero_joint") else None)
-    past_e, past_se = past_round_errors(checks, key)
+    past_e, past_se, past_cv = past_round_errors(checks, key)
     return {"method": m, "history_weight": w, "estimate": r.estimate,
             "past_error": past_e.tolist(), "past_error_se": past_se.tolist(),
+            "past_calib_var": [None if not math.isfinite(v) else float(v) for v in past_cv],
             "standard_error": se if se is not None else math.nan, "ci_low": ci.low, "ci_high": ci.high,
             "variance_history": vh, "gold_rate": gold_rate,
             "mock_key": key,
@@ -533,8 +543,9 @@ def past_round_transport(row: Mapping[str, Any], bias_aware: bool, rule: AutoRul
     """The past-round check of the chosen row: ``(K, Q, p, tau2, allowed)`` (:func:`transport_excess`), or None.
 
     ``allowed`` is the error the interval already allows for: the row's bias bound (:func:`bias_bound`) when
-    the interval is bias-aware, else 0; only past errors beyond it count. The calibration's part of the
-    variance (``variance_history``) counts as noise. None when the history had no rounds to check. (Computed
+    the interval is bias-aware, else 0; only past errors beyond it count. The calibration's part of each past
+    round's variance counts as noise: the checks' ``calib_var`` where they computed it (from the other rounds'
+    gold counts), else the row's own ``variance_history``. None when the history had no rounds to check. (Computed
     also when ``rule.transport_level`` is None, which reports the check without applying it.)
     """
     if not row.get("past_error"):
@@ -542,8 +553,12 @@ def past_round_transport(row: Mapping[str, Any], bias_aware: bool, rule: AutoRul
     allowed = bias_bound(row, rule) if bias_aware else 0.0
     if not math.isfinite(allowed):
         allowed = 0.0
-    k, q, p, tau2 = transport_excess(row["past_error"], row["past_error_se"], allowed,
-                                     float(row.get("variance_history", 0.0)))
+    # each round's calibration variance where the checks computed it (from the other rounds' gold counts),
+    # else this round's own (the calibration's part of the chosen estimate's variance)
+    vh = float(row.get("variance_history", 0.0))
+    cvs = row.get("past_calib_var") or [None] * len(row["past_error"])
+    extra = [vh if v is None or not math.isfinite(v) else float(v) for v in cvs]
+    k, q, p, tau2 = transport_excess(row["past_error"], row["past_error_se"], allowed, extra)
     if k == 0:
         return None
     return k, q, p, tau2, allowed
@@ -556,11 +571,10 @@ def transport_test(row: Mapping[str, Any], bias_aware: bool, rule: AutoRule = DE
     tr = past_round_transport(row, bias_aware, rule)
     if tr is None or rule.transport_level is None:
         return None
-    k, _q, p, tau2, _c = tr
+    k, _q, p, tau2, allowed = tr
     if not (tau2 > 0 and p < rule.transport_level):
         return None
-    bound = bias_bound(row, rule) if bias_aware else 0.0
-    return PredictiveTest(float(row["estimate"]), float(row["standard_error"]), bound, tau2, k)
+    return PredictiveTest(float(row["estimate"]), float(row["standard_error"]), allowed, tau2, k)
 
 
 def rate_shift_z(rows: Sequence[Mapping[str, Any]]) -> tuple[float, float, float, float] | None:
@@ -610,12 +624,13 @@ def _with_bias_bound(r: EstimateResult, bound: float) -> EstimateResult:
 
 
 def _hull(r: EstimateResult, results: Mapping[tuple[str, float | None], EstimateResult],
-          rows: Sequence[Mapping[str, Any]], rule: AutoRule) -> EstimateResult:
-    """The chosen estimate with an interval spanning every scored candidate's bias-aware interval."""
+          rows: Sequence[Mapping[str, Any]], rule: AutoRule, also: _Test | None = None) -> EstimateResult:
+    """The chosen estimate with an interval spanning every scored candidate's bias-aware interval (and
+    ``also``'s, the past rounds' prediction interval when it was applied)."""
     parts = hull_parts(rows, rule)
     if not parts:
         return r
-    test = _HullTest(r.estimate, parts)
+    test = _HullTest(r.estimate, parts, also=also)
     return replace(r, test=test, notes=(*r.notes, "unreliable: interval spans every candidate's"))
 
 
@@ -627,9 +642,10 @@ def hull_parts(rows: Sequence[Mapping[str, Any]], rule: AutoRule = DEFAULT_RULE)
 
 
 def hull_interval(rows: Sequence[Mapping[str, Any]], rule: AutoRule = DEFAULT_RULE,
-                  confidence_level: float = 0.95) -> tuple[float, float]:
-    """The interval an unreliable round reports: the span of :func:`hull_parts`' bias-aware intervals."""
-    return _HullTest(math.nan, hull_parts(rows, rule)).interval(confidence_level)
+                  confidence_level: float = 0.95, also: _Test | None = None) -> tuple[float, float]:
+    """The interval an unreliable round reports: the span of :func:`hull_parts`' bias-aware intervals (and of
+    ``also``'s)."""
+    return _HullTest(math.nan, hull_parts(rows, rule), also=also).interval(confidence_level)
 
 
 @dataclass
@@ -640,12 +656,15 @@ class _HullTest(_Test):
     parts: list[tuple[float, float, float]]
     label: str = "hull of bias-aware intervals"
     preferred: bool = True
+    also: _Test | None = None
 
     def stat(self, mu0: float) -> float:  # pragma: no cover - the interval is closed-form
         return 0.0
 
     def interval(self, confidence_level: float, alternative: str = "two-sided") -> tuple[float, float]:
         ints = [BiasAwareTest(e, s, b).interval(confidence_level, alternative) for e, s, b in self.parts]
+        if self.also is not None:
+            ints.append(self.also.interval(confidence_level, alternative))
         return min(i[0] for i in ints), max(i[1] for i in ints)
 
 

@@ -32,7 +32,7 @@ from scipy.stats import t as student_t
 from heroeval.errors import HeroEvalError
 from heroeval.estimators._inversion import _Test, check_alternative
 
-__all__ = ["BiasAwareTest", "PredictiveTest", "bias_aware_cv"]
+__all__ = ["BiasAwareTest", "PredictiveTest", "bias_aware_cv", "bias_aware_cv_t"]
 
 
 def bias_aware_cv(t: float, confidence_level: float = 0.95) -> float:
@@ -98,6 +98,34 @@ class BiasAwareTest(_Test):
         return max(0.0, self.center - h), 1.0
 
 
+def bias_aware_cv_t(t: float, df: float, confidence_level: float = 0.95) -> float:
+    """:func:`bias_aware_cv` with Student's t for the normal: the ``confidence_level`` quantile of ``|T + t|``,
+    ``T ~ t_df`` (``df = inf``: :func:`bias_aware_cv`).
+
+    >>> round(bias_aware_cv_t(0.0, 3.0), 4)     # t_3's two-sided 95 % value
+    3.1824
+    """
+    if math.isinf(df):
+        return bias_aware_cv(t, confidence_level)
+    if not (math.isfinite(t) and t >= 0 and df > 0):
+        raise HeroEvalError(f"need a finite bias ratio >= 0 and df > 0, got {t!r} and {df!r}")
+    if not 0 < confidence_level < 1:
+        raise HeroEvalError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+    q2 = float(student_t.ppf(0.5 + confidence_level / 2, df))
+    if t == 0:
+        return q2
+
+    def f(c: float) -> float:
+        return float(student_t.cdf(c - t, df) - student_t.cdf(-c - t, df)) - confidence_level
+
+    lo, hi = max(0.0, t + float(student_t.ppf(confidence_level, df))), t + q2
+    if f(lo) >= 0:
+        return lo
+    if f(hi) <= 0:
+        return hi
+    return float(brentq(f, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps))
+
+
 @dataclass
 class PredictiveTest(_Test):
     """A bias-aware interval for a round that may differ from the history as past rounds did.
@@ -105,15 +133,21 @@ class PredictiveTest(_Test):
     The estimate's error is its sampling error (standard error ``se``), a
     bias of at most ``bias_bound``, and a round-to-round transport error with
     variance ``tau2`` estimated from ``k`` past rounds (the past-round check,
-    :func:`heroeval.checks.model_checks.transport_excess`). The interval is the
-    bias-aware one at the total standard error ``s = sqrt(se^2 + tau2)``
-    (:class:`BiasAwareTest`), its critical value scaled by ``t_df / z`` (a
-    random-effects prediction interval, Higgins, Thompson & Spiegelhalter
-    2009), with the Welch–Satterthwaite degrees of freedom
-    ``df = s^4 / (tau2^2 / k)`` of a variance whose ``tau2`` part is estimated
-    from ``k`` squares and whose ``se^2`` part is taken as known. With few
-    past rounds ``t_df`` is much wider than ``z`` (k = 3: 3.18 against 1.96
-    when ``tau2`` dominates); with ``tau2 = 0`` it is :class:`BiasAwareTest`.
+    :func:`heroeval.checks.model_checks.transport_excess`). With the total
+    standard error ``s = sqrt(se^2 + tau2)``, the interval is the bias-aware
+    one (:class:`BiasAwareTest`) with Student's t in place of the normal:
+    ``estimate ± s * cv_t(bias_bound / s)``, ``cv_t`` the ``level`` quantile
+    of ``|T + bias_bound / s|`` for ``T ~ t_df`` (:func:`bias_aware_cv_t`);
+    one-sided, ``s t_df(level) + bias_bound``. ``df = s^4 k / tau2^2`` is the
+    Welch–Satterthwaite value for a variance whose ``tau2`` part is taken to
+    rest on ``k`` squares and whose ``se^2`` part is taken as known (it
+    leaves out the noise of the rounds' own standard errors in ``tau2``'s
+    estimate). It is a random-effects prediction interval in the spirit of
+    Higgins, Thompson & Spiegelhalter (2009), who estimate the common error
+    and use ``k - 2`` degrees of freedom; here the common error is bounded
+    by ``bias_bound`` instead. With few past rounds ``t_df`` is much wider
+    than ``z`` (k = 3: 3.18 against 1.96 when ``tau2`` dominates); with
+    ``tau2 = 0`` it is :class:`BiasAwareTest`.
     """
 
     center: float
@@ -132,9 +166,6 @@ class PredictiveTest(_Test):
     def df(self) -> float:
         return math.inf if self.tau2 <= 0 else self.total_se**4 * self.k / self.tau2**2
 
-    def _quantile_ratio(self, q: float) -> float:
-        return 1.0 if math.isinf(self.df) else float(student_t.ppf(q, self.df) / norm.ppf(q))
-
     def stat(self, mu0: float) -> float:  # pragma: no cover - the interval is closed-form
         s = self.total_se
         return (self.center - mu0) / s if s > 0 else math.copysign(math.inf, self.center - mu0)
@@ -144,12 +175,15 @@ class PredictiveTest(_Test):
         if not (math.isfinite(self.center) and math.isfinite(self.se) and math.isfinite(self.bias_bound)
                 and math.isfinite(self.tau2)):
             return math.nan, math.nan
-        base = BiasAwareTest(self.center, self.total_se, self.bias_bound)
+        s = self.total_se
+        if s <= 0:
+            return BiasAwareTest(self.center, 0.0, self.bias_bound).interval(confidence_level, alternative)
         if alternative == "two-sided":
-            h = base.half_width(confidence_level) * self._quantile_ratio(0.5 + confidence_level / 2)
+            h = s * bias_aware_cv_t(self.bias_bound / s, self.df, confidence_level)
             return max(0.0, self.center - h), min(1.0, self.center + h)
-        h = self.total_se * float(norm.ppf(confidence_level)) * self._quantile_ratio(confidence_level) \
-            + self.bias_bound
+        q = float(norm.ppf(confidence_level)) if math.isinf(self.df) else float(student_t.ppf(confidence_level,
+                                                                                                  self.df))
+        h = s * q + self.bias_bound
         if alternative == "less":
             return 0.0, min(1.0, self.center + h)
         return max(0.0, self.center - h), 1.0

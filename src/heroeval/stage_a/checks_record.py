@@ -60,6 +60,11 @@ class DependenceTest:
                    int(d["n_pairs"]), int(d["n_pairs_significant"]), list(d.get("pairs", [])))
 
 
+_ROUND_NUMBERS = ("truth", "estimate", "error", "error_se")
+"""The past-round rows' numbers that a file's null turns back into NaN (``calib_var`` and ``history_weight`` keep
+None: not computed, no weight)."""
+
+
 def _fin(x: float) -> float | None:
     return float(x) if x is not None and math.isfinite(x) else None
 
@@ -134,7 +139,7 @@ class ModelChecks:
             "mock": [{k: (_fin(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.mock],
             "dependence": self.dependence.to_dict(), "notes": list(self.notes),
             "items": {k: np.round(np.asarray(v, dtype=np.float64), 10).tolist() for k, v in self.items.items()},
-            "rounds": [dict(r) for r in self.rounds],
+            "rounds": [{k: (_fin(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.rounds],
         }
 
     @classmethod
@@ -149,7 +154,8 @@ class ModelChecks:
                       for r in d["mock"]],
                 dependence=DependenceTest.from_dict(d["dependence"]), notes=list(d.get("notes", [])),
                 items={str(k): [float(x) for x in v] for k, v in d.get("items", {}).items()},
-                rounds=[dict(r) for r in d.get("rounds", [])],
+                rounds=[{k: (math.nan if v is None and k in _ROUND_NUMBERS else v) for k, v in r.items()}
+                        for r in d.get("rounds", [])],
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise HeroEvalError(f"model checks: missing or bad field ({exc})") from exc
