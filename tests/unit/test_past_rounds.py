@@ -29,7 +29,6 @@ from heroeval.checks import run_checks
 from heroeval.checks.model_checks import (
     MAX_ROUND_FOLDS,
     MIN_ROUND_GOLD,
-    WEIGHT_GRID,
     past_round_errors,
     round_folds,
     transport_excess,
@@ -173,7 +172,8 @@ def test_round_errors_match_plain_refits(refit: str, n_rounds: int) -> None:
     hist, _, _ = rounds_history(3, n_rounds=n_rounds, n=200 if n_rounds <= 3 else 100, rho=0.2)
     chk = run_checks(hist, refit=refit, em_settings={"tol": 1e-10})
     assert chk.rounds, chk.notes
-    grid = list(chk.weight_grid)
+    grid = sorted({r["history_weight"] for r in chk.rounds if r["method"] == "hero1"})
+    assert grid == sorted({1.0} | ({chk.chosen_weight} if chk.chosen_weight > 0 else set()))
     # with more rounds than MAX_ROUND_FOLDS, rounds g and g + MAX_ROUND_FOLDS leave their gold out together
     fold_of = {g: g % MAX_ROUND_FOLDS for g in range(n_rounds)}
     seen = set()
@@ -327,13 +327,14 @@ def test_html_report_names_the_check() -> None:
 
 
 def test_every_candidate_weight_is_checked() -> None:
-    """The check runs at every weight of the grid, so a calibration at w = 0.3 (or a cv choice) is checked too;
-    at a weight outside the grid the reason says the check did not run."""
+    """The check runs at the weights auto can use (1, the log score's choice, the calibration's own), so a
+    calibration at w = 0.3 is checked too; a chosen method without rows gets a sentence saying so."""
     hist, cur, _ = rounds_history(11, n_rounds=4, shift_sd=1.5, rho=0.2)
     for w in (0.3, 0.1):
         cal = he.calibrate(hist, checks=True, history_weight=w)
         assert cal.checks is not None
-        assert {r["history_weight"] for r in cal.checks.rounds if r["method"] == "hero1"} == set(WEIGHT_GRID)
+        assert {r["history_weight"] for r in cal.checks.rounds if r["method"] == "hero1"} == (
+            {1.0, w} | ({cal.checks.chosen_weight} if cal.checks.chosen_weight > 0 else set()))
         rec = recommend(cur, cal)
         assert "past rounds: with each of the history's 4 rounds" in rec.reason
     # the chosen method without past-round rows (as at a weight outside the grid): said, and nothing applied

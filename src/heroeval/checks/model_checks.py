@@ -190,8 +190,10 @@ def run_checks(
     past_rounds : bool, default True
         Also estimate each history round with its gold left out of Stage A
         (histories with at least :data:`MIN_ROUNDS` rounds holding
-        :data:`MIN_ROUND_GOLD` gold items; ``ModelChecks.rounds``). It costs
-        up to :data:`MAX_ROUND_FOLDS` more refits at each weight of the grid.
+        :data:`MIN_ROUND_GOLD` gold items; ``ModelChecks.rounds``), at the
+        weights ``method="auto"`` can use (1, the chosen one, the
+        calibration's own). It costs up to :data:`MAX_ROUND_FOLDS` more
+        refits at each.
 
     Examples
     --------
@@ -270,6 +272,14 @@ def run_checks_on_gold(
     if not (isinstance(folds, int) and folds >= 2):
         raise HeroEvalError(f"folds must be an integer >= 2, got {folds!r}")
     history = gold_set
+    fitted: list[Calibration] = []
+    fit_template = template
+
+    def template() -> Calibration:  # the whole history's fit, made once (Rogan–Gladen's rows, the weights)
+        if not fitted:
+            fitted.append(fit_template())
+        return fitted[0]
+
     grid = tuple(sorted({float(w) for w in weight_grid}))
     if not grid or any(not 0 <= w <= 1 for w in grid):
         raise HeroEvalError(f"weight_grid must hold numbers in [0, 1], got {list(weight_grid)!r}")
@@ -382,8 +392,13 @@ def run_checks_on_gold(
         dd = infls[k] - infls[ref]
         row["vs_robust"] = row["estimate"] - mock[ref]["estimate"]
         row["vs_robust_se"] = float(np.sqrt(dd @ dd) / dd.size)
-    rounds = _past_rounds(history, fold_fits, template, grid, candidates, refit == "warm", notes) \
-        if past_rounds else []
+    rounds: list[dict[str, Any]] = []
+    if past_rounds and round_folds(history)[0]:
+        # the weights method="auto" can pick HERO-1 (and judge HERO joint) at: 1, the log score's choice, and the
+        # calibration's own
+        own = float(template().settings.get("history_weight", 1.0))
+        weights = tuple(sorted({1.0, own} | ({chosen} if chosen > 0 else set())))
+        rounds = _past_rounds(history, fold_fits, template, weights, candidates, refit == "warm", notes)
     return ModelChecks(k_eff, n_gold, grid, log_score, chosen, curve, mock, dep, notes, per_item, rounds)
 
 
