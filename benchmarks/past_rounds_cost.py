@@ -6,8 +6,8 @@
 
 A synthetic history (``--rounds`` rounds of equal size, rates 0.2-0.6, 3-5 of ``--labelers`` labelers per item,
 1 % of items with gold) is built in memory once; ``calibrate(checks=True)`` then runs with
-``check_rounds=False`` (the checks of before) and ``check_rounds=True`` (the default: up to 10 more refits at
-two weights), alternated ``--repeats`` times after one untimed call of each (numba compiles into its disk
+``check_rounds=False`` (the checks of before) and ``check_rounds=True`` (the default: up to 5 more refits at
+each weight auto can use, usually two), alternated ``--repeats`` times after one untimed call of each (numba compiles into its disk
 cache). Prints each variant's median wall time and the ratio of the medians, and the time of the
 calibration without any checks, in the same process.
 """
