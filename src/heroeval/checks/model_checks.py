@@ -273,11 +273,10 @@ def run_checks_on_gold(
         raise HeroEvalError(f"folds must be an integer >= 2, got {folds!r}")
     history = gold_set
     fitted: list[Calibration] = []
-    fit_template = template
 
-    def template() -> Calibration:  # the whole history's fit, made once (Rogan–Gladen's rows, the weights)
+    def whole_fit() -> Calibration:  # ``template()`` made once (Rogan–Gladen's rows, the past rounds' weights)
         if not fitted:
-            fitted.append(fit_template())
+            fitted.append(template())
         return fitted[0]
 
     grid = tuple(sorted({float(w) for w in weight_grid}))
@@ -327,7 +326,7 @@ def run_checks_on_gold(
         llr_gp.append(_mock_llr(m_k, (tp + 1.0) / (tp + fn + 2.0), (tn + 1.0) / (tn + fp + 2.0)))
         if "rogan_gladen" in candidates:
             if template_cal is None:  # Rogan-Gladen reads the labelers and their gold counts only
-                template_cal = template()
+                template_cal = whole_fit()
             cal_k = replace(template_cal, gold_tp=tp, gold_fn=fn, gold_tn=tn, gold_fp=fp, history=None, checks=None)
             r = estimate_methods(m_k, cal_k, method="rogan_gladen")
             assert not isinstance(r, Mapping)
@@ -396,9 +395,9 @@ def run_checks_on_gold(
     if past_rounds and round_folds(history)[0]:
         # the weights method="auto" can pick HERO-1 (and judge HERO joint) at: 1, the log score's choice, and the
         # calibration's own
-        own = float(template().settings.get("history_weight", 1.0))
+        own = float(whole_fit().settings.get("history_weight", 1.0))
         weights = tuple(sorted({1.0, own} | ({chosen} if chosen > 0 else set())))
-        rounds = _past_rounds(history, fold_fits, template, weights, candidates, refit == "warm", notes)
+        rounds = _past_rounds(history, fold_fits, whole_fit, weights, candidates, refit == "warm", notes)
     return ModelChecks(k_eff, n_gold, grid, log_score, chosen, curve, mock, dep, notes, per_item, rounds)
 
 

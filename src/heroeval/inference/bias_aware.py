@@ -32,30 +32,46 @@ from scipy.stats import t as student_t
 from heroeval.errors import HeroEvalError
 from heroeval.estimators._inversion import _Test, check_alternative
 
-__all__ = ["BiasAwareTest", "PredictiveTest", "bias_aware_cv", "bias_aware_cv_t"]
+__all__ = ["BiasAwareTest", "PredictiveTest", "bias_aware_cv"]
 
 
-def bias_aware_cv(t: float, confidence_level: float = 0.95) -> float:
+def bias_aware_cv(t: float, confidence_level: float = 0.95, df: float = math.inf) -> float:
     """The ``confidence_level`` quantile of ``|N(t, 1)|``: the critical value for a bias at most ``t`` SEs.
+
+    With ``df`` finite, of ``|T + t|`` for ``T ~ t_df`` instead (Student's t for the normal:
+    :class:`PredictiveTest`).
 
     >>> round(bias_aware_cv(0.0), 4)     # the usual two-sided 95 % value
     1.96
     >>> round(bias_aware_cv(3.0), 3)     # about 3 + z_0.95 = 4.645
     4.645
+    >>> round(bias_aware_cv(0.0, df=3.0), 4)     # t_3's two-sided 95 % value
+    3.1824
     """
     if not (math.isfinite(t) and t >= 0):
         raise HeroEvalError(f"bias bound over standard error must be a finite number >= 0, got {t!r}")
     if not 0 < confidence_level < 1:
         raise HeroEvalError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
-    z2 = float(ndtri(0.5 + confidence_level / 2))
+    if not df > 0:
+        raise HeroEvalError(f"degrees of freedom must be > 0, got {df!r}")
+    if math.isinf(df):
+        cdf, ppf = ndtr, ndtri
+    else:
+        def cdf(x: float) -> float:
+            return float(student_t.cdf(x, df))
+
+        def ppf(q: float) -> float:
+            return float(student_t.ppf(q, df))
+    z2 = float(ppf(0.5 + confidence_level / 2))
     if t == 0:
         return z2
     # P(|N(t, 1)| <= c) = Phi(c - t) - Phi(-c - t) rises in c; the root lies in [t + z_level, t + z2]:
     # Phi(c - t) alone reaches the level at the left end, and at the right end the sum is at least the level
+    # (the same for any symmetric law in place of the normal)
     def f(c: float) -> float:
-        return float(ndtr(c - t) - ndtr(-c - t)) - confidence_level
+        return float(cdf(c - t) - cdf(-c - t)) - confidence_level
 
-    lo, hi = max(0.0, t + float(ndtri(confidence_level))), t + z2
+    lo, hi = max(0.0, t + float(ppf(confidence_level))), t + z2
     if f(lo) >= 0:  # far from 0 the left end is the root to rounding
         return lo
     if f(hi) <= 0:
@@ -98,34 +114,6 @@ class BiasAwareTest(_Test):
         return max(0.0, self.center - h), 1.0
 
 
-def bias_aware_cv_t(t: float, df: float, confidence_level: float = 0.95) -> float:
-    """:func:`bias_aware_cv` with Student's t for the normal: the ``confidence_level`` quantile of ``|T + t|``,
-    ``T ~ t_df`` (``df = inf``: :func:`bias_aware_cv`).
-
-    >>> round(bias_aware_cv_t(0.0, 3.0), 4)     # t_3's two-sided 95 % value
-    3.1824
-    """
-    if math.isinf(df):
-        return bias_aware_cv(t, confidence_level)
-    if not (math.isfinite(t) and t >= 0 and df > 0):
-        raise HeroEvalError(f"need a finite bias ratio >= 0 and df > 0, got {t!r} and {df!r}")
-    if not 0 < confidence_level < 1:
-        raise HeroEvalError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
-    q2 = float(student_t.ppf(0.5 + confidence_level / 2, df))
-    if t == 0:
-        return q2
-
-    def f(c: float) -> float:
-        return float(student_t.cdf(c - t, df) - student_t.cdf(-c - t, df)) - confidence_level
-
-    lo, hi = max(0.0, t + float(student_t.ppf(confidence_level, df))), t + q2
-    if f(lo) >= 0:
-        return lo
-    if f(hi) <= 0:
-        return hi
-    return float(brentq(f, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps))
-
-
 @dataclass
 class PredictiveTest(_Test):
     """A bias-aware interval for a round that may differ from the history as past rounds did.
@@ -137,7 +125,7 @@ class PredictiveTest(_Test):
     standard error ``s = sqrt(se^2 + tau2)``, the interval is the bias-aware
     one (:class:`BiasAwareTest`) with Student's t in place of the normal:
     ``estimate ± s * cv_t(bias_bound / s)``, ``cv_t`` the ``level`` quantile
-    of ``|T + bias_bound / s|`` for ``T ~ t_df`` (:func:`bias_aware_cv_t`);
+    of ``|T + bias_bound / s|`` for ``T ~ t_df`` (:func:`bias_aware_cv`);
     one-sided, ``s t_df(level) + bias_bound``. ``df = s^4 k / tau2^2`` is the
     Welch–Satterthwaite value for a variance whose ``tau2`` part is taken to
     rest on ``k`` squares and whose ``se^2`` part is taken as known (it
@@ -179,7 +167,7 @@ class PredictiveTest(_Test):
         if s <= 0:
             return BiasAwareTest(self.center, 0.0, self.bias_bound).interval(confidence_level, alternative)
         if alternative == "two-sided":
-            h = s * bias_aware_cv_t(self.bias_bound / s, self.df, confidence_level)
+            h = s * bias_aware_cv(self.bias_bound / s, confidence_level, self.df)
             return max(0.0, self.center - h), min(1.0, self.center + h)
         q = float(norm.ppf(confidence_level)) if math.isinf(self.df) else float(student_t.ppf(confidence_level,
                                                                                                   self.df))
