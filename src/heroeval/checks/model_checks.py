@@ -392,12 +392,14 @@ def run_checks_on_gold(
         row["vs_robust"] = row["estimate"] - mock[ref]["estimate"]
         row["vs_robust_se"] = float(np.sqrt(dd @ dd) / dd.size)
     rounds: list[dict[str, Any]] = []
-    if past_rounds and round_folds(history)[0]:
+    r_folds, r_qual = round_folds(history) if past_rounds else ([], [])
+    if r_folds:
         # the weights method="auto" can pick HERO-1 (and judge HERO joint) at: 1, the log score's choice, and the
         # calibration's own
         own = float(whole_fit().settings.get("history_weight", 1.0))
         weights = tuple(sorted({1.0, own} | ({chosen} if chosen > 0 else set())))
-        rounds = _past_rounds(history, fold_fits, whole_fit, weights, candidates, refit == "warm", notes)
+        rounds = _past_rounds(history, r_folds, r_qual, fold_fits, whole_fit, weights, candidates, refit == "warm",
+                              notes)
     return ModelChecks(k_eff, n_gold, grid, log_score, chosen, curve, mock, dep, notes, per_item, rounds)
 
 
@@ -414,8 +416,7 @@ MIN_ROUNDS = 2
 MAX_ROUND_FOLDS = 5
 """At most this many refits per weight (as many as the checks' folds by default): with more qualifying rounds,
 rounds are dealt to this many folds in turn, each fold's rounds left out together and each round still
-estimated on its own. (With 10 it cost 1.6 times the checks without it on a history of 10 rounds,
-``benchmarks/past_rounds_cost.py``.)"""
+estimated on its own."""
 
 
 def round_folds(gold_set: AnnotationSet) -> tuple[list[npt.NDArray[np.int64]], list[int]]:
@@ -452,8 +453,7 @@ def transport_excess(errors: npt.ArrayLike, error_se: npt.ArrayLike, allowed: fl
     With ``e_k`` the error on past round k, ``s_k^2 = error_se_k^2 + extra_var`` its variance when the method
     transports (``extra_var``: the calibration's part, one number or one per round), and ``B`` the error the
     interval already allows for (``allowed``: 0 for a plain interval, the bias bound of a bias-aware one), the
-    excess
-    is ``d_k = max(0, |e_k| - B)``. ``Q = sum_k d_k^2 / s_k^2`` is at most chi-squared with K degrees of
+    excess is ``d_k = max(0, |e_k| - B)``. ``Q = sum_k d_k^2 / s_k^2`` is at most chi-squared with K degrees of
     freedom when every round's error is a bias within ``B`` plus noise; ``p`` is that law's upper tail, and
     ``tau2 = max(0, mean_k(d_k^2 - s_k^2))`` the method-of-moments estimate of the extra mean squared error a
     new round's estimate carries (the DerSimonian–Laird idea, with the rounds' common error bounded by ``B``
@@ -472,12 +472,13 @@ def transport_excess(errors: npt.ArrayLike, error_se: npt.ArrayLike, allowed: fl
 
 
 def _past_rounds(
-    gold_set: AnnotationSet, fold_fits: FoldFitsFunction, template: Callable[[], Calibration],
-    grid: tuple[float, ...], candidates: Sequence[str], warm: bool, notes: list[str],
+    gold_set: AnnotationSet, folds: list[npt.NDArray[np.int64]], qual: list[int], fold_fits: FoldFitsFunction,
+    template: Callable[[], Calibration], grid: tuple[float, ...], candidates: Sequence[str], warm: bool,
+    notes: list[str],
 ) -> list[dict[str, Any]]:
     """Every candidate's error on each past round, its gold left out of Stage A (:class:`ModelChecks` ``rounds``).
 
-    For each fold of whole rounds (:func:`round_folds`), Stage A is refitted without their gold items (the
+    For each fold of whole rounds (``folds`` and the rounds ``qual`` from :func:`round_folds`), Stage A is refitted without their gold items (the
     rounds' other items stay); each round's gold items then form a mock round with the round's own gold
     rate, and each candidate estimates it from their silver labels alone: HERO-1 at each weight of ``grid``
     by the score equation on the refit's log-likelihood ratios, the gold-proportion calibration and
@@ -486,7 +487,6 @@ def _past_rounds(
     estimate takes from the other rounds' gold counts (gold-proportion and Rogan–Gladen; None for HERO-1,
     whose refits carry no covariance).
     """
-    folds, qual = round_folds(gold_set)
     if not folds or not grid:
         return []
     with warnings.catch_warnings():

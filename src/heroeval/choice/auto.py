@@ -244,7 +244,7 @@ def recommend(
                 f"{who} missed its gold rate by {rms:.3g} (root mean square"
                 + (f"; the interval allows a bias of {allowed:.3g}" if allowed else "") + ")")
         both = "that and " if allowed else ""
-        pt = transport_test(best, bias_aware, rule)
+        pt = _predictive(best, tr, rule)
         if pt is not None:
             before = r.confidence_interval(0.95)
             r = replace(r, test=pt,
@@ -569,7 +569,13 @@ def transport_test(row: Mapping[str, Any], bias_aware: bool, rule: AutoRule = DE
     ``tau2 > 0``): :class:`PredictiveTest` with the row's bias bound when the interval is bias-aware (else 0);
     None otherwise (the interval is then the bias-aware or the plain one)."""
     tr = past_round_transport(row, bias_aware, rule)
-    if tr is None or rule.transport_level is None:
+    return None if tr is None else _predictive(row, tr, rule)
+
+
+def _predictive(row: Mapping[str, Any], tr: tuple[int, float, float, float, float], rule: AutoRule,
+                ) -> PredictiveTest | None:
+    """:func:`transport_test` from the row's :func:`past_round_transport` result ``tr``."""
+    if rule.transport_level is None:
         return None
     k, _q, p, tau2, allowed = tr
     if not (tau2 > 0 and p < rule.transport_level):
