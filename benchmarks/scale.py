@@ -235,7 +235,6 @@ import pandas as pd
 import dask.dataframe as dd
 import distributed
 import heroeval as he
-from heroeval.stage_a.distributed import calibrate_dask
 d = sys.argv[1]
 out = {}
 gold = pd.read_parquet(d + "/gold.parquet")
@@ -250,7 +249,7 @@ with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                               memory_limit="6GB") as cl, distributed.Client(cl) as c:
     t0 = time.perf_counter()
     ddf = dd.read_parquet(d + "/history.parquet", split_row_groups=True)
-    cal = calibrate_dask(ddf, gold=gold, client=c, partitioned_by_item=True)
+    cal = he.calibrate_dask(ddf, gold=gold, client=c, partitioned_by_item=True)
     out["dask_s"] = time.perf_counter() - t0
     out["partitions"] = cal.settings["partitions"]
 out["em_maps"] = [mem.convergence.n_iter, cal.convergence.n_iter]

@@ -184,12 +184,10 @@ def test_export_reads_with_dask(store: he.Store, tmp_path: Path) -> None:
     pytest.importorskip("distributed")
     from distributed import Client, LocalCluster
 
-    from heroeval.stage_a.distributed import calibrate_dask
-
     store.export(tmp_path / "exp")
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as lc, \
             Client(lc) as client:
-        cal = calibrate_dask(str(tmp_path / "exp" / "annotations" / "*" / "*.parquet"),
+        cal = he.calibrate_dask(str(tmp_path / "exp" / "annotations" / "*" / "*.parquet"),
                              gold=str(tmp_path / "exp" / "gold.parquet"), client=client, partitioned_by_item=True)
     ref = he.calibrate(store.load(["v1", "v2", "v3"]))
     np.testing.assert_allclose(cal.alpha, ref.alpha, atol=1e-7)

@@ -18,7 +18,6 @@ from heroeval.errors import DataError
 
 dd = pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
-from heroeval.stage_a.distributed import calibrate_dask  # noqa: E402
 
 EXAMPLE = Path(glob.glob(str(Path(he.__file__).parent / "examples" / "*" / "history.csv.gz"))[0]).parent
 
@@ -46,7 +45,7 @@ def test_demo_history_on_two_workers_equals_in_memory(client: object) -> None:
     mem = he.calibrate(he.read_annotations(EXAMPLE / "history.csv.gz", gold=EXAMPLE / "history_gold.csv"))
     df = pd.read_csv(EXAMPLE / "history.csv.gz", dtype=str)
     ddf = dd.from_pandas(df, npartitions=5)  # rows of one item spread over partitions: shuffled on the item
-    cal = calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", client=client)
+    cal = he.calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", client=client)
     _close(mem, cal)
     assert cal.convergence.n_iter == mem.convergence.n_iter
     assert cal.history is None and cal.settings["engine"] == "dask"
@@ -78,7 +77,7 @@ def test_parquet_partitioned_by_item_with_missing_rows(client: object, tmp_path:
     g = np.flatnonzero(rng.random(n_items) < 0.05)
     gold = pd.DataFrame({"item_id": g, "gold": y[g].astype(int)})
     mem = he.calibrate(he.read_annotations(df, gold=gold))
-    cal = calibrate_dask(str(tmp_path / "h*.parquet"), gold=gold, client=client, partitioned_by_item=True)
+    cal = he.calibrate_dask(str(tmp_path / "h*.parquet"), gold=gold, client=client, partitioned_by_item=True)
     _close(mem, cal)
     assert cal.settings["rows_read"] == len(df) and cal.settings["rows_dropped"] == {"missing label": 9}
 
@@ -86,14 +85,14 @@ def test_parquet_partitioned_by_item_with_missing_rows(client: object, tmp_path:
 def test_errors(client: object) -> None:
     df = pd.DataFrame({"item_id": ["1", "2"], "labeler_id": ["a", "b"], "label": ["1", "7"]})
     with pytest.raises(DataError, match="not binary"):
-        calibrate_dask(dd.from_pandas(df, npartitions=1), gold=pd.DataFrame({"item_id": ["1"], "gold": [1]}),
+        he.calibrate_dask(dd.from_pandas(df, npartitions=1), gold=pd.DataFrame({"item_id": ["1"], "gold": [1]}),
                        client=client)
     ok = df.assign(label=["1", "0"])
     with pytest.raises(DataError, match="no gold"):
-        calibrate_dask(dd.from_pandas(ok, npartitions=1), gold=pd.DataFrame({"item_id": ["9"], "gold": [1]}),
+        he.calibrate_dask(dd.from_pandas(ok, npartitions=1), gold=pd.DataFrame({"item_id": ["9"], "gold": [1]}),
                        client=client)
     with pytest.raises(he.errors.HeroEvalError, match="dask DataFrame"):
-        calibrate_dask(df, gold=pd.DataFrame({"item_id": ["1"], "gold": [1]}), client=client)
+        he.calibrate_dask(df, gold=pd.DataFrame({"item_id": ["1"], "gold": [1]}), client=client)
 
 
 def test_partitioned_by_item_is_checked(client: object) -> None:
@@ -102,8 +101,8 @@ def test_partitioned_by_item_is_checked(client: object) -> None:
     ddf_split = dd.from_pandas(df.iloc[[0, 2, 1, 3]], npartitions=2, sort=False)  # item 1 in both partitions
     gold = pd.DataFrame({"item_id": ["1"], "gold": [1]})
     with pytest.raises(DataError, match="more than one partition"):
-        calibrate_dask(ddf_split, gold=gold, client=client, partitioned_by_item=True)
-    calibrate_dask(ddf, gold=gold, client=client, partitioned_by_item=True)
+        he.calibrate_dask(ddf_split, gold=gold, client=client, partitioned_by_item=True)
+    he.calibrate_dask(ddf, gold=gold, client=client, partitioned_by_item=True)
 
 
 # ---------------------------------------------------------------------------
@@ -141,7 +140,7 @@ def test_weight_and_pseudo_count_equal_in_memory(client: object, kw: dict[str, f
     _, ddf = _demo_dask()
     h = he.read_annotations(EXAMPLE / "history.csv.gz", gold=EXAMPLE / "history_gold.csv")
     mem = he.calibrate(h, **kw)  # type: ignore[arg-type]
-    cal = calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", client=client, **kw)  # type: ignore[arg-type]
+    cal = he.calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", client=client, **kw)  # type: ignore[arg-type]
     _close(mem, cal, PARITY)
     assert cal.convergence.n_iter == mem.convergence.n_iter
     assert cal.convergence.loglik == pytest.approx(mem.convergence.loglik, rel=1e-12)  # the prior included
@@ -154,7 +153,7 @@ def test_weight_and_pseudo_count_equal_in_memory(client: object, kw: dict[str, f
 def test_covariates_equal_in_memory(client: object) -> None:
     h, ddf = _demo_dask()
     mem = he.calibrate(h)
-    cal = calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", covariates=EXAMPLE / "history_covariates.csv.gz",
+    cal = he.calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", covariates=EXAMPLE / "history_covariates.csv.gz",
                          client=client)
     _close(mem, cal, PARITY)  # the covariance now holds the covariate means' rows and their cross terms
     assert cal.covariate_names == mem.covariate_names and cal.n_covariate_items == mem.n_covariate_items
@@ -168,16 +167,16 @@ def test_covariates_equal_in_memory(client: object) -> None:
     assert e2.standard_error == pytest.approx(e1.standard_error, rel=1e-8)
     # with Stage A's EB prior: its pooled rates' cross terms with the covariate means, on the client
     mem_eb = he.calibrate(h, shrink="eb")
-    cal_eb = calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", covariates=EXAMPLE / "history_covariates.csv.gz",
+    cal_eb = he.calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", covariates=EXAMPLE / "history_covariates.csv.gz",
                             client=client, shrink="eb")
     _close(mem_eb, cal_eb, PARITY)
     assert he.hero2(cur, cal_eb).standard_error == pytest.approx(he.hero2(cur, mem_eb).standard_error, rel=1e-8)
     # the covariate table is checked as the pandas reader checks it
     cov = pd.read_csv(EXAMPLE / "history_covariates.csv.gz")
     with pytest.raises(DataError, match="no covariate row"):
-        calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", covariates=cov.iloc[5:], client=client)
+        he.calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", covariates=cov.iloc[5:], client=client)
     with pytest.raises(DataError, match="second covariate row"):
-        calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", covariates=pd.concat([cov, cov.iloc[:1]]),
+        he.calibrate_dask(ddf, gold=EXAMPLE / "history_gold.csv", covariates=pd.concat([cov, cov.iloc[:1]]),
                        client=client)
 
 
@@ -185,7 +184,7 @@ def test_newton_phase_equal_in_memory(client: object) -> None:
     df, gold = _sparse_crowd(1)
     mem = he.calibrate(he.read_annotations(df, gold=gold))
     assert mem.history_fit is not None and mem.history_fit.newton_steps > 0  # SQUAREM alone is slow here
-    cal = calibrate_dask(dd.from_pandas(df, npartitions=3), gold=gold, client=client, pseudo_count=0.0)
+    cal = he.calibrate_dask(dd.from_pandas(df, npartitions=3), gold=gold, client=client, pseudo_count=0.0)
     _close(mem, cal, PARITY)
     assert cal.history_fit is not None and cal.history_fit.newton_steps == mem.history_fit.newton_steps
     assert cal.convergence.n_iter == mem.convergence.n_iter
@@ -259,8 +258,6 @@ def test_option_errors(client: object) -> None:
     df = pd.read_csv(EXAMPLE / "history.csv.gz", dtype=str).iloc[:200]
     ddf = dd.from_pandas(df, npartitions=1)
     g = EXAMPLE / "history_gold.csv"
-    with pytest.raises(he.errors.HeroEvalError, match=r"history_weight='cv'.*heroeval\.calibrate_dask"):
-        calibrate_dask(ddf, gold=g, client=client, history_weight="cv")  # type: ignore[arg-type]
     with pytest.raises(he.errors.HeroEvalError, match="history_weight"):
         he.calibrate_dask(ddf, gold=g, client=client, history_weight=1.5)
     with pytest.raises(he.errors.HeroEvalError, match="pseudo_count"):
@@ -281,7 +278,7 @@ def test_labelers_and_rounds_only_on_dropped_rows(client: object) -> None:
                           "round": ["r0", "r9"]})  # a labeler and a round seen only on rows without a label
     df = pd.concat([df, extra], ignore_index=True)
     mem = he.calibrate(he.read_annotations(df, gold=gold, round_col="round"))
-    cal = calibrate_dask(dd.from_pandas(df, npartitions=3), gold=gold, client=client, round_col="round")
+    cal = he.calibrate_dask(dd.from_pandas(df, npartitions=3), gold=gold, client=client, round_col="round")
     assert "ghost" not in cal.labeler_ids and "r9" not in cal.round_ids
     _close(mem, cal, PARITY)
     assert cal.settings["rows_dropped"] == {"missing label": 2}

@@ -60,6 +60,7 @@ from heroeval.stage_a.calibration import (
 )
 from heroeval.stage_a.checks_record import ModelChecks
 from heroeval.stage_a.prior import PriorCounts, counts4, prior_information
+from heroeval.stage_a.settings import STOPPING_RULE_KEYS, em_settings_of
 
 if TYPE_CHECKING:
     from heroeval.estimators.results import EstimateResult
@@ -106,9 +107,6 @@ BIAS_TEST_ALPHA = 0.01
 is significant at this level (when the dependence test has not rejected independence)."""
 
 DEPENDENCE_ALPHA = 0.01
-
-EM_SETTINGS = ("tol", "max_iter", "criterion", "accelerate", "pseudo_count", "shrink")
-"""Stage A's settings the refits take (:func:`run_checks`'s ``em_settings``)."""
 
 WARM_MIN_LABELS = 200
 """``refit="auto"`` starts the checks' refits from the whole history's fit when every labeler has this many labels.
@@ -208,7 +206,7 @@ def run_checks(
     if refit not in ("auto", "warm", "cold", "scratch"):
         raise HeroEvalError(f"refit must be 'auto', 'warm', 'cold' or 'scratch', got {refit!r}")
     if em_settings is None and start is not None:  # the refits' settings are the calibration's own
-        em_settings = {k: start.settings[k] for k in EM_SETTINGS if k in start.settings}
+        em_settings = em_settings_of(start.settings)
     settings = dict(em_settings or {})
     gold_idx = np.flatnonzero(history.gold >= 0)
     n_labels = np.bincount(history.labeler, minlength=history.n_labelers)
@@ -619,7 +617,7 @@ def fold_fits_shared(ff: FoldFitter, gold_set: AnnotationSet, fold_items: list[n
     the starts change only the path. Cold: every refit starts from its
     training items' gold-based values (:func:`initial_values`).
     """
-    em = {k: settings[k] for k in ("tol", "max_iter", "criterion", "accelerate") if k in settings}
+    em = {k: settings[k] for k in STOPPING_RULE_KEYS if k in settings}
     out: list[dict[float, Params]] = [{} for _ in fold_items]
     if not warm:
         tp, fn, tn, fp = gold_counts(gold_set)

@@ -44,6 +44,7 @@ from heroeval.inference.bias_aware import BiasAwareTest, PredictiveTest, bias_aw
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration, fit_stage_a
 from heroeval.stage_a.checks_record import ModelChecks, _fin
+from heroeval.stage_a.settings import em_settings_of
 
 __all__ = ["DEFAULT_RULE", "AutoRule", "Recommendation", "bias_bound", "choose", "past_round_transport",
            "rate_shift_z", "recommend", "recommend_with_gold", "transport_test"]
@@ -155,8 +156,7 @@ def recommend(
                 "saves them) or pass the history"
             )
         s = cal.settings
-        checks = run_checks(hist, em_settings={k: s[k] for k in ("tol", "max_iter", "criterion", "accelerate",
-                                                                  "pseudo_count", "shrink") if k in s}, start=cal)
+        checks = run_checks(hist, em_settings=em_settings_of(s), start=cal)
         cal = replace(cal, checks=checks)
     own_w = float(cal.settings.get("history_weight", 1.0))
     # HERO-1 at w = 0 is gold-only maximum likelihood without smoothing: not a candidate unless it is the user's own
@@ -175,8 +175,7 @@ def recommend(
             if w is not None and w not in cals:
                 assert hist is not None
                 s = cal.settings
-                cals[w] = fit_stage_a(hist, history_weight=w, **{k: s[k] for k in (
-                    "tol", "max_iter", "criterion", "accelerate", "pseudo_count", "shrink") if k in s})
+                cals[w] = fit_stage_a(hist, history_weight=w, **em_settings_of(s))
             c_use = cals[own_w if w is None else w]
             r = _candidate(current, c_use, m, w, exclude_new_labelers, rows)
             if r is None:

@@ -29,12 +29,12 @@ from heroeval.stage_a import _em, _influence
 from heroeval.stage_a.calibration import (
     Calibration,
     ConvergenceInfo,
-    _check_em_settings,
     eb_prior_terms,
     fit_stage_a,
     settings_prior,
 )
 from heroeval.stage_a.prior import EBPrior, beta_binomial_prior
+from heroeval.stage_a.settings import check_em_settings
 
 __all__ = [
     "dawid_skene",
@@ -320,7 +320,7 @@ def dawid_skene(
     0.667
     """
     data = _check_current(current)
-    _check_em_settings(tol, max_iter, criterion)
+    check_em_settings(tol, max_iter, criterion)
     d = _em.make_design(
         data.item_ptr,
         data.labeler,

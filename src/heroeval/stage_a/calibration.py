@@ -31,6 +31,7 @@ from heroeval.stage_a import _em, _influence, _kernels
 from heroeval.stage_a.checks_record import ModelChecks
 from heroeval.stage_a.covariance import ParameterCovariance
 from heroeval.stage_a.prior import EBPrior, PriorCounts, eb_counts, same_prior
+from heroeval.stage_a.settings import Shrink, check_em_settings, check_shrink
 
 __all__ = [
     "Calibration",
@@ -735,15 +736,6 @@ def _distinct_items_per_labeler(ds: AnnotationSet) -> IntArray:
     return np.bincount(m.indices, minlength=ds.n_labelers).astype(np.int64)
 
 
-def _check_em_settings(tol: float, max_iter: int, criterion: str) -> None:
-    if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
-        raise HeroEvalError(f"tol must be a positive number, got {tol!r}")
-    if not (isinstance(max_iter, int) and max_iter >= 1):
-        raise HeroEvalError(f"max_iter must be a positive integer, got {max_iter!r}")
-    if criterion not in ("parameters", "loglik"):
-        raise HeroEvalError(f"criterion must be 'parameters' or 'loglik', got {criterion!r}")
-
-
 def design_of(ds: AnnotationSet) -> _em.Design:
     return _em.make_design(
         ds.item_ptr, ds.labeler, ds.label, ds.n_labelers, ds.gold, ds.item_round, ds.n_rounds,
@@ -761,25 +753,11 @@ def check_fit_settings(history: Any, tol: float, max_iter: int, criterion: str, 
             f"history must be an AnnotationSet (from read_annotations) or a CompactHistory (from read_compact), got "
             f"{type(history).__name__}"
         )
-    _check_em_settings(tol, max_iter, criterion)
-    if not (isinstance(pseudo_count, (int, float)) and math.isfinite(pseudo_count) and pseudo_count >= 0):
-        raise HeroEvalError(f"pseudo_count must be a non-negative number, got {pseudo_count!r}")
-    check_shrink(shrink)
+    check_em_settings(tol, max_iter, criterion, pseudo_count, shrink)
     if variance not in ("sandwich", "model"):
         raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
     if not history.has_gold:
         raise DataError(_no_gold_message(history))
-
-
-Shrink = Literal["none", "eb"]
-SHRINKS = ("none", "eb")
-
-
-def check_shrink(shrink: Any) -> Shrink:
-    if shrink not in SHRINKS:
-        raise HeroEvalError(f"shrink must be 'none' or 'eb' (empirical Bayes), got {shrink!r}")
-    out: Shrink = shrink
-    return out
 
 
 def stage_a_prior(counts: tuple[IntArray, IntArray, IntArray, IntArray], pseudo_count: float,

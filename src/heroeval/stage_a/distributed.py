@@ -1,6 +1,6 @@
 """Stage A on a Dask cluster, for histories that do not fit on one machine.
 
-:func:`calibrate_dask` fits the same model as :func:`heroeval.calibrate`
+:func:`fit_stage_a_dask` fits the same model as :func:`heroeval.calibrate`
 (gold-anchored two-coin EM with SQUAREM and, when SQUAREM is slow, Newton
 steps; then the sandwich covariance) on a Dask DataFrame partitioned by
 item, or on Parquet files read by Dask. Each partition is turned once into
@@ -64,12 +64,9 @@ from heroeval.stage_a.calibration import (
     Calibration,
     ConvergenceInfo,
     FoldPriors,
-    Shrink,
-    _check_em_settings,
     _check_weight,
     _prior_settings,
     _progress_callback,
-    check_shrink,
     eb_prior_covariance,
     gold_counts,
     initial_from_counts,
@@ -78,8 +75,9 @@ from heroeval.stage_a.calibration import (
 )
 from heroeval.stage_a.covariance import ParameterCovariance
 from heroeval.stage_a.prior import PriorCounts, has_prior, prior_information
+from heroeval.stage_a.settings import Shrink, check_em_settings, check_shrink
 
-__all__ = ["DaskFoldFits", "DaskHistory", "calibrate_dask", "fit_stage_a_dask", "load_dask_history"]
+__all__ = ["DaskFoldFits", "DaskHistory", "fit_stage_a_dask", "load_dask_history"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -484,7 +482,7 @@ def load_dask_history(
     covariate_cols: Sequence[str] | None = None,
     partitioned_by_item: bool = False,
 ) -> DaskHistory:
-    """Read a history into the workers' memory, one compact design per partition (see :func:`calibrate_dask`)."""
+    """Read a history into the workers' memory, one compact design per partition (see :func:`heroeval.calibrate_dask`)."""
     import dask.dataframe as dd
     import distributed
 
@@ -603,7 +601,7 @@ def fit_stage_a_dask(
     gold items brought to the client (:meth:`DaskHistory.gold_items`), as
     :func:`heroeval.stage_a.calibration.fit_stage_a` computes them from the history.
     """
-    _check_em_settings(tol, max_iter, criterion)
+    check_em_settings(tol, max_iter, criterion)
     c = _check_pseudo_count(pseudo_count)
     check_shrink(shrink)
     if variance not in ("sandwich", "model"):
@@ -700,82 +698,3 @@ class DaskFoldFits:
     def information(self, w: float, fit: _em.EMFit) -> FloatArray:
         """The observed information of the whole history at weight ``w`` at ``fit`` (probability scale)."""
         return self.design(w).information(fit.alpha, fit.beta, fit.prev)
-
-
-def calibrate_dask(
-    history: Any,
-    *,
-    gold: Any,
-    client: Any = None,
-    covariates: Any = None,
-    item_col: str | None = None,
-    labeler_col: str | None = None,
-    label_col: str | None = None,
-    round_col: str | None = None,
-    gold_col: str | None = None,
-    gold_item_col: str | None = None,
-    covariate_item_col: str | None = None,
-    covariate_cols: Sequence[str] | None = None,
-    partitioned_by_item: bool = False,
-    tol: float = 1e-8,
-    max_iter: int = 10_000,
-    criterion: Literal["parameters", "loglik"] = "parameters",
-    accelerate: bool = True,
-    pseudo_count: float = 0.0,
-    shrink: Shrink = "none",
-    variance: Literal["sandwich", "model"] = "sandwich",
-    covariance: bool = True,
-    history_weight: float = 1.0,
-    progress: bool | _em.Progress = False,
-) -> Calibration:
-    """Stage A on a Dask cluster (see the module docstring), without the model checks.
-
-    :func:`heroeval.calibrate_dask` takes the same arguments and also runs the
-    model checks (``checks=True``) and chooses the history weight by
-    cross-validation (``history_weight="cv"``).
-
-    Parameters
-    ----------
-    history : dask.dataframe.DataFrame or str
-        The annotation log, or a Parquet path or glob that Dask reads. Columns
-        as for :func:`heroeval.read_annotations` (``item_id, labeler_id,
-        label`` and optionally ``round``).
-    gold : path, pandas table or Series
-        Gold labels of some history items (small: read on the client and
-        sent to the workers).
-    client : distributed.Client, optional
-        Default: the current client (``distributed.default_client()``).
-    covariates : path or pandas table, optional
-        One row per history item: its id and numeric covariates (HERO-2's),
-        as for :func:`heroeval.read_annotations`. Read on the client and
-        broadcast to the workers, so it must fit in each worker's memory.
-    covariate_item_col, covariate_cols
-        As for :func:`heroeval.read_annotations`.
-    partitioned_by_item : bool, default False
-        Whether every item's rows already sit in one partition (Parquet
-        written in item order, say). Otherwise the log is shuffled on the
-        item column first.
-    tol, max_iter, criterion, accelerate, pseudo_count, shrink, variance, covariance, history_weight, progress
-        As in :func:`heroeval.calibrate` (``history_weight`` a number in [0, 1]).
-
-    Returns
-    -------
-    Calibration
-        With ``history=None`` (the items stay on the cluster).
-    """
-    _check_em_settings(tol, max_iter, criterion)
-    if isinstance(history_weight, str) and history_weight == "cv":
-        raise HeroEvalError("history_weight='cv' needs the model checks: use heroeval.calibrate_dask, which runs them "
-                            "(this Stage A function takes a number in [0, 1])")
-    _check_weight(history_weight)
-    _check_pseudo_count(pseudo_count)
-    check_shrink(shrink)
-    if variance not in ("sandwich", "model"):
-        raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
-    dh = load_dask_history(history, gold=gold, client=client, covariates=covariates, item_col=item_col,
-                           labeler_col=labeler_col, label_col=label_col, round_col=round_col, gold_col=gold_col,
-                           gold_item_col=gold_item_col, covariate_item_col=covariate_item_col,
-                           covariate_cols=covariate_cols, partitioned_by_item=partitioned_by_item)
-    return fit_stage_a_dask(dh, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-                            pseudo_count=pseudo_count, shrink=shrink, variance=variance, covariance=covariance,
-                            history_weight=history_weight, progress=progress)

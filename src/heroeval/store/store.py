@@ -37,6 +37,7 @@ from heroeval.estimators.results import EstimateCollection, EstimateResult
 from heroeval.ingest.annotations import AnnotationSet, TableLike
 from heroeval.ingest.read import read_annotations
 from heroeval.stage_a.calibration import Calibration
+from heroeval.stage_a.settings import EM_SETTING_KEYS
 from heroeval.store._db import StoreError, connect, transaction
 from heroeval.store._rounds import ITEM_SEP, ROLES, RoundInfo, RoundList, content_hash, read_rounds, write_round
 from heroeval.store.trend import DriftRow, Trend, trend_from_fit
@@ -47,8 +48,7 @@ __all__ = ["DEFAULT_SETTINGS", "HISTORY_IN_MEMORY", "AddResult", "Store", "Store
 DEFAULT_SETTINGS: dict[str, Any] = {"history_weight": 1.0, "checks": True, "seed": 0}
 """Stage A settings of the store's calibrations: the model checks are kept, so ``method="auto"`` works from the cache."""
 
-_SETTING_KEYS = ("tol", "max_iter", "criterion", "accelerate", "pseudo_count", "shrink", "variance", "history_weight",
-                 "checks", "check_folds", "seed")
+_SETTING_KEYS = (*EM_SETTING_KEYS, "variance", "history_weight", "checks", "check_folds", "seed")
 
 HISTORY_IN_MEMORY = 5_000_000
 """``Store.estimate(history=None)`` loads the history (for ``hero_joint``) when it has at most this many annotations."""

@@ -52,13 +52,12 @@ from heroeval.ingest.compact import CompactHistory
 from heroeval.stage_a import _em
 from heroeval.stage_a.calibration import (
     Calibration,
-    _check_em_settings,
     _check_weight,
     check_fit_settings,
-    check_shrink,
     fit_stage_a,
 )
 from heroeval.stage_a.distributed import DaskFoldFits, _check_pseudo_count, fit_stage_a_dask, load_dask_history
+from heroeval.stage_a.settings import EMSettings, check_em_settings, check_shrink
 
 __all__ = ["DRIFT_METHODS", "calibrate", "calibrate_dask", "estimate", "warn_multiple_rounds"]
 
@@ -209,7 +208,7 @@ def calibrate(
         (``compress`` is not used). ``"auto"`` takes numba when it is installed
         and the history has at least :data:`NUMBA_MIN_ANNOTATIONS`
         annotations. For histories on a cluster see
-        :func:`heroeval.stage_a.distributed.calibrate_dask`.
+        :func:`heroeval.calibrate_dask`.
     progress : bool or callable, default False
         Report each EM cycle: ``True`` logs map evaluations, log-likelihood
         and the largest parameter change to the ``heroeval`` logger (the
@@ -250,8 +249,7 @@ def calibrate(
     cal = fit(w, covariance and not cv, keep_design=True)
     model_checks = run_checks(
         history, folds=check_folds, seed=seed, start=cal, past_rounds=check_rounds,
-        em_settings={"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
-                     "pseudo_count": float(pseudo_count), "shrink": shrink},
+        em_settings=EMSettings(tol, max_iter, criterion, accelerate, pseudo_count, shrink).to_dict(),
     )
     if cv:
         cal = fit(model_checks.chosen_weight, covariance)
@@ -328,7 +326,7 @@ def calibrate_dask(
         With ``history=None`` (the items stay on the cluster): ``hero_joint`` and the bootstrap need the
         history in memory.
     """
-    _check_em_settings(tol, max_iter, criterion)
+    check_em_settings(tol, max_iter, criterion)
     c = _check_pseudo_count(pseudo_count)
     check_shrink(shrink)
     if variance not in ("sandwich", "model"):
@@ -350,8 +348,7 @@ def calibrate_dask(
     if not (cv or checks):
         return fit(w, covariance)
     cal = fit(w, covariance and not cv)
-    settings = {"tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
-                "pseudo_count": c, "shrink": shrink}
+    settings = EMSettings(tol, max_iter, criterion, accelerate, c, shrink).to_dict()
     ff: FoldFitter = DaskFoldFits(dh, pseudo_count=c, shrink=shrink)
 
     def fold_fits(fold_items: list[npt.NDArray[np.int64]], grid: tuple[float, ...], gold_set: AnnotationSet,

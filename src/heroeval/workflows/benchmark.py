@@ -54,7 +54,7 @@ from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError
 from heroeval.estimators.results import METHODS, EstimateCollection
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.ingest.read import read_annotations
-from heroeval.stage_a.calibration import check_shrink
+from heroeval.stage_a.settings import check_shrink
 from heroeval.workflows.api import calibrate, estimate
 
 __all__ = ["BenchmarkData", "load_folder", "run_benchmark", "summarize_benchmark"]

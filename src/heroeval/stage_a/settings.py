@@ -1,0 +1,128 @@
+"""Stage A's EM settings: one frozen, validated object, and the one place their key list is written.
+
+The six settings that travel together through every layer (the fit, the model checks' refits, the
+choice's refits at other weights, the store's calibrations) are the fields of :class:`EMSettings`;
+:data:`EM_SETTING_KEYS` is derived from them, so the list is written once. Each field's rule lives in
+one declarative table (:data:`EM_CONSTRAINTS`, in the manner of scikit-learn's
+``_parameter_constraints``): a predicate and the phrase the error uses. The public functions keep their
+keyword arguments (``calibrate(tol=..., max_iter=...)``); they validate through :func:`check_em_settings`,
+and code that passes the settings on takes them from a calibration's ``settings`` with
+:meth:`EMSettings.from_dict` / :func:`em_settings_of`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+from heroeval.errors import HeroEvalError
+
+__all__ = [
+    "EM_CONSTRAINTS",
+    "EM_SETTING_KEYS",
+    "PRIOR_KEYS",
+    "SHRINKS",
+    "STOPPING_RULE_KEYS",
+    "EMSettings",
+    "Shrink",
+    "check_em_settings",
+    "check_shrink",
+    "em_settings_of",
+]
+
+Shrink = Literal["none", "eb"]
+SHRINKS = ("none", "eb")
+Criterion = Literal["parameters", "loglik"]
+
+
+def _positive_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and v >= 1
+
+
+def _non_negative_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+
+
+EM_CONSTRAINTS: dict[str, tuple[Callable[[Any], bool], str] | None] = {
+    "tol": (_positive_number, "a positive number"),
+    "max_iter": (_positive_int, "a positive integer"),
+    "criterion": (lambda v: v in ("parameters", "loglik"), "'parameters' or 'loglik'"),
+    "accelerate": None,  # any truthy value switches the acceleration on (as before: not checked)
+    "pseudo_count": (_non_negative_number, "a non-negative number"),
+    "shrink": (lambda v: v in SHRINKS, "'none' or 'eb' (empirical Bayes)"),
+}
+"""Each EM setting's rule: a predicate and what the error message says the value must be (None: unchecked)."""
+
+
+def _check(name: str, value: Any) -> None:
+    rule = EM_CONSTRAINTS[name]
+    if rule is not None and not rule[0](value):
+        raise HeroEvalError(f"{name} must be {rule[1]}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class EMSettings:
+    """Stage A's EM settings (documented at :func:`heroeval.calibrate`), validated when made.
+
+    ``tol`` and ``criterion`` are the stopping rule, ``max_iter`` its budget, ``accelerate`` the
+    SQUAREM-style extrapolation, ``pseudo_count`` the symmetric Beta prior on each labeler's rates and
+    ``shrink`` whether an empirical-Bayes prior fitted to the gold counts is added to it.
+    """
+
+    tol: float = 1e-8
+    max_iter: int = 10_000
+    criterion: Criterion = "parameters"
+    accelerate: bool = True
+    pseudo_count: float = 0.0
+    shrink: Shrink = "none"
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            _check(f.name, getattr(self, f.name))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a calibration file writes them (``pseudo_count`` as a float)."""
+        out = asdict(self)
+        out["pseudo_count"] = float(out["pseudo_count"])
+        return out
+
+    @classmethod
+    def from_dict(cls, settings: Mapping[str, Any]) -> EMSettings:
+        """The EM settings among a calibration's ``settings`` (other keys ignored; absent ones take defaults)."""
+        return cls(**em_settings_of(settings))
+
+
+EM_SETTING_KEYS: tuple[str, ...] = tuple(f.name for f in fields(EMSettings))
+"""The EM settings' names, in the order a calibration file writes them: the one place the list is written."""
+assert tuple(EM_CONSTRAINTS) == EM_SETTING_KEYS, "every EM setting has one rule"
+
+PRIOR_KEYS = ("pseudo_count", "shrink")
+"""The EM settings that make the prior (a refit whose prior is set by other means leaves them out)."""
+
+STOPPING_RULE_KEYS: tuple[str, ...] = tuple(k for k in EM_SETTING_KEYS if k not in PRIOR_KEYS)
+"""The EM settings of the iteration itself: its stopping rule, budget and acceleration."""
+
+
+def em_settings_of(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The EM settings present in ``settings`` (a calibration's), as keyword arguments for a refit."""
+    return {k: settings[k] for k in EM_SETTING_KEYS if k in settings}
+
+
+def check_em_settings(tol: Any, max_iter: Any, criterion: Any, pseudo_count: Any = 0.0, shrink: Any = "none") -> None:
+    """Validate EM settings given one by one (a :class:`~heroeval.errors.HeroEvalError` naming the first bad one)."""
+    for name, value in (("tol", tol), ("max_iter", max_iter), ("criterion", criterion),
+                        ("pseudo_count", pseudo_count), ("shrink", shrink)):
+        _check(name, value)
+
+
+def check_shrink(shrink: Any) -> Shrink:
+    """``shrink`` validated: ``"none"`` or ``"eb"``."""
+    _check("shrink", shrink)
+    out: Shrink = shrink
+    return out
