@@ -295,6 +295,7 @@ def check_drift(
     warn: bool = True,
     sequential: bool = True,
     new_labelers: Literal["exclude", "error"] = "exclude",
+    hero1_estimate: EstimateResult | None = None,
 ) -> DriftCheck:
     """Test whether each labeler's current behaviour matches its calibration.
 
@@ -331,6 +332,10 @@ def check_drift(
         workers): ``"exclude"`` leaves them out of the test and of the HERO-1
         estimate it uses, and lists them in ``excluded``; ``"error"`` raises
         :class:`~heroeval.errors.UnknownLabelerError`.
+    hero1_estimate : EstimateResult, optional
+        ``hero1(current, calibration)`` when the caller has computed it
+        already (:func:`heroeval.estimate` has): used as the first step's
+        rate when every labeler of ``current`` is known, instead of a refit.
 
     Examples
     --------
@@ -374,7 +379,8 @@ def check_drift(
             shown = ", ".join(excluded[:5]) + (" ..." if len(excluded) > 5 else "")
             notes.append(f"{len(excluded)} labeler(s) unknown to the calibration not tested and left out of the "
                          f"rate ({n_new} annotations, {n_items_lost} item(s) left without labels): {shown}")
-    first = _drift_stats(data, cal, alpha)
+    # the caller's HERO-1 of this round with this calibration, when every labeler is known (then it is the same fit)
+    first = _drift_stats(data, cal, alpha, hero1_estimate if data is current else None)
     notes.extend(first.notes)
     ids, mu = first.ids, first.mu
     J = len(ids)
@@ -515,11 +521,14 @@ def exact_test(s: int, m: int, pi: float, extra_var: float = 0.0) -> tuple[float
     return p, p_min
 
 
-def _drift_stats(data: AnnotationSet, cal: Calibration, significance: float) -> _Stats:
-    """Residuals, their covariance, per-labeler tests and the overall test for the labelers of ``data``."""
+def _drift_stats(data: AnnotationSet, cal: Calibration, significance: float,
+                 res: EstimateResult | None = None) -> _Stats:
+    """Residuals, their covariance, per-labeler tests and the overall test for the labelers of ``data``
+    (``res``: HERO-1 of ``data`` with ``cal``, when already computed)."""
     notes: list[str] = []
     index = cal.index_of()
-    res: EstimateResult = hero1(data, cal)
+    if res is None:
+        res = hero1(data, cal)
     mu = res.estimate
     C, S = _per_labeler_sums(data)
     m = np.asarray(C.sum(axis=0)).ravel()

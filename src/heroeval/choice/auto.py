@@ -99,6 +99,7 @@ def recommend(
     exclude_new_labelers: bool = False,
     candidates: Sequence[str] = CANDIDATES,
     rule: AutoRule | None = None,
+    computed: Mapping[str, EstimateResult] | None = None,
 ) -> Recommendation:
     """The estimate to report for this round (``method="auto"``), and why.
 
@@ -144,6 +145,11 @@ def recommend(
     excess (a random-effects prediction interval,
     :class:`~heroeval.inference.bias_aware.PredictiveTest`). The choice of
     the method does not change.
+
+    ``computed`` holds estimates the caller has already made of ``current``
+    with ``calibration`` under the same new-labeler rule (:func:`heroeval.estimate`
+    with ``method="all", recommend=True``): those candidates at the
+    calibration's own weight are taken from it rather than run again.
     """
     rule = DEFAULT_RULE if rule is None else rule
     cal = calibration
@@ -177,7 +183,10 @@ def recommend(
                 s = cal.settings
                 cals[w] = fit_stage_a(hist, history_weight=w, **em_settings_of(s))
             c_use = cals[own_w if w is None else w]
-            r = _candidate(current, c_use, m, w, exclude_new_labelers, rows)
+            if computed is not None and m in computed and w in (None, own_w):
+                r: EstimateResult | None = computed[m]  # the caller's estimate: the same fit, not run again
+            else:
+                r = _candidate(current, c_use, m, w, exclude_new_labelers, rows)
             if r is None:
                 continue
             results[(m, w)] = r

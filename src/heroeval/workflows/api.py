@@ -22,7 +22,7 @@ through their own lower-level entry points.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -75,13 +75,27 @@ def warn_multiple_rounds(current: AnnotationSet) -> None:
             "column), or compare two rounds with heroeval.compare."), stacklevel=3)
 
 
-def _drift(current: AnnotationSet, cal: Calibration) -> DriftCheck | str:
-    """The drift check of ``current`` against ``cal`` (warns on drift), or why it could not run."""
+def _drift(current: AnnotationSet, cal: Calibration, hero1: EstimateResult | None = None) -> DriftCheck | str:
+    """The drift check of ``current`` against ``cal`` (warns on drift), or why it could not run; ``hero1``: HERO-1
+    of ``current`` with ``cal`` when already computed (the check does not fit it again)."""
     try:
-        return check_drift(current, cal)
+        return check_drift(current, cal, hero1_estimate=hero1)
     except HeroEvalError as exc:  # e.g. no calibrated labeler in the round: nothing to test
         return str(exc)
 
+
+
+def _reusable(results: Mapping[str, EstimateResult], *, tie: str, ridge: float,
+              on_shift: str) -> dict[str, EstimateResult]:
+    """The estimates ``estimate`` made that the recommendation's candidates would make again with the same
+    inputs: every one but majority vote under another tie rule and HERO-2 with a ridge or another shift rule
+    (the candidates run with the defaults)."""
+    out = dict(results)
+    if tie != "half":
+        out.pop("majority_vote", None)
+    if ridge != 0.0 or on_shift != "warn":
+        out.pop("hero2", None)
+    return out
 
 
 def calibrate(
@@ -483,7 +497,8 @@ def estimate(
                                   skip_errors=wanted == "all")
         res = replace(res, results={**res.results, **got}, skipped={**res.skipped, **why})
     computed = {res.method} if isinstance(res, EstimateResult) else set(res)
-    drift = _drift(data, cal) if drift_check and computed & DRIFT_METHODS else None
+    own = res.results if isinstance(res, EstimateCollection) else {res.method: res}
+    drift = _drift(data, cal, own.get("hero1")) if drift_check and computed & DRIFT_METHODS else None
     if isinstance(res, EstimateResult):
         return res
     res = replace(res, drift=drift)
@@ -496,7 +511,8 @@ def estimate(
     if cal.checks is None and cal.history is None:
         return replace(res, skipped={**res.skipped,
                                      "auto": "needs model checks (calibrate with checks=True) or the history"})
-    recommended = _recommend(data, cal, exclude_new_labelers=rule == "exclude" or anchored)
+    recommended = _recommend(data, cal, exclude_new_labelers=rule == "exclude" or anchored,
+                             computed=None if anchored else _reusable(own, tie=tie, ridge=ridge, on_shift=on_shift))
     if anchored:
         # the choice's candidates use calibrated labelers only: say so beside HERO-1's estimate of the new ones
         r = recommended.result
