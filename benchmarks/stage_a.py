@@ -171,7 +171,8 @@ def parse_sizes(s: str) -> list[int]:
 def bench_heroeval(data: dict[str, np.ndarray], repeats: int, em_iters: int) -> dict[str, Any]:
     import heroeval as he
     from heroeval.stage_a import _em
-    from heroeval.stage_a.calibration import design_of, initial_values
+    from heroeval.stage_a.calibration import design_of
+    from heroeval.stage_a.gold import initial_values
 
     res: dict[str, Any] = {}
     t0 = time.perf_counter()

@@ -32,7 +32,8 @@ from em_convergence import crowd
 import heroeval as he
 from heroeval._core.squarem import squarem
 from heroeval.stage_a import _em
-from heroeval.stage_a.calibration import initial_values, weighted_design
+from heroeval.stage_a.calibration import weighted_design
+from heroeval.stage_a.gold import initial_values
 from heroeval.workflows.benchmark import load_folder, make_split
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -131,7 +131,8 @@ from real_data import BINARY
 import heroeval as he
 from heroeval._core.squarem import squarem
 from heroeval.ingest.annotations import AnnotationSet
-from heroeval.stage_a.calibration import Calibration, gold_counts, initial_values
+from heroeval.stage_a.calibration import Calibration
+from heroeval.stage_a.gold import gold_counts, initial_values
 from heroeval.stage_a.prior import beta_binomial_prior as _eb_prior
 from heroeval.workflows.benchmark import load_folder, make_split
 

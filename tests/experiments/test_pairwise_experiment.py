@@ -11,7 +11,7 @@ import pytest
 
 import heroeval as he
 from heroeval.simulate import paper_dgp
-from heroeval.stage_a.calibration import initial_values
+from heroeval.stage_a.gold import initial_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))

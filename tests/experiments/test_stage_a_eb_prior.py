@@ -12,7 +12,7 @@ import pytest
 import heroeval as he
 from heroeval.estimators._methods import _eb_shrink
 from heroeval.simulate import paper_dgp
-from heroeval.stage_a.calibration import gold_counts
+from heroeval.stage_a.gold import gold_counts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))

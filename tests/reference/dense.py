@@ -152,7 +152,7 @@ def gold_confusion(Z: np.ndarray, gold: np.ndarray) -> tuple[np.ndarray, ...]:
 def starting_values(
     Z: np.ndarray, gold: np.ndarray, rounds: np.ndarray, G: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The documented starting values of ``heroeval.stage_a.calibration.initial_values``."""
+    """The documented starting values of ``heroeval.stage_a.gold.initial_values``."""
     tp, fn, tn, fp = gold_confusion(Z, gold)
     a_pool = tp.sum() / (tp.sum() + fn.sum()) if tp.sum() + fn.sum() > 0 else 0.7
     b_pool = tn.sum() / (tn.sum() + fp.sum()) if tn.sum() + fp.sum() > 0 else 0.7

@@ -11,7 +11,7 @@ import pytest
 
 import heroeval as he
 from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError
-from heroeval.stage_a.calibration import initial_values
+from heroeval.stage_a.gold import initial_values
 from tests.conftest import Sim, simulate
 
 
@@ -224,7 +224,7 @@ def test_csc_and_csr_m_step_agree(monkeypatch: pytest.MonkeyPatch, sim: Sim) -> 
 
 
 def test_gold_counts_match_a_plain_count(sim: Sim) -> None:
-    from heroeval.stage_a.calibration import gold_counts
+    from heroeval.stage_a.gold import gold_counts
 
     h = sim.history
     g = h.gold[h.annotation_item]

@@ -24,14 +24,9 @@ from heroeval.checks.model_checks import (
 )
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a import _em
-from heroeval.stage_a.calibration import (
-    FoldFits,
-    fit_stage_a,
-    gold_counts,
-    gold_information,
-    information_of,
-    initial_values,
-)
+from heroeval.stage_a.calibration import fit_stage_a, information_of
+from heroeval.stage_a.folds import FoldFits
+from heroeval.stage_a.gold import gold_counts, gold_information, initial_values
 
 from .test_em_newton import sparse_crowd
 from .test_kernels import _history

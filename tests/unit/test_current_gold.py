@@ -31,7 +31,7 @@ from heroeval.estimators.ppi import (
 from heroeval.inference.select import inclusion_probabilities, select_items
 from heroeval.report import build_report, report_data
 from heroeval.simulate import paper_dgp as sim_paper_dgp
-from heroeval.stage_a.calibration import score_gold_items
+from heroeval.stage_a.gold import score_gold_items
 
 
 class _D:

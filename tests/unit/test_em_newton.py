@@ -21,14 +21,9 @@ from heroeval._core import jit
 from heroeval.checks.model_checks import _folds
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a import _em, _influence, _kernels
-from heroeval.stage_a.calibration import (
-    FoldFits,
-    gold_counts,
-    information_of,
-    initial_from_counts,
-    initial_values,
-    weighted_design,
-)
+from heroeval.stage_a.calibration import information_of, weighted_design
+from heroeval.stage_a.folds import FoldFits
+from heroeval.stage_a.gold import gold_counts, initial_from_counts, initial_values
 from heroeval.workflows.benchmark import load_folder, make_split
 
 SHARED = Path("/work/shared/data")

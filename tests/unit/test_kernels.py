@@ -17,7 +17,8 @@ from heroeval.report.terminal import _engine_text
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a import _em, _kernels
 from heroeval.stage_a import calibration as calmod
-from heroeval.stage_a.calibration import initial_values, weighted_design
+from heroeval.stage_a.calibration import weighted_design
+from heroeval.stage_a.gold import initial_values
 
 pytestmark = pytest.mark.skipif(not jit.HAVE_NUMBA, reason="numba is not installed")
 

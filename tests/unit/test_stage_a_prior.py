@@ -20,7 +20,9 @@ from heroeval.checks.model_checks import _fold_gradient, prior_change
 from heroeval.errors import HeroEvalError
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a import _em
-from heroeval.stage_a.calibration import FoldFits, design_of, gold_counts, settings_prior
+from heroeval.stage_a.calibration import design_of, settings_prior
+from heroeval.stage_a.folds import FoldFits
+from heroeval.stage_a.gold import gold_counts
 from heroeval.stage_a.prior import beta_binomial_prior, counts4, eb_counts, log_prior
 
 from .test_cheap_checks import _same_checks

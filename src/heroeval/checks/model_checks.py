@@ -49,16 +49,10 @@ from heroeval.estimators._methods import _llr, dawid_skene, estimate_methods, ma
 from heroeval.estimators._score import psi, solve_score
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import _em
-from heroeval.stage_a.calibration import (
-    Calibration,
-    FoldFits,
-    fit_stage_a,
-    gold_counts,
-    gold_information,
-    initial_from_counts,
-    initial_values,
-)
+from heroeval.stage_a.calibration import Calibration, fit_stage_a
 from heroeval.stage_a.checks_record import ModelChecks
+from heroeval.stage_a.folds import FoldFits
+from heroeval.stage_a.gold import gold_counts, gold_information, initial_from_counts, initial_values
 from heroeval.stage_a.prior import PriorCounts, counts4, prior_information
 from heroeval.stage_a.settings import STOPPING_RULE_KEYS, em_settings_of
 
@@ -174,7 +168,7 @@ def run_checks(
     refit : {"auto", "warm", "cold", "scratch"}
         How the refits run. All but ``"scratch"`` share one design of the
         history (left-out items get weight 0,
-        :class:`heroeval.stage_a.calibration.FoldFits`). ``"warm"``: each
+        :class:`heroeval.stage_a.folds.FoldFits`). ``"warm"``: each
         refit starts from the whole history's fit at its weight and takes
         Newton steps with that fit's observed information (a few passes).
         ``"cold"``: each starts from its training items' gold-based values and
@@ -558,7 +552,7 @@ def _fold_fits_scratch(history: AnnotationSet, fold_items: list[npt.NDArray[np.i
 class FoldFitter(Protocol):
     """Stage A refits of one history with gold items left out (``drop``: positions among its gold items).
 
-    :class:`heroeval.stage_a.calibration.FoldFits` (in memory, through :class:`_HistoryFolds`) and
+    :class:`heroeval.stage_a.folds.FoldFits` (in memory, through :class:`_HistoryFolds`) and
     :class:`heroeval.stage_a.distributed.DaskFoldFits` (on a Dask cluster) are two.
     """
 
@@ -771,7 +765,7 @@ def _refits(ff: FoldFitter, w: float, starts: list[Params], infos: Sequence[Floa
     """The fold refits at weight ``w``, each without its ``drops`` from its start, with Newton steps on its
     information (Stage A's Newton phase and stopping rule; without an information, at ``w = 0``, as
     :meth:`FoldFitter.fit` fits). In memory the Newton phases of all the folds run in lockstep, one pass over the
-    annotations for each round of their passes (:meth:`heroeval.stage_a.calibration.FoldFits.fit_many`)."""
+    annotations for each round of their passes (:meth:`heroeval.stage_a.folds.FoldFits.fit_many`)."""
     if isinstance(ff, _HistoryFolds) and w > 0.0 and all(H is not None for H in infos):
         return ff.fit_many(w, starts, drops, [H for H in infos if H is not None], **em)
     return [ff.fit(w, s, drop=dr, information=H, **em) for s, dr, H in zip(starts, drops, infos, strict=True)]

@@ -329,7 +329,7 @@ def history_prior(calibration: Calibration, lam: float, mu: float,
     """The posterior predictor's residual spread on the history's gold items, and its worth in gold items.
 
     The calibration keeps its history's gold items' labels and
-    log-likelihood ratios ``L`` (:class:`heroeval.stage_a.calibration.GoldScores`,
+    log-likelihood ratios ``L`` (:class:`heroeval.stage_a.gold.GoldScores`,
     at most 2,000 of them). The residual is ``y - lam * sigmoid(logit mu + L)``
     (the predictor at rate ``mu``), its spread the sample variance over those
     items. It is worth ``min(items, n_gold)`` gold items (``items`` default

@@ -3,7 +3,10 @@
 The EM (:mod:`~heroeval.stage_a._em`, NumPy; :mod:`~heroeval.stage_a._kernels`,
 compiled), the information and influence values (:mod:`~heroeval.stage_a._influence`),
 the parameter covariance, kept unformed until asked for (:mod:`~heroeval.stage_a.covariance`),
-the :class:`Calibration` object and its JSON file, and the distributed engine
+the :class:`Calibration` object and its JSON file, the EM settings
+(:mod:`~heroeval.stage_a.settings`), the gold items' counts, starting values and
+scores (:mod:`~heroeval.stage_a.gold`), the refits with gold items left out
+(:mod:`~heroeval.stage_a.folds`), and the distributed engine
 (:mod:`~heroeval.stage_a.distributed`). Stage A knows nothing of the
 estimators or the checks; :func:`heroeval.calibrate` composes it with the
 checks.

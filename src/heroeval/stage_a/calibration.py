@@ -10,7 +10,6 @@ import math
 import os
 import uuid
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,82 +29,17 @@ from heroeval.ingest.compact import CompactHistory
 from heroeval.stage_a import _em, _influence, _kernels
 from heroeval.stage_a.checks_record import ModelChecks
 from heroeval.stage_a.covariance import ParameterCovariance
-from heroeval.stage_a.prior import EBPrior, PriorCounts, eb_counts, same_prior
+from heroeval.stage_a.gold import GoldScores, gold_counts, initial_values, score_gold_items
+from heroeval.stage_a.prior import EBPrior, PriorCounts, eb_counts
 from heroeval.stage_a.settings import Shrink, check_em_settings, check_shrink
 
 __all__ = [
     "Calibration",
     "ConvergenceInfo",
-    "GoldScores",
     "check_fit_settings",
     "fit_stage_a",
     "load_calibration",
-    "score_gold_items",
 ]
-
-GOLD_SCORES_KEEP = 2000
-"""At most this many history gold items are scored and kept (a fixed-seed sample beyond it)."""
-
-
-@dataclass(frozen=True)
-class GoldScores:
-    """The history's gold items as the calibration scores them: what a predictor's errors looked like there.
-
-    ``y`` the gold labels, ``llr`` each item's log-likelihood ratio
-    ``L = log P(labels | Y = 1) - log P(labels | Y = 0)`` under the
-    calibration's sensitivities and specificities (in-sample: the items
-    helped fit them), for all ``n_gold`` gold items or, beyond
-    :data:`GOLD_SCORES_KEEP`, a fixed-seed random sample of them.
-    The estimates with current gold shrink their residual spread towards
-    the one these items give (:func:`heroeval.estimators.ppi.history_prior`).
-    """
-
-    y: npt.NDArray[np.float64]
-    llr: npt.NDArray[np.float64]
-    n_gold: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"n_gold": self.n_gold, "y": [int(v) for v in self.y],
-                "llr": [round(float(v), 10) for v in np.clip(self.llr, -700.0, 700.0)]}
-
-    @classmethod
-    def from_dict(cls, d: Any) -> GoldScores:
-        try:
-            y = np.asarray(d["y"], dtype=np.float64)
-            llr = np.asarray(d["llr"], dtype=np.float64)
-            n = int(d["n_gold"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise HeroEvalError(f"missing or bad field ({exc})") from exc
-        if y.shape != llr.shape or y.ndim != 1 or n < y.size or not np.all((y == 0) | (y == 1)):
-            raise HeroEvalError("y and llr must be lists of one length (y of 0/1), n_gold at least that length")
-        return cls(y, llr, n)
-
-
-def score_gold_items(history: AnnotationSet, alpha: npt.NDArray[np.float64], beta: npt.NDArray[np.float64],
-                keep: int = GOLD_SCORES_KEEP) -> GoldScores | None:
-    """Score the history's gold items (a fixed-seed sample of ``keep`` beyond that many); ``None`` without gold.
-
-    Touches only the sampled items' annotations, so it costs nothing next to
-    the fit even for histories of billions of annotations.
-    """
-    g = np.flatnonzero(history.gold >= 0)
-    n_gold = int(g.size)
-    if n_gold == 0:
-        return None
-    if n_gold > keep:
-        g = np.sort(np.random.default_rng(0).choice(g, keep, replace=False))
-    ptr = np.asarray(history.item_ptr, dtype=np.int64)
-    starts, lens = ptr[g], ptr[g + 1] - ptr[g]
-    offs = np.zeros(g.size, dtype=np.int64)
-    np.cumsum(lens[:-1], out=offs[1:])
-    idx = np.repeat(starts - offs, lens) + np.arange(int(lens.sum()), dtype=np.int64)
-    la1, la0 = _em.code_logprobs(np.asarray(alpha, dtype=np.float64), np.asarray(beta, dtype=np.float64))
-    vals = (la1 - la0)[2 * history.labeler[idx].astype(np.int64) + history.label[idx].astype(np.int64)]
-    llr = np.zeros(g.size)
-    has = lens > 0
-    if vals.size:
-        llr[has] = np.add.reduceat(vals, offs[has])
-    return GoldScores(history.gold[g].astype(np.float64), llr, n_gold)
 
 FORMAT_NAME = "heroeval.calibration"
 FORMAT_VERSION = 1
@@ -544,82 +478,6 @@ def _from_dict(obj: Any, src: str) -> Calibration:
 # ---------------------------------------------------------------------------
 
 
-def gold_information(ds: AnnotationSet, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
-    """The observed information of the gold items of ``ds`` alone at ``(alpha, beta, prev)`` (probability scale,
-    P x P): a gold item's likelihood has each labeler's label given the gold and the gold given its round's
-    prevalence, so the matrix is diagonal."""
-    tp, fn, tn, fp = gold_counts(ds)
-    isg = ds.gold >= 0
-    n1 = np.bincount(ds.item_round[isg & (ds.gold == 1)], minlength=ds.n_rounds).astype(np.float64)
-    n0 = np.bincount(ds.item_round[isg & (ds.gold == 0)], minlength=ds.n_rounds).astype(np.float64)
-    a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
-    b = np.clip(beta, _em.EPS, 1 - _em.EPS)
-    p = np.clip(prev, _em.EPS, 1 - _em.EPS)
-    return np.diag(np.concatenate([tp / a**2 + fn / (1 - a) ** 2, tn / b**2 + fp / (1 - b) ** 2,
-                                   n1 / p**2 + n0 / (1 - p) ** 2]))
-
-
-def gold_counts(ds: AnnotationSet) -> tuple[IntArray, IntArray, IntArray, IntArray]:
-    """Per-labeler (tp, fn, tn, fp) over the annotations of gold items."""
-    J = ds.n_labelers
-    gi = np.flatnonzero(ds.gold >= 0)
-    if gi.size == 0:
-        zero = np.zeros(J, dtype=np.int64)
-        return zero, zero.copy(), zero.copy(), zero.copy()
-    # only the gold items' annotations
-    starts, ends = ds.item_ptr[gi], ds.item_ptr[gi + 1]
-    lens = ends - starts
-    idx = np.repeat(starts - np.cumsum(np.r_[0, lens[:-1]]), lens) + np.arange(lens.sum())
-    g = np.repeat(ds.gold[gi], lens)
-    z = ds.label[idx]
-    lab = ds.labeler[idx]
-
-    def cnt(mask: npt.NDArray[np.bool_]) -> IntArray:
-        return np.bincount(lab[mask], minlength=J).astype(np.int64)
-
-    return (
-        cnt((g == 1) & (z == 1)),
-        cnt((g == 1) & (z == 0)),
-        cnt((g == 0) & (z == 0)),
-        cnt((g == 0) & (z == 1)),
-    )
-
-
-def initial_values(
-    ds: AnnotationSet,
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Starting values from the gold subset.
-
-    Each labeler's sensitivity starts at ``(tp + a_pool) / (tp + fn + 1)``: its
-    gold-subset rate with one pseudo-observation at the pooled gold
-    sensitivity ``a_pool`` of all labelers, so a labeler with no gold
-    positives starts at the pooled value and none starts at exactly 0 or 1.
-    Specificity likewise. Each round's prevalence starts at its gold mean
-    (the pooled gold mean for rounds without gold), kept in [0.01, 0.99].
-    """
-    tp, fn, tn, fp = gold_counts(ds)
-    isg = ds.gold >= 0
-    G = ds.n_rounds
-    ng = np.bincount(ds.item_round[isg], minlength=G)
-    sg = np.bincount(ds.item_round[isg], weights=ds.gold[isg].astype(float), minlength=G)
-    return initial_from_counts(tp, fn, tn, fp, ng, sg)
-
-
-def initial_from_counts(
-    tp: IntArray, fn: IntArray, tn: IntArray, fp: IntArray, ng: npt.NDArray[Any], sg: npt.NDArray[Any]
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """:func:`initial_values` from per-labeler gold counts and per-round gold items (``ng``) and positives (``sg``)."""
-    pos, neg = tp.sum() + fn.sum(), tn.sum() + fp.sum()
-    a_pool = tp.sum() / pos if pos > 0 else 0.7
-    b_pool = tn.sum() / neg if neg > 0 else 0.7
-    alpha = (tp + a_pool) / (tp + fn + 1.0)
-    beta = (tn + b_pool) / (tn + fp + 1.0)
-    pooled = float(sg.sum() / ng.sum()) if ng.sum() > 0 else 0.5
-    with np.errstate(invalid="ignore", divide="ignore"):
-        prev = np.where(ng > 0, sg / np.maximum(ng, 1), pooled)
-    return alpha, beta, np.clip(prev, 0.01, 0.99)
-
-
 def parameter_covariance(
     d: _em.Design | _kernels.CompactDesign, fit: _em.EMFit, X: FloatArray | None, variance: str = "sandwich",
     information: list[FloatArray] | None = None, prior_meat: FloatArray | None = None,
@@ -769,37 +627,6 @@ def stage_a_prior(counts: tuple[IntArray, IntArray, IntArray, IntArray], pseudo_
         return float(pseudo_count), None
     eb = eb_counts(*counts)
     return eb.counts(pseudo_count), eb
-
-
-class FoldPriors:
-    """Stage A's pseudo-counts for refits that leave gold items out (the model checks' folds), kept per fold.
-
-    With ``shrink="eb"`` a refit's prior is fitted to its kept gold alone (the whole history's gold counts
-    ``counts`` less those of the left-out items, which ``dropped`` gives), so a held-out item does not inform
-    its own refit; with ``"none"`` it is ``pseudo_count`` for every fold.
-    """
-
-    def __init__(self, counts: tuple[IntArray, IntArray, IntArray, IntArray], pseudo_count: float, shrink: str,
-                 dropped: Callable[[IntArray], tuple[IntArray, IntArray, IntArray, IntArray]]) -> None:
-        self.counts = counts
-        self.c = float(pseudo_count)
-        self.shrink = check_shrink(shrink)
-        self.dropped = dropped
-        self._cache: dict[bytes, PriorCounts] = {}
-
-    def __call__(self, drop: IntArray | None) -> PriorCounts:
-        if self.shrink == "none":
-            return self.c
-        drop = np.zeros(0, dtype=np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
-        key = drop.tobytes()
-        prior = self._cache.get(key)
-        if prior is None:
-            counts = self.counts
-            if drop.size:
-                out = self.dropped(drop)
-                counts = (counts[0] - out[0], counts[1] - out[1], counts[2] - out[2], counts[3] - out[3])
-            prior = self._cache[key] = stage_a_prior(counts, self.c, self.shrink)[0]
-        return prior
 
 
 def _prior_settings(pseudo_count: float, shrink: str, eb: EBPrior | None) -> dict[str, Any]:
@@ -1073,197 +900,3 @@ def weighted_design(history: AnnotationSet, w: float, pseudo_count: PriorCounts 
     return replace(d, pseudo_count=pseudo_count, weight=weight)
 
 
-class FoldFits:
-    """Stage A refitted on one history with some gold items left out, at several history weights.
-
-    The model checks (:func:`heroeval.checks.run_checks`) refit Stage A once per fold
-    of the gold items and per weight. Leaving items out is giving them weight 0,
-    so every refit shares one design built here once (the compiled engine's
-    sorted codes, or the NumPy engine's compressed rows); only the per-item
-    weights and the M-step's weighted counts change, and those are sums over
-    the few left-out items. The model checks start each refit near its maximum
-    and give it an observed information formed from the whole history's fit
-    (:func:`heroeval.checks.model_checks.fold_fits_shared`), so each takes a
-    few Newton passes (:func:`heroeval.stage_a._em.run_em`); :meth:`fit_many`
-    runs several in lockstep. The stopping rule is Stage A's: one EM step moves
-    no parameter by more than ``tol``. ``design``, the compiled design Stage A was fitted on
-    (``Calibration.history_design``), is used instead of building another when
-    it is this history's at weight 1 with the same pseudo-counts.
-    """
-
-    def __init__(self, history: AnnotationSet, *, pseudo_count: float = 0.0, shrink: Shrink = "none",
-                 engine: Literal["auto", "numpy", "numba"] = "auto",
-                 design: _kernels.CompactDesign | None = None) -> None:
-        self.history = history
-        self.prior_of = FoldPriors(gold_counts(history), pseudo_count, shrink,
-                                   lambda drop: gold_counts(history.take_items(drop)))
-        """The pseudo-counts of the refit without the gold items ``drop`` (:class:`FoldPriors`)."""
-        isg = history.gold >= 0
-        self._isg = isg
-        self.pseudo_count = self.prior_of(None)  # the whole history's
-        self.numba = _choose_engine(engine, history.n_annotations)
-        self._compact: _kernels.CompactDesign | None = None
-        self._design: _em.Design | None = None
-        self._row_of_item: IntArray | None = None
-        J, G = history.n_labelers, history.n_rounds
-        if self.numba:
-            # the design Stage A was fitted on, when it is this history's at weight 1 with the same pseudo-counts
-            if (design is not None and design.weight is None and same_prior(design.pseudo_count, self.pseudo_count)
-                    and design.n_items == history.n_items and design.n_labelers == J):
-                cd = design
-            else:
-                cd = _kernels.compact_design(history.item_ptr, history.labeler, history.label, J, history.gold,
-                                             history.item_round, G, pseudo_count=self.pseudo_count)
-            self._compact = cd
-            gold_set = history.take_items(np.flatnonzero(isg))
-            c_gold = _em.bincount(2 * gold_set.labeler.astype(np.int64) + gold_set.label, 2 * J)
-            self._counts = (cd.code_counts - c_gold, c_gold)  # gold-free and gold annotations per code
-            g_all = _em.bincount(history.item_round, G)
-            g_gold = np.bincount(history.item_round[isg], minlength=G).astype(np.float64)
-            self._gsizes = (g_all - g_gold, g_gold)
-            # each item's position in the design's order (items sorted by label count), and weights per w
-            self._where: IntArray | None = None
-            if cd.order is not None:
-                self._where = np.empty(history.n_items, dtype=np.int64)
-                self._where[cd.order] = np.arange(history.n_items)
-            self._weights: dict[float, FloatArray] = {}
-            self._dropped: dict[bytes, tuple[IntArray, FloatArray, FloatArray]] = {}
-        else:
-            d = replace(design_of(history), pseudo_count=self.pseudo_count)
-            dc = _em.compress(d)
-            if dc is None:
-                self._design = replace(d, weight=np.ones(history.n_items))
-                self._row_of_item = np.arange(history.n_items)
-            else:
-                self._design = dc
-                self._row_of_item = dc.row_of_item
-
-    def design(self, w: float, drop: IntArray | None = None) -> _em.Design | _kernels.CompactDesign:
-        """The design of the history without the items ``drop`` (gold items), gold-free items weighted by ``w``."""
-        drop = np.zeros(0, dtype=np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
-        prior = self.prior_of(drop)
-        if self._compact is not None:
-            cd = self._compact
-            base = self._weights.get(w)
-            if base is None:  # the weights at w in the design's item order, kept for every fold
-                base = np.where(self._isg, 1.0, w)
-                base = base[cd.order] if cd.order is not None else base
-                self._weights[w] = base
-            at, c_drop, g_drop = self._left_out(drop)
-            wt = base.copy()
-            wt[at] = 0.0
-            counts, gsize = self._fold_counts(w, c_drop, g_drop)
-            return replace(cd, weight=np.ascontiguousarray(wt), code_counts=counts, group_size=gsize,
-                           pseudo_count=prior)
-        d, rows = self._design, self._row_of_item
-        assert d is not None and rows is not None
-        cnt = np.ones(d.n_items) if d.count is None else d.count
-        rw = np.where(d.gold >= 0, 1.0, w) * cnt
-        rw[rows[drop]] = 0.0  # gold items keep rows of their own
-        return replace(d, weight=rw, pseudo_count=prior)
-
-    def _left_out(self, drop: IntArray) -> tuple[IntArray, FloatArray, FloatArray]:
-        """The left-out items' positions in the compiled design and their annotations per code and items per round
-        (the same at every weight, so kept)."""
-        key = drop.tobytes()
-        dropped = self._dropped.get(key)
-        if dropped is None:
-            h = self.history
-            out = h.take_items(drop)
-            dropped = (drop if self._where is None else self._where[drop],
-                       _em.bincount(2 * out.labeler.astype(np.int64) + out.label, 2 * h.n_labelers),
-                       np.bincount(out.item_round, minlength=h.n_rounds).astype(np.float64))
-            self._dropped[key] = dropped
-        return dropped
-
-    def _fold_counts(self, w: float, c_drop: FloatArray, g_drop: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """A refit's weighted annotations per code and items per round: gold-free ones times ``w``, the kept gold."""
-        return w * self._counts[0] + (self._counts[1] - c_drop), w * self._gsizes[0] + (self._gsizes[1] - g_drop)
-
-    def _fold_sums(self, w: float, drops: list[IntArray], points: list[FloatArray]) -> list[_em.Sums]:
-        """:func:`heroeval.stage_a._em.em_sums` of the refits without each of ``drops`` at weight ``w``, each at its
-        point (logits), in one pass over the annotations (:func:`heroeval.stage_a._kernels._em_chunk_folds`; one
-        refit alone, its own design's pass)."""
-        cd = self._compact
-        assert cd is not None
-        J = cd.n_labelers
-        if len(points) == 1:
-            return [_em.em_sums(self.design(w, drops[0]), *_em._unpack(points[0], J))]
-        if len(drops) > np.iinfo(np.int16).max:
-            raise HeroEvalError(f"at most {np.iinfo(np.int16).max} refits run in lockstep, got {len(drops)}")
-        fold = np.full(cd.n_items, -1, dtype=np.int16)
-        left = [self._left_out(np.asarray(dr, dtype=np.int64)) for dr in drops]
-        for m, (at, _, _) in enumerate(left):
-            if (fold[at] != -1).any():
-                raise HeroEvalError("the refits run in lockstep must leave out disjoint sets of items")
-            fold[at] = m
-        tables = [cd._tables(*_em._unpack(x, J)) for x in points]
-        ed, elo, d, lo = (np.ascontiguousarray(np.stack([t[i] for t in tables], axis=1)) for i in range(4))
-        parts = _kernels.run_threads("_em_chunk_folds", cd.bounds, cd.ptr, cd.code, cd.gold, cd.group, fold,
-                                     float(w), ed, elo, d, lo, 2 * J, cd.n_groups)
-        s1 = np.sum([q[0] for q in parts], axis=0)
-        gs = np.sum([q[1] for q in parts], axis=0)
-        ll = np.sum([q[2] for q in parts], axis=0)
-        out: list[_em.Sums] = []
-        for m, x in enumerate(points):
-            counts, gsize = self._fold_counts(w, left[m][1], left[m][2])
-            a, b, p = _em._unpack(x, J)
-            _, la0 = _em.code_logprobs(a, b)
-            log1m = np.log1p(-np.clip(p, _em.EPS, 1 - _em.EPS))
-            obj = float(counts @ la0 + gsize @ log1m) + float(ll[m]) + _kernels._prior(self.prior_of(drops[m]), a, b)
-            out.append((s1[m], counts, gs[m], gsize, True, obj))
-        return out
-
-    def fit_many(self, w: float, starts: list[tuple[FloatArray, FloatArray, FloatArray]], drops: list[IntArray],
-                 informations: list[FloatArray], *, tol: float = 1e-8, max_iter: int = 10_000,
-                 criterion: Literal["parameters", "loglik"] = "parameters",
-                 accelerate: bool = True) -> list[_em.EMFit]:
-        """:meth:`fit` of several refits at one weight ``w > 0``, each without its ``drops`` (disjoint), with Newton
-        steps from its start on its ``informations`` (a guess; the exact information after
-        :data:`heroeval.stage_a._em.GUESS_STEPS`), run in lockstep: on the compiled engine every round of their
-        passes is one pass over the annotations. Each refit gets the sums its own design gives, bit for bit, and
-        the objective to rounding (summed in another order), so it takes the steps it takes alone except where a
-        step's gain is within rounding; the fits agree to the EM tolerance. A lockstep pass for five refits costs
-        about three single passes (docs/scale.md, "What the model checks cost")."""
-        if (self._compact is None or w == 0.0 or len(starts) < 2 or criterion != "parameters"
-                or not accelerate):
-            return [self.fit(w, s, drop=dr, information=H, tol=tol, max_iter=max_iter, criterion=criterion,
-                             accelerate=accelerate) for s, dr, H in zip(starts, drops, informations, strict=True)]
-        J = self._compact.n_labelers
-        gens = [_em.newton_steps(J, self.prior_of(dr), _em._pack(*s), _em.guessed(H, self._exact(w, dr)), tol=tol,
-                                 budget=max_iter, fixed=None, a_fix=s[0], b_fix=s[1], progress=None, n_done=0)
-                for s, dr, H in zip(starts, drops, informations, strict=True)]
-        done = _em.drive_many(gens, lambda which, xs: self._fold_sums(w, [drops[i] for i in which], xs))
-        return [_em.newton_fit(r, J) for r in done]
-
-    def _exact(self, w: float, drop: IntArray) -> _em.Information:
-        """The observed information of the refit without ``drop`` at weight ``w`` (its design built when asked)."""
-        return lambda a, b, p: information_of(self.design(w, drop))(a, b, p)
-
-    def fit(self, w: float, start: tuple[FloatArray, FloatArray, FloatArray], *, drop: IntArray | None = None,
-            information: FloatArray | None = None, tol: float = 1e-8, max_iter: int = 10_000,
-            criterion: Literal["parameters", "loglik"] = "parameters", accelerate: bool = True,
-            newton_after: int = 0) -> _em.EMFit:
-        """Stage A without ``drop`` at weight ``w`` from ``start``.
-
-        With ``information`` (an observed information, probability scale, at a
-        nearby fit), Newton steps with that matrix from the first evaluation
-        (the exact one after :data:`heroeval.stage_a._em.GUESS_STEPS` steps,
-        :func:`heroeval.stage_a._em.guessed`); without it, Newton steps with the
-        information at each point.
-        """
-        a0, b0, p0 = start
-        if w == 0.0 and criterion == "parameters":
-            # gold items only: the posteriors are the gold, so one EM step is the maximum (and one more confirms
-            # it); on a design of the kept gold items alone, which has the same sums without passing over the rest
-            keep = np.setdiff1d(np.flatnonzero(self._isg), np.zeros(0, np.int64) if drop is None else drop)
-            d0 = replace(design_of(self.history.take_items(keep)), pseudo_count=self.prior_of(drop))
-            return _em.run_em(d0, a0, b0, p0, tol=tol, max_iter=max_iter, accelerate=False, posteriors=False)
-        d = self.design(w, drop)
-        info = information_of(d) if information is None else _em.guessed(information, information_of(d))
-        return _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-                          information=info, newton_after=newton_after, posteriors=False)
-
-    def information(self, w: float, fit: _em.EMFit) -> FloatArray:
-        """The observed information of the whole history at weight ``w`` at ``fit`` (probability scale)."""
-        return information_of(self.design(w))(fit.alpha, fit.beta, fit.prev)

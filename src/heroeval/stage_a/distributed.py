@@ -63,17 +63,15 @@ from heroeval.stage_a import _em, _influence, _kernels
 from heroeval.stage_a.calibration import (
     Calibration,
     ConvergenceInfo,
-    FoldPriors,
     _check_weight,
     _prior_settings,
     _progress_callback,
     eb_prior_covariance,
-    gold_counts,
-    initial_from_counts,
-    score_gold_items,
     stage_a_prior,
 )
 from heroeval.stage_a.covariance import ParameterCovariance
+from heroeval.stage_a.folds import FoldPriors
+from heroeval.stage_a.gold import gold_counts, initial_from_counts, score_gold_items
 from heroeval.stage_a.prior import PriorCounts, has_prior, prior_information
 from heroeval.stage_a.settings import Shrink, check_em_settings, check_shrink
 
@@ -320,7 +318,7 @@ class DaskHistory:
         return int(self.round_n_gold.sum())
 
     def initial_values(self) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """Stage A's starting values from the gold counts (as :func:`heroeval.stage_a.calibration.initial_values`)."""
+        """Stage A's starting values from the gold counts (as :func:`heroeval.stage_a.gold.initial_values`)."""
         return initial_from_counts(self.gold_tp, self.gold_fn, self.gold_tn, self.gold_fp, self.round_n_gold,
                                    self.round_gold_pos)
 
@@ -662,7 +660,7 @@ def _part_centered(p: _Part, x_mean: FloatArray) -> FloatArray:
 class DaskFoldFits:
     """Stage A refitted on a :class:`DaskHistory` with some gold items left out, at several history weights.
 
-    The distributed counterpart of :class:`heroeval.stage_a.calibration.FoldFits`, with the same
+    The distributed counterpart of :class:`heroeval.stage_a.folds.FoldFits`, with the same
     methods and the same fits: left-out items get weight 0 on the workers (one weight vector per
     partition and refit, kept on the worker for the refit's passes). ``drop`` holds positions in
     :meth:`DaskHistory.gold_items` (the gold items in id order).
@@ -674,7 +672,7 @@ class DaskFoldFits:
                                    _check_pseudo_count(pseudo_count), shrink,
                                    lambda drop: gold_counts(dh.gold_items().take_items(drop)))
         """The pseudo-counts of the refit without the gold items ``drop`` (positions among
-        :meth:`DaskHistory.gold_items`; :class:`heroeval.stage_a.calibration.FoldPriors`)."""
+        :meth:`DaskHistory.gold_items`; :class:`heroeval.stage_a.folds.FoldPriors`)."""
 
     def design(self, w: float, drop: IntArray | None = None) -> _DaskDesign:
         ids = None
@@ -686,7 +684,7 @@ class DaskFoldFits:
             information: FloatArray | None = None, tol: float = 1e-8, max_iter: int = 10_000,
             criterion: Literal["parameters", "loglik"] = "parameters", accelerate: bool = True,
             newton_after: int = 0) -> _em.EMFit:
-        """As :meth:`heroeval.stage_a.calibration.FoldFits.fit`."""
+        """As :meth:`heroeval.stage_a.folds.FoldFits.fit`."""
         d = self.design(w, drop)
         a0, b0, p0 = start
         if w == 0.0 and criterion == "parameters":

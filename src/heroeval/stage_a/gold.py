@@ -1,0 +1,162 @@
+"""Stage A's gold items: their counts per labeler, the starting values and information they give, and the
+calibration's scores of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from heroeval.errors import HeroEvalError
+from heroeval.ingest.annotations import AnnotationSet
+from heroeval.stage_a import _em
+
+__all__ = ["GOLD_SCORES_KEEP", "GoldScores", "gold_counts", "gold_information", "initial_from_counts", "initial_values", "score_gold_items"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+GOLD_SCORES_KEEP = 2000
+"""At most this many history gold items are scored and kept (a fixed-seed sample beyond it)."""
+
+
+@dataclass(frozen=True)
+class GoldScores:
+    """The history's gold items as the calibration scores them: what a predictor's errors looked like there.
+
+    ``y`` the gold labels, ``llr`` each item's log-likelihood ratio
+    ``L = log P(labels | Y = 1) - log P(labels | Y = 0)`` under the
+    calibration's sensitivities and specificities (in-sample: the items
+    helped fit them), for all ``n_gold`` gold items or, beyond
+    :data:`GOLD_SCORES_KEEP`, a fixed-seed random sample of them.
+    The estimates with current gold shrink their residual spread towards
+    the one these items give (:func:`heroeval.estimators.ppi.history_prior`).
+    """
+
+    y: npt.NDArray[np.float64]
+    llr: npt.NDArray[np.float64]
+    n_gold: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n_gold": self.n_gold, "y": [int(v) for v in self.y],
+                "llr": [round(float(v), 10) for v in np.clip(self.llr, -700.0, 700.0)]}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> GoldScores:
+        try:
+            y = np.asarray(d["y"], dtype=np.float64)
+            llr = np.asarray(d["llr"], dtype=np.float64)
+            n = int(d["n_gold"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HeroEvalError(f"missing or bad field ({exc})") from exc
+        if y.shape != llr.shape or y.ndim != 1 or n < y.size or not np.all((y == 0) | (y == 1)):
+            raise HeroEvalError("y and llr must be lists of one length (y of 0/1), n_gold at least that length")
+        return cls(y, llr, n)
+
+
+def score_gold_items(history: AnnotationSet, alpha: npt.NDArray[np.float64], beta: npt.NDArray[np.float64],
+                keep: int = GOLD_SCORES_KEEP) -> GoldScores | None:
+    """Score the history's gold items (a fixed-seed sample of ``keep`` beyond that many); ``None`` without gold.
+
+    Touches only the sampled items' annotations, so it costs nothing next to
+    the fit even for histories of billions of annotations.
+    """
+    g = np.flatnonzero(history.gold >= 0)
+    n_gold = int(g.size)
+    if n_gold == 0:
+        return None
+    if n_gold > keep:
+        g = np.sort(np.random.default_rng(0).choice(g, keep, replace=False))
+    ptr = np.asarray(history.item_ptr, dtype=np.int64)
+    starts, lens = ptr[g], ptr[g + 1] - ptr[g]
+    offs = np.zeros(g.size, dtype=np.int64)
+    np.cumsum(lens[:-1], out=offs[1:])
+    idx = np.repeat(starts - offs, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+    la1, la0 = _em.code_logprobs(np.asarray(alpha, dtype=np.float64), np.asarray(beta, dtype=np.float64))
+    vals = (la1 - la0)[2 * history.labeler[idx].astype(np.int64) + history.label[idx].astype(np.int64)]
+    llr = np.zeros(g.size)
+    has = lens > 0
+    if vals.size:
+        llr[has] = np.add.reduceat(vals, offs[has])
+    return GoldScores(history.gold[g].astype(np.float64), llr, n_gold)
+
+
+def gold_information(ds: AnnotationSet, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
+    """The observed information of the gold items of ``ds`` alone at ``(alpha, beta, prev)`` (probability scale,
+    P x P): a gold item's likelihood has each labeler's label given the gold and the gold given its round's
+    prevalence, so the matrix is diagonal."""
+    tp, fn, tn, fp = gold_counts(ds)
+    isg = ds.gold >= 0
+    n1 = np.bincount(ds.item_round[isg & (ds.gold == 1)], minlength=ds.n_rounds).astype(np.float64)
+    n0 = np.bincount(ds.item_round[isg & (ds.gold == 0)], minlength=ds.n_rounds).astype(np.float64)
+    a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
+    b = np.clip(beta, _em.EPS, 1 - _em.EPS)
+    p = np.clip(prev, _em.EPS, 1 - _em.EPS)
+    return np.diag(np.concatenate([tp / a**2 + fn / (1 - a) ** 2, tn / b**2 + fp / (1 - b) ** 2,
+                                   n1 / p**2 + n0 / (1 - p) ** 2]))
+
+
+def gold_counts(ds: AnnotationSet) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    """Per-labeler (tp, fn, tn, fp) over the annotations of gold items."""
+    J = ds.n_labelers
+    gi = np.flatnonzero(ds.gold >= 0)
+    if gi.size == 0:
+        zero = np.zeros(J, dtype=np.int64)
+        return zero, zero.copy(), zero.copy(), zero.copy()
+    # only the gold items' annotations
+    starts, ends = ds.item_ptr[gi], ds.item_ptr[gi + 1]
+    lens = ends - starts
+    idx = np.repeat(starts - np.cumsum(np.r_[0, lens[:-1]]), lens) + np.arange(lens.sum())
+    g = np.repeat(ds.gold[gi], lens)
+    z = ds.label[idx]
+    lab = ds.labeler[idx]
+
+    def cnt(mask: npt.NDArray[np.bool_]) -> IntArray:
+        return np.bincount(lab[mask], minlength=J).astype(np.int64)
+
+    return (
+        cnt((g == 1) & (z == 1)),
+        cnt((g == 1) & (z == 0)),
+        cnt((g == 0) & (z == 0)),
+        cnt((g == 0) & (z == 1)),
+    )
+
+
+def initial_values(
+    ds: AnnotationSet,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Starting values from the gold subset.
+
+    Each labeler's sensitivity starts at ``(tp + a_pool) / (tp + fn + 1)``: its
+    gold-subset rate with one pseudo-observation at the pooled gold
+    sensitivity ``a_pool`` of all labelers, so a labeler with no gold
+    positives starts at the pooled value and none starts at exactly 0 or 1.
+    Specificity likewise. Each round's prevalence starts at its gold mean
+    (the pooled gold mean for rounds without gold), kept in [0.01, 0.99].
+    """
+    tp, fn, tn, fp = gold_counts(ds)
+    isg = ds.gold >= 0
+    G = ds.n_rounds
+    ng = np.bincount(ds.item_round[isg], minlength=G)
+    sg = np.bincount(ds.item_round[isg], weights=ds.gold[isg].astype(float), minlength=G)
+    return initial_from_counts(tp, fn, tn, fp, ng, sg)
+
+
+def initial_from_counts(
+    tp: IntArray, fn: IntArray, tn: IntArray, fp: IntArray, ng: npt.NDArray[Any], sg: npt.NDArray[Any]
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """:func:`initial_values` from per-labeler gold counts and per-round gold items (``ng``) and positives (``sg``)."""
+    pos, neg = tp.sum() + fn.sum(), tn.sum() + fp.sum()
+    a_pool = tp.sum() / pos if pos > 0 else 0.7
+    b_pool = tn.sum() / neg if neg > 0 else 0.7
+    alpha = (tp + a_pool) / (tp + fn + 1.0)
+    beta = (tn + b_pool) / (tn + fp + 1.0)
+    pooled = float(sg.sum() / ng.sum()) if ng.sum() > 0 else 0.5
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prev = np.where(ng > 0, sg / np.maximum(ng, 1), pooled)
+    return alpha, beta, np.clip(prev, 0.01, 0.99)
+
+
