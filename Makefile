@@ -3,6 +3,11 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
+# the codebase figures held at their targets (scripts/codebase_figures.py): no private name imported across
+# subpackages, heroeval.__all__ <= 25, no sys.path edits in benchmarks/ and experiments/, the EM settings' key
+# list written once, README <= 250 lines, kernel modules <= 900 lines
+SHAPE_RULES := private,all,sys-path,em-keys,readme,kernel-size
+
 .PHONY: demo test test-fast test-browser lint typecheck bench clean
 
 $(BIN)/python:
@@ -25,6 +30,7 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests benchmarks experiments scripts
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/codebase_figures.py --require $(SHAPE_RULES)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
@@ -46,7 +52,7 @@ typecheck: $(VENV)/.installed-test
 
 ## make bench: Stage A timing against crowd-kit (installs crowd-kit in its own venv)
 bench: $(VENV)/.installed
-	$(BIN)/python benchmarks/stage_a.py
+	$(BIN)/python -m benchmarks.stage_a
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache tests/browser/artifacts demo-report.html

@@ -1,7 +1,7 @@
 """Issue #18: the recommended estimate's rule, judged again on stored candidate tables, and chosen by leave-one-set-out.
 
-    .venv/bin/python benchmarks/auto_loso.py docs/research/robustness/shift/resamples.csv.gz \
-        --out docs/research/robustness/shift
+    .venv/bin/python -m benchmarks.auto_loso benchmarks/results/research/robustness/shift/resamples.csv.gz \
+        --out benchmarks/results/research/robustness/shift
 
 Every ``auto`` row of a ``benchmarks/robustness.py`` run stores its candidate
 table (estimates, standard errors, intervals and mock-round errors at the
@@ -55,7 +55,6 @@ import argparse
 import itertools
 import json
 import math
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,8 +67,7 @@ from heroeval.choice.auto import DEFAULT_RULE, AutoRule, bias_bound, choose, hul
 from heroeval.inference.bias_aware import BiasAwareTest
 from heroeval.simulate import paper_target
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from robustness import COMPARED
+from benchmarks.robustness import COMPARED
 
 COVER_MEAN = 0.95
 COVER_MIN = 0.80

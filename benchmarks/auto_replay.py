@@ -1,6 +1,6 @@
 """The recommended estimate's rule with and without the rate-shift test, replayed on a stored benchmark run.
 
-    .venv/bin/python benchmarks/auto_replay.py docs/research/robustness/shift_odds_5/resamples.csv.gz
+    .venv/bin/python -m benchmarks.auto_replay benchmarks/results/research/robustness/shift_odds_5/resamples.csv.gz
 
 A ``benchmarks/robustness.py`` run stores every ``auto`` row's candidate table; this replays
 ``DEFAULT_RULE`` and ``DEFAULT_RULE`` without its rate-shift test (``shift_level=None``, the rule before
@@ -12,16 +12,13 @@ no choice of the rule saw (the odds-5 check).
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pandas as pd
 
 from heroeval.choice.auto import DEFAULT_RULE
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from auto_loso import cell_table, per_shift
+from benchmarks.auto_loso import cell_table, per_shift
 
 
 def main() -> None:

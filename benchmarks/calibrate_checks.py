@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """What the model checks cost: ``hero calibrate`` with default options against ``--no-checks`` (issue #20).
 
-    .venv/bin/python benchmarks/calibrate_checks.py                 # 1e7 annotations, J = 50, ~1 min
-    .venv/bin/python benchmarks/calibrate_checks.py --data DIR      # reuse a folder written by an earlier run
+    .venv/bin/python -m benchmarks.calibrate_checks                 # 1e7 annotations, J = 50, ~1 min
+    .venv/bin/python -m benchmarks.calibrate_checks --data DIR      # reuse a folder written by an earlier run
 
 Writes the benchmark's synthetic history with ``scale.write_data`` (3-5
 labelers per item, 1 % gold, Parquet), runs ``hero calibrate`` once without
@@ -21,9 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks import scale
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import scale  # noqa: E402
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Where the model checks' time goes: compiled passes and wall time per phase of ``calibrate(checks=True)``.
 
-    .venv/bin/python benchmarks/check_passes.py --data /tmp/cc      # a folder written by calibrate_checks.py
+    .venv/bin/python -m benchmarks.check_passes --data /tmp/cc      # a folder written by calibrate_checks.py
 
 Reads ``history.parquet`` and ``gold.parquet`` from ``--data``, fits once to
 compile, then calibrates with the checks while counting the compiled design's
@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 import heroeval as he
-from heroeval.stage_a import _kernels
 from heroeval.stage_a import calibration as cal_mod
+from heroeval.stage_a import kernels
 
 phase = ["fit"]
 count: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -67,9 +67,9 @@ def main() -> None:
     a = ap.parse_args()
     h = he.read_annotations(f"{a.data}/history.parquet", gold=f"{a.data}/gold.parquet")
     he.calibrate(h, checks=True)  # compile
-    _count(_kernels.CompactDesign, "_pass", "E-step passes")
-    _count(_kernels.CompactDesign, "posterior", "posterior passes")
-    _count(_kernels.CompactDesign, "covariance_sums", "pair passes")
+    _count(kernels.CompactDesign, "_pass", "E-step passes")
+    _count(kernels.CompactDesign, "posterior", "posterior passes")
+    _count(kernels.CompactDesign, "covariance_sums", "pair passes")
     _count(cal_mod.FoldFits, "_fold_sums", "lockstep passes")
     many = cal_mod.FoldFits.fit_many
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """The model checks' refits before and after a change: their results and their passes, history by history.
 
-    .venv/bin/python benchmarks/check_refits.py --out /tmp/after.pkl [--data /tmp/cc]
-    PYTHONPATH=/tmp/base/src .venv/bin/python benchmarks/check_refits.py --out /tmp/before.pkl   # another version
+    .venv/bin/python -m benchmarks.check_refits --out /tmp/after.pkl [--data /tmp/cc]
+    PYTHONPATH=/tmp/base/src .venv/bin/python -m benchmarks.check_refits --out /tmp/before.pkl   # another version
     (--skip trec2011_crowd leaves out a set whose refits are "cold", from each fold's gold start, and slow)
-    .venv/bin/python benchmarks/check_refits.py --compare /tmp/before.pkl /tmp/after.pkl
+    .venv/bin/python -m benchmarks.check_refits --compare /tmp/before.pkl /tmp/after.pkl
 
 Runs ``calibrate(history, checks=True)`` on the benchmark protocol's splits 0
 and 1, shifts none and rate, of every binary set in ``../shared/data``, on the
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import pickle
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -38,9 +37,9 @@ from heroeval.stage_a import calibration as cal_mod
 from heroeval.workflows.benchmark import load_folder, make_split
 from heroeval.workflows.demo import example_paths
 
+from benchmarks.real_data import BINARY
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from real_data import BINARY  # noqa: E402
 
 passes = [0]
 

@@ -18,9 +18,9 @@ first on ``PYTHONPATH`` and running the console script's two lines
 
 Usage::
 
-    .venv/bin/python benchmarks/cli_startup.py                   # 11 runs of each
+    .venv/bin/python -m benchmarks.cli_startup                   # 11 runs of each
     mkdir -p /tmp/base && git archive faa312d src | tar -x -C /tmp/base
-    .venv/bin/python benchmarks/cli_startup.py --baseline-src /tmp/base/src
+    .venv/bin/python -m benchmarks.cli_startup --baseline-src /tmp/base/src
 
 Only the standard library is used here; nothing of heroeval is imported by this process.
 """

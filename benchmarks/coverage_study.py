@@ -18,7 +18,7 @@ Three parts, each seeded:
 
 Run (about 15 minutes on 2 cores for the full study):
 
-    .venv/bin/python benchmarks/coverage_study.py --reps 1000 --out docs/coverage
+    .venv/bin/python -m benchmarks.coverage_study --reps 1000 --out benchmarks/results/coverage
 
 It writes ``rates.csv``, ``compare.csv``, ``bootstrap.csv`` and ``coverage.md``
 (the tables that docs/inference.md quotes).
@@ -137,14 +137,14 @@ def main() -> None:
     ap.add_argument("--designs", default="dense,3", help="'dense' and/or labels per item")
     ap.add_argument("--parts", default="rates,compare,bootstrap")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--out", default="docs/coverage")
+    ap.add_argument("--out", default="benchmarks/results/coverage")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     parts = a.parts.split(",")
     t0 = time.perf_counter()
     md = [f"# Coverage study (heroeval {he.__version__})\n",
-          f"Command: `python benchmarks/coverage_study.py --reps {a.reps} --boot {a.boot} --k {a.k} --rho {a.rho} "
+          f"Command: `python -m benchmarks.coverage_study --reps {a.reps} --boot {a.boot} --k {a.k} --rho {a.rho} "
           f"--designs {a.designs} --parts {a.parts}`\n"]
     with ProcessPoolExecutor(max_workers=a.workers) as ex:
         if "rates" in parts:

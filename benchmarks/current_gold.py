@@ -1,6 +1,6 @@
 """A few expert labels in the current round (issue 22): coverage and width of the estimates with current gold.
 
-    .venv/bin/python benchmarks/current_gold.py --resamples 30 --workers 2 --out docs/current_gold
+    .venv/bin/python -m benchmarks.current_gold --resamples 30 --workers 2 --out benchmarks/results/current_gold
 
 On every binary set in ../shared/data (benchmarks/real_data.py's BINARY),
 shifts none / half / rate, rho = 0.10, n = 200 current items (fewer on small
@@ -33,17 +33,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from heroeval._core.parallel import run_chunks
 from heroeval.choice.auto import recommend_with_gold
+from heroeval.core.parallel import run_chunks
 from heroeval.errors import HeroEvalWarning
-from heroeval.estimators._methods import _align, _llr
+from heroeval.estimators.common import align, log_likelihood_ratios
 from heroeval.estimators.ppi import clopper_pearson, gold_estimates
 from heroeval.inference.select import select_items
 from heroeval.workflows.api import calibrate, estimate
 from heroeval.workflows.benchmark import load_folder, make_split
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_data import BINARY, round_sets
+from benchmarks.real_data import BINARY, round_sets
 
 KS = (20, 50, 100)
 DESIGNS = ("uniform", "active")
@@ -55,7 +54,7 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS, n: int = 20
     groups = shift == "groups"
     sp = make_split(data, r, 0.10, n, "none" if groups else shift, seed, "groups" if groups else "random")
     cal = calibrate(sp.history)
-    al = _align(sp.current, cal, True)
+    al = align(sp.current, cal, True)
     cur = al.data
     gold = data.gold.set_index("item_id")["gold"]
     ids = cur.item_ids.astype(str)
@@ -64,10 +63,10 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS, n: int = 20
     n = cur.n_items
     # the history's gold items under the calibration (in-sample): the residual spread a predictor had there,
     # computed here independently of the product's heroeval.estimators.ppi.history_prior (the replay's input)
-    ha = _align(sp.history, cal, True)
+    ha = align(sp.history, cal, True)
     hg = np.flatnonzero(ha.data.gold >= 0)
     h_y = ha.data.gold[hg].astype(float)
-    h_L = _llr(ha.data, ha.to_calib, cal.alpha, cal.beta)[hg]
+    h_L = log_likelihood_ratios(ha.data, ha.to_calib, cal.alpha, cal.beta)[hg]
     base = {"dataset": data.name, "shift": shift, "resample": r, "n_current": n, "truth": truth}
     rows = []
     h1 = estimate(cur, cal, method="hero1", drift_check=False)
@@ -155,7 +154,7 @@ def main() -> None:
     ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
     ap.add_argument("--resamples", type=int, default=30)
     ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument("--out", default="docs/current_gold")
+    ap.add_argument("--out", default="benchmarks/results/current_gold")
     ap.add_argument("--only", default="")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--groups", action="store_true",

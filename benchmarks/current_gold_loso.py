@@ -1,6 +1,6 @@
 """Choose the small-sample variance rule of the estimates with current gold by leave-one-set-out (issue 22).
 
-    .venv/bin/python benchmarks/current_gold_loso.py docs/current_gold/resamples.csv.gz --out docs/current_gold
+    .venv/bin/python -m benchmarks.current_gold_loso benchmarks/results/current_gold/resamples.csv.gz --out benchmarks/results/current_gold
 
 The interval of a prediction-powered estimate is ``estimate +- t_df SE``.
 With few gold items its current-round variance, the spread of the residuals
@@ -55,8 +55,7 @@ from scipy.stats import t as t_dist
 from heroeval.estimators.ppi import PRIOR_ITEMS, PSEUDO, PSEUDO_WITH_PRIOR, clopper_pearson
 from heroeval.workflows.benchmark import load_folder, make_split
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_data import BINARY
+from benchmarks.real_data import BINARY
 
 PSEUDO_AC = 1.959963984540054**2 / 2  # Agresti-Coull's z^2/2, the floor before this study
 PS = (0.0, 0.25, 0.5, 1.0, 1.5, PSEUDO_AC, 2.5, 3.0)
@@ -151,7 +150,7 @@ def history_gold_counts(data_dir: str, seed: int = 2026) -> pd.DataFrame:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("resamples")
-    ap.add_argument("--out", default="docs/current_gold")
+    ap.add_argument("--out", default="benchmarks/results/current_gold")
     ap.add_argument("--method", default="auto", help="the rows whose rule is chosen (auto: the recommended one)")
     ap.add_argument("--data", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
     ap.add_argument("--no-guard", action="store_true", help="replay without the prior-data conflict guard")

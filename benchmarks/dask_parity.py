@@ -23,7 +23,7 @@ noisy: that is why they are interleaved and repeated.
 
 Usage::
 
-    .venv/bin/python benchmarks/dask_parity.py --sizes 1e7 --repeats 3 --checks
+    .venv/bin/python -m benchmarks.dask_parity --sizes 1e7 --repeats 3 --checks
 
 Writes benchmarks/out/dask_parity.json and prints one line per measurement.
 """
@@ -39,9 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.scale import write_data
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from scale import write_data  # noqa: E402
 
 CHILD = r'''
 import json, logging, statistics, sys, time, warnings
@@ -51,6 +51,7 @@ import dask.dataframe as dd
 import distributed
 import heroeval as he
 from heroeval.stage_a.distributed import fit_stage_a_dask, load_dask_history
+from heroeval.stage_a.settings import EMSettings
 
 d, repeats, workers, checks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 logging.getLogger("distributed").setLevel(logging.ERROR)
@@ -80,7 +81,7 @@ with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes
         tm, td = [], []
         for _ in range(repeats):
             t0 = time.perf_counter(); mem = he.calibrate(hist, **kw); tm.append(time.perf_counter() - t0)
-            t0 = time.perf_counter(); cal = fit_stage_a_dask(dh, **kw); td.append(time.perf_counter() - t0)
+            t0 = time.perf_counter(); cal = fit_stage_a_dask(dh, em=EMSettings(pseudo_count=kw.get("pseudo_count", 0.0)), history_weight=kw.get("history_weight", 1.0)); td.append(time.perf_counter() - t0)
         rel_cov = float(np.max(np.abs(mem.parameter_covariance - cal.parameter_covariance))
                         / np.max(np.abs(mem.parameter_covariance)))
         out[name] = {"in_memory_s": tm, "dask_s": td, "in_memory_median_s": statistics.median(tm),

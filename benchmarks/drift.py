@@ -17,13 +17,12 @@ labeler L00's specificity drops by ``shift`` (0 = no drift). Per setting:
 
 Run (about 3 minutes on one core):
 
-    .venv/bin/python benchmarks/drift.py --reps 500 --out docs/assumptions
+    .venv/bin/python -m benchmarks.drift --reps 500 --out benchmarks/results/assumptions
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -35,8 +34,7 @@ import heroeval as he
 from heroeval.checks.drift import check_drift, reestimate_without
 from heroeval.simulate import shift_dgp
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _table import markdown
+from benchmarks.tables import markdown
 
 A = np.array([0.85, 0.8, 0.9, 0.75, 0.8, 0.85])
 B = np.array([0.8, 0.85, 0.7, 0.9, 0.75, 0.8])

@@ -26,7 +26,7 @@ of splits flagging some other labeler).
 
 Run (``--label`` names the code version in the outputs):
 
-    .venv/bin/python benchmarks/drift_false_alarm.py --out docs/assumptions --label after
+    .venv/bin/python -m benchmarks.drift_false_alarm --out benchmarks/results/assumptions --label after
 
 Writes ``drift_false_alarm_<label>.csv`` (per set and pooled) and
 ``drift_false_alarm_<label>_rows.csv`` (one row per split). Imports only what
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -48,13 +47,12 @@ import numpy as np
 import pandas as pd
 
 import heroeval as he
-from heroeval._core.parallel import run_chunks
 from heroeval.checks.drift import check_drift
+from heroeval.core.parallel import run_chunks
 from heroeval.ingest.read import read_annotations
 from heroeval.workflows.benchmark import BenchmarkData, load_folder, make_split
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _table import markdown
+from benchmarks.tables import markdown
 
 DATA = Path("/work/shared/data")
 SETS = {  # binary sets and the suffix of their binary view

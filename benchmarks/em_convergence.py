@@ -1,6 +1,6 @@
 """Does Stage A's EM finish? Map evaluations, status and time on every shared set and on a sparse simulated crowd.
 
-    .venv/bin/python benchmarks/em_convergence.py --out docs/scale          # ~2-5 min on 2 cores
+    .venv/bin/python -m benchmarks.em_convergence --out benchmarks/results/scale          # ~2-5 min on 2 cores
 
 For every binary set in ../shared/data (adultcontent2 in its binary view), the
 history is the benchmark's split 0 (``heroeval.workflows.benchmark.make_split``,
@@ -39,9 +39,8 @@ from heroeval.multiclass import calibrate_multiclass, read_multiclass
 from heroeval.stage_a import calibration as calmod
 from heroeval.workflows.benchmark import load_folder, make_split
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _table import markdown
-from real_data import BINARY
+from benchmarks.real_data import BINARY
+from benchmarks.tables import markdown
 
 MULTICLASS = ["adultcontent2", "dog", "face", "snow_wsd", "weather_sentiment_amt", "weather_sentiment_cf"]
 

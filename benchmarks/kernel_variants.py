@@ -1,7 +1,7 @@
 """Issue #7: the E-step kernel variants measured before the compiled engine's form was chosen.
 
-    .venv/bin/python experiments/kernel_variants.py            # 250,000 items, 3-5 labels, J = 50 (~1e6 annotations)
-    .venv/bin/python experiments/kernel_variants.py --items 2500000 --labelers 2000
+    .venv/bin/python -m experiments.kernel_variants            # 250,000 items, 3-5 labels, J = 50 (~1e6 annotations)
+    .venv/bin/python -m experiments.kernel_variants --items 2500000 --labelers 2000
 
 Three versions of the fused E step (per-code posterior sums; no
 log-likelihood), on the same synthetic compact codes, each in the input item

@@ -1,6 +1,6 @@
 """Multi-class benchmark: every K-class method on the multi-class sets in ../shared/data, by resampling.
 
-    .venv/bin/python benchmarks/multiclass.py --resamples 20 --out docs/multiclass
+    .venv/bin/python -m benchmarks.multiclass --resamples 20 --out benchmarks/results/multiclass
 
 Protocol (as heroeval.workflows.benchmark for binary data): per resample, the current
 round is n items drawn among the gold items (at most 40 % of them); every
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from heroeval._core.parallel import run_chunks
+from heroeval.core.parallel import run_chunks
 from heroeval.errors import ConvergenceWarning
 from heroeval.multiclass import MC_METHODS, calibrate_multiclass, estimate_multiclass, read_multiclass
 
@@ -144,7 +144,7 @@ def main() -> None:
     ap.add_argument("--only", default="")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument("--out", default="docs/multiclass")
+    ap.add_argument("--out", default="benchmarks/results/multiclass")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Simulation: 5-point ordinal labels, bias and coverage of the mean-score interval.
 
-    .venv/bin/python benchmarks/multiclass_ordinal_sim.py --reps 500 --out docs/multiclass/ordinal_sim
+    .venv/bin/python -m benchmarks.multiclass_ordinal_sim --reps 500 --out benchmarks/results/multiclass/ordinal_sim
 
 Each replication draws a history (800 items, gold on 10 %) and a current
 round (300 items) from one pool of 10 labelers with ordinal confusion
@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from heroeval._core.parallel import run_chunks
+from heroeval.core.parallel import run_chunks
 from heroeval.errors import ConvergenceWarning
 from heroeval.multiclass import calibrate_multiclass, estimate_multiclass
-from heroeval.multiclass._simulate import simulate_rounds
+from heroeval.multiclass.simulate import simulate_rounds
 
 
 def one(args: tuple[int, int, str, int]) -> list[dict[str, Any]]:
@@ -73,7 +73,7 @@ def main() -> None:
     ap.add_argument("--structures", default="ordinal,full")
     ap.add_argument("--n-current", type=int, default=300)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--out", default="docs/multiclass/ordinal_sim")
+    ap.add_argument("--out", default="benchmarks/results/multiclass/ordinal_sim")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

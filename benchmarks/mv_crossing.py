@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Where majority vote's bias crosses zero: why it wins some rate-shifted cells (issue #18).
 
-    .venv/bin/python benchmarks/mv_crossing.py                       # rate_odds 3 (the benchmark's default)
-    .venv/bin/python benchmarks/mv_crossing.py --rate-odds 0.333 --rate-odds 9
+    .venv/bin/python -m benchmarks.mv_crossing                       # rate_odds 3 (the benchmark's default)
+    .venv/bin/python -m benchmarks.mv_crossing --rate-odds 0.333 --rate-odds 9
 
 Majority vote has no fitted parameters: on a round whose true rate is ``t``
 its expected error is ``(1 - t) FPR - t FNR``, with FPR and FNR its error
@@ -24,7 +24,6 @@ without majority vote among the methods compared.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,8 +31,7 @@ import pandas as pd
 
 from heroeval.workflows.benchmark import RATE_SHIFT_ODDS, load_folder
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import real_data
+from benchmarks import real_data
 
 
 def crossing(data_dir: Path, odds: list[float]) -> pd.DataFrame:
@@ -86,7 +84,7 @@ def main() -> None:
     here = Path(__file__).resolve().parent.parent
     ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
     ap.add_argument("--rate-odds", type=float, action="append", default=None)
-    ap.add_argument("--out", default="docs/research/robustness/shift")
+    ap.add_argument("--out", default="benchmarks/results/research/robustness/shift")
     ap.add_argument("--resamples", default="", help="a robustness.py resamples.csv.gz to check the line against")
     a = ap.parse_args()
     odds = a.rate_odds or [RATE_SHIFT_ODDS]

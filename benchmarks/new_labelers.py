@@ -13,13 +13,12 @@ where anchoring matters most.
 
 Run (about 1 minute on one core):
 
-    .venv/bin/python benchmarks/new_labelers.py --reps 500 --out docs/assumptions
+    .venv/bin/python -m benchmarks.new_labelers --reps 500 --out benchmarks/results/assumptions
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -30,8 +29,7 @@ import pandas as pd
 import heroeval as he
 from heroeval.simulate import shift_dgp
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _table import markdown
+from benchmarks.tables import markdown
 
 MU = 0.3
 SETTINGS = {

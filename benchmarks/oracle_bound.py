@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """How well could any rule that picks one of ``auto``'s candidates do? The oracle bound on the robustness table.
 
-    .venv/bin/python benchmarks/oracle_bound.py docs/research/robustness/shift/summary.csv
+    .venv/bin/python -m benchmarks.oracle_bound benchmarks/results/research/robustness/shift/summary.csv
 
 For each shift type, the RMSE of the best of a candidate set in each cell (the
 choice an oracle that knew the truth would make) over the RMSE of the best of

@@ -1,7 +1,7 @@
 """The past-round check on the real rounds, replayed: the recommended interval with and without it, per round.
 
-    .venv/bin/python benchmarks/past_rounds.py docs/research/robustness/past_rounds/resamples.csv.gz \\
-        --out docs/research/robustness/past_rounds
+    .venv/bin/python -m benchmarks.past_rounds benchmarks/results/research/robustness/past_rounds/resamples.csv.gz \\
+        --out benchmarks/results/research/robustness/past_rounds
 
 Reads a ``benchmarks/robustness.py --groups`` run (its ``shift="groups"`` rows: the history keeps its real
 rounds, so the model checks estimate each past round with its gold left out of Stage A) and replays
@@ -24,8 +24,7 @@ import pandas as pd
 
 from heroeval.choice.auto import DEFAULT_RULE
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from auto_loso import parse, replay
+from benchmarks.auto_loso import parse, replay
 
 LEVELS: tuple[float | None, ...] = (None, 0.01, 0.05, 0.20)
 

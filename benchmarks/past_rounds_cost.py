@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """What the past-round check costs: ``calibrate(checks=True)`` with and without it, on a history of rounds.
 
-    .venv/bin/python benchmarks/past_rounds_cost.py                        # 1e6 annotations, J = 50, 10 rounds
-    .venv/bin/python benchmarks/past_rounds_cost.py --size 1e7 --repeats 3
+    .venv/bin/python -m benchmarks.past_rounds_cost                        # 1e6 annotations, J = 50, 10 rounds
+    .venv/bin/python -m benchmarks.past_rounds_cost --size 1e7 --repeats 3
 
 A synthetic history (``--rounds`` rounds of equal size, rates 0.2-0.6, 3-5 of ``--labelers`` labelers per item,
 1 % of items with gold) is built in memory once; ``calibrate(checks=True)`` then runs with

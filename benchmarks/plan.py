@@ -20,14 +20,13 @@ difference rejects.
 
 Run (about 4 minutes on one core):
 
-    .venv/bin/python benchmarks/plan.py --out docs/assumptions
+    .venv/bin/python -m benchmarks.plan --out benchmarks/results/assumptions
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -39,8 +38,7 @@ import heroeval as he
 from heroeval.inference.planning import plan, simulate_round
 from heroeval.simulate import shift_dgp
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _table import markdown
+from benchmarks.tables import markdown
 
 A = np.array([0.85, 0.8, 0.9, 0.75, 0.8, 0.85])
 B = np.array([0.8, 0.85, 0.7, 0.9, 0.75, 0.8])

@@ -14,7 +14,7 @@ Design (every choice a flag):
   the target is the population rate mu. Items are drawn as counts over the (labeler set, label
   pattern) cells, which is the same i.i.d. design as item by item and lets n = 10,000 cost nothing.
 * HERO-1 given the calibration is the 1-D score root; its intervals are computed by the library's
-  own code (heroeval.estimators._inversion.ScoreTest, the same object ``hero1`` attaches).
+  own code (heroeval.estimators.inversion.ScoreTest, the same object ``hero1`` attaches).
 
 Reported per cell: coverage of the score-inversion interval (two-sided 95 %, with the one-sided
 bound at an estimate of 0, as the library reports it) and of the one-sided 95 % upper bound; the same
@@ -24,7 +24,7 @@ bounds' means; Clopper–Pearson on majority-vote labels (ties, possible with 10
 positive); and the expert sample size m whose Clopper–Pearson upper bound has the same mean as
 HERO-1's (the bound's worth in expert labels).
 
-    .venv/bin/python benchmarks/rare_rates.py --reps 2000 --out docs/rare_rates
+    .venv/bin/python -m benchmarks.rare_rates --reps 2000 --out benchmarks/results/rare_rates
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ from scipy.stats import beta as beta_dist
 from scipy.stats import binom, norm
 
 import heroeval as he
-from heroeval.estimators._inversion import PatternTable, ScoreTest, pattern_table
-from heroeval.estimators._score import psi
+from heroeval.estimators.inversion import PatternTable, ScoreTest, pattern_table
 from heroeval.estimators.results import SCORE_COUNT
-from heroeval.stage_a._influence import kappa
+from heroeval.estimators.score_equation import psi
+from heroeval.stage_a.scoring import kappa
 
 MUS = (0.0, 0.001, 0.005, 0.01, 0.02, 0.05)
 NS = (200, 1000, 10000)
@@ -252,7 +252,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--spec-low", type=float, default=0.95)
     ap.add_argument("--spec-high", type=float, default=0.99)
     ap.add_argument("--seed", type=int, default=19)
-    ap.add_argument("--out", type=Path, default=Path("docs/rare_rates"))
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/rare_rates"))
     ap.add_argument("--mus", type=float, nargs="+", default=list(MUS))
     ap.add_argument("--ns", type=int, nargs="+", default=list(NS))
     ap.add_argument("--designs", nargs="+", default=["dense", "sparse3"])

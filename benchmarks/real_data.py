@@ -1,6 +1,6 @@
 """Every method on every binary data set in ../shared/data (see heroeval.workflows.benchmark for the protocol).
 
-    .venv/bin/python benchmarks/real_data.py --resamples 20 --shifts none,half --out docs/benchmark
+    .venv/bin/python -m benchmarks.real_data --resamples 20 --shifts none,half --out benchmarks/results/benchmark
 
 (``--shifts`` defaults to none,half,rate, as ``run_benchmark`` does; the
 tables in docs/benchmark.md were made with none,half.)
@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
     ap.add_argument("--resamples", type=int, default=20)
     ap.add_argument("--n", type=int, default=200)
-    ap.add_argument("--out", default="docs/benchmark")
+    ap.add_argument("--out", default="benchmarks/results/benchmark")
     ap.add_argument("--only", default="", help="comma-separated data set names")
     ap.add_argument("--shifts", default="none,half,rate",
                     help="comma-separated: none, half (pool shift), rate (rate shift); docs/benchmark.md's tables: none,half")

@@ -1,6 +1,6 @@
 """Issue #5's real-data table: every method and ``auto`` on every binary set, rho = 0.10, with and without pool shift.
 
-    .venv/bin/python benchmarks/robustness.py --resamples 20 --out docs/research/robustness
+    .venv/bin/python -m benchmarks.robustness --resamples 20 --out benchmarks/results/research/robustness
 
 ``--first 10 --resamples 20 --merge old/resamples.csv.gz`` adds resamples
 10..29 to an earlier run of resamples 0..9 (the splits are seeded by the
@@ -49,8 +49,7 @@ import pandas as pd
 
 from heroeval.workflows.benchmark import RATE_SHIFT_ODDS, load_folder, run_benchmark, summarize_benchmark
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_data import BINARY, round_sets
+from benchmarks.real_data import BINARY, round_sets
 
 #: methods ``auto`` is compared with (every estimate a user could have picked instead)
 COMPARED = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1", "hero2", "hero_joint")
@@ -165,7 +164,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--rho", type=float, default=0.10)
     ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--out", default="docs/research/robustness")
+    ap.add_argument("--out", default="benchmarks/results/research/robustness")
     ap.add_argument("--only", default="", help="comma-separated data set names")
     ap.add_argument("--shifts", default="none,half", help="comma-separated: none, half (pool shift), rate (rate shift)")
     ap.add_argument("--first", type=int, default=0, help="first resample index (to extend an earlier run)")

@@ -4,7 +4,7 @@ Issue #18 adds the dependent designs with a rate shift (the current round drawn 
 about 0.61 against the history's 0.47) and the intervals' mean width, and later a large rate shift (intercept
 3.0: rate about 0.80), the stress that the benchmark's odds-9 splits showed to break the interval.
 
-    .venv/bin/python benchmarks/robustness_sim.py --reps 200 --out docs/research/robustness
+    .venv/bin/python -m benchmarks.robustness_sim --reps 200 --out benchmarks/results/research/robustness
 
 For each design and replication: Stage A with the model checks, every
 method and ``auto`` on the current round (target: its realised gold rate),
@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 import heroeval as he
-from heroeval._core.parallel import run_chunks
+from heroeval.core.parallel import run_chunks
 from heroeval.simulate import dependent_dgp, paper_dgp
 
 DESIGNS: dict[str, tuple[Any, dict[str, Any]]] = {
@@ -78,7 +78,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--out", default="docs/research/robustness")
+    ap.add_argument("--out", default="benchmarks/results/research/robustness")
     ap.add_argument("--designs", default="", help="comma-separated substrings: run only designs whose name has one")
     ap.add_argument("--shrink", default="none", choices=("none", "eb"), help="Stage A's prior (calibrate(shrink=...))")
     a = ap.parse_args()

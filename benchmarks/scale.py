@@ -27,8 +27,8 @@ For each size (annotations) and labeler count J, the script
 
 Usage::
 
-    .venv/bin/python benchmarks/scale.py                          # 1e6, 1e7, 1e8 x J = 50, 2000
-    .venv/bin/python benchmarks/scale.py --sizes 1e6 --labelers 50 --skip-crowdkit   # a quick look
+    .venv/bin/python -m benchmarks.scale                          # 1e6, 1e7, 1e8 x J = 50, 2000
+    .venv/bin/python -m benchmarks.scale --sizes 1e6 --labelers 50 --skip-crowdkit   # a quick look
 
 Writes benchmarks/out/scale.json and prints a table (see the README).
 """
@@ -51,9 +51,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from benchmarks import stage_a  # (crowd-kit venv and subprocess helpers)
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import stage_a  # noqa: E402  (crowd-kit venv and subprocess helpers)
 
 PREVALENCE = 0.3
 GOLD_FRACTION = 0.01
@@ -127,7 +127,7 @@ import numpy as np
 import pandas as pd
 import heroeval as he
 from heroeval.ingest._csr import CsrBuilder
-from heroeval.stage_a import _kernels
+from heroeval.stage_a import kernels
 d = sys.argv[1]
 out = {}
 # numba compiles on first use and caches on disk; time that once, apart from the run
@@ -203,9 +203,9 @@ duckdb.connect().execute("SELECT count(*), sum(item_id), sum(labeler_id), sum(la
 out["duckdb_scan_s"] = time.perf_counter() - t0
 # the compiled EM map evaluation and a streaming np.sum over the same compact codes
 if isinstance(hist, he.CompactHistory):
-    cd = _kernels.design_of_codes(hist.ptr, hist.code, hist.gold, hist.group, hist.n_labelers, hist.n_rounds)
+    cd = kernels.design_of_codes(hist.ptr, hist.code, hist.gold, hist.group, hist.n_labelers, hist.n_rounds)
 else:
-    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
+    cd = kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
                                  hist.item_round, hist.n_rounds)
 a, b, p = cal.alpha, cal.beta, cal.round_prevalence
 def best(f):
@@ -221,7 +221,7 @@ out["em_map_ll_s"], _ = best(lambda: cd.em_map(a, b, p, True))
 # as calibrate runs them: each SQUAREM cycle is three maps, one of which computes the log-likelihood
 out["em_map_s"] = (2 * out["em_map_nll_s"] + out["em_map_ll_s"]) / 3
 out["np_sum_s"], _ = best(lambda: cd.code.sum(dtype=np.int64))
-out["threads"] = _kernels.threads()
+out["threads"] = kernels.threads()
 with open("/proc/self/status") as f:
     out["peak_rss_gib"] = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 2**20
 print("SCALE_JSON " + json.dumps(out))

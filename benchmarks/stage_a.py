@@ -14,8 +14,8 @@ with pip if it is missing, and runs it in a subprocess on the same arrays
 
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/stage_a.py                    # 1e6 and 1e7
-    .venv/bin/python benchmarks/stage_a.py --sizes 1e6 --skip-crowdkit
+    .venv/bin/python -m benchmarks.stage_a                    # 1e6 and 1e7
+    .venv/bin/python -m benchmarks.stage_a --sizes 1e6 --skip-crowdkit
 
 Results are printed as a table and written to benchmarks/out/stage_a.json.
 See benchmarks/README.md for what every column means.
@@ -170,8 +170,8 @@ def parse_sizes(s: str) -> list[int]:
 
 def bench_heroeval(data: dict[str, np.ndarray], repeats: int, em_iters: int) -> dict[str, Any]:
     import heroeval as he
-    from heroeval.stage_a import _em
-    from heroeval.stage_a.calibration import design_of
+    from heroeval.stage_a import two_coin
+    from heroeval.stage_a.fit import design_of
     from heroeval.stage_a.gold import initial_values
 
     res: dict[str, Any] = {}
@@ -209,7 +209,7 @@ def bench_heroeval(data: dict[str, np.ndarray], repeats: int, em_iters: int) -> 
     # --- pieces of calibrate ----------------------------------------------
     t_design, d = best_of(lambda: design_of(ds), repeats)
     t_init, (a0, b0, p0) = best_of(lambda: initial_values(ds), repeats)
-    t_em, fit = best_of(lambda: _em.run_em(d, a0, b0, p0, tol=1e-8, max_iter=10_000), repeats)
+    t_em, fit = best_of(lambda: two_coin.run_em(d, a0, b0, p0, tol=1e-8, max_iter=10_000), repeats)
     res["design_s"] = t_design
     res["init_s"] = t_init
     res["run_em_s"] = t_em
@@ -221,8 +221,8 @@ def bench_heroeval(data: dict[str, np.ndarray], repeats: int, em_iters: int) -> 
     def plain(k: int) -> None:
         a, b, p = a0, b0, p0
         for _ in range(k):
-            g, _ll = _em.e_step(d, a, b, p)
-            a, b, p = _em.m_step(d, g)
+            g, _ll = two_coin.e_step(d, a, b, p)
+            a, b, p = two_coin.m_step(d, g)
 
     plain(1)  # warm-up
     t_plain, _ = best_of(lambda: plain(em_iters), repeats)
@@ -236,8 +236,8 @@ def bench_heroeval(data: dict[str, np.ndarray], repeats: int, em_iters: int) -> 
     # per-item time per annotation).
     from scipy.special import expit, log_expit
 
-    g, _ = _em.e_step(d, a0, b0, p0)
-    la1, la0 = _em.code_logprobs(a0, b0)
+    g, _ = two_coin.e_step(d, a0, b0, p0)
+    la1, la0 = two_coin.code_logprobs(a0, b0)
     v = la1 - la0
     eta = np.asarray(d.A @ v) + float(np.log(p0[0]) - np.log1p(-p0[0]))
     gold_pos = np.flatnonzero(d.gold == 1)
@@ -247,13 +247,13 @@ def bench_heroeval(data: dict[str, np.ndarray], repeats: int, em_iters: int) -> 
         gam[gold_pos] = 1.0
 
     parts: dict[str, Callable[[], object]] = {
-        "e_step (with log-likelihood)": lambda: _em.e_step(d, a0, b0, p0),
+        "e_step (with log-likelihood)": lambda: two_coin.e_step(d, a0, b0, p0),
     }
-    if "need_ll" in inspect.signature(_em.e_step).parameters:
-        parts["e_step(need_ll=False)"] = lambda: _em.e_step(d, a0, b0, p0, need_ll=False)
+    if "need_ll" in inspect.signature(two_coin.e_step).parameters:
+        parts["e_step(need_ll=False)"] = lambda: two_coin.e_step(d, a0, b0, p0, need_ll=False)
     parts.update(
         {
-            "m_step": lambda: _em.m_step(d, g),
+            "m_step": lambda: two_coin.m_step(d, g),
             "A @ v (items x 2J CSR mat-vec)": lambda: d.A @ v,
             "AT @ gamma (2J x items CSR)": lambda: d.AT @ g,
             "A.T @ gamma (CSC view of A)": lambda: d.A.T @ g,
@@ -495,7 +495,7 @@ def report(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     )
     lines.append("  n_iter           = cal.convergence.n_iter (EM map evaluations)")
     lines.append("  ns/ann-it StageA = Stage A s / (annotations * n_iter), everything in calibrate included")
-    lines.append("  ns/ann-it EM     = one plain EM iteration (_em.e_step + _em.m_step) / annotations")
+    lines.append("  ns/ann-it EM     = one plain EM iteration (two_coin.e_step + two_coin.m_step) / annotations")
     lines.append(
         "  ck ns/ann-it     = crowd-kit DawidSkene(n_iter=K, tol=-inf).fit(df, true_labels=gt):"
         " (fit time - n_iter=0 fit time) / (annotations * K)"
@@ -533,7 +533,7 @@ def report(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines.append("Stage A split (seconds, best of repeats each):")
     lines.append(table(rows2, hdr2))
     lines.append(
-        "  design = design_of(ds); init = initial_values(ds); run_em = _em.run_em alone;"
+        "  design = design_of(ds); init = initial_values(ds); run_em = two_coin.run_em alone;"
         " other = Stage A - design - init - run_em"
     )
     lines.append("  (calibrate's bookkeeping after the fit: gold counts, per-labeler item counts, result object)")

@@ -1,7 +1,7 @@
 """Stage A with the empirical-Bayes prior (``calibrate(shrink="eb")``) against plain Stage A, on two benchmark runs.
 
-    .venv/bin/python benchmarks/stage_a_prior_compare.py docs/research/robustness/shift/resamples.csv.gz \
-        docs/research/robustness/shift_eb/resamples.csv.gz --out docs/research/robustness/shift_eb
+    .venv/bin/python -m benchmarks.stage_a_prior_compare benchmarks/results/research/robustness/shift/resamples.csv.gz \
+        benchmarks/results/research/robustness/shift_eb/resamples.csv.gz --out benchmarks/results/research/robustness/shift_eb
 
 Both runs are ``benchmarks/robustness.py`` on the same splits (same seeds), one with ``--shrink eb``. The
 recommended estimate of each is replayed with today's ``DEFAULT_RULE`` on its stored candidate tables (as
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,9 +30,8 @@ import pandas as pd
 
 from heroeval.choice.auto import DEFAULT_RULE
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from auto_loso import cell_table
-from robustness import COMPARED
+from benchmarks.auto_loso import cell_table
+from benchmarks.robustness import COMPARED
 
 RANDOM = ("none", "half", "rate")
 COVER_MEAN, COVER_CELL = 0.95, 0.80

@@ -16,8 +16,8 @@ annotations through ``he.read_annotations`` like any user add. Then:
 * estimate, refit: the same with ``refit=True`` (loads the history rounds from the store, Stage A with the
   model checks, caches the fit).
 
-    .venv/bin/python benchmarks/store.py                      # 1e8 base (about 15-25 minutes here)
-    .venv/bin/python benchmarks/store.py --base 1e7           # a quick look
+    .venv/bin/python -m benchmarks.store                      # 1e8 base (about 15-25 minutes here)
+    .venv/bin/python -m benchmarks.store --base 1e7           # a quick look
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def main() -> None:
     ap.add_argument("--base", type=float, default=1e8, help="annotations in the store before the timed add")
     ap.add_argument("--history-rounds", type=int, default=10, help="base rounds with gold (1 %% of items)")
     ap.add_argument("--dir", default=None, help="working directory (default: a temporary one, removed)")
-    ap.add_argument("--out", default="docs/store/store_timings.json")
+    ap.add_argument("--out", default="benchmarks/results/store/store_timings.json")
     a = ap.parse_args()
     work = Path(a.dir or tempfile.mkdtemp(prefix="hero-store-bench-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -23,14 +22,12 @@ import pandas as pd
 
 import heroeval as he
 from heroeval import simulate
-from heroeval._core.squarem import squarem as _squarem
 from heroeval.checks.model_checks import MIN_GOLD_PER_FOLD, _folds
-from heroeval.estimators._score import psi, solve_score
+from heroeval.core.squarem import squarem as _squarem
+from heroeval.estimators.score_equation import psi, solve_score
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_data import BINARY
-from robustness import COMPARED
+from benchmarks.real_data import BINARY
+from benchmarks.robustness import COMPARED
 
 __all__ = ["BINARY", "COMPARED", "SIM_DESIGNS", "common_args", "sim_rows"]
 
@@ -269,8 +266,8 @@ def common_args(ap: argparse.ArgumentParser, variants: Iterable[str]) -> None:
     ap.add_argument("--resamples", type=int, default=10)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--out", default=str(here / "docs" / "research" / "robustness"))
-    ap.add_argument("--ref", default=str(here / "docs" / "research" / "robustness"),
+    ap.add_argument("--out", default=str(here / "benchmarks" / "results" / "research" / "robustness"))
+    ap.add_argument("--ref", default=str(here / "benchmarks" / "results" / "research" / "robustness"),
                     help="folder of benchmarks/robustness.py's outputs (its resamples.csv.gz is not in git)")
     ap.add_argument("--only", default="", help="comma-separated data set names")
     ap.add_argument("--variants", default=",".join(variants), help="comma-separated: " + ", ".join(variants))

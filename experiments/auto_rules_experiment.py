@@ -1,6 +1,6 @@
 """Issue #5: candidate rules for ``method="auto"``, compared on the same replications and resamples.
 
-    .venv/bin/python experiments/auto_rules_experiment.py --reps 100 --resamples 10 --out docs/research/robustness
+    .venv/bin/python -m experiments.auto_rules_experiment --reps 100 --resamples 10 --out benchmarks/results/research/robustness
 
 For every simulation replication (the four designs of ``robustness_sim.py``,
 seeds 0..reps-1) and every real-data resample (``robustness.py``'s splits),
@@ -56,7 +56,6 @@ import gzip
 import json
 import math
 import pickle
-import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -67,15 +66,13 @@ import pandas as pd
 from scipy.stats import norm
 
 import heroeval as he
-from heroeval._core.parallel import run_chunks
 from heroeval.choice.auto import recommend
+from heroeval.core.parallel import run_chunks
 from heroeval.simulate import dependent_dgp, paper_dgp
 from heroeval.workflows.benchmark import load_folder, make_split, summarize_benchmark
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_data import BINARY
-from robustness import COMPARED
+from benchmarks.real_data import BINARY
+from benchmarks.robustness import COMPARED
 
 DESIGNS: dict[str, tuple[Any, dict[str, Any]]] = {
     "dependent, dense": (dependent_dgp, {}),
@@ -360,7 +357,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--resamples", type=int, default=10)
     ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--out", default="docs/research/robustness")
+    ap.add_argument("--out", default="benchmarks/results/research/robustness")
     ap.add_argument("--only", default="", help="comma-separated data set names (a smoke run)")
     ap.add_argument("--from-records", action="store_true",
                     help="judge the rules on the candidate tables a previous run saved in --out (no refitting)")

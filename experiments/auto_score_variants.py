@@ -1,6 +1,6 @@
 """Issue #18: other ways for ``method="auto"`` to score its candidates, replayed on a stored benchmark run.
 
-    .venv/bin/python experiments/auto_score_variants.py docs/research/robustness/shift/resamples.csv.gz
+    .venv/bin/python -m experiments.auto_score_variants benchmarks/results/research/robustness/shift/resamples.csv.gz
 
 The shipped rule (``heroeval.choice.choose``) keeps the default (HERO joint)
 unless the checks find it biased or the labelers dependent, and then takes
@@ -31,16 +31,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from heroeval.choice.auto import CANDIDATES, DEFAULT_RULE, AutoRule
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import auto_loso
+from benchmarks import auto_loso
 
 SHIPPED = auto_loso.choose
 VARIANT = {"score": "debiased", "gate": "shipped"}

@@ -6,7 +6,7 @@ rate-shifted rounds of odds 3, 5, 9 and 1/9), the empirical-Bayes Rogan–Gladen
 replays ``DEFAULT_RULE`` with the bound ``max(|b| + s_b at Rogan–Gladen's rate, |b| + s_b at the EB rate)``
 instead of the first alone ("max_eb"), choice unchanged, on every stored run and the simulations:
 
-    .venv/bin/python experiments/bias_bound_eb_target.py
+    .venv/bin/python -m experiments.bias_bound_eb_target
 
 Result (2026-12-02): coverage odds 9 0.967 -> 0.972 (lowest cell 0.867 -> 0.900) for 0.018 more mean width;
 odds 3 0.986 -> 0.986, odds 1/3 0.992 -> 0.992, odds 5 0.970 -> 0.970, odds 1/9 0.980 -> 0.983, none and
@@ -17,7 +17,6 @@ half unchanged, each 0.002-0.008 wider; the simulations within 0.005 of the ship
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +26,10 @@ from heroeval.checks.model_checks import DEPENDENCE_ALPHA
 from heroeval.choice.auto import DEFAULT_RULE, bias_bound, choose, hull_interval
 from heroeval.inference.bias_aware import BiasAwareTest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from auto_loso import parse
+from benchmarks.auto_loso import parse
 
 ROOT = Path(__file__).resolve().parents[1]
-R = ROOT / "docs" / "research" / "robustness"
+R = ROOT / "benchmarks" / "results" / "research" / "robustness"
 RUNS = ("shift", "shift_odds_1_3", "shift_odds_9", "shift_odds_5", "shift_odds_1_9")
 
 

@@ -1,6 +1,6 @@
 """Experiment (not a heroeval method yet): a continuous HERO-1 / Rogan–Gladen combination instead of auto's switch.
 
-    .venv/bin/python experiments/combination_experiment.py --resamples 10 --reps 100 --out docs/research/robustness
+    .venv/bin/python -m experiments.combination_experiment --resamples 10 --reps 100 --out benchmarks/results/research/robustness
 
 ``mu(lam) = (1 - lam) * HERO-1 + lam * RG`` with the lam that minimises the
 estimated mean squared error, ``lam = (b2 + vH - c) / (b2 + vH + vR - 2c)``
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -30,13 +29,11 @@ import numpy as np
 import pandas as pd
 
 import heroeval as he
-from heroeval._core.parallel import run_chunks
+from heroeval.core.parallel import run_chunks
 from heroeval.workflows.benchmark import load_folder, make_split
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_data import BINARY
-from robustness_sim import DESIGNS
+from benchmarks.real_data import BINARY
+from benchmarks.robustness_sim import DESIGNS
 
 
 def combination(current: he.AnnotationSet, cal: he.Calibration) -> tuple[float, float]:
@@ -91,7 +88,7 @@ def main() -> None:
     ap.add_argument("--resamples", type=int, default=10)
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--out", default="docs/research/robustness")
+    ap.add_argument("--out", default="benchmarks/results/research/robustness")
     a = ap.parse_args()
     out = Path(a.out)
     t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """Stage A's slow fits: pin parameters that head to 0 or 1, and refit the rest (issue "fast by default", item 6).
 
-    .venv/bin/python experiments/em_boundary_pinning.py      # ~20 s
+    .venv/bin/python -m experiments.em_boundary_pinning      # ~20 s
 
 Runs SQUAREM for K0 map evaluations
 if not converged, parameters within 1e-6
@@ -18,7 +18,6 @@ linearly at a rate near 1, polishing the last 1e-4 to the 1e-8 tolerance.
 
 from __future__ import annotations
 
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -26,15 +25,14 @@ from pathlib import Path
 import numpy as np
 from scipy.special import expit
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from em_convergence import crowd
-
 import heroeval as he
-from heroeval._core.squarem import squarem
-from heroeval.stage_a import _em
-from heroeval.stage_a.calibration import weighted_design
+from heroeval.core.squarem import squarem
+from heroeval.stage_a import two_coin
+from heroeval.stage_a.fit import weighted_design
 from heroeval.stage_a.gold import initial_values
 from heroeval.workflows.benchmark import load_folder, make_split
+
+from benchmarks.em_convergence import crowd
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -42,15 +40,15 @@ def fit(hist: he.AnnotationSet, K0: int = 300, PIN: float = 1e-6, tol: float = 1
     d = weighted_design(hist, 1.0, 0.0)
     J = d.n_labelers
     a0, b0, p0 = initial_values(hist)
-    th = _em._pack(a0, b0, p0)
+    th = two_coin._pack(a0, b0, p0)
     fixed = np.zeros(th.size, bool)
     th_fix = th.copy()
     total = 0
     rounds = 0
     def F(x, need):
-        a, b, p = _em._unpack(x, J)
-        a2, b2, p2, ll = _em.em_map(d, a, b, p, need)
-        out = _em._pack(a2, b2, p2)
+        a, b, p = two_coin._unpack(x, J)
+        a2, b2, p2, ll = two_coin.em_map(d, a, b, p, need)
+        out = two_coin._pack(a2, b2, p2)
         out[fixed] = th_fix[fixed]
         return out, ll
     def dist(a: np.ndarray, b: np.ndarray) -> float:
@@ -58,15 +56,15 @@ def fit(hist: he.AnnotationSet, K0: int = 300, PIN: float = 1e-6, tol: float = 1
 
     budget = K0
     while True:
-        res = squarem(F, th, distance=dist, tol=tol, max_iter=budget, project=lambda x: np.clip(x, -_em._LOGIT_MAX, _em._LOGIT_MAX))
+        res = squarem(F, th, distance=dist, tol=tol, max_iter=budget, project=lambda x: np.clip(x, -two_coin._LOGIT_MAX, two_coin._LOGIT_MAX))
         total += res.n_eval
         th = res.x
         rounds += 1
         if res.converged:
             # KKT check: free step for pinned
-            a, b, p = _em._unpack(th, J)
-            a2, b2, p2, _ = _em.em_map(d, a, b, p, False)
-            free = _em._pack(a2, b2, p2)
+            a, b, p = two_coin._unpack(th, J)
+            a2, b2, p2, _ = two_coin.em_map(d, a, b, p, False)
+            free = two_coin._pack(a2, b2, p2)
             inward = fixed & (np.abs(expit(free) - expit(th)) > tol)
             total += 1
             if not inward.any():
@@ -90,8 +88,8 @@ def fit(hist: he.AnnotationSet, K0: int = 300, PIN: float = 1e-6, tol: float = 1
             continue
         fixed |= new
         th = th.copy()
-        th[near_hi & new] = _em._LOGIT_MAX
-        th[near_lo & new] = -_em._LOGIT_MAX
+        th[near_hi & new] = two_coin._LOGIT_MAX
+        th[near_lo & new] = -two_coin._LOGIT_MAX
         th_fix = th.copy()
         budget = min(K0, max_iter - total)
 
@@ -105,7 +103,7 @@ def main() -> None:
             t = time.perf_counter()
             th, n, ok, nfix, rounds = fit(hist, K0=K0)
             s = time.perf_counter() - t
-            a, b, p = _em._unpack(th, hist.n_labelers)
+            a, b, p = two_coin._unpack(th, hist.n_labelers)
             print(name, 'K0', K0, 'evals', n, 'conv', ok, 'pinned', nfix, 'rounds', rounds, f'{s:.2f}s', 'vs today', cal.convergence.n_iter,
                   'max|da|', float(np.max(np.abs(a - cal.alpha))), 'max|db|', float(np.max(np.abs(b - cal.beta))), 'max|dp|', float(np.max(np.abs(p - cal.round_prevalence))))
 

@@ -48,20 +48,20 @@ shrunken classes, the fit losing 0.2-0.7 nats of log-likelihood to it).
 
 HERO-1 analogue: with every history parameter fixed, ``L_i = log sum_c pi_c
 P(labels_i | Y = 1, c) - log sum_c pi_c P(labels_i | Y = 0, c)`` and the
-rate solves heroeval's score equation (``heroeval.estimators._score.solve_score``).
+rate solves heroeval's score equation (``heroeval.estimators.score_equation.solve_score``).
 Labelers unknown to the history are left out (as ``exclude_new_labelers=True``).
 Standard error: ``1 / sqrt(sum_i psi_i(mu)^2)`` (current round only, as the
 hard-class experiment's). Only the point estimate is judged.
 
 Command (from the repository root; 2 worker processes)::
 
-    PYTHONPATH=src .venv/bin/python experiments/glad_experiment.py --resamples 10 --reps 50 \
-        --ref ../main/docs/research/robustness
+    PYTHONPATH=src .venv/bin/python -m experiments.glad_experiment --resamples 10 --reps 50 \
+        --ref ../main/benchmarks/results/research/robustness
 
 (both variants: 7 min 7 s on 2 shared cores) and, for the mock rounds (7 min 43 s)::
 
-    PYTHONPATH=src .venv/bin/python experiments/glad_experiment.py --resamples 10 --skip-sim --mock \
-        --variants glad_grid --ref ../main/docs/research/robustness
+    PYTHONPATH=src .venv/bin/python -m experiments.glad_experiment --resamples 10 --skip-sim --mock \
+        --variants glad_grid --ref ../main/benchmarks/results/research/robustness
 
 ``--ref`` is the folder holding robustness.py's ``resamples.csv.gz`` (not in
 git; it may hold more resamples than are run here: only resamples
@@ -79,7 +79,7 @@ GLAD, and HERO-1, HERO joint, ``rogan_gladen`` and ``auto`` recomputed on
 the same seeds. With ``--mock``, the mock-round errors of HERO-1 and of
 each variant on the history's gold (:func:`mock_errors`, as the hard-class
 experiment's).
-Writes to ``--out`` (default docs/research/robustness):
+Writes to ``--out`` (default benchmarks/results/research/robustness):
 
 * ``glad_rows_real.csv.gz``, ``glad_rows_sim.csv.gz``: one row per resample /
   replication (estimates, truth, fitted pi, log-likelihood gain over the
@@ -111,18 +111,15 @@ import pandas as pd
 from scipy.special import expit, logit, logsumexp
 
 import heroeval as he
+from heroeval.core.parallel import run_chunks
 from heroeval.workflows.benchmark import load_folder, make_split
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _latent_tables as lt
-
-from heroeval._core.parallel import run_chunks
+from experiments import _latent_tables as lt
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-EPS = 1e-9  #: probabilities are kept in [EPS, 1 - EPS], as in heroeval.stage_a._em
+EPS = 1e-9  #: probabilities are kept in [EPS, 1 - EPS], as in heroeval.stage_a.two_coin
 _LMAX = float(logit(1 - EPS))
 SCALES = (1.0, 0.5, 0.15)  #: fixed difficulty grid: class 1 is the two-coin model
 PI_PSEUDO = (8.0, 1.0, 1.0)  #: pseudo-counts on pi (a Dirichlet(9, 2, 2) prior, MAP)

@@ -29,7 +29,7 @@ Against label switching it starts from heroeval's own ``calibrate()`` fit
 With ``h`` fixed at 0 it is heroeval's Stage A (tests/experiments/test_hard_class_experiment.py).
 
 HERO-1 analogue: with every history parameter fixed, the current round's rate
-solves heroeval's score equation (``heroeval.estimators._score.solve_score``) with the
+solves heroeval's score equation (``heroeval.estimators.score_equation.solve_score``) with the
 mixture's per-item log-likelihood ratio ``L_i = log P(labels_i | Y = 1) -
 log P(labels_i | Y = 0)``: the likelihood in ``mu`` has the same form as
 HERO-1's, so the root is unique. Labelers unknown to the history are left
@@ -47,8 +47,8 @@ with the Beta(2, 10) prior).
 Command (from the repository root; 2 worker processes; about 40 min, 36 of
 them the mock rounds)::
 
-    PYTHONPATH=src .venv/bin/python experiments/hard_class_experiment.py --resamples 10 --reps 50 --mock \
-        --ref ../main/docs/research/robustness
+    PYTHONPATH=src .venv/bin/python -m experiments.hard_class_experiment --resamples 10 --reps 50 --mock \
+        --ref ../main/benchmarks/results/research/robustness
 
 ``--ref`` is the folder holding robustness.py's ``resamples.csv.gz`` (not in
 git) and ``auto.csv``.
@@ -64,7 +64,7 @@ labelers per item) and ``paper_dgp`` (dense, 3 of 10), seeds 0..reps-1 as in
 ``benchmarks/robustness_sim.py``: the hard class, and HERO-1, HERO joint,
 ``rogan_gladen`` and ``auto`` (Stage A with the model checks, as
 robustness_sim.py) recomputed on the same seeds. Writes to ``--out``
-(default docs/research/robustness):
+(default benchmarks/results/research/robustness):
 
 * ``hard_class_rows_real.csv.gz``, ``hard_class_rows_sim.csv.gz``: one row
   per resample / replication and variant (estimates, truth, fitted h, a_H,
@@ -98,18 +98,15 @@ import pandas as pd
 from scipy.special import expit, logit, logsumexp
 
 import heroeval as he
+from heroeval.core.parallel import run_chunks
 from heroeval.workflows.benchmark import load_folder, make_split
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _latent_tables as lt
-
-from heroeval._core.parallel import run_chunks
+from experiments import _latent_tables as lt
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-EPS = 1e-9  #: probabilities are kept in [EPS, 1 - EPS], as in heroeval.stage_a._em
+EPS = 1e-9  #: probabilities are kept in [EPS, 1 - EPS], as in heroeval.stage_a.two_coin
 _LMAX = float(logit(1 - EPS))
 H_PRIOR = (2.0, 10.0)  #: Beta prior of h: one pseudo hard item, nine pseudo easy items
 HARD_PSEUDO = 1.0  #: pseudo labels of each kind for a_H and b_H (Beta(2, 2))

@@ -1,7 +1,7 @@
 """A model-free label-shift test on the current round (issue #18, real rounds): measured and dropped.
 
-    .venv/bin/python experiments/label_shift_test.py groups 13      # the real rounds
-    .venv/bin/python experiments/label_shift_test.py none,half,rate 5   # random splits: the test's size
+    .venv/bin/python -m experiments.label_shift_test groups 13      # the real rounds
+    .venv/bin/python -m experiments.label_shift_test none,half,rate 5   # random splits: the test's size
 
 Under a pure rate shift every labeler's positive share in the current round is ``f_j + t d_j`` with its
 false-positive rate ``f_j`` and Youden index ``d_j`` from the history's gold, whatever the dependence between
@@ -35,8 +35,7 @@ from scipy.stats import chi2
 from heroeval import calibrate
 from heroeval.workflows.benchmark import load_folder, make_split
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from real_data import BINARY, round_sets
+from benchmarks.real_data import BINARY, round_sets
 
 warnings.simplefilter("ignore")
 D = Path(__file__).resolve().parent.parent.parent / "shared" / "data"

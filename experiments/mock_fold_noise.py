@@ -1,6 +1,6 @@
 """Issue #5 diagnostic: how much of the mock rounds' noise is the fold assignment?
 
-    .venv/bin/python experiments/mock_fold_noise.py          # ~15 s
+    .venv/bin/python -m experiments.mock_fold_noise          # ~15 s
 
 ``auto`` chooses by each candidate's estimated error on mock rounds
 (cross-fitted folds of the history's gold). If the random fold assignment

@@ -1,6 +1,6 @@
 """Rogan–Gladen on the majority label (black-box shift estimation with the majority vote as the classifier).
 
-    .venv/bin/python experiments/mv_rogan_gladen.py 8        # 8 resamples per set and shift, ~4 min
+    .venv/bin/python -m experiments.mv_rogan_gladen 8        # 8 resamples per set and shift, ~4 min
 
 Idea (issue #18, accuracy under rate shift): on dense crowds under rate shift
 the majority vote was 2-3 times more accurate than ``auto``. Correct the
@@ -33,9 +33,9 @@ from heroeval.ingest.annotations import AnnotationSet
 from heroeval.workflows.api import calibrate, estimate
 from heroeval.workflows.benchmark import load_folder, make_split
 
+from benchmarks.real_data import BINARY
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from real_data import BINARY  # noqa: E402
 
 METHODS = ["mv", "mv_rg", "hero1", "rogan_gladen", "gold_proportion"]
 

@@ -49,22 +49,22 @@ Variants (``--variants``): only ``pairwise`` (the model above).
 
 HERO-1 analogue: with every history parameter fixed, ``L_i = log P(labels_i |
 Y = 1) - log P(labels_i | Y = 0)`` under the fitted model and the rate solves
-heroeval's score equation (``heroeval.estimators._score.solve_score``). Labelers unknown
+heroeval's score equation (``heroeval.estimators.score_equation.solve_score``). Labelers unknown
 to the history are left out (as ``exclude_new_labelers=True``). Standard
 error: ``1 / sqrt(sum_i psi_i(mu)^2)`` (current round only, as the GLAD
 experiment's). Only the point estimate is judged.
 
 Command (from the repository root; 2 worker processes)::
 
-    PYTHONPATH=src OMP_NUM_THREADS=1 .venv/bin/python experiments/pairwise_experiment.py --resamples 10 --reps 50 \
-        --ref ../main/docs/research/robustness
+    PYTHONPATH=src OMP_NUM_THREADS=1 .venv/bin/python -m experiments.pairwise_experiment --resamples 10 --reps 50 \
+        --ref ../main/benchmarks/results/research/robustness
 
 (10 min 25 s on 2 cores, the real part 8 min 25 s) and, for the mock rounds
 (run on 5 resamples only, for lack of time: 12 min 58 s, about three times
 the real part's cost per resample)::
 
-    PYTHONPATH=src OMP_NUM_THREADS=1 .venv/bin/python experiments/pairwise_experiment.py --resamples 5 --skip-sim --mock \
-        --ref ../main/docs/research/robustness
+    PYTHONPATH=src OMP_NUM_THREADS=1 .venv/bin/python -m experiments.pairwise_experiment --resamples 5 --skip-sim --mock \
+        --ref ../main/benchmarks/results/research/robustness
 
 ``--ref`` is the folder holding robustness.py's ``resamples.csv.gz`` (not in
 git; it may hold more resamples than are run here: only resamples
@@ -84,7 +84,7 @@ the pairwise model, and HERO-1, HERO joint, ``rogan_gladen`` and ``auto``
 recomputed on the same seeds. With ``--mock``, the mock-round errors of
 HERO-1 and of each variant on the history's gold (:func:`mock_errors`, as
 the GLAD experiment's; clusters re-chosen on each fold's history).
-Writes to ``--out`` (default docs/research/robustness):
+Writes to ``--out`` (default benchmarks/results/research/robustness):
 
 * ``pairwise_rows_real.csv.gz``, ``pairwise_rows_sim.csv.gz``: one row per
   resample / replication (estimates, truth, cluster statistics, mean rho,
@@ -122,18 +122,15 @@ from scipy.special import expit, logit
 
 import heroeval as he
 from heroeval.checks.model_checks import dependence_test
+from heroeval.core.parallel import run_chunks
 from heroeval.workflows.benchmark import load_folder, make_split
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _latent_tables as lt
-
-from heroeval._core.parallel import run_chunks
+from experiments import _latent_tables as lt
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-EPS = 1e-9  #: probabilities are kept in [EPS, 1 - EPS], as in heroeval.stage_a._em
+EPS = 1e-9  #: probabilities are kept in [EPS, 1 - EPS], as in heroeval.stage_a.two_coin
 _LMAX = float(logit(1 - EPS))
 LINK_ALPHA = 0.05  #: BH-adjusted one-sided p below which a labeler pair is linked
 MAX_CLUSTER = 10  #: larger connected components are split by hierarchical clustering

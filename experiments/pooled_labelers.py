@@ -1,6 +1,6 @@
 """Issue #18: HERO-1 with one pooled sensitivity and specificity for the whole crowd (no per-labeler noise).
 
-    .venv/bin/python experiments/pooled_labelers.py --only snow_rte,duchenne --shifts none,rate --resamples 10
+    .venv/bin/python -m experiments.pooled_labelers --only snow_rte,duchenne --shifts none,rate --resamples 10
 
 The question: majority vote beats every calibrated method on snow_rte,
 snow_temp and duchenne under the benchmark's rate shift. Is that because
@@ -11,7 +11,7 @@ should come close to majority vote there. The benchmark's splits
 (``make_split``, rho 0.10, n 200, seed 2026), then Stage A on the pooled
 history and HERO-1 / HERO joint on the pooled current round. Prints RMSE and
 coverage per set, shift and method; compare with
-docs/research/robustness/shift/summary.csv (same splits, 30 resamples).
+benchmarks/results/research/robustness/shift/summary.csv (same splits, 30 resamples).
 
 Result (10 resamples, session of 2026-12-02): under rate shift pooled
 HERO-1's RMSE is 0.060 on snow_rte and 0.094 on duchenne (HERO-1 0.062 and
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -37,8 +36,7 @@ import heroeval as he
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.workflows.benchmark import load_folder, make_split
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from real_data import BINARY
+from benchmarks.real_data import BINARY
 
 
 def pooled(ds: AnnotationSet) -> AnnotationSet:

@@ -1,7 +1,7 @@
 """Issue #5 experiment: prediction-powered inference (PPI) with the history's gold as an ``auto`` candidate.
 
-    .venv/bin/python benchmarks/robustness.py --resamples 30 --out OUT      # once: the splits and auto's candidates
-    .venv/bin/python experiments/ppi_experiment.py --from-benchmark OUT
+    .venv/bin/python -m benchmarks.robustness --resamples 30 --out OUT      # once: the splits and auto's candidates
+    .venv/bin/python -m experiments.ppi_experiment --from-benchmark OUT
 
 PPI (Angelopoulos et al. 2023; ppi_py's ``ppi_mean_ci``) estimates a mean from
 a predictor on unlabelled items and a rectifier from labelled ones. Here the
@@ -40,14 +40,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import auto_rules_experiment as ar
-from real_data import BINARY
-from robustness import COMPARED
-
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.workflows.benchmark import load_folder, make_split, summarize_benchmark
+
+from benchmarks.real_data import BINARY
+from benchmarks.robustness import COMPARED
+from experiments import auto_rules_experiment as ar
 
 #: fewer gold items than this (after restriction to the current labelers): PPI is not scored, as auto's mock rounds
 MIN_GOLD = 8

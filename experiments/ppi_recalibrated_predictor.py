@@ -1,7 +1,7 @@
 """A recalibrated posterior as the predictor of the estimates with current gold (issue #22).
 
-    .venv/bin/python experiments/ppi_recalibrated_predictor.py 5     # 5 resamples per set and shift, ~4 min
-    .venv/bin/python experiments/ppi_recalibrated_predictor.py 5 --no-checks   # without the cross-fitted column
+    .venv/bin/python -m experiments.ppi_recalibrated_predictor 5     # 5 resamples per set and shift, ~4 min
+    .venv/bin/python -m experiments.ppi_recalibrated_predictor 5 --no-checks   # without the cross-fitted column
 
 Idea: the independence model's posteriors are over-confident on real panels
 (Platt slopes 0.04-0.3), so a posterior recalibrated on the history's gold,
@@ -52,13 +52,13 @@ import pandas as pd
 from scipy.special import expit, logit
 from sklearn.linear_model import LogisticRegression
 
-from heroeval.estimators._methods import _align, _llr
+from heroeval.estimators.common import align, log_likelihood_ratios
 from heroeval.workflows.api import calibrate, estimate
 from heroeval.workflows.benchmark import load_folder, make_split
 
+from benchmarks.real_data import BINARY
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from real_data import BINARY  # noqa: E402
 
 
 def resid_ratio(f: np.ndarray, y: np.ndarray) -> float:
@@ -88,16 +88,16 @@ def main() -> None:
             for r in range(resamples):
                 sp = make_split(data, r, 0.10, 200, shift, 2026)
                 cal = calibrate(sp.history, checks=checks)
-                al = _align(sp.current, cal, True)
+                al = align(sp.current, cal, True)
                 cur = al.data
                 y = gold.loc[cur.item_ids.astype(str)].to_numpy().astype(float)
-                L = np.clip(_llr(cur, al.to_calib, cal.alpha, cal.beta), -50, 50)
+                L = np.clip(log_likelihood_ratios(cur, al.to_calib, cal.alpha, cal.beta), -50, 50)
                 mu = min(max(estimate(cur, cal, method="hero1", drift_check=False).estimate, 1e-6), 1 - 1e-6)
                 f_raw = expit(logit(mu) + L)
-                ha = _align(sp.history, cal, True)
+                ha = align(sp.history, cal, True)
                 gi = np.flatnonzero(ha.data.gold >= 0)
                 hy = ha.data.gold[gi].astype(float)
-                a1, b1 = platt(_llr(ha.data, ha.to_calib, cal.alpha, cal.beta)[gi], hy)
+                a1, b1 = platt(log_likelihood_ratios(ha.data, ha.to_calib, cal.alpha, cal.beta)[gi], hy)
                 f_in = expit(a1 * L + b1 + logit(mu) - logit(hy.mean()))
                 items = cal.checks.items if cal.checks is not None else {}
                 f_cv = f_raw
@@ -109,7 +109,7 @@ def main() -> None:
                 # Laplace-smoothed gold-only rates, at that method's own estimate of the round's rate
                 a_gp = (cal.gold_tp + 1.0) / (cal.gold_tp + cal.gold_fn + 2.0)
                 b_gp = (cal.gold_tn + 1.0) / (cal.gold_tn + cal.gold_fp + 2.0)
-                L_gp = np.clip(_llr(cur, al.to_calib, a_gp, b_gp), -50, 50)
+                L_gp = np.clip(log_likelihood_ratios(cur, al.to_calib, a_gp, b_gp), -50, 50)
                 mu_gp = estimate(cur, cal, method="gold_proportion", drift_check=False).estimate
                 f_gp = expit(logit(min(max(mu_gp, 1e-6), 1 - 1e-6)) + L_gp)
                 rows.append({"ds": name, "shift": shift, "r": r, "raw": resid_ratio(f_raw, y),

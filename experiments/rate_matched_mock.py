@@ -1,7 +1,7 @@
 """Issue #5 follow-up diagnostic: do rate-matched mock rounds show the bias at the current round's rate?
 
-    .venv/bin/python experiments/rate_matched_mock.py --resamples 10                # ~1 min on 2 cores
-    .venv/bin/python experiments/rate_matched_mock.py --resamples 10 --shift none
+    .venv/bin/python -m experiments.rate_matched_mock --resamples 10                # ~1 min on 2 cores
+    .venv/bin/python -m experiments.rate_matched_mock --resamples 10 --shift none
 
 Under ``shift="rate"`` (the current round drawn with 3x the odds of a
 positive) the mock rounds of ``heroeval.checks`` measure each candidate's
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -36,15 +35,13 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from real_data import BINARY
-
 import heroeval as he
-from heroeval._core.parallel import run_chunks
 from heroeval.checks.model_checks import MIN_GOLD_PER_FOLD, _folds, _mock_llr
-from heroeval.estimators._score import psi, solve_score
+from heroeval.core.parallel import run_chunks
+from heroeval.estimators.score_equation import psi, solve_score
 from heroeval.workflows.benchmark import load_folder, make_split
+
+from benchmarks.real_data import BINARY
 
 
 def weighted_root(L: np.ndarray, w: np.ndarray) -> float:
@@ -109,7 +106,7 @@ def main() -> None:
     ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
     ap.add_argument("--resamples", type=int, default=10)
     ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--out", default="docs/research/robustness")
+    ap.add_argument("--out", default="benchmarks/results/research/robustness")
     ap.add_argument("--shift", default="rate", help="rate (default) or none: the random splits, where weighting should change little")
     a = ap.parse_args()
     jobs = [(a.data, n, sfx, list(range(i, min(i + 5, a.resamples))), a.shift) for n, sfx in BINARY

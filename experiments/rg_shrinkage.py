@@ -1,8 +1,8 @@
 """Issue #18 item 3: Rogan–Gladen with empirical-Bayes shrunk gold rates (``rogan_gladen(shrink="eb")``) on the real sets.
 
-    .venv/bin/python experiments/rg_shrinkage.py --resamples 10                      # resamples 0..9
-    .venv/bin/python experiments/rg_shrinkage.py --first 10 --resamples 20 --append  # add 10..29
-    .venv/bin/python experiments/rg_shrinkage.py --summarize-only                   # tables from the rows
+    .venv/bin/python -m experiments.rg_shrinkage --resamples 10                      # resamples 0..9
+    .venv/bin/python -m experiments.rg_shrinkage --first 10 --resamples 20 --append  # add 10..29
+    .venv/bin/python -m experiments.rg_shrinkage --summarize-only                   # tables from the rows
 
 Every binary set of ``benchmarks/real_data.py`` (``BINARY``), the benchmark
 protocol's splits ``make_split(data, r, 0.10, 200, shift, 2026)`` for shift in
@@ -29,12 +29,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from _variant_loso import add_choice, cell_summary, comparison_table
-from real_data import BINARY
-
 import heroeval as he
 from heroeval.workflows.benchmark import load_folder, make_split
+
+from benchmarks.real_data import BINARY
+from experiments._variant_loso import add_choice, cell_summary, comparison_table
 
 HERE = Path(__file__).resolve().parents[1]
 SHIFTS = ("none", "half", "rate")
@@ -94,7 +93,7 @@ def main() -> None:
     ap.add_argument("--first", type=int, default=0)
     ap.add_argument("--resamples", type=int, default=10)
     ap.add_argument("--only", default="", help="comma-separated data set names")
-    ap.add_argument("--out", default=str(HERE / "docs" / "research" / "robustness"))
+    ap.add_argument("--out", default=str(HERE / "benchmarks" / "results" / "research" / "robustness"))
     ap.add_argument("--append", action="store_true", help="add to the existing per-resample rows")
     ap.add_argument("--summarize-only", action="store_true")
     a = ap.parse_args()

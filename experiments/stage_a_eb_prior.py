@@ -1,9 +1,9 @@
 """Issue #18 item 3: Stage A with an empirical-Bayes prior per labeler (shrinkage towards the pool), then HERO-1.
 
-    .venv/bin/python experiments/stage_a_eb_prior.py --resamples 10                      # resamples 0..9
-    .venv/bin/python experiments/stage_a_eb_prior.py --first 10 --resamples 10 --append  # add 10..19
-    .venv/bin/python experiments/stage_a_eb_prior.py --summarize-only                   # tables from the rows
-    .venv/bin/python experiments/stage_a_eb_prior.py --check                            # k = 0 against calibrate
+    .venv/bin/python -m experiments.stage_a_eb_prior --resamples 10                      # resamples 0..9
+    .venv/bin/python -m experiments.stage_a_eb_prior --first 10 --resamples 10 --append  # add 10..19
+    .venv/bin/python -m experiments.stage_a_eb_prior --summarize-only                   # tables from the rows
+    .venv/bin/python -m experiments.stage_a_eb_prior --check                            # k = 0 against calibrate
 
 The prior. For the sensitivities, ``Beta(k_a m_a, k_a (1 - m_a))`` fitted by
 the beta-binomial method of moments of ``rogan_gladen(shrink="eb")``
@@ -24,7 +24,7 @@ empirical-Bayes posterior mean ``(tp + k m) / (tp + fn + k)`` of ``_eb_shrink``.
 When the method of moments finds no heterogeneity (``k = inf``) k is capped
 at ``K_CAP = 1e6``: every labeler's parameter then sits within about
 ``n_j / 1e6`` of the pool value. The EM is this script's own NumPy code
-(``fit_eb``: per-annotation bincounts, SQUAREM from ``heroeval._core.squarem``,
+(``fit_eb``: per-annotation bincounts, SQUAREM from ``heroeval.core.squarem``,
 heroeval's starting values ``initial_values``, parameters clipped to
 [1e-9, 1 - 1e-9] as heroeval does, stop when one plain step moves no
 probability by more than ``--tol``, default 1e-9). With k = 0 it is heroeval's
@@ -59,7 +59,7 @@ and its mean coverage is not more than 0.01 below hero1's, as in
 ``rg_shrinkage.py``); the per-set table.
 
 Result (resamples 0..19, shifts none, half and rate, 12 sets: 36 cells of 20
-splits; the rows are ``docs/research/robustness/stage_a_eb_prior_resamples.csv.gz``,
+splits; the rows are ``benchmarks/results/research/robustness/stage_a_eb_prior_resamples.csv.gz``,
 run as ``--resamples 10 --shifts none --append``, the same for rate and for
 half, then ``--first 10 --resamples 10 --shifts none,rate,half --append``;
 about 33 minutes in one process on a shared 2-core machine).
@@ -124,17 +124,16 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.special import expit, logit
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from _variant_loso import add_choice, cell_summary, comparison_table
-from real_data import BINARY
-
 import heroeval as he
-from heroeval._core.squarem import squarem
+from heroeval.core.squarem import squarem
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.gold import gold_counts, initial_values
 from heroeval.stage_a.prior import beta_binomial_prior as _eb_prior
 from heroeval.workflows.benchmark import load_folder, make_split
+
+from benchmarks.real_data import BINARY
+from experiments._variant_loso import add_choice, cell_summary, comparison_table
 
 HERE = Path(__file__).resolve().parents[1]
 SHIFTS = ("none", "rate")
@@ -393,7 +392,7 @@ def main() -> None:
     ap.add_argument("--shifts", default=",".join(SHIFTS), help="comma-separated: none, half, rate")
     ap.add_argument("--only", default="", help="comma-separated data set names")
     ap.add_argument("--tol", type=float, default=1e-9, help="the EB fit's stopping tolerance")
-    ap.add_argument("--out", default=str(HERE / "docs" / "research" / "robustness"))
+    ap.add_argument("--out", default=str(HERE / "benchmarks" / "results" / "research" / "robustness"))
     ap.add_argument("--append", action="store_true", help="add to the existing per-resample rows")
     ap.add_argument("--summarize-only", action="store_true")
     ap.add_argument("--check", action="store_true",

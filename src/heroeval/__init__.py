@@ -26,12 +26,38 @@ the only places allowed to load heroeval modules lazily (see pyproject.toml).
 import importlib
 from typing import TYPE_CHECKING
 
-from heroeval._version import __version__
+from heroeval.version import __version__
 
-_EXPORTS: dict[str, str] = {
-    "DriftCheck": "heroeval.checks.drift",
+_PUBLIC: dict[str, str] = {
     "check_drift": "heroeval.checks.drift",
     "reestimate_without": "heroeval.checks.drift",
+    "dawid_skene": "heroeval.estimators.methods",
+    "gold_proportion": "heroeval.estimators.methods",
+    "hero1": "heroeval.estimators.methods",
+    "hero2": "heroeval.estimators.control_variate",
+    "hero_joint": "heroeval.estimators.methods",
+    "majority_vote": "heroeval.estimators.methods",
+    "rogan_gladen": "heroeval.estimators.misclassification",
+    "hero1_anchored": "heroeval.estimators.newlabelers",
+    "bootstrap": "heroeval.inference.comparison",
+    "classifier_metrics": "heroeval.inference.comparison",
+    "compare": "heroeval.inference.comparison",
+    "plan": "heroeval.inference.planning",
+    "AnnotationSet": "heroeval.ingest.annotations",
+    "read_annotations": "heroeval.ingest.read",
+    "read_compact": "heroeval.ingest.read",
+    "CompactHistory": "heroeval.ingest.compact",
+    "Calibration": "heroeval.stage_a.calibration",
+    "load_calibration": "heroeval.stage_a.calibration",
+    "Store": "heroeval.store",
+    "calibrate": "heroeval.workflows.api",
+    "calibrate_dask": "heroeval.workflows.api",
+    "estimate": "heroeval.workflows.api",
+}
+"""The public names (``__all__``) and the modules that define them: imported on first use (PEP 562)."""
+
+_ALSO: dict[str, str] = {
+    "DriftCheck": "heroeval.estimators.records",
     "CalibrationFileError": "heroeval.errors",
     "ConvergenceWarning": "heroeval.errors",
     "CovariateShiftWarning": "heroeval.errors",
@@ -41,143 +67,145 @@ _EXPORTS: dict[str, str] = {
     "SharedCovariatesWarning": "heroeval.errors",
     "TransportabilityWarning": "heroeval.errors",
     "UnknownLabelerError": "heroeval.errors",
-    "dawid_skene": "heroeval.estimators._methods",
-    "gold_proportion": "heroeval.estimators._methods",
-    "hero1": "heroeval.estimators._methods",
-    "hero2": "heroeval.estimators._methods",
-    "hero_joint": "heroeval.estimators._methods",
-    "majority_vote": "heroeval.estimators._methods",
-    "rogan_gladen": "heroeval.estimators._methods",
-    "hero1_anchored": "heroeval.estimators.newlabelers",
     "ConfidenceInterval": "heroeval.estimators.results",
-    "EstimateCollection": "heroeval.estimators.results",
+    "EstimateCollection": "heroeval.estimators.collection",
     "EstimateResult": "heroeval.estimators.results",
     "Influence": "heroeval.estimators.results",
-    "METHODS": "heroeval.estimators.results",
-    "BootstrapResult": "heroeval.inference._inference",
-    "ClassifierMetrics": "heroeval.inference._inference",
-    "Comparison": "heroeval.inference._inference",
-    "ComparisonCollection": "heroeval.inference._inference",
-    "MetricEstimate": "heroeval.inference._inference",
-    "bootstrap": "heroeval.inference._inference",
-    "classifier_metrics": "heroeval.inference._inference",
-    "compare": "heroeval.inference._inference",
+    "METHODS": "heroeval.estimators.table",
+    "BootstrapResult": "heroeval.inference.comparison",
+    "ClassifierMetrics": "heroeval.inference.comparison",
+    "Comparison": "heroeval.inference.comparison",
+    "ComparisonCollection": "heroeval.inference.comparison",
+    "MetricEstimate": "heroeval.inference.comparison",
     "Plan": "heroeval.inference.planning",
-    "plan": "heroeval.inference.planning",
-    "AnnotationSet": "heroeval.ingest.annotations",
     "IngestReport": "heroeval.ingest.annotations",
     "TableReport": "heroeval.ingest.annotations",
-    "read_annotations": "heroeval.ingest.read",
-    "read_compact": "heroeval.ingest.read",
-    "CompactHistory": "heroeval.ingest.compact",
-    "Calibration": "heroeval.stage_a.calibration",
     "ConvergenceInfo": "heroeval.stage_a.calibration",
-    "load_calibration": "heroeval.stage_a.calibration",
-    "Store": "heroeval.store",
-    "calibrate": "heroeval.workflows.api",
-    "calibrate_dask": "heroeval.workflows.api",
-    "estimate": "heroeval.workflows.api",
 }
-"""Each public name and the module that defines it: imported on first use (PEP 562), see ``__getattr__``."""
+"""Names reachable as ``heroeval.<name>`` since 0.1 whose home is their module (results in
+:mod:`heroeval.estimators`, :mod:`heroeval.inference` and :mod:`heroeval.ingest`, errors and warnings in
+:mod:`heroeval.errors`): they still work, lazily, but are not in ``__all__``."""
+
+_EXPORTS = {**_PUBLIC, **_ALSO}
 
 _SUBMODULES = ("checks", "choice", "cli", "errors", "estimators", "examples", "inference", "ingest", "multiclass",
                 "report", "simulate", "stage_a", "store", "workflows")
 """``heroeval.<name>`` works after a bare ``import heroeval`` (as it did when the package imported everything):
 the subpackage or module is imported on first access."""
 
-if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly
-    from heroeval.checks.drift import DriftCheck, check_drift, reestimate_without
+if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly ("X as X": re-exported)
+    from heroeval.checks.drift import check_drift as check_drift
+    from heroeval.checks.drift import reestimate_without as reestimate_without
     from heroeval.errors import (
-        CalibrationFileError,
-        ConvergenceWarning,
-        CovariateShiftWarning,
-        DataError,
-        HeroEvalError,
-        HeroEvalWarning,
-        SharedCovariatesWarning,
-        TransportabilityWarning,
-        UnknownLabelerError,
+        CalibrationFileError as CalibrationFileError,
     )
-    from heroeval.estimators._methods import (
-        dawid_skene,
-        gold_proportion,
-        hero1,
-        hero2,
-        hero_joint,
-        majority_vote,
-        rogan_gladen,
+    from heroeval.errors import (
+        ConvergenceWarning as ConvergenceWarning,
     )
-    from heroeval.estimators.newlabelers import hero1_anchored
-    from heroeval.estimators.results import METHODS, ConfidenceInterval, EstimateCollection, EstimateResult, Influence
-    from heroeval.inference._inference import (
-        BootstrapResult,
-        ClassifierMetrics,
-        Comparison,
-        ComparisonCollection,
-        MetricEstimate,
-        bootstrap,
-        classifier_metrics,
-        compare,
+    from heroeval.errors import (
+        CovariateShiftWarning as CovariateShiftWarning,
     )
-    from heroeval.inference.planning import Plan, plan
-    from heroeval.ingest.annotations import AnnotationSet, IngestReport, TableReport
-    from heroeval.ingest.compact import CompactHistory
-    from heroeval.ingest.read import read_annotations, read_compact
-    from heroeval.stage_a.calibration import Calibration, ConvergenceInfo, load_calibration
-    from heroeval.store import Store
-    from heroeval.workflows.api import calibrate, calibrate_dask, estimate
+    from heroeval.errors import (
+        DataError as DataError,
+    )
+    from heroeval.errors import (
+        HeroEvalError as HeroEvalError,
+    )
+    from heroeval.errors import (
+        HeroEvalWarning as HeroEvalWarning,
+    )
+    from heroeval.errors import (
+        SharedCovariatesWarning as SharedCovariatesWarning,
+    )
+    from heroeval.errors import (
+        TransportabilityWarning as TransportabilityWarning,
+    )
+    from heroeval.errors import (
+        UnknownLabelerError as UnknownLabelerError,
+    )
+    from heroeval.estimators.collection import EstimateCollection as EstimateCollection
+    from heroeval.estimators.control_variate import hero2 as hero2
+    from heroeval.estimators.methods import (
+        dawid_skene as dawid_skene,
+    )
+    from heroeval.estimators.methods import (
+        gold_proportion as gold_proportion,
+    )
+    from heroeval.estimators.methods import (
+        hero1 as hero1,
+    )
+    from heroeval.estimators.methods import (
+        hero_joint as hero_joint,
+    )
+    from heroeval.estimators.methods import (
+        majority_vote as majority_vote,
+    )
+    from heroeval.estimators.misclassification import rogan_gladen as rogan_gladen
+    from heroeval.estimators.newlabelers import hero1_anchored as hero1_anchored
+    from heroeval.estimators.records import DriftCheck as DriftCheck
+    from heroeval.estimators.results import (
+        ConfidenceInterval as ConfidenceInterval,
+    )
+    from heroeval.estimators.results import (
+        EstimateResult as EstimateResult,
+    )
+    from heroeval.estimators.results import (
+        Influence as Influence,
+    )
+    from heroeval.estimators.table import METHODS as METHODS
+    from heroeval.inference.comparison import (
+        BootstrapResult as BootstrapResult,
+    )
+    from heroeval.inference.comparison import (
+        ClassifierMetrics as ClassifierMetrics,
+    )
+    from heroeval.inference.comparison import (
+        Comparison as Comparison,
+    )
+    from heroeval.inference.comparison import (
+        ComparisonCollection as ComparisonCollection,
+    )
+    from heroeval.inference.comparison import (
+        MetricEstimate as MetricEstimate,
+    )
+    from heroeval.inference.comparison import (
+        bootstrap as bootstrap,
+    )
+    from heroeval.inference.comparison import (
+        classifier_metrics as classifier_metrics,
+    )
+    from heroeval.inference.comparison import (
+        compare as compare,
+    )
+    from heroeval.inference.planning import Plan as Plan
+    from heroeval.inference.planning import plan as plan
+    from heroeval.ingest.annotations import (
+        AnnotationSet as AnnotationSet,
+    )
+    from heroeval.ingest.annotations import (
+        IngestReport as IngestReport,
+    )
+    from heroeval.ingest.annotations import (
+        TableReport as TableReport,
+    )
+    from heroeval.ingest.compact import CompactHistory as CompactHistory
+    from heroeval.ingest.read import read_annotations as read_annotations
+    from heroeval.ingest.read import read_compact as read_compact
+    from heroeval.stage_a.calibration import (
+        Calibration as Calibration,
+    )
+    from heroeval.stage_a.calibration import (
+        ConvergenceInfo as ConvergenceInfo,
+    )
+    from heroeval.stage_a.calibration import (
+        load_calibration as load_calibration,
+    )
+    from heroeval.store import Store as Store
+    from heroeval.workflows.api import calibrate as calibrate
+    from heroeval.workflows.api import calibrate_dask as calibrate_dask
+    from heroeval.workflows.api import estimate as estimate
 
-__all__ = [
-    "METHODS",
-    "AnnotationSet",
-    "BootstrapResult",
-    "Calibration",
-    "CalibrationFileError",
-    "ClassifierMetrics",
-    "CompactHistory",
-    "Comparison",
-    "ComparisonCollection",
-    "ConfidenceInterval",
-    "ConvergenceInfo",
-    "ConvergenceWarning",
-    "CovariateShiftWarning",
-    "DataError",
-    "DriftCheck",
-    "EstimateCollection",
-    "EstimateResult",
-    "HeroEvalError",
-    "HeroEvalWarning",
-    "Influence",
-    "IngestReport",
-    "MetricEstimate",
-    "Plan",
-    "SharedCovariatesWarning",
-    "Store",
-    "TableReport",
-    "TransportabilityWarning",
-    "UnknownLabelerError",
-    "__version__",
-    "bootstrap",
-    "calibrate",
-    "calibrate_dask",
-    "check_drift",
-    "classifier_metrics",
-    "compare",
-    "dawid_skene",
-    "estimate",
-    "gold_proportion",
-    "hero1",
-    "hero1_anchored",
-    "hero2",
-    "hero_joint",
-    "load_calibration",
-    "majority_vote",
-    "plan",
-    "read_annotations",
-    "read_compact",
-    "reestimate_without",
-    "rogan_gladen",
-]
+__all__ = ["__version__", *_PUBLIC]
 
 
 if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt ``he.name`` stays an error for mypy

@@ -124,18 +124,18 @@ def test_progress_and_spinner_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch
     import io
     import sys
 
-    from heroeval.cli import commands as cli
+    from heroeval.cli import console as cli
 
-    with cli._progress("x") as tick:  # pytest's captured stderr is not a terminal
+    with cli.progress("x") as tick:  # pytest's captured stderr is not a terminal
         assert tick is None
-    with cli._progress("x", enabled=False) as tick:
+    with cli.progress("x", enabled=False) as tick:
         assert tick is None
     fake = io.StringIO()
     monkeypatch.setattr(fake, "isatty", lambda: True, raising=False)
     monkeypatch.setattr(sys, "stderr", fake)
-    with cli._progress("benchmark") as tick:
+    with cli.progress("benchmark") as tick:
         assert tick is not None
         tick(1, 4)
         tick(4, 4)
-    with cli._busy("Stage A"):
+    with cli.busy("Stage A"):
         pass

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +11,7 @@ import heroeval as he
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a.gold import initial_values
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
-import pairwise_experiment as pw
+from experiments import pairwise_experiment as pw
 
 
 @pytest.mark.parametrize("labels_per_item", [None, 3])

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import heroeval as he
-from heroeval.estimators._methods import _eb_shrink
+from heroeval.estimators.misclassification import _eb_shrink
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a.gold import gold_counts
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
-import stage_a_eb_prior as eb
+from experiments import stage_a_eb_prior as eb
 
 
 @pytest.mark.parametrize(("labels_per_item", "k"), [(None, 0.0), (3, 0.0), (3, 1e-9)])

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from heroeval.cli import app
 from heroeval.multiclass import MultiClassData, calibrate_multiclass, hero1_multiclass, load_multiclass_calibration
-from heroeval.multiclass._simulate import simulate_rounds
+from heroeval.multiclass.simulate import simulate_rounds
 
 runner = CliRunner()
 

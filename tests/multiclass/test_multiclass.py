@@ -20,7 +20,7 @@ from heroeval.multiclass import (
     plot_confusion_matrices,
     read_multiclass,
 )
-from heroeval.multiclass._simulate import simulate_rounds
+from heroeval.multiclass.simulate import simulate_rounds
 
 
 def test_reader_string_classes_order_and_values(tmp_path: Path) -> None:

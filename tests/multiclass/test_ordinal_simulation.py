@@ -9,7 +9,7 @@ import pytest
 
 from heroeval.errors import ConvergenceWarning
 from heroeval.multiclass import calibrate_multiclass, hero1_multiclass
-from heroeval.multiclass._simulate import simulate_rounds
+from heroeval.multiclass.simulate import simulate_rounds
 
 REPS = 200
 

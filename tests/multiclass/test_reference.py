@@ -7,9 +7,9 @@ import pytest
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from heroeval.multiclass import _estimators as E
-from heroeval.multiclass import _model as M
 from heroeval.multiclass import calibrate_multiclass, hero1_multiclass, multiclass_from_arrays, solve_simplex
+from heroeval.multiclass import confusion_model as M
+from heroeval.multiclass import estimators as E
 
 
 def _random_data(seed: int, K: int = 3, J: int = 4, N: int = 180, n: int = 60):

@@ -3,7 +3,7 @@
 Fixed seeds; stated tolerances. With 300 replications the Monte-Carlo SE of a
 95 % coverage is 1.3 points, so the band [0.91, 0.99] is about 3 SE wide each
 side. The full 1,000-replication study is benchmarks/coverage_study.py
-(docs/coverage/coverage.md).
+(benchmarks/results/coverage/coverage.md).
 """
 
 from __future__ import annotations

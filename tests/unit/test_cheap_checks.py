@@ -14,19 +14,14 @@ import pytest
 
 import heroeval as he
 from heroeval.checks import run_checks
-from heroeval.checks.model_checks import (
-    WARM_MIN_LABELS,
-    _fold_start,
-    _folds,
-    _gold_gradient,
-    _HistoryFolds,
-    _weight_start,
-)
+from heroeval.checks.fold_refits import HistoryFolds, _fold_start, _gold_gradient, _weight_start
+from heroeval.checks.model_checks import WARM_MIN_LABELS, _folds
 from heroeval.simulate import paper_dgp
-from heroeval.stage_a import _em
-from heroeval.stage_a.calibration import fit_stage_a, information_of
+from heroeval.stage_a import two_coin
+from heroeval.stage_a.fit import fit_stage_a, information_of
 from heroeval.stage_a.folds import FoldFits
 from heroeval.stage_a.gold import gold_counts, gold_information, initial_values
+from heroeval.stage_a.settings import EMSettings, FitSettings
 
 from .test_em_newton import sparse_crowd
 from .test_kernels import _history
@@ -70,7 +65,7 @@ def test_fold_fits_equal_fits_on_the_training_items() -> None:
     train = hist.take_items(np.setdiff1d(np.arange(hist.n_items), test))
     ff = FoldFits(hist, pseudo_count=0.5)
     for w in (0.0, 0.3, 1.0):
-        ref = fit_stage_a(train, history_weight=w, pseudo_count=0.5, covariance=False)
+        ref = fit_stage_a(train, history_weight=w, em=EMSettings(pseudo_count=0.5), fitting=FitSettings(covariance=False))
         f = ff.fit(w, initial_values(train), drop=test, newton_after=100)
         np.testing.assert_allclose(f.alpha, ref.alpha, atol=1e-9)
         np.testing.assert_allclose(f.beta, ref.beta, atol=1e-9)
@@ -104,17 +99,17 @@ def test_gold_information_is_what_leaving_the_gold_items_out_takes_away(engine: 
 
 
 def test_a_guessed_information_gives_way_to_the_exact_one() -> None:
-    """_em.guessed: the guess for the first GUESS_STEPS Newton iterations, then the exact information; a refit
+    """two_coin.guessed: the guess for the first GUESS_STEPS Newton iterations, then the exact information; a refit
     from its fold's gold start with a poor guess (50 times the identity) then stops where one with the exact
     information at every step does, to the EM tolerance, in a few dozen passes."""
     calls: list[int] = []
     H = np.eye(3)
-    info = _em.guessed(H, lambda a, b, p: calls.append(1) or 2 * H, after=2)  # type: ignore[func-returns-value]
+    info = two_coin.guessed(H, lambda a, b, p: calls.append(1) or 2 * H, after=2)  # type: ignore[func-returns-value]
     z = np.zeros(1)
     assert [float(info(z, z, z)[0, 0]) for _ in range(4)] == [1.0, 1.0, 2.0, 2.0] and len(calls) == 2
     hist = paper_dgp(3, rho=0.3).history
     gi = np.flatnonzero(hist.gold >= 0)
-    hf = _HistoryFolds(FoldFits(hist), gi)
+    hf = HistoryFolds(FoldFits(hist), gi)
     test = _folds(hist.take_items(gi), 5, 0)[0]
     start = initial_values(hist)
     exact = hf.fit(0.3, start, drop=test)  # the information at each point
@@ -131,7 +126,7 @@ def test_a_fold_refit_starts_one_newton_step_from_the_whole_fit() -> None:
     refit's maximum than the whole fit is, and the refit from there stops at the same maximum in fewer passes."""
     hist = paper_dgp(4, rho=0.3).history
     gi = np.flatnonzero(hist.gold >= 0)
-    hf = _HistoryFolds(FoldFits(hist), gi)
+    hf = HistoryFolds(FoldFits(hist), gi)
     cal = he.calibrate(hist, covariance=False)
     here = (cal.alpha, cal.beta, cal.round_prevalence)
     whole = hf.fit(1.0, here)
@@ -141,8 +136,8 @@ def test_a_fold_refit_starts_one_newton_step_from_the_whole_fit() -> None:
     out = hist.take_items(gi[test])
     # the gradient by a pass over the history without the fold (plain sums, the NumPy engine)
     d = FoldFits(hist, engine="numpy").design(1.0, gi[test])
-    s1, cnt, gsum, gsize, _, _ = _em.em_sums(d, *here)
-    by_pass = _em.logit_gradient(s1, cnt, gsum, gsize, 0.0, *here)
+    s1, cnt, gsum, gsize, _, _ = two_coin.em_sums(d, *here)
+    by_pass = two_coin.logit_gradient(s1, cnt, gsum, gsize, 0.0, *here)
     tp, fn, tn, fp = gold_counts(out)
     y1 = np.bincount(out.item_round, weights=(out.gold == 1).astype(float), minlength=out.n_rounds)
     n = np.bincount(out.item_round, minlength=out.n_rounds)
@@ -166,7 +161,7 @@ def test_calibrate_shares_its_design_and_information_with_the_checks_and_drops_t
     the same checks as on a design and information of their own, and the calibration returned keeps neither."""
     pytest.importorskip("numba")
     hist = paper_dgp(5, rho=0.3).history
-    kept = fit_stage_a(hist, engine="numba", keep_design=True)
+    kept = fit_stage_a(hist, fitting=FitSettings(engine="numba"), keep_design=True)
     assert kept.history_design is not None and kept.history_information is not None
     ff = FoldFits(hist, engine="numba", design=kept.history_design)
     assert ff._compact is kept.history_design
@@ -174,7 +169,7 @@ def test_calibrate_shares_its_design_and_information_with_the_checks_and_drops_t
     np.testing.assert_allclose(kept.history_information, H, rtol=1e-10, atol=1e-10 * np.abs(H).max())
     cal = he.calibrate(hist, checks=True, engine="numba")
     assert cal.history_design is None and cal.history_information is None
-    plain = fit_stage_a(hist, engine="numba")
+    plain = fit_stage_a(hist, fitting=FitSettings(engine="numba"))
     assert plain.history_design is None
     _same_checks(cal.checks, run_checks(hist, start=plain, em_settings={"engine": "numba"}), 1e-9)
 
@@ -210,15 +205,15 @@ def test_fold_sums_in_one_pass_equal_each_refits_own_pass() -> None:
         b = np.clip(cal.beta + 0.02 * rng.normal(size=J), 0.05, 0.95)
         if m == 3:
             a[:], b[:] = 1 - 1e-9, 1 - 1e-9  # every ratio 1e9 or 1e-9: items with 12 labels alike leave the range
-        points.append(_em._pack(a, b, cal.round_prevalence))
+        points.append(two_coin._pack(a, b, cal.round_prevalence))
     d = ff.design(1.0)
-    _, _, lr, lo, _ = d._tables(*_em._unpack(points[3], J))
+    _, _, lr, lo, _ = d._tables(*two_coin._unpack(points[3], J))
     eta = np.add.reduceat(lr[d.code], d.ptr[:-1]) + lo[d.group]
     assert np.abs(eta).max() > np.log(1e100)  # so the log path runs
     for w in (1.0, 0.3):
         many = ff._fold_sums(w, drops, points)
         for m in range(5):
-            one = _em.em_sums(ff.design(w, drops[m]), *_em._unpack(points[m], J))
+            one = two_coin.em_sums(ff.design(w, drops[m]), *two_coin._unpack(points[m], J))
             for i in range(4):
                 np.testing.assert_array_equal(many[m][i], one[i])
             assert many[m][4] is one[4] is True
@@ -254,7 +249,7 @@ def test_refits_in_lockstep_equal_one_refit_each() -> None:
 
 
 def test_drive_many_sends_each_generator_its_own_sums_until_it_returns() -> None:
-    """_em.drive_many: generators that finish after different numbers of points; each gets the sums of the point it
+    """two_coin.drive_many: generators that finish after different numbers of points; each gets the sums of the point it
     asked for, and the results come back in the generators' order."""
 
     def asks(k: int):  # type: ignore[no-untyped-def]
@@ -269,7 +264,7 @@ def test_drive_many_sends_each_generator_its_own_sums_until_it_returns() -> None
         calls.append(which)
         return [float(x[0]) + 0.5 for x in xs]
 
-    out = _em.drive_many([asks(3), asks(1), asks(2)], evaluate)  # type: ignore[arg-type]
+    out = two_coin.drive_many([asks(3), asks(1), asks(2)], evaluate)  # type: ignore[arg-type]
     assert out == [[30.5, 31.5, 32.5], [10.5], [20.5, 21.5]]
     assert calls == [[0, 1, 2], [0, 2], [0]]
 
@@ -281,14 +276,14 @@ def test_a_refit_at_a_lower_weight_starts_from_the_gold_items_alone() -> None:
     hist = paper_dgp(10, rho=0.3).history
     gi = np.flatnonzero(hist.gold >= 0)
     ff = FoldFits(hist, engine="numpy")
-    hf = _HistoryFolds(ff, gi)
+    hf = HistoryFolds(ff, gi)
     gold_set = hist.take_items(gi)
     test = _folds(gold_set, 5, 0)[3]
     kept = gold_set.take_items(np.setdiff1d(np.arange(gold_set.n_items), test))
     at1 = hf.fit(1.0, initial_values(hist), drop=test, newton_after=100, tol=1e-12)
     at = (at1.alpha, at1.beta, at1.prev)
-    s1, cnt, gsum, gsize, _, _ = _em.em_sums(ff.design(0.3, gi[test]), *at)
-    by_pass = _em.logit_gradient(s1, cnt, gsum, gsize, 0.0, *at)
+    s1, cnt, gsum, gsize, _, _ = two_coin.em_sums(ff.design(0.3, gi[test]), *at)
+    by_pass = two_coin.logit_gradient(s1, cnt, gsum, gsize, 0.0, *at)
     closed = (1 - 0.3) * _gold_gradient(kept, at)
     np.testing.assert_allclose(by_pass, closed, atol=1e-6 * np.abs(closed).max())
     H1 = hf.information(1.0, at1) - gold_information(gold_set.take_items(test), *at)

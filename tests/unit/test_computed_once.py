@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 import heroeval as he
-import heroeval.estimators._methods as methods
 
 ESTIMATORS = ("majority_vote", "dawid_skene", "gold_proportion", "hero1", "hero2", "rogan_gladen", "hero_joint")
 EXAMPLE = Path(glob.glob(str(Path(he.__file__).parent / "examples" / "*" / "history.csv.gz"))[0]).parent
@@ -29,12 +28,14 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[collections.Counter[Key]]
     """Every call of an estimator, keyed by its name, the data it ran on, the calibration's history weight and
     its other arguments: two calls with one key compute the same estimate."""
     counter: collections.Counter[Key] = collections.Counter()
+    alive: list[object] = []  # the data sets seen, kept alive so that no two of them share an id()
     for name in ESTIMATORS:
-        f = getattr(methods, name)
+        f = getattr(he, name)  # the function, wherever it is defined
 
         def counted(*args: Any, _f: Any = f, _name: str = name, **kw: Any) -> Any:
             cal = args[1] if len(args) > 1 else kw.get("calibration")
             w = None if cal is None else cal.settings.get("history_weight")
+            alive.append(args[0])
             counter[(_name, id(args[0]), w, tuple(sorted((k, repr(v)) for k, v in kw.items())))] += 1
             return _f(*args, **kw)
 

@@ -1,9 +1,9 @@
 """The structured parameter covariance (issue #20 item 5) equals the dense computation.
 
 * The compiled covariance pass sums the information and the scores' Gram per
-  pair of labelers (:func:`heroeval.stage_a._kernels._pair_pass`); it must give
+  pair of labelers (:func:`heroeval.stage_a.kernels._pair_pass`); it must give
   the matrices the NumPy engine forms from per-item score rows
-  (:func:`heroeval.stage_a._influence.scores_and_information`).
+  (:func:`heroeval.stage_a.scoring.scores_and_information`).
 * :class:`heroeval.stage_a.covariance.ParameterCovariance` answers ``a' V b`` by
   conjugate gradients, by a Cholesky factor, or from the matrix; each must equal
   ``V`` formed densely (:func:`heroeval.stage_a.covariance.dense_covariance`,
@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 
 import heroeval as he
-from heroeval._core import jit
-from heroeval.stage_a import _em, _influence, _kernels
+from heroeval.core import jit
 from heroeval.stage_a import covariance as cv
-from heroeval.stage_a.calibration import design_of
+from heroeval.stage_a import kernels, scoring, two_coin
+from heroeval.stage_a.fit import design_of
 
 pytestmark = pytest.mark.skipif(not jit.HAVE_NUMBA, reason="numba is not installed")
 
@@ -66,10 +66,10 @@ def test_pair_sums_equal_the_numpy_information_and_gram(repeated: bool, covariat
     alpha, beta, prev = rng.uniform(0.6, 0.9, J), rng.uniform(0.6, 0.9, J), np.array([0.3, 0.5])
     weight = None if w == 1.0 else np.where(hist.gold >= 0, 1.0, w)
     d = replace(design_of(hist), weight=weight, pseudo_count=1.0)
-    gamma, _ = _em.e_step(d, alpha, beta, prev, need_ll=False)
+    gamma, _ = two_coin.e_step(d, alpha, beta, prev, need_ll=False)
     X = hist.covariates
-    si = _influence.scores_and_information(d, alpha, beta, prev, gamma)
-    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, J, hist.gold, hist.item_round, G,
+    si = scoring.scores_and_information(d, alpha, beta, prev, gamma)
+    cd = kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, J, hist.gold, hist.item_round, G,
                                  weight=weight, pseudo_count=1.0)
     H, S, SX = cd.covariance_sums(alpha, beta, prev, gamma, X, True)
     assert _rel(H, si.info) < 1e-12
@@ -94,7 +94,7 @@ def test_calibration_covariance_equals_the_dense_computation(variance: str, cova
     fit = cal.history_fit
     assert fit is not None
     # the dense computation, on the NumPy engine's information and Gram (per-item score rows)
-    si = _influence.scores_and_information(design_of(hist), fit.alpha, fit.beta, fit.prev, fit.gamma)
+    si = scoring.scores_and_information(design_of(hist), fit.alpha, fit.beta, fit.prev, fit.gamma)
     X = hist.covariates
     Xc = None if X is None else X - X.mean(axis=0)
     SX = None if Xc is None else np.asarray(si.scores.T @ Xc)

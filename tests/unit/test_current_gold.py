@@ -14,7 +14,7 @@ from scipy.stats import t as t_dist
 
 import heroeval as he
 from heroeval.choice.auto import recommend
-from heroeval.estimators._methods import _align, _llr, estimate_methods
+from heroeval.estimators.common import align, log_likelihood_ratios
 from heroeval.estimators.ppi import (
     PRIOR_ITEMS,
     PSEUDO,
@@ -28,6 +28,7 @@ from heroeval.estimators.ppi import (
     ppi,
     rectify,
 )
+from heroeval.estimators.registry import estimate_methods
 from heroeval.inference.select import inclusion_probabilities, select_items
 from heroeval.report import build_report, report_data
 from heroeval.simulate import paper_dgp as sim_paper_dgp
@@ -175,12 +176,12 @@ def test_perfect_predictor_on_history_and_round_keeps_a_positive_variance():
 
 
 def test_history_prior_matches_a_plain_computation(dgp, tmp_path):
-    """The sample variance of y - lam * posterior over the history's gold items, their L by estimators' _llr."""
+    """The sample variance of y - lam * posterior over the history's gold items, their L by estimators' log_likelihood_ratios."""
     d, cal = dgp
-    al = _align(d.history, cal, True)
+    al = align(d.history, cal, True)
     g = np.flatnonzero(al.data.gold >= 0)
     y = al.data.gold[g].astype(float)
-    L = _llr(al.data, al.to_calib, cal.alpha, cal.beta)[g]
+    L = log_likelihood_ratios(al.data, al.to_calib, cal.alpha, cal.beta)[g]
     gs_ = cal.gold_scores
     assert gs_.n_gold == g.size == gs_.y.size
     order = np.lexsort((L, y)), np.lexsort((gs_.llr, gs_.y))

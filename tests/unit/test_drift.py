@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import heroeval as he
-from heroeval._core.multiple import benjamini_hochberg, holm
 from heroeval.checks.drift import check_drift, reestimate_without
+from heroeval.core.multiple import benjamini_hochberg, holm
 from heroeval.errors import SharedCovariatesWarning, TransportabilityWarning
 from heroeval.estimators.shift import covariate_overlap
 from heroeval.simulate import shift_dgp

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 import heroeval as he
-from heroeval._core import jit
 from heroeval.checks.model_checks import _folds
+from heroeval.core import jit
 from heroeval.simulate import paper_dgp
-from heroeval.stage_a import _em, _influence, _kernels
-from heroeval.stage_a.calibration import information_of, weighted_design
+from heroeval.stage_a import kernels, scoring, two_coin
+from heroeval.stage_a.fit import information_of, weighted_design
 from heroeval.stage_a.folds import FoldFits
 from heroeval.stage_a.gold import gold_counts, initial_from_counts, initial_values
 from heroeval.workflows.benchmark import load_folder, make_split
@@ -45,17 +45,17 @@ def sparse_crowd(seed: int, J: int = 150, per_labeler: int = 40, gold_share: flo
     return he.AnnotationSet.from_arrays(item, lab.astype(str), label, gold=(g, y[g].astype(int)))
 
 
-def _vec(f: _em.EMFit) -> np.ndarray:
+def _vec(f: two_coin.EMFit) -> np.ndarray:
     return np.concatenate([f.alpha, f.beta, f.prev])
 
 
-def _fits(d: _em.Design, hist: he.AnnotationSet, newton_after: int) -> tuple[_em.EMFit, _em.EMFit, _em.EMFit]:
+def _fits(d: two_coin.Design, hist: he.AnnotationSet, newton_after: int) -> tuple[two_coin.EMFit, two_coin.EMFit, two_coin.EMFit]:
     """SQUAREM alone at the default tolerance (the fit before the Newton phase existed), with the Newton phase,
     and a reference: SQUAREM alone to 1e-12."""
     a0, b0, p0 = initial_values(hist)
-    old = _em.run_em(d, a0, b0, p0, max_iter=50_000)
-    new = _em.run_em(d, a0, b0, p0, information=information_of(d), newton_after=newton_after)
-    ref = _em.run_em(d, a0, b0, p0, tol=1e-12, max_iter=50_000)
+    old = two_coin.run_em(d, a0, b0, p0, max_iter=50_000)
+    new = two_coin.run_em(d, a0, b0, p0, information=information_of(d), newton_after=newton_after)
+    ref = two_coin.run_em(d, a0, b0, p0, tol=1e-12, max_iter=50_000)
     return old, new, ref
 
 
@@ -65,15 +65,15 @@ def test_gradient_is_the_derivative_of_the_objective() -> None:
         d = weighted_design(hist, w, c)
         rng = np.random.default_rng(1)
         th = rng.normal(0.5, 1.0, 2 * d.n_labelers + d.n_groups)
-        a, b, p = _em._unpack(th, d.n_labelers)
-        s1, cnt, gsum, gsize, _, _ = _em.em_sums(d, a, b, p)
-        g = _em.logit_gradient(s1, cnt, gsum, gsize, c, a, b, p)
+        a, b, p = two_coin._unpack(th, d.n_labelers)
+        s1, cnt, gsum, gsize, _, _ = two_coin.em_sums(d, a, b, p)
+        g = two_coin.logit_gradient(s1, cnt, gsum, gsize, c, a, b, p)
         h = 1e-6
         for k in rng.choice(th.size, 12, replace=False):
             e = np.zeros_like(th)
             e[k] = h
-            up = _em.e_step(d, *_em._unpack(th + e, d.n_labelers))[1]
-            dn = _em.e_step(d, *_em._unpack(th - e, d.n_labelers))[1]
+            up = two_coin.e_step(d, *two_coin._unpack(th + e, d.n_labelers))[1]
+            dn = two_coin.e_step(d, *two_coin._unpack(th - e, d.n_labelers))[1]
             assert g[k] == pytest.approx((up - dn) / (2 * h), rel=1e-5, abs=1e-6)
 
 
@@ -81,9 +81,9 @@ def test_sparse_information_equals_the_covariance_code() -> None:
     hist = sparse_crowd(1, J=40, per_labeler=25)
     d = weighted_design(hist, 0.5, 0.5)
     cal = he.calibrate(hist, history_weight=0.5, pseudo_count=0.5, covariance=False, engine="numpy", compress=False)
-    gamma, _ = _em.e_step(d, cal.alpha, cal.beta, cal.round_prevalence)
-    H = _influence.information(d, cal.alpha, cal.beta, cal.round_prevalence, gamma)
-    si = _influence.scores_and_information(d, cal.alpha, cal.beta, cal.round_prevalence, gamma, gram=False)
+    gamma, _ = two_coin.e_step(d, cal.alpha, cal.beta, cal.round_prevalence)
+    H = scoring.information(d, cal.alpha, cal.beta, cal.round_prevalence, gamma)
+    si = scoring.scores_and_information(d, cal.alpha, cal.beta, cal.round_prevalence, gamma, gram=False)
     np.testing.assert_allclose(H, si.info, rtol=1e-10, atol=1e-8)
 
 
@@ -91,9 +91,9 @@ def test_fits_that_finish_before_the_switch_are_unchanged() -> None:
     hist = paper_dgp(0, rho=0.3).history
     d = weighted_design(hist, 1.0)
     a0, b0, p0 = initial_values(hist)
-    old = _em.run_em(d, a0, b0, p0)
-    assert old.n_iter < _em.NEWTON_AFTER
-    new = _em.run_em(d, a0, b0, p0, information=information_of(d))
+    old = two_coin.run_em(d, a0, b0, p0)
+    assert old.n_iter < two_coin.NEWTON_AFTER
+    new = two_coin.run_em(d, a0, b0, p0, information=information_of(d))
     assert new.newton_steps == 0 and new.n_iter == old.n_iter
     np.testing.assert_array_equal(_vec(new), _vec(old))
 
@@ -119,7 +119,7 @@ def test_accepted_steps_never_lower_the_objective() -> None:
     d = weighted_design(hist, 1.0)
     a0, b0, p0 = initial_values(hist)
     seen: list[tuple[int, float]] = []
-    fit = _em.run_em(d, a0, b0, p0, information=information_of(d), newton_after=6,
+    fit = two_coin.run_em(d, a0, b0, p0, information=information_of(d), newton_after=6,
                      progress=lambda n, ll, ch: seen.append((n, ll)))
     assert fit.newton_steps > 0
     lls = np.array([ll for n, ll in seen if n > 6])
@@ -132,22 +132,22 @@ def test_fixed_labelers_stay_fixed() -> None:
     a0, b0, p0 = initial_values(hist)
     fixed = np.zeros(d.n_labelers, dtype=bool)
     fixed[::3] = True
-    fit = _em.run_em(d, a0, b0, p0, information=information_of(d), newton_after=3, fixed_labelers=fixed)
+    fit = two_coin.run_em(d, a0, b0, p0, information=information_of(d), newton_after=3, fixed_labelers=fixed)
     assert fit.newton_steps > 0 and fit.converged
-    np.testing.assert_allclose(fit.alpha[fixed], np.clip(a0, _em.EPS, 1 - _em.EPS)[fixed], rtol=1e-12)
-    np.testing.assert_allclose(fit.beta[fixed], np.clip(b0, _em.EPS, 1 - _em.EPS)[fixed], rtol=1e-12)
+    np.testing.assert_allclose(fit.alpha[fixed], np.clip(a0, two_coin.EPS, 1 - two_coin.EPS)[fixed], rtol=1e-12)
+    np.testing.assert_allclose(fit.beta[fixed], np.clip(b0, two_coin.EPS, 1 - two_coin.EPS)[fixed], rtol=1e-12)
 
 
 @pytest.mark.skipif(not jit.HAVE_NUMBA, reason="needs numba")
 def test_compiled_engine_newton_equals_numpy_engine() -> None:
     hist = sparse_crowd(5, J=60, per_labeler=30)
     d = weighted_design(hist, 0.5, 0.5)
-    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
+    cd = kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
                                  hist.item_round, hist.n_rounds, weight=np.where(hist.gold >= 0, 1.0, 0.5),
                                  pseudo_count=0.5)
     a0, b0, p0 = initial_values(hist)
-    f_np = _em.run_em(d, a0, b0, p0, information=information_of(d), newton_after=5, tol=1e-11)
-    f_nb = _em.run_em(cd, a0, b0, p0, information=information_of(cd), newton_after=5, tol=1e-11)
+    f_np = two_coin.run_em(d, a0, b0, p0, information=information_of(d), newton_after=5, tol=1e-11)
+    f_nb = two_coin.run_em(cd, a0, b0, p0, information=information_of(cd), newton_after=5, tol=1e-11)
     assert f_np.newton_steps > 0 and f_nb.newton_steps > 0
     np.testing.assert_allclose(_vec(f_nb), _vec(f_np), atol=1e-8)
 
@@ -156,12 +156,12 @@ def test_compiled_engine_newton_equals_numpy_engine() -> None:
 @pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data")
 @pytest.mark.parametrize("name", ["trec2011_crowd", "product_er", "sentiment_polarity", "adultcontent2"])
 def test_real_sets_before_and_after(name: str) -> None:
-    """The sets whose fits took more than 100 map evaluations before (docs/scale.md)."""
+    """The sets whose fits took more than 100 map evaluations before (benchmarks/results/scale/LOG.md, "Does the EM finish?")."""
     data = load_folder(SHARED / name, binary_suffix="_binary" if name == "adultcontent2" else "", text_components=0)
     hist = make_split(data, 0, 0.10, 200, "none", 2026).history
     d = weighted_design(hist, 1.0)
-    dc = _em.compress(d)
-    old, new, ref = _fits(d if dc is None else dc, hist, newton_after=_em.NEWTON_AFTER)
+    dc = two_coin.compress(d)
+    old, new, ref = _fits(d if dc is None else dc, hist, newton_after=two_coin.NEWTON_AFTER)
     assert new.converged and new.n_iter <= 500
     err_old = np.max(np.abs(_vec(old) - _vec(ref)))
     err_new = np.max(np.abs(_vec(new) - _vec(ref)))
@@ -171,7 +171,7 @@ def test_real_sets_before_and_after(name: str) -> None:
     assert new.loglik >= ref.loglik - 1e-9 * abs(ref.loglik)
 
 
-def _cold_fold_refit(name: str, shift: str, r: int, fold: int, w: float) -> tuple[_em.EMFit, FoldFits, np.ndarray]:
+def _cold_fold_refit(name: str, shift: str, r: int, fold: int, w: float) -> tuple[two_coin.EMFit, FoldFits, np.ndarray]:
     """One model-check refit as the "cold" path runs it: the benchmark protocol's split, the fold's gold start."""
     data = load_folder(SHARED / name, text_components=0)
     h = make_split(data, r, 0.10, 200, shift, 0).history
@@ -185,7 +185,7 @@ def _cold_fold_refit(name: str, shift: str, r: int, fold: int, w: float) -> tupl
     ng = np.bincount(gold_set.item_round[keep], minlength=G)
     sg = np.bincount(gold_set.item_round[keep], weights=gold_set.gold[keep].astype(float), minlength=G)
     ff = FoldFits(h)
-    f = ff.fit(w, initial_from_counts(tp, fn, tn, fp, ng, sg), drop=gi[test], newton_after=_em.NEWTON_AFTER,
+    f = ff.fit(w, initial_from_counts(tp, fn, tn, fp, ng, sg), drop=gi[test], newton_after=two_coin.NEWTON_AFTER,
                max_iter=2000)
     return f, ff, gi[test]
 
@@ -199,11 +199,11 @@ def test_a_parameter_the_likelihood_is_flat_in_does_not_stop_the_fit() -> None:
     f, ff, drop = _cold_fold_refit("sentiment_polarity", "none", 1, 2, 0.1)
     assert f.converged and f.n_iter < 300
     d = ff.design(0.1, drop)
-    s1, cnt, gsum, gsize, weighted, _ = _em.em_sums(d, f.alpha, f.beta, f.prev)
+    s1, cnt, gsum, gsize, weighted, _ = two_coin.em_sums(d, f.alpha, f.beta, f.prev)
     pos = s1[0::2] + s1[1::2]
-    assert (pos < _em.UNIDENTIFIED_COUNT).sum() == 1  # the one labeler
-    a2, b2, _ = _em.m_from_sums(s1, cnt, gsum, gsize, 0.0, weighted)
-    ok = pos >= _em.UNIDENTIFIED_COUNT
+    assert (pos < two_coin.UNIDENTIFIED_COUNT).sum() == 1  # the one labeler
+    a2, b2, _ = two_coin.m_from_sums(s1, cnt, gsum, gsize, 0.0, weighted)
+    ok = pos >= two_coin.UNIDENTIFIED_COUNT
     assert np.abs(a2 - f.alpha)[ok].max() < 1e-7 and np.abs(b2 - f.beta).max() < 1e-7
     assert np.abs(a2 - f.alpha)[~ok].max() > 1e-5  # the flat one still moves: why it is left out
 

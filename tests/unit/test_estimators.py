@@ -10,7 +10,7 @@ import pytest
 
 import heroeval as he
 from heroeval.errors import DataError, HeroEvalError, UnknownLabelerError
-from heroeval.estimators._score import psi, solve_score
+from heroeval.estimators.score_equation import psi, solve_score
 from tests.conftest import Sim, simulate
 
 
@@ -128,15 +128,15 @@ def test_hero2_gamma_is_the_score_regression(calibration: he.Calibration, sim: S
     r1 = he.hero1(sim.current, calibration)
     r2 = he.hero2(sim.current, calibration)
     X = np.asarray(sim.current.covariates)[:, 0]
-    from heroeval.estimators._methods import _align, _llr
+    from heroeval.estimators.common import align, log_likelihood_ratios
 
-    al = _align(sim.current, calibration, False)
-    ps = psi(r1.estimate, _llr(al.data, al.to_calib, calibration.alpha, calibration.beta))
+    al = align(sim.current, calibration, False)
+    ps = psi(r1.estimate, log_likelihood_ratios(al.data, al.to_calib, calibration.alpha, calibration.beta))
     slope = np.polyfit(X, ps, 1)[0]
     assert r2.details["gamma"]["x"] == pytest.approx(slope, rel=1e-9)
     off = slope * (X.mean() - float(np.asarray(calibration.covariate_mean)[0]))
     assert r2.details["offset"] == pytest.approx(off, rel=1e-9)
-    assert np.mean(psi(r2.estimate, _llr(al.data, al.to_calib, calibration.alpha, calibration.beta))) == pytest.approx(off, abs=1e-10)
+    assert np.mean(psi(r2.estimate, log_likelihood_ratios(al.data, al.to_calib, calibration.alpha, calibration.beta))) == pytest.approx(off, abs=1e-10)
     # a strong covariate: the score R^2 is substantial
     assert r2.details["score_r2"] > 0.1
 

@@ -13,7 +13,7 @@ import pytest
 
 import heroeval as he
 from heroeval.errors import MultipleRoundsWarning
-from heroeval.estimators import results as results_module
+from heroeval.estimators import table as results_module  # METHOD_TITLES lives with the table model
 from heroeval.simulate import shift_dgp
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,20 +12,20 @@ import pytest
 
 import heroeval as he
 from heroeval.errors import DataError, HeroEvalError
-from heroeval.estimators._methods import _align, _codes, _llr
-from heroeval.estimators._score import psi, solve_score
-from heroeval.inference import _inference
+from heroeval.estimators.common import align, label_codes, log_likelihood_ratios
+from heroeval.estimators.score_equation import psi, solve_score
+from heroeval.inference import comparison
 from heroeval.simulate import paper_dgp
-from heroeval.stage_a import _em, _influence
-from heroeval.stage_a.calibration import design_of
+from heroeval.stage_a import scoring, two_coin
+from heroeval.stage_a.fit import design_of
 from tests.conftest import Sim, simulate
 
 # ------------------------------------------------------------------ derivatives
 
 
-def _theta_ll(d: _em.Design, theta: np.ndarray, J: int) -> float:
+def _theta_ll(d: two_coin.Design, theta: np.ndarray, J: int) -> float:
     a, b, p = theta[:J], theta[J : 2 * J], theta[2 * J :]
-    return _em.e_step(d, a, b, p)[1]
+    return two_coin.e_step(d, a, b, p)[1]
 
 
 def test_scores_sum_to_the_loglik_gradient(sim: Sim) -> None:
@@ -35,8 +35,8 @@ def test_scores_sum_to_the_loglik_gradient(sim: Sim) -> None:
     J = h.n_labelers
     rng = np.random.default_rng(3)
     theta = np.concatenate([rng.uniform(0.6, 0.9, J), rng.uniform(0.6, 0.9, J), [0.35]])
-    gamma, _ = _em.e_step(d, theta[:J], theta[J : 2 * J], theta[2 * J :])
-    si = _influence.scores_and_information(d, theta[:J], theta[J : 2 * J], theta[2 * J :], gamma)
+    gamma, _ = two_coin.e_step(d, theta[:J], theta[J : 2 * J], theta[2 * J :])
+    si = scoring.scores_and_information(d, theta[:J], theta[J : 2 * J], theta[2 * J :], gamma)
     grad = np.asarray(si.scores.sum(axis=0)).ravel()
     eps = 1e-6
     num = np.array([
@@ -52,7 +52,7 @@ def test_observed_information_is_minus_the_hessian(sim: Sim) -> None:
     fit = cal.history_fit
     assert fit is not None
     J = sim.history.n_labelers
-    si = _influence.scores_and_information(d, fit.alpha, fit.beta, fit.prev, fit.gamma)
+    si = scoring.scores_and_information(d, fit.alpha, fit.beta, fit.prev, fit.gamma)
     theta = np.concatenate([fit.alpha, fit.beta, fit.prev])
     eps = 1e-4
     P = theta.size
@@ -71,11 +71,11 @@ def test_observed_information_is_minus_the_hessian(sim: Sim) -> None:
 
 
 def test_score_gradient_matches_finite_differences(calibration: he.Calibration, sim: Sim) -> None:
-    al = _align(sim.current, calibration, False)
+    al = align(sim.current, calibration, False)
     a, b = np.asarray(calibration.alpha), np.asarray(calibration.beta)
     mu = 0.37
-    L = _llr(al.data, al.to_calib, a, b)
-    G = _influence.score_gradient(al.data.item_ptr, _codes(al.data, al.to_calib), calibration.n_labelers, a, b, mu, L)
+    L = log_likelihood_ratios(al.data, al.to_calib, a, b)
+    G = scoring.score_gradient(al.data.item_ptr, label_codes(al.data, al.to_calib), calibration.n_labelers, a, b, mu, L)
     eps = 1e-6
     J = calibration.n_labelers
     num = []
@@ -83,8 +83,8 @@ def test_score_gradient_matches_finite_differences(calibration: he.Calibration, 
         da = np.zeros(J)
         db = np.zeros(J)
         (da if k < J else db)[k % J] = eps
-        up = psi(mu, _llr(al.data, al.to_calib, a + da, b + db)).mean()
-        dn = psi(mu, _llr(al.data, al.to_calib, a - da, b - db)).mean()
+        up = psi(mu, log_likelihood_ratios(al.data, al.to_calib, a + da, b + db)).mean()
+        dn = psi(mu, log_likelihood_ratios(al.data, al.to_calib, a - da, b - db)).mean()
         num.append((up - dn) / (2 * eps))
     np.testing.assert_allclose(G, num, rtol=1e-6, atol=1e-8)
 
@@ -345,12 +345,12 @@ def test_bootstrap_refits_at_the_calibrations_history_weight(monkeypatch: pytest
     d = paper_dgp(3, rho=0.3)
     cal = he.calibrate(d.history, history_weight=0.1)
     seen: list[float] = []
-    real = _inference.fit_stage_a
+    real = comparison.fit_stage_a
 
     def spy(*args: Any, **kwargs: Any) -> he.Calibration:
         seen.append(kwargs["history_weight"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_inference, "fit_stage_a", spy)
+    monkeypatch.setattr(comparison, "fit_stage_a", spy)
     he.bootstrap(d.current, cal, method=["hero1"], n_resamples=3, rng=0)
     assert seen == [0.1, 0.1, 0.1]

@@ -24,8 +24,8 @@ import pandas as pd
 import pytest
 
 import heroeval as he
-from heroeval._core import jit
-from heroeval.ingest import annotations as ann_mod
+from heroeval.core import jit
+from heroeval.ingest import coding as ann_mod
 
 # ---------------------------------------------------------------------------
 # helpers

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from heroeval._core.jsonfile import INLINE_MIN, dumps_json
+from heroeval.core.jsonfile import INLINE_MIN, dumps_json
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a.calibration import load_calibration
 from heroeval.workflows.api import calibrate

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 import heroeval as he
-from heroeval._core import jit
+from heroeval.core import jit
 from heroeval.errors import HeroEvalError
 from heroeval.ingest._csr import CsrBuilder
 from heroeval.report.terminal import _engine_text
 from heroeval.simulate import paper_dgp
-from heroeval.stage_a import _em, _kernels
-from heroeval.stage_a import calibration as calmod
-from heroeval.stage_a.calibration import weighted_design
+from heroeval.stage_a import fit as calmod
+from heroeval.stage_a import kernels, two_coin
+from heroeval.stage_a.fit import weighted_design
 from heroeval.stage_a.gold import initial_values
 
 pytestmark = pytest.mark.skipif(not jit.HAVE_NUMBA, reason="numba is not installed")
@@ -122,7 +122,7 @@ def _plain_em_map(hist: he.AnnotationSet, alpha: np.ndarray, beta: np.ndarray, p
 def test_one_compiled_em_step_equals_a_plain_loop() -> None:
     hist = _history(5).take_items(np.arange(0, 4000, 7))  # both rounds
     a0, b0, p0 = initial_values(hist)
-    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
+    cd = kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
                                  hist.item_round, hist.n_rounds)
     a1, b1, p1, ll = cd.em_map(a0, b0, p0, True)
     ea, eb, ep, ell = _plain_em_map(hist, a0, b0, p0)
@@ -138,7 +138,7 @@ def test_one_compiled_em_step_equals_a_plain_loop() -> None:
 def test_tiny_hand_case() -> None:
     """Two items, labelers a (0.8, 0.9) and b (0.7, 0.6), prevalence 0.5; closed-form posteriors."""
     hist = he.AnnotationSet.from_arrays([1, 1, 2, 2], ["a", "b", "a", "b"], [1, 0, 0, 0])
-    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, 2, hist.gold, hist.item_round, 1)
+    cd = kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, 2, hist.gold, hist.item_round, 1)
     alpha, beta, prev = np.array([0.8, 0.7]), np.array([0.9, 0.6]), np.array([0.5])
     gamma, ll = cd.posterior(alpha, beta, prev)
     p1 = 0.5 * 0.8 * 0.3
@@ -175,7 +175,7 @@ def test_sums_are_the_same_on_one_thread_and_many() -> None:
     """Chunking only changes the order of additions."""
     hist = _history(2)
     a0, b0, p0 = initial_values(hist)
-    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
+    cd = kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
                                  hist.item_round, hist.n_rounds)
     one = cd.rechunked(1)
     for x, y in zip(cd.em_map(a0, b0, p0, True), one.em_map(a0, b0, p0, True), strict=True):
@@ -187,7 +187,7 @@ def test_paper_dgp_large_enough_for_auto() -> None:
     a = he.calibrate(d.history, engine="numpy", compress=False, tol=1e-12)
     b = he.calibrate(d.history, engine="numba", tol=1e-12)
     _close(a, b, 1e-10)
-    assert _em.EPS < 1e-8
+    assert two_coin.EPS < 1e-8
 
 
 def test_csr_builder_equals_a_stable_sort() -> None:
@@ -246,18 +246,18 @@ def test_items_whose_odds_leave_the_product_range_use_logs(weighted: bool) -> No
     prev = np.array([0.4])
     w = np.where(hist.gold >= 0, 1.0, 0.6) if weighted else None
     dn = weighted_design(hist, 0.6 if weighted else 1.0)
-    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, J, hist.gold, hist.item_round, 1,
+    cd = kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, J, hist.gold, hist.item_round, 1,
                                  weight=w)
     assert cd.order is not None  # the items were re-ordered by size: a stable sort by size (counting sort)
     np.testing.assert_array_equal(cd.order, np.argsort(np.diff(hist.item_ptr), kind="stable"))
     np.testing.assert_array_equal(np.diff(cd.ptr), np.diff(hist.item_ptr)[cd.order])  # offsets in that order
-    for x, e in zip(cd.em_map(alpha, beta, prev, True), _em.em_map(dn, alpha, beta, prev, True), strict=True):
+    for x, e in zip(cd.em_map(alpha, beta, prev, True), two_coin.em_map(dn, alpha, beta, prev, True), strict=True):
         np.testing.assert_allclose(x, e, rtol=1e-10, atol=1e-12)
     g1, ll1 = cd.posterior(alpha, beta, prev)
-    g2, ll2 = _em.posterior(dn, alpha, beta, prev)
+    g2, ll2 = two_coin.posterior(dn, alpha, beta, prev)
     np.testing.assert_allclose(g1, g2, rtol=0, atol=1e-12)
     assert ll1 == pytest.approx(ll2, rel=1e-12)
-    unsorted = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, J, hist.gold, hist.item_round, 1,
+    unsorted = kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, J, hist.gold, hist.item_round, 1,
                                        weight=w, sort_items=False)
     assert unsorted.order is None
     np.testing.assert_allclose(unsorted.posterior(alpha, beta, prev)[0], g1, rtol=0, atol=1e-14)
@@ -267,11 +267,11 @@ def test_chunks_hold_about_equal_costs() -> None:
     """A chunk costs its annotations plus a fixed cost per item; each boundary is within one item of its target."""
     ptr = np.r_[0, np.cumsum(np.r_[np.full(1000, 3), np.full(100, 30)])].astype(np.int64)
     for n in (1, 2, 3, 4, 7):
-        b = _kernels.chunk_bounds(ptr, n)
+        b = kernels.chunk_bounds(ptr, n)
         assert b[0] == 0 and b[-1] == 1100 and np.all(np.diff(b) >= 0) and b.size == n + 1
-        cost = np.diff(ptr[b] + _kernels._ITEM_COST * b)
-        assert cost.max() - cost.min() <= 2 * (30 + _kernels._ITEM_COST)  # each end within one item
-    assert np.array_equal(_kernels.chunk_bounds(np.zeros(1, np.int64), 3), [0, 0, 0, 0])
+        cost = np.diff(ptr[b] + kernels._ITEM_COST * b)
+        assert cost.max() - cost.min() <= 2 * (30 + kernels._ITEM_COST)  # each end within one item
+    assert np.array_equal(kernels.chunk_bounds(np.zeros(1, np.int64), 3), [0, 0, 0, 0])
 
 
 def test_an_item_with_more_than_65535_labels_is_sorted_by_its_true_size() -> None:
@@ -283,9 +283,9 @@ def test_an_item_with_more_than_65535_labels_is_sorted_by_its_true_size() -> Non
     y = rng.integers(0, 2, ptr[-1]).astype(np.int8)
     gold = np.array([-1, -1, 1, -1, -1], np.int8)
     grp = np.zeros(5, np.int32)
-    cd = _kernels.compact_design(ptr, lab, y, 10, gold, grp, 1)
+    cd = kernels.compact_design(ptr, lab, y, 10, gold, grp, 1)
     assert cd.order is not None and list(cd.order) == [3, 0, 2, 4, 1]
-    plain = _kernels.compact_design(ptr, lab, y, 10, gold, grp, 1, sort_items=False)
+    plain = kernels.compact_design(ptr, lab, y, 10, gold, grp, 1, sort_items=False)
     a, b, p = np.full(10, 0.7), np.full(10, 0.8), np.array([0.4])
     for x, e in zip(cd.em_map(a, b, p, True), plain.em_map(a, b, p, True), strict=True):
         np.testing.assert_allclose(x, e, rtol=1e-12)
@@ -299,7 +299,7 @@ def test_the_thread_pool_works_in_a_forked_child() -> None:
 
     hist = _history(4)
     a0, b0, p0 = initial_values(hist)
-    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
+    cd = kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, hist.n_labelers, hist.gold,
                                  hist.item_round, hist.n_rounds).rechunked(2)
     want = cd.em_map(a0, b0, p0, False)[0]  # starts the pool in this process
     with mp.get_context("fork").Pool(1) as pool:
@@ -307,7 +307,7 @@ def test_the_thread_pool_works_in_a_forked_child() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-13)
 
 
-def _em_alpha(cd: _kernels.CompactDesign, a: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
+def _em_alpha(cd: kernels.CompactDesign, a: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
     return cd.em_map(a, b, p, False)[0]
 
 
@@ -348,7 +348,7 @@ def test_weighted_log_likelihood_equals_a_plain_sum(kind: str) -> None:
         w[np.flatnonzero(isg)[::3]] = 0.0
     else:
         w = rng.choice([0.2, 0.4, 0.6, 0.8, 1.0, 1.5, 2.0], size=hist.n_items)
-    cd = _kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, J, hist.gold, hist.item_round, G, weight=w)
+    cd = kernels.compact_design(hist.item_ptr, hist.labeler, hist.label, J, hist.gold, hist.item_round, G, weight=w)
     alpha, beta = rng.uniform(0.6, 0.9, J), rng.uniform(0.6, 0.9, J)
     prev = rng.uniform(0.2, 0.7, G)
     s1, _, gsum, _, weighted, ll = cd.em_sums(alpha, beta, prev)

@@ -1,12 +1,12 @@
-"""heroeval._core.memory.filled: np.full, with large arrays first written by every core."""
+"""heroeval.core.memory.filled: np.full, with large arrays first written by every core."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from heroeval._core import memory
-from heroeval._core.memory import filled
+from heroeval.core import memory
+from heroeval.core.memory import filled
 
 
 @pytest.mark.parametrize("n", [0, 1, 1000])

@@ -39,8 +39,9 @@ from heroeval.errors import HeroEvalError
 from heroeval.inference.bias_aware import BiasAwareTest, PredictiveTest, bias_aware_cv
 from heroeval.report.html import build_report
 from heroeval.report.terminal import checks_tables
-from heroeval.stage_a.calibration import fit_stage_a
 from heroeval.stage_a.checks_record import ModelChecks
+from heroeval.stage_a.fit import fit_stage_a
+from heroeval.stage_a.settings import EMSettings
 
 from .test_rate_shift import _auto_loso
 
@@ -187,7 +188,7 @@ def test_round_errors_match_plain_refits(refit: str, n_rounds: int) -> None:
                                            mock.label)
         truth = float(mock.gold.mean())
         for meth, w in [("hero1", w) for w in grid] + [("gold_proportion", None), ("rogan_gladen", None)]:
-            cal = fit_stage_a(train, history_weight=1.0 if w is None else w, tol=1e-10)
+            cal = fit_stage_a(train, history_weight=1.0 if w is None else w, em=EMSettings(tol=1e-10))
             r = he.estimate(cur, cal, method=meth, drift_check=False)
             row = next(x for x in chk.rounds if x["round"] == name and x["method"] == meth
                        and (x["history_weight"] == w))

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +14,8 @@ from typer.testing import CliRunner
 
 import heroeval as he
 from heroeval.cli import app
-from heroeval.estimators._inversion import ScoreTest, invert, pattern_table
-from heroeval.estimators._score import psi
+from heroeval.estimators.inversion import ScoreTest, invert, pattern_table
+from heroeval.estimators.score_equation import psi
 from heroeval.workflows.demo import example_paths
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,12 +200,9 @@ def test_alternative_on_an_interior_estimate() -> None:
 
 
 def _study() -> object:
-    spec = importlib.util.spec_from_file_location("rare_rates", ROOT / "benchmarks" / "rare_rates.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["rare_rates"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    from benchmarks import rare_rates  # the repository root is on pytest's path (pyproject: pythonpath)
+
+    return rare_rates
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ import heroeval as he
 from heroeval.checks.model_checks import class_weights, rate_matched_mock, run_checks
 from heroeval.choice.auto import AutoRule, bias_bound, choose, rate_shift_z, recommend
 from heroeval.cli.commands import app
-from heroeval.estimators._score import psi
+from heroeval.estimators.score_equation import psi
 from heroeval.inference.bias_aware import BiasAwareTest, bias_aware_cv
 from heroeval.report.html import build_report
 from heroeval.report.terminal import estimates_table
@@ -291,18 +291,9 @@ def test_cli_json_carries_the_recommendation_status(tmp_path) -> None:
 
 
 def _auto_loso() -> object:
-    import importlib.util
-    import sys
-    from pathlib import Path
+    from benchmarks import auto_loso  # the repository root is on pytest's path (pyproject: pythonpath)
 
-    root = Path(__file__).resolve().parents[2] / "benchmarks"
-    sys.path.insert(0, str(root))
-    spec = importlib.util.spec_from_file_location("auto_loso", root / "auto_loso.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["auto_loso"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return auto_loso
 
 
 @pytest.mark.parametrize("seed", [1, 5])

@@ -16,15 +16,8 @@ import pytest
 from scipy.stats import norm
 
 import heroeval as he
-from heroeval.report.html import (
-    build_comparison_report,
-    build_report,
-    collect_warnings,
-    comparison_report_data,
-    render_html,
-    report_data,
-    write_report,
-)
+from heroeval.report.html import build_comparison_report, build_report, render_html, write_report
+from heroeval.report.page_data import collect_warnings, comparison_report_data, report_data
 from tests.conftest import Sim
 from tests.hostile import CLOSER, HOSTILE, Hostile, hostile
 
@@ -177,7 +170,10 @@ def test_recommended_estimate_shown_first_when_offered(sim: Sim, calibration: he
     assert d["primary"] == "recommended"
     assert d["rounds"]["current"]["order"][0] == "recommended"
     chosen = res.recommended.result
-    assert d["rounds"]["current"]["estimates"]["recommended"]["label"] == f"Recommended ({chosen.title})"
+    shown = d["rounds"]["current"]["estimates"]["recommended"]
+    row = res.table().row("recommended")  # the one table model: label, status and interval as every view shows
+    assert shown["label"] == row.title and row.title.startswith(f"recommended ({chosen.title}")
+    assert (shown["status"], shown["ci_low"], shown["ci_high"]) == (row.status, row.ci_low, row.ci_high)
     assert d["rounds"]["current"]["estimates"]["recommended"]["estimate"] == chosen.estimate
     assert d["rounds"]["current"]["recommendation"]["reason"] == res.recommended.reason
     page = render_html(d)
@@ -189,7 +185,7 @@ def test_labeler_intervals_from_the_parameter_covariance(calibration: he.Calibra
     J = calibration.n_labelers
     V = calibration.parameter_covariance
     assert V is not None
-    from heroeval.report.html import _labelers
+    from heroeval.report.page_data import _labelers
 
     rows = _labelers(calibration, 0.95)
     z = norm.ppf(0.975)
@@ -295,7 +291,7 @@ def test_nan_shown_as_dash_and_bad_settings(sim: Sim, calibration: he.Calibratio
 
 
 def test_error_correlation_by_hand() -> None:
-    from heroeval.report.html import error_correlation
+    from heroeval.checks.dependence import error_correlation
 
     # 12 gold-1 items; a and b wrong on the same items 0-3, c wrong on 4-6, d on 0 and 7
     items = [f"i{k:02d}" for k in range(12)]
@@ -313,7 +309,7 @@ def test_error_correlation_by_hand() -> None:
 
 
 def test_error_correlation_near_zero_when_independent_and_flags_copies(sim: Sim) -> None:
-    from heroeval.report.html import error_correlation
+    from heroeval.checks.dependence import error_correlation
 
     # the conftest simulation draws labels independently given the truth
     indep = error_correlation(sim.history)

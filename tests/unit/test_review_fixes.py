@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import heroeval as he
 from heroeval.cli import app
 from heroeval.errors import HeroEvalError
-from heroeval.stage_a import _em
+from heroeval.stage_a import two_coin
 from heroeval.stage_a.covariance import ParameterCovariance
 from tests.conftest import Sim, simulate
 
@@ -29,7 +29,7 @@ def test_history_that_does_not_match_the_calibration_is_refused(calibration: he.
 
 def test_design_checks_labeler_codes() -> None:
     with pytest.raises(ValueError, match="labeler codes out of range"):
-        _em.make_design(np.array([0, 1]), np.array([3]), np.array([1]), 2, np.array([-1], dtype=np.int8),
+        two_coin.make_design(np.array([0, 1]), np.array([3]), np.array([1]), 2, np.array([-1], dtype=np.int8),
                         np.array([0]), 1)
 
 

@@ -262,7 +262,7 @@ def test_rogan_gladen_pooled_single_labeler_is_the_closed_form() -> None:
     assert r.estimate == pytest.approx((p + b - 1) / (a + b - 1), abs=1e-12)
     assert r.variance_current == pytest.approx(p * (1 - p) / 20 / (a + b - 1) ** 2, rel=1e-12)
     # shrinkage of a lone labeler: no between-labeler variance to estimate, so the pool itself
-    assert he.estimators._methods._eb_shrink(np.array([3.0]), np.array([3.0]))[0] == pytest.approx(1.0, abs=1e-5)
+    assert he.estimators.misclassification._eb_shrink(np.array([3.0]), np.array([3.0]))[0] == pytest.approx(1.0, abs=1e-5)
 
 
 def test_rogan_gladen_pooled_is_unbiased_under_dependence() -> None:

@@ -16,11 +16,11 @@ import pytest
 
 import heroeval as he
 from heroeval.checks import run_checks
-from heroeval.checks.model_checks import _fold_gradient, prior_change
+from heroeval.checks.fold_refits import _fold_gradient, prior_change
 from heroeval.errors import HeroEvalError
 from heroeval.simulate import paper_dgp
-from heroeval.stage_a import _em
-from heroeval.stage_a.calibration import design_of, settings_prior
+from heroeval.stage_a import two_coin
+from heroeval.stage_a.fit import design_of, settings_prior
 from heroeval.stage_a.folds import FoldFits
 from heroeval.stage_a.gold import gold_counts
 from heroeval.stage_a.prior import beta_binomial_prior, counts4, eb_counts, log_prior
@@ -151,27 +151,27 @@ def test_symmetric_counts_are_the_pseudo_count_and_the_gradient_is_the_objective
     hist = _small(4)
     as_float = he.calibrate(hist, pseudo_count=0.7, tol=1e-11)
     d = design_of(hist)
-    from_array = _em.run_em(
-        _em.replace(d, pseudo_count=np.full(4, 0.7)), *(np.asarray(x) for x in
+    from_array = two_coin.run_em(
+        two_coin.replace(d, pseudo_count=np.full(4, 0.7)), *(np.asarray(x) for x in
                                                         (as_float.alpha * 0 + 0.7, as_float.beta * 0 + 0.7,
                                                          as_float.round_prevalence)), tol=1e-11)
     np.testing.assert_allclose(from_array.alpha, as_float.alpha, atol=1e-8)
     np.testing.assert_allclose(from_array.beta, as_float.beta, atol=1e-8)
     # the logit gradient with asymmetric counts against a central difference of the objective
     c = np.array([2.0, 0.5, 1.5, 3.0])
-    dc = _em.replace(d, pseudo_count=c)
+    dc = two_coin.replace(d, pseudo_count=c)
     rng = np.random.default_rng(0)
     a, b, p = rng.uniform(0.6, 0.9, hist.n_labelers), rng.uniform(0.6, 0.9, hist.n_labelers), np.array([0.4])
-    s1, cnt, gsum, gsize, _, _ = _em.em_sums(dc, a, b, p)
-    g = _em.logit_gradient(s1, cnt, gsum, gsize, c, a, b, p)
-    x = _em._pack(a, b, p)
+    s1, cnt, gsum, gsize, _, _ = two_coin.em_sums(dc, a, b, p)
+    g = two_coin.logit_gradient(s1, cnt, gsum, gsize, c, a, b, p)
+    x = two_coin._pack(a, b, p)
     h = 1e-6
     for k in (0, hist.n_labelers + 2, 2 * hist.n_labelers):
         up, dn = x.copy(), x.copy()
         up[k] += h
         dn[k] -= h
-        f_up = _em.e_step(dc, *_em._unpack(up, hist.n_labelers))[1]
-        f_dn = _em.e_step(dc, *_em._unpack(dn, hist.n_labelers))[1]
+        f_up = two_coin.e_step(dc, *two_coin._unpack(up, hist.n_labelers))[1]
+        f_dn = two_coin.e_step(dc, *two_coin._unpack(dn, hist.n_labelers))[1]
         assert g[k] == pytest.approx((f_up - f_dn) / (2 * h), rel=1e-5, abs=1e-6)
     assert log_prior(c, a, b) == pytest.approx(
         float(2.0 * np.log(a).sum() + 0.5 * np.log1p(-a).sum() + 1.5 * np.log(b).sum() + 3.0 * np.log1p(-b).sum()))
@@ -236,8 +236,8 @@ def test_a_fold_starts_from_the_gradient_of_its_own_objective() -> None:
     drop = gold_items[::4]
     here = (np.asarray(cal.alpha), np.asarray(cal.beta), np.asarray(cal.round_prevalence))
     d = ff.design(1.0, drop)
-    s1, cnt, gsum, gsize, _, _ = _em.em_sums(d, *here)
-    direct = _em.logit_gradient(s1, cnt, gsum, gsize, ff.prior_of(drop), *here)
+    s1, cnt, gsum, gsize, _, _ = two_coin.em_sums(d, *here)
+    direct = two_coin.logit_gradient(s1, cnt, gsum, gsize, ff.prior_of(drop), *here)
     got = _fold_gradient(hist.take_items(drop), here, prior_change(ff.prior_of(None), ff.prior_of(drop)))
     np.testing.assert_allclose(got, direct, atol=1e-6)
     assert np.abs(direct).max() > 0.1  # not trivially zero
@@ -258,7 +258,7 @@ def test_each_fold_refit_fits_the_prior_on_its_kept_gold() -> None:
 @pytest.mark.parametrize("engine", ["numpy", "numba"])
 def test_warm_checks_with_the_prior_equal_the_checks_from_scratch(engine: str) -> None:
     """The warm path (fold starts with the prior's change, lockstep, chained weights) against refitting every
-    fold and weight from scratch with ``fit_stage_a(shrink="eb")`` on the fold's items."""
+    fold and weight from scratch with ``fit_stage_a(em=EMSettings(shrink="eb"))`` on the fold's items."""
     if engine == "numba":
         pytest.importorskip("numba")
         hist = _history(11)
@@ -308,7 +308,7 @@ def test_hero_joint_influence_of_a_gold_item_carries_the_pool() -> None:
     lbl = np.concatenate([hist.label, cur.label])
     gold = np.concatenate([hist.gold, np.full(cur.n_items, -1, dtype=np.int8)])
     grp = np.concatenate([hist.item_round, np.full(cur.n_items, G, dtype=np.int32)])
-    base = _em.make_design(ptr, lab, lbl, cal.n_labelers, gold, grp, G + 1)
+    base = two_coin.make_design(ptr, lab, lbl, cal.n_labelers, gold, grp, G + 1)
     tp, fn, tn, fp = (x.astype(float) for x in gold_counts(hist))
 
     def prevalence(r: int, eps: float) -> float:
@@ -320,8 +320,8 @@ def test_hero_joint_influence_of_a_gold_item_carries_the_pool() -> None:
         m_b = (tn.sum() + eps * t0.sum()) / (tn.sum() + fp.sum() + eps * (t0.sum() + f1.sum()))
         ka, kb = pr["k_sensitivity"], pr["k_specificity"]
         counts = np.array([ka * m_a, ka * (1 - m_a), kb * m_b, kb * (1 - m_b)])
-        dd = _em.replace(base, weight=w, pseudo_count=counts)
-        f = _em.run_em(dd, np.asarray(cal.alpha), np.asarray(cal.beta),
+        dd = two_coin.replace(base, weight=w, pseudo_count=counts)
+        f = two_coin.run_em(dd, np.asarray(cal.alpha), np.asarray(cal.beta),
                        np.r_[cal.round_prevalence, res.estimate], tol=1e-14, max_iter=100_000)
         return float(f.prev[G])
 

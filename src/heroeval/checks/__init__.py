@@ -8,8 +8,9 @@ labelers still behave as the calibration says.
 """
 
 from heroeval.checks.dependence import dependence_test, error_correlation
-from heroeval.checks.drift import DriftCheck, check_drift, reestimate_without
+from heroeval.checks.drift import check_drift, reestimate_without
 from heroeval.checks.model_checks import CANDIDATES, MOCK_METHODS, WEIGHT_GRID, rate_matched_mock, run_checks
+from heroeval.estimators.records import DriftCheck
 from heroeval.stage_a.checks_record import DependenceTest, ModelChecks
 
 __all__ = [

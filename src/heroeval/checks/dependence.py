@@ -26,8 +26,8 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.stats import norm
 
-from heroeval._core.multiple import benjamini_hochberg
-from heroeval.estimators.results import _jsonable
+from heroeval.core.multiple import benjamini_hochberg
+from heroeval.estimators.results import jsonable
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.checks_record import DependenceTest
 
@@ -181,5 +181,5 @@ def error_correlation(history: AnnotationSet, *, n_shuffles: int = 50, max_items
                             "shuffled_mean": float(null.mean()) if null.size else math.nan,
                             "shuffled_q95": q95, "ok": bool(not math.isfinite(obs) or not math.isfinite(q95)
                                                             or obs <= q95)}
-    res: dict[str, Any] = _jsonable(out)
+    res: dict[str, Any] = jsonable(out)
     return res

@@ -63,8 +63,8 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -72,8 +72,9 @@ import scipy.sparse as sp
 from scipy.stats import betabinom, binom, chi2, norm
 
 from heroeval.errors import DataError, HeroEvalError, TransportabilityWarning, UnknownLabelerError
-from heroeval.estimators._methods import hero1
+from heroeval.estimators.methods import hero1
 from heroeval.estimators.newlabelers import hero1_anchored
+from heroeval.estimators.records import DriftCheck
 from heroeval.estimators.results import EstimateResult
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
@@ -90,134 +91,6 @@ _BOUND = 1e-6
 
 NORMAL_MIN_COUNT = 10.0
 """The z test is used when both expected counts ``m pi`` and ``m (1 - pi)`` reach this; else the exact test."""
-
-
-@dataclass(frozen=True)
-class DriftCheck:
-    """Result of :func:`check_drift`: one test per labeler and an overall test.
-
-    Attributes
-    ----------
-    labeler_ids : tuple of str
-        Calibrated labelers of the current round, in the order of the arrays.
-    n_annotations : ndarray of int
-        Current-round labels of each.
-    observed, expected : ndarray
-        Observed positive rate ``p_j`` and the rate the calibration implies at
-        the HERO-1 estimate, ``mu alpha_j + (1 - mu)(1 - beta_j)`` (with a
-        boundary-fitted parameter replaced by its Jeffreys posterior mean).
-    standard_error, z, p_value, p_adjusted : ndarray
-        Standard error of ``observed - expected`` under no drift (current
-        sampling, the estimate's own uncertainty and the calibration's), its z
-        statistic, two-sided p-value (exact where ``test`` is ``"exact"``),
-        and the p-value adjusted for the labelers that can reach significance
-        (Tarone's family size ``family_size``).
-    flagged : tuple of str
-        Labelers whose adjusted p-value is below ``significance``.
-    overall_stat, overall_df, overall_p : float, int, float
-        Chi-squared statistic and degrees of freedom over the z-tested
-        labelers, and the overall test's p-value (the chi-squared test and
-        Tarone's smallest-p test combined by Bonferroni; module docstring).
-    mu : float
-        The HERO-1 estimate the expectations use.
-    adjust : str
-        ``"holm"`` or ``"bh"``.
-    significance : float
-    excluded : tuple of str
-        Current labelers the calibration does not know (not tested).
-    notes : tuple of str
-    covariance : ndarray
-        Covariance of the residuals under no drift.
-    test : tuple of str
-        Per labeler: ``"z"``, ``"exact"`` or ``""`` (cannot be tested).
-    min_attainable_p : ndarray
-        Smallest two-sided p-value each labeler's test can give (0 for z tests).
-    family_size : int
-        Tarone's number of labelers counted by the adjustment (at ``significance``).
-    chi2_p, min_p_test : float
-        The two parts of the overall test: the chi-squared p-value and
-        Tarone–Bonferroni's ``K p_min`` (family size at ``significance / 2``).
-    boundary : tuple of str
-        Labelers with a boundary-fitted sensitivity or specificity (guarded).
-    """
-
-    labeler_ids: tuple[str, ...]
-    n_annotations: npt.NDArray[np.int64]
-    observed: FloatArray
-    expected: FloatArray
-    standard_error: FloatArray
-    z: FloatArray
-    p_value: FloatArray
-    p_adjusted: FloatArray
-    flagged: tuple[str, ...]
-    overall_stat: float
-    overall_df: int
-    overall_p: float
-    mu: float
-    adjust: str
-    significance: float
-    excluded: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-    covariance: FloatArray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
-    test: tuple[str, ...] = ()
-    min_attainable_p: FloatArray = field(default_factory=lambda: np.zeros(0), repr=False)
-    family_size: int = 0
-    chi2_p: float = math.nan
-    min_p_test: float = math.nan
-    boundary: tuple[str, ...] = ()
-
-    @property
-    def drift_detected(self) -> bool:
-        """Whether some labeler is flagged or the overall test rejects at ``significance``."""
-        return bool(self.flagged) or (math.isfinite(self.overall_p) and self.overall_p < self.significance)
-
-    def to_dict(self) -> dict[str, Any]:
-        def f(x: float) -> float | None:
-            return float(x) if math.isfinite(x) else None
-
-        return {
-            "mu": f(self.mu),
-            "adjust": self.adjust,
-            "significance": self.significance,
-            "overall": {"stat": f(self.overall_stat), "df": self.overall_df, "p_value": f(self.overall_p),
-                        "chi2_p": f(self.chi2_p), "min_p_test": f(self.min_p_test),
-                        "family_size": self.family_size},
-            "flagged": list(self.flagged),
-            "excluded": list(self.excluded),
-            "boundary": list(self.boundary),
-            "labelers": [
-                {
-                    "id": lab,
-                    "n_annotations": int(self.n_annotations[k]),
-                    "observed": f(self.observed[k]),
-                    "expected": f(self.expected[k]),
-                    "standard_error": f(self.standard_error[k]),
-                    "z": f(self.z[k]),
-                    "test": self.test[k] if k < len(self.test) else "",
-                    "p_value": f(self.p_value[k]),
-                    "p_adjusted": f(self.p_adjusted[k]),
-                    "flagged": lab in self.flagged,
-                }
-                for k, lab in enumerate(self.labeler_ids)
-            ],
-            "notes": list(self.notes),
-        }
-
-    def summary(self) -> str:
-        """A plain-text table, one row per labeler, and the overall test."""
-        rows = [("labeler", "labels", "observed", "expected", "z", "test", "p", f"p ({self.adjust})", "")]
-        for k, lab in enumerate(self.labeler_ids):
-            rows.append((lab, str(int(self.n_annotations[k])), f"{self.observed[k]:.4f}", f"{self.expected[k]:.4f}",
-                         f"{self.z[k]:.2f}", self.test[k] if k < len(self.test) else "", f"{self.p_value[k]:.3g}",
-                         f"{self.p_adjusted[k]:.3g}", "DRIFT" if lab in self.flagged else ""))
-        w = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-        lines = ["  ".join(c.rjust(wi) if i else c.ljust(wi) for i, (c, wi) in enumerate(zip(r, w, strict=True)))
-                 for r in rows]
-        lines.append(f"overall: p = {self.overall_p:.3g} (chi2 = {self.overall_stat:.3f} on {self.overall_df} df "
-                     f"over the z-tested labelers, p = {self.chi2_p:.3g}; smallest per-labeler p times Tarone's "
-                     f"family size = {self.min_p_test:.3g}; Bonferroni of the two)")
-        lines.extend(self.notes)
-        return "\n".join(lines)
 
 
 def _per_labeler_sums(data: AnnotationSet) -> tuple[sp.csr_matrix, sp.csr_matrix]:

@@ -36,47 +36,21 @@ from heroeval.checks.model_checks import (
     transport_excess,
 )
 from heroeval.errors import ConvergenceWarning, HeroEvalError
-from heroeval.estimators._inversion import _Test
-from heroeval.estimators._methods import estimate_methods, rogan_gladen
+from heroeval.estimators.inversion import InversionTest
+from heroeval.estimators.misclassification import rogan_gladen
 from heroeval.estimators.ppi import gold_estimates, gold_sample
+from heroeval.estimators.records import Recommendation
+from heroeval.estimators.registry import estimate_methods
 from heroeval.estimators.results import EstimateResult
 from heroeval.inference.bias_aware import BiasAwareTest, PredictiveTest, bias_aware_cv
 from heroeval.ingest.annotations import AnnotationSet
-from heroeval.stage_a.calibration import Calibration, fit_stage_a
-from heroeval.stage_a.checks_record import ModelChecks, _fin
-from heroeval.stage_a.settings import em_settings_of
+from heroeval.stage_a.calibration import Calibration
+from heroeval.stage_a.checks_record import ModelChecks
+from heroeval.stage_a.fit import fit_stage_a
+from heroeval.stage_a.settings import EMSettings, em_settings_of
 
 __all__ = ["DEFAULT_RULE", "AutoRule", "Recommendation", "bias_bound", "choose", "past_round_transport",
            "rate_shift_z", "recommend", "recommend_with_gold", "transport_test"]
-
-@dataclass(frozen=True)
-class Recommendation:
-    """What ``method="auto"`` chose, the result, and why.
-
-    ``table`` lists every candidate with its estimate, standard error on the
-    current round, mock-round bias (and its standard error) and the
-    predicted root mean squared error that decided.
-    """
-
-    method: str
-    history_weight: float | None
-    result: EstimateResult
-    reason: str
-    table: list[dict[str, Any]]
-    status: str = "ok"
-
-    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
-        ci = self.result.confidence_interval(confidence_level)
-        return {
-            "method": self.method, "history_weight": self.history_weight,
-            "estimate": _fin(self.result.estimate), "standard_error": _fin(self.result.standard_error or math.nan),
-            "ci_low": _fin(ci.low), "ci_high": _fin(ci.high), "confidence_level": confidence_level,
-            "reason": self.reason, "status": self.status,
-            "candidates": [{k: (_fin(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.table],
-            "ci_method": ci.method, "ci_alternative": ci.alternative, "ci_text": ci.describe(),
-            "upper_bound": _fin(self.result.bound(confidence_level, "upper")),
-        }
-
 
 def _candidate(current: AnnotationSet, calibration: Calibration, method: str, weight: float | None,
                exclude_new_labelers: bool, rows: list[dict[str, Any]]) -> EstimateResult | None:
@@ -181,7 +155,7 @@ def recommend(
             if w is not None and w not in cals:
                 assert hist is not None
                 s = cal.settings
-                cals[w] = fit_stage_a(hist, history_weight=w, **em_settings_of(s))
+                cals[w] = fit_stage_a(hist, history_weight=w, em=EMSettings.from_dict(s))
             c_use = cals[own_w if w is None else w]
             if computed is not None and m in computed and w in (None, own_w):
                 r: EstimateResult | None = computed[m]  # the caller's estimate: the same fit, not run again
@@ -638,7 +612,7 @@ def _with_bias_bound(r: EstimateResult, bound: float) -> EstimateResult:
 
 
 def _hull(r: EstimateResult, results: Mapping[tuple[str, float | None], EstimateResult],
-          rows: Sequence[Mapping[str, Any]], rule: AutoRule, also: _Test | None = None) -> EstimateResult:
+          rows: Sequence[Mapping[str, Any]], rule: AutoRule, also: InversionTest | None = None) -> EstimateResult:
     """The chosen estimate with an interval spanning every scored candidate's bias-aware interval (and
     ``also``'s, the past rounds' prediction interval when it was applied)."""
     parts = hull_parts(rows, rule)
@@ -656,21 +630,21 @@ def hull_parts(rows: Sequence[Mapping[str, Any]], rule: AutoRule = DEFAULT_RULE)
 
 
 def hull_interval(rows: Sequence[Mapping[str, Any]], rule: AutoRule = DEFAULT_RULE,
-                  confidence_level: float = 0.95, also: _Test | None = None) -> tuple[float, float]:
+                  confidence_level: float = 0.95, also: InversionTest | None = None) -> tuple[float, float]:
     """The interval an unreliable round reports: the span of :func:`hull_parts`' bias-aware intervals (and of
     ``also``'s)."""
     return _HullTest(math.nan, hull_parts(rows, rule), also=also).interval(confidence_level)
 
 
 @dataclass
-class _HullTest(_Test):
+class _HullTest(InversionTest):
     """The union of several bias-aware intervals (an unreliable round): the widest honest statement."""
 
     center: float
     parts: list[tuple[float, float, float]]
     label: str = "hull of bias-aware intervals"
     preferred: bool = True
-    also: _Test | None = None
+    also: InversionTest | None = None
 
     def stat(self, mu0: float) -> float:  # pragma: no cover - the interval is closed-form
         return 0.0
@@ -704,7 +678,7 @@ def _unscored_recommendation(
 
 
 @dataclass
-class _SpanTest(_Test):
+class _SpanTest(InversionTest):
     """The union of the candidates' own intervals (too little gold to check any of them)."""
 
     center: float

@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from heroeval.errors import HeroEvalError
-from heroeval.multiclass._calibration import MultiClassCalibration, calibrate_multiclass, load_multiclass_calibration
-from heroeval.multiclass._data import MultiClassData, read_multiclass
-from heroeval.multiclass._estimators import MC_METHODS, MultiClassEstimate, compare_multiclass, estimate_multiclass
+from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass, load_multiclass_calibration
+from heroeval.multiclass.data import MultiClassData, read_multiclass
+from heroeval.multiclass.estimators import MC_METHODS, MultiClassEstimate, compare_multiclass, estimate_multiclass
 from heroeval.report.html import write_report
 from heroeval.report.multiclass import build_multiclass_report
 

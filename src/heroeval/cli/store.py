@@ -252,7 +252,8 @@ def estimate_cmd(
     """Estimate a round against the store's history (the cached calibration, or a refit when the history changed)."""
     from rich.markup import escape
 
-    from heroeval.estimators.results import EstimateCollection, EstimateResult
+    from heroeval.estimators.collection import EstimateCollection
+    from heroeval.estimators.results import EstimateResult
     from heroeval.report import terminal as _render
     from heroeval.store import Store
 

@@ -6,19 +6,15 @@ nothing of the checks or the choice among them; ``method="auto"`` is
 composed above them by :func:`heroeval.estimate`.
 """
 
-from heroeval.estimators._methods import (
-    dawid_skene,
-    estimate_methods,
-    gold_proportion,
-    hero1,
-    hero2,
-    hero_joint,
-    majority_vote,
-    rogan_gladen,
-)
+from heroeval.estimators.collection import EstimateCollection
+from heroeval.estimators.control_variate import hero2
+from heroeval.estimators.methods import dawid_skene, gold_proportion, hero1, hero_joint, majority_vote
+from heroeval.estimators.misclassification import rogan_gladen
 from heroeval.estimators.newlabelers import hero1_anchored
-from heroeval.estimators.results import METHODS, ConfidenceInterval, EstimateCollection, EstimateResult, Influence
+from heroeval.estimators.registry import estimate_methods
+from heroeval.estimators.results import ConfidenceInterval, EstimateResult, Influence
 from heroeval.estimators.shift import covariate_overlap, shift_columns
+from heroeval.estimators.table import METHODS
 
 __all__ = [
     "METHODS",

@@ -13,7 +13,7 @@ Inference. Write ``eta = (mu, alpha_U, beta_U)`` and ``theta`` for the
 calibrated labelers' parameters. ``eta_hat`` solves ``sum_i S_i(eta; theta_hat)
 = 0`` with ``S_i`` item i's observed-data score (Fisher's identity). With
 ``H`` the total observed information of the current round (Louis' formula,
-:func:`heroeval.stage_a._influence.scores_and_information`),
+:func:`heroeval.stage_a.scoring.scores_and_information`),
 
     eta_hat - eta ~= H_ee^-1 [ sum_i S_i,e  -  H_et (theta_hat - theta) ],
 
@@ -36,10 +36,10 @@ import numpy.typing as npt
 from scipy.special import expit, logit
 
 from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError
-from heroeval.estimators._score import solve_score
 from heroeval.estimators.results import EstimateResult, Influence
+from heroeval.estimators.score_equation import solve_score
 from heroeval.ingest.annotations import AnnotationSet
-from heroeval.stage_a import _em, _influence
+from heroeval.stage_a import scoring, two_coin
 from heroeval.stage_a.calibration import Calibration, ConvergenceInfo
 
 __all__ = ["hero1_anchored"]
@@ -121,7 +121,7 @@ def hero1_anchored(
             f"ones ({new_ids[:5]}); anchored estimation needs at least one calibrated labeler"
         )
     # current-round design over the current round's own labeler codes
-    d = _em.make_design(
+    d = two_coin.make_design(
         current.item_ptr, current.labeler, current.label, Jc,
         np.full(current.n_items, -1, dtype=np.int8), np.zeros(current.n_items, dtype=np.int32), 1,
         repeated=current.repeated_pairs,
@@ -131,7 +131,7 @@ def hero1_anchored(
     a0[known] = cal.alpha[to_cal[known]]
     b0[known] = cal.beta[to_cal[known]]
     # start: HERO-1 on the anchored labelers' labels, then one M-step for the new ones
-    la1, la0 = _em.code_logprobs(a0, b0)
+    la1, la0 = two_coin.code_logprobs(a0, b0)
     diff = np.where(np.repeat(known, 2), la1 - la0, 0.0)
     L_known = np.asarray(d.A @ diff, dtype=np.float64)
     mu1, st1 = solve_score(L_known)
@@ -139,13 +139,13 @@ def hero1_anchored(
         mu1 = 0.5
     mu1 = float(np.clip(mu1, 0.02, 0.98))
     gamma0 = expit(logit(mu1) + L_known)
-    a_m, b_m, _ = _em.m_step(d, gamma0)
+    a_m, b_m, _ = two_coin.m_step(d, gamma0)
     a0[~known] = np.clip(a_m[~known], 0.05, 0.95)
     b0[~known] = np.clip(b_m[~known], 0.05, 0.95)
     # a new labeler that starts below chance would be mirrored; start it at a safe value
     flip = ~known & (a0 + b0 < 1.05)
     a0[flip], b0[flip] = 0.7, 0.7
-    fit = _em.run_em(d, a0, b0, np.array([mu1]), tol=tol, max_iter=max_iter, fixed_labelers=known)
+    fit = two_coin.run_em(d, a0, b0, np.array([mu1]), tol=tol, max_iter=max_iter, fixed_labelers=known)
     conv = ConvergenceInfo.from_fit(fit, tol, max_iter, "parameters", True)
     if not fit.converged:
         warnings.warn(
@@ -154,9 +154,9 @@ def hero1_anchored(
         )
     mu = float(fit.prev[0])
     infl, se_new = _anchored_influence(d, fit, known, to_cal, cal)
-    if mu < _influence.BOUND_TOL:
+    if mu < scoring.BOUND_TOL:
         status = "boundary_0"
-    elif mu > 1 - _influence.BOUND_TOL:
+    elif mu > 1 - scoring.BOUND_TOL:
         status = "boundary_1"
     else:
         status = "interior"
@@ -198,8 +198,8 @@ def hero1_anchored(
 
 
 def _anchored_influence(
-    d: _em.Design,
-    fit: _em.EMFit,
+    d: two_coin.Design,
+    fit: two_coin.EMFit,
     known: npt.NDArray[np.bool_],
     to_cal: npt.NDArray[np.int64],
     cal: Calibration,
@@ -210,7 +210,7 @@ def _anchored_influence(
     """
     Jc = known.size
     n = d.n_items
-    si = _influence.scores_and_information(d, fit.alpha, fit.beta, fit.prev, fit.gamma, gram=False)
+    si = scoring.scores_and_information(d, fit.alpha, fit.beta, fit.prev, fit.gamma, gram=False)
     new = np.flatnonzero(~known)
     kn = np.flatnonzero(known)
     eta = np.concatenate([[2 * Jc], new, Jc + new])  # mu first

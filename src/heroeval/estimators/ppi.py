@@ -80,14 +80,9 @@ from scipy.stats import chi2, norm
 from scipy.stats import t as t_dist
 
 from heroeval.errors import DataError, HeroEvalError
-from heroeval.estimators._inversion import _Test, check_alternative
-from heroeval.estimators._methods import (
-    _align,
-    _check_calibration,
-    _check_current,
-    _llr,
-    hero1,
-)
+from heroeval.estimators.common import align, check_calibration, check_current, log_likelihood_ratios
+from heroeval.estimators.inversion import InversionTest, check_alternative
+from heroeval.estimators.methods import hero1
 from heroeval.estimators.results import EstimateResult, Influence
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
@@ -386,7 +381,7 @@ def wilson(p: float, n: float, level: float, alternative: str = "two-sided") -> 
     return lo, hi
 
 
-class DesignInterval(_Test):
+class DesignInterval(InversionTest):
     """The interval of an estimate from current gold: t with k - 1 df (k - 1 + m with a history prior worth m
     items), widened by the small-sample rule.
 
@@ -516,7 +511,7 @@ def ppi(
     >>> round(ppi(cur, cal, lam=0.0).estimate, 6)   # lam = 0: the gold items' mean
     0.5
     """
-    data = _check_current(current)
+    data = check_current(current)
     if predictor not in PREDICTORS:
         raise HeroEvalError(f"predictor must be one of {list(PREDICTORS)}, got {predictor!r}")
     if lam is not None and not (isinstance(lam, (int, float)) and math.isfinite(lam)):
@@ -531,12 +526,12 @@ def ppi(
         return _result("mv_ppi", rect.estimate, data, gs, rect, infl, "t", details, notes)
     if calibration is None:
         raise HeroEvalError(f"predictor {predictor!r} needs a calibration")
-    cal = _check_calibration(calibration)
-    al = _align(data, cal, exclude_new_labelers)
+    cal = check_calibration(calibration)
+    al = align(data, cal, exclude_new_labelers)
     d = al.data
     gs = _need_gold(d)
     notes = al.notes
-    L = _llr(d, al.to_calib, cal.alpha, cal.beta)
+    L = log_likelihood_ratios(d, al.to_calib, cal.alpha, cal.beta)
     J = cal.n_labelers
     c_mu = np.zeros(cal.n_parameters)
     if predictor == "hero1":
@@ -592,7 +587,7 @@ def gold_only(current: AnnotationSet) -> EstimateResult:
     size under a design): the finite-population correction for the rate of
     the round's n items.
     """
-    data = _check_current(current)
+    data = check_current(current)
     gs = _need_gold(data)
     rect = rectify(np.zeros(data.n_items), gs, 0.0)
     return _result("gold_only", rect.estimate, data, gs, rect, Influence(rect.phi), "wilson", {"predictor": None}, ())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -16,19 +15,12 @@ from scipy.special import expit, logit
 from scipy.stats import norm
 
 from heroeval.errors import HeroEvalError
-from heroeval.estimators._inversion import _Test, check_alternative
-from heroeval.ingest.annotations import IngestReport
+from heroeval.estimators.inversion import InversionTest, check_alternative
+from heroeval.estimators.table import METHOD_TITLES, EstimateRow, EstimatesTable
 from heroeval.stage_a.calibration import ConvergenceInfo
 from heroeval.stage_a.covariance import ParameterCovariance, quad
 
-__all__ = [
-    "METHODS",
-    "METHOD_TITLES",
-    "ConfidenceInterval",
-    "EstimateCollection",
-    "EstimateResult",
-    "Influence",
-]
+__all__ = ["ConfidenceInterval", "EstimateResult", "Influence"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -41,7 +33,7 @@ SCORE_COUNT = 20.0
 """``method="auto"`` uses the score-test inversion when ``n * min(mu_hat, 1 - mu_hat)`` is below this."""
 
 
-def _check_level(confidence_level: float) -> float:
+def check_level(confidence_level: float) -> float:
     if not (isinstance(confidence_level, (int, float)) and 0 < confidence_level < 1):
         raise HeroEvalError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
     return float(confidence_level)
@@ -92,7 +84,7 @@ def rate_interval(
     ``alternative="less"`` gives ``[0, upper]``, ``"greater"`` ``[lower, 1]``,
     each with the one-sided quantile.
     """
-    level = _check_level(confidence_level)
+    level = check_level(confidence_level)
     check_alternative(alternative)
     if method not in ("wald", "logit"):
         raise HeroEvalError(f"interval method must be 'wald' or 'logit', got {method!r}")
@@ -173,33 +165,15 @@ class Influence:
     def variance(self) -> float:
         return self.variance_current() + self.variance_history()
 
-METHODS = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1", "hero2", "hero_joint")
-METHOD_TITLES = {
-    "majority_vote": "Majority vote",
-    "dawid_skene": "Dawid-Skene (current only)",
-    "gold_proportion": "Gold-proportion calibration",
-    "rogan_gladen": "Rogan-Gladen (per labeler, pooled)",
-    "hero1": "HERO-1",
-    "hero2": "HERO-2",
-    "hero_joint": "HERO joint",
-    "hero1_ppi": "HERO-1 + current gold (PPI++)",
-    "prior_ppi": "history posterior + current gold (PPI++)",
-    "mv_ppi": "Majority vote + current gold (PPI++)",
-    "gold_only": "Current gold only",
-}
 
 
-def _html_escape(x: Any) -> str:
-    return str(x).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
     if isinstance(x, Mapping):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if hasattr(x, "tolist"):
-        return _jsonable(x.tolist())
+        return jsonable(x.tolist())
     if isinstance(x, float) and not math.isfinite(x):
         return None
     return x
@@ -247,7 +221,7 @@ class EstimateResult:
     details: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     influence: Influence | None = field(default=None, repr=False, compare=False)
-    test: _Test | None = field(default=None, repr=False, compare=False)
+    test: InversionTest | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
@@ -312,7 +286,7 @@ class EstimateResult:
         ``[low, 1]``. For majority vote the interval is for the
         majority-label rate, not the gold rate.
         """
-        level = _check_level(confidence_level)
+        level = check_level(confidence_level)
         check_alternative(alternative)
         m = self.interval_method(method)
         if m == "score":
@@ -343,30 +317,50 @@ class EstimateResult:
         return {
             "method": self.method,
             "estimate": self.estimate,
-            "standard_error": _jsonable(self.standard_error),
-            "ci_low": _jsonable(ci.low),
-            "ci_high": _jsonable(ci.high),
+            "standard_error": jsonable(self.standard_error),
+            "ci_low": jsonable(ci.low),
+            "ci_high": jsonable(ci.high),
             "confidence_level": confidence_level,
             "ci_method": ci.method,
-            "variance_current": _jsonable(self.variance_current),
-            "variance_history": _jsonable(self.variance_history),
+            "variance_current": jsonable(self.variance_current),
+            "variance_history": jsonable(self.variance_history),
             "status": self.status,
             "n_items": self.n_items,
             "n_annotations": self.n_annotations,
             "n_labelers": self.n_labelers,
             "convergence": None if self.convergence is None else self.convergence.to_dict(),
-            "details": _jsonable(dict(self.details)),
+            "details": jsonable(dict(self.details)),
             "notes": list(self.notes),
             "ci_alternative": ci.alternative,
-            "upper_bound": _jsonable(up.high),
-            "lower_bound": _jsonable(lo.low),
+            "upper_bound": jsonable(up.high),
+            "lower_bound": jsonable(lo.low),
             "bound_method": up.method,
             "ci_text": ci.describe(),
         }
 
+    def row(self, confidence_level: float = 0.95, ci_method: str = DEFAULT_CI_METHOD,
+            alternative: str = "two-sided", *, key: str | None = None, title: str | None = None,
+            status: str | None = None, notes: tuple[str, ...] | None = None,
+            history_weight: float | None = None) -> EstimateRow:
+        """This estimate as a row of the table model (:class:`~heroeval.estimators.table.EstimateRow`)."""
+        ci = self.confidence_interval(confidence_level, ci_method, alternative)
+        return EstimateRow(
+            key=key or self.method, method=self.method, title=title or self.title, estimate=self.estimate,
+            standard_error=self.standard_error, ci_low=ci.low, ci_high=ci.high, ci_method=ci.method,
+            ci_alternative=ci.alternative, ci_text=ci.describe(), confidence_level=confidence_level,
+            n_items=self.n_items, n_annotations=self.n_annotations, n_labelers=self.n_labelers,
+            status=self.status if status is None else status, notes=self.notes if notes is None else notes,
+            history_weight=history_weight)
+
+    def table(self, confidence_level: float = 0.95, ci_method: str = DEFAULT_CI_METHOD,
+              alternative: str = "two-sided") -> EstimatesTable:
+        """The one-row table model every view of this estimate renders."""
+        return EstimatesTable((self.row(confidence_level, ci_method, alternative),), confidence_level,
+                              ci_method, alternative)
+
     def summary(self) -> str:
         """A one-method plain-text table."""
-        return EstimateCollection({self.method: self}).summary()
+        return self.table().as_text()
 
     def __repr__(self) -> str:
         ci = self.confidence_interval()
@@ -376,110 +370,8 @@ class EstimateResult:
                 + (f", notes={len(self.notes)}" if self.notes else "") + ")")
 
     def to_frame(self, confidence_level: float = 0.95, ci_method: str = DEFAULT_CI_METHOD) -> pd.DataFrame:
-        """A one-row DataFrame (index: the method): estimate, SE, interval, sizes, status and notes."""
-        return pd.DataFrame([_row(self, confidence_level, ci_method)]).set_index("method")
+        """A one-row DataFrame (index: the method): estimate, SE, interval and its method, sizes, status, notes."""
+        return self.table(confidence_level, ci_method).to_frame()
 
     def _repr_html_(self) -> str:
-        return str(self.to_frame().to_html(float_format=lambda x: f"{x:.4f}"))
-
-
-def _row(r: EstimateResult, confidence_level: float, ci_method: str, label: str | None = None) -> dict[str, Any]:
-    ci = r.confidence_interval(confidence_level, ci_method)
-    return {"method": label or r.method, "title": r.title, "estimate": r.estimate,
-            "standard_error": r.standard_error, "ci_low": ci.low, "ci_high": ci.high,
-            "confidence_level": confidence_level, "n_items": r.n_items, "n_annotations": r.n_annotations,
-            "n_labelers": r.n_labelers, "status": r.status, "notes": "; ".join(r.notes)}
-
-
-@dataclass(frozen=True)
-class EstimateCollection(Mapping[str, EstimateResult]):
-    """Several methods' estimates of the same current round, by method name."""
-
-    results: Mapping[str, EstimateResult]
-    ingest: IngestReport | None = None
-    skipped: Mapping[str, str] = field(default_factory=dict)
-    recommended: Any = None  # heroeval.choice.Recommendation when method="auto" was asked for
-    drift: Any = field(default=None, repr=False, compare=False)  # heroeval.DriftCheck, or why it could not run
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "results", MappingProxyType(dict(self.results)))
-        object.__setattr__(self, "skipped", MappingProxyType(dict(self.skipped)))
-
-    def __getitem__(self, key: str) -> EstimateResult:
-        try:
-            return self.results[key]
-        except KeyError:
-            reason = self.skipped.get(key)
-            if reason:
-                raise KeyError(f"{key} was not computed: {reason}") from None
-            raise
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.results)
-
-    def __len__(self) -> int:
-        return len(self.results)
-
-    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
-        return {
-            "recommended": None if self.recommended is None else self.recommended.to_dict(confidence_level),
-            "estimates": {m: r.to_dict(confidence_level) for m, r in self.results.items()},
-            "skipped": dict(self.skipped),
-            "ingest": None if self.ingest is None else self.ingest.to_dict(),
-        }
-
-    def to_json(self, indent: int | None = 1, confidence_level: float = 0.95) -> str:
-        return json.dumps(self.to_dict(confidence_level), indent=indent)
-
-    def to_frame(self, confidence_level: float = 0.95, ci_method: str = DEFAULT_CI_METHOD) -> pd.DataFrame:
-        """One row per method (index: the method name), the recommended estimate first as ``"recommended"``.
-
-        Columns: title, estimate, standard_error, ci_low, ci_high, confidence_level, n_items, n_annotations,
-        n_labelers, status, notes. Methods not computed are left out (``skipped`` says why).
-        """
-        rows = []
-        if self.recommended is not None:
-            rec = self.recommended
-            row = _row(rec.result, confidence_level, ci_method, label="recommended")
-            w = "" if rec.history_weight is None else f", w={rec.history_weight:g}"
-            row["title"] = f"recommended ({rec.result.title}{w})"
-            rows.append(row)
-        rows += [_row(r, confidence_level, ci_method) for r in self.results.values()]
-        cols = ["method", "title", "estimate", "standard_error", "ci_low", "ci_high", "confidence_level", "n_items",
-                "n_annotations", "n_labelers", "status", "notes"]
-        return pd.DataFrame(rows, columns=cols).set_index("method")
-
-    def _repr_html_(self) -> str:
-        html = str(self.to_frame().to_html(float_format=lambda x: f"{x:.4f}"))
-        if self.recommended is not None:
-            html += f"<p>why recommended: {_html_escape(self.recommended.reason)}</p>"
-        if self.skipped:
-            html += "<p>not computed: " + "; ".join(
-                f"{_html_escape(m)} ({_html_escape(w)})" for m, w in self.skipped.items()) + "</p>"
-        return html
-
-    def __repr__(self) -> str:
-        return f"<EstimateCollection: {len(self.results)} method(s)>\n{self.summary()}"
-
-    def summary(self, confidence_level: float = 0.95) -> str:
-        pct = f"{100 * confidence_level:g}% CI"
-        rows = [("method", "estimate", "SE", pct, "items", "labels", "labelers", "status")]
-        for r in self.results.values():
-            ci = r.confidence_interval(confidence_level)
-            rows.append(
-                (r.title, f"{r.estimate:.4f}", f"{r.standard_error:.4f}", f"[{ci.low:.4f}, {ci.high:.4f}]",
-                 str(r.n_items), str(r.n_annotations), str(r.n_labelers), r.status)
-            )
-        widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
-        lines = ["  ".join(c.ljust(w) if k == 0 else c.rjust(w) for k, (c, w) in enumerate(zip(row, widths, strict=True)))
-                 for row in rows]
-        lines.insert(1, "-" * len(lines[0]))
-        if self.recommended is not None:
-            rec = self.recommended
-            ci = rec.result.confidence_interval(confidence_level)
-            words = f" {ci.describe()}" if ci.alternative != "two-sided" else ""
-            lines[:0] = [f"Recommended: {METHOD_TITLES.get(rec.method, rec.method)} {rec.result.estimate:.4f} "
-                         f"[{ci.low:.4f}, {ci.high:.4f}]{words}", f"  why: {rec.reason}", ""]
-        for m, why in self.skipped.items():
-            lines.append(f"{METHOD_TITLES.get(m, m)}: not computed ({why})")
-        return "\n".join(lines)
+        return self.table().as_html()

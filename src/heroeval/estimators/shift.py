@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from heroeval._core.multiple import adjust as _adjust
+from heroeval.core.multiple import adjust as _adjust
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
 

@@ -4,7 +4,7 @@ Standard errors come from the estimators' influence values (current round
 plus history); see docs/inference.md.
 """
 
-from heroeval.inference._inference import (
+from heroeval.inference.comparison import (
     BootstrapResult,
     ClassifierMetrics,
     Comparison,

@@ -30,7 +30,7 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from heroeval.errors import HeroEvalError
-from heroeval.estimators._inversion import _Test, check_alternative
+from heroeval.estimators.inversion import InversionTest, check_alternative
 
 __all__ = ["BiasAwareTest", "PredictiveTest", "bias_aware_cv"]
 
@@ -80,7 +80,7 @@ def bias_aware_cv(t: float, confidence_level: float = 0.95, df: float = math.inf
 
 
 @dataclass
-class BiasAwareTest(_Test):
+class BiasAwareTest(InversionTest):
     """The bias-aware interval of an estimate ``center`` with standard error ``se`` and bias bound ``bias_bound``.
 
     ``preferred``: ``EstimateResult.confidence_interval(method="auto")``
@@ -115,7 +115,7 @@ class BiasAwareTest(_Test):
 
 
 @dataclass
-class PredictiveTest(_Test):
+class PredictiveTest(InversionTest):
     """A bias-aware interval for a round that may differ from the history as past rounds did.
 
     The estimate's error is its sampling error (standard error ``se``), a

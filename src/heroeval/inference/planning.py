@@ -39,9 +39,9 @@ import numpy.typing as npt
 from scipy.stats import norm
 
 from heroeval.errors import HeroEvalError
-from heroeval.estimators._score import psi
+from heroeval.estimators.score_equation import psi
 from heroeval.ingest.annotations import AnnotationSet
-from heroeval.stage_a import _influence
+from heroeval.stage_a import scoring
 from heroeval.stage_a.calibration import Calibration
 
 __all__ = ["Plan", "PlanRow", "bound_items", "hero1_variance", "plan", "simulate_round"]
@@ -101,7 +101,7 @@ def _parts_from_patterns(cal: Calibration, mu: float, sets: npt.NDArray[np.int64
     L = llr.sum(axis=1)
     ps = psi(mu, L)
     info = float(np.sum(w * ps**2))
-    k = _influence.kappa(mu, L)
+    k = scoring.kappa(mu, L)
     ua = np.where(z == 1, 1 / aa, -1 / (1 - aa))  # d lambda(1) / d alpha
     ub = np.where(z == 1, -1 / (1 - bb), 1 / bb)  # d lambda(0) / d beta
     J = cal.n_labelers
@@ -415,7 +415,7 @@ def _score_moments(cal: Calibration, x: float, y: float, sets: npt.NDArray[np.in
     L = np.where(z == 1, np.log(aa) - np.log1p(-bb), np.log1p(-aa) - np.log(bb)).sum(axis=1)
     w = y * w1 + (1 - y) * w0
     ps = psi(x, L)
-    k = _influence.kappa(x, L)
+    k = scoring.kappa(x, L)
     ua = np.where(z == 1, 1 / aa, -1 / (1 - aa))
     ub = np.where(z == 1, -1 / (1 - bb), 1 / bb)
     J = cal.n_labelers

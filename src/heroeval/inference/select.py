@@ -35,7 +35,8 @@ import numpy.typing as npt
 import pandas as pd
 
 from heroeval.errors import HeroEvalError
-from heroeval.estimators._methods import _align, _check_calibration, _check_current, _llr, hero1
+from heroeval.estimators.common import align, check_calibration, check_current, log_likelihood_ratios
+from heroeval.estimators.methods import hero1
 from heroeval.estimators.ppi import item_posterior
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
@@ -141,7 +142,7 @@ def select_items(
     >>> len(sel.chosen), bool((sel.chosen["pi"] > 0).all())
     (30, True)
     """
-    data = _check_current(current)
+    data = check_current(current)
     if not (isinstance(k, (int, np.integer)) and 1 <= k <= data.n_items):
         raise HeroEvalError(f"k must be an integer from 1 to the round's {data.n_items} items, got {k!r}")
     gen = np.random.default_rng(rng)
@@ -152,14 +153,14 @@ def select_items(
     else:
         if calibration is None:
             raise HeroEvalError(f"the {design} design needs a calibration (the items' posteriors)")
-        cal = _check_calibration(calibration)
-        al = _align(data, cal, exclude_new_labelers)
+        cal = check_calibration(calibration)
+        al = align(data, cal, exclude_new_labelers)
         d = al.data
         notes.extend(al.notes)
         mu = hero1(d, cal, exclude_new_labelers=exclude_new_labelers).estimate
         if not math.isfinite(mu):
             raise HeroEvalError("HERO-1 is unidentified on this round: no posteriors to select by; use design='uniform'")
-        f = item_posterior(_llr(d, al.to_calib, cal.alpha, cal.beta), mu)
+        f = item_posterior(log_likelihood_ratios(d, al.to_calib, cal.alpha, cal.beta), mu)
         ids = d.item_ids
         if d.n_items < data.n_items:
             notes.append(f"{data.n_items - d.n_items} item(s) without a calibrated labeler cannot be selected")

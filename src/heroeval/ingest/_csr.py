@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from heroeval._core.jit import serial
-from heroeval._core.memory import filled
+from heroeval.core.jit import serial
+from heroeval.core.memory import filled
 
 _THREADS = max(1, min(os.cpu_count() or 1, 8))
 
@@ -257,7 +257,7 @@ class CsrBuilder:
         else:
             self.fill = fill
             self.fill[:] = 0
-        # written first by every core (see heroeval._core.memory), then rewritten by the serial scatter
+        # written first by every core (see heroeval.core.memory), then rewritten by the serial scatter
         self.labeler = filled(n, np.int32, 0)
         self.label = filled(n, np.int8, 0)
         self.item_round = filled(n_items, np.int32, round_start)
@@ -376,7 +376,7 @@ class RangeCsrBuilder:
         present = np.flatnonzero(self.table.slot).astype(np.int64) + self.table.low
         self.ptr = self.table.layout()
         n = int(self.ptr[-1])
-        # written first by every core (see heroeval._core.memory), then rewritten by the serial scatter
+        # written first by every core (see heroeval.core.memory), then rewritten by the serial scatter
         self.labeler = filled(n, np.int32, 0)
         self.label = filled(n, np.int8, 0)
         n_items = int(present.shape[0])

@@ -27,27 +27,29 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from heroeval._core import jit
-from heroeval._core.memory import filled
+from heroeval.core import jit
+from heroeval.core.memory import filled
 from heroeval.errors import DataError
 from heroeval.ingest._csr import CsrBuilder, RangeCsrBuilder
 from heroeval.ingest.annotations import (
-    GOLD_COLUMNS,
-    ITEM_COLUMNS,
     AnnotationSet,
     IngestReport,
-    TableLike,
     TableReport,
-    _annotation_columns,
     _attach_gold,
-    _load,
-    _parse_binary,
-    _resolve,
-    _stem,
-    _Table,
     repeated_pair_error,
 )
 from heroeval.ingest.compact import CompactBuilder, CompactHistory
+from heroeval.ingest.labels import parse_binary
+from heroeval.ingest.tables import (
+    GOLD_COLUMNS,
+    ITEM_COLUMNS,
+    LoadedTable,
+    TableLike,
+    annotation_columns,
+    file_stem,
+    load_table,
+    resolve_column,
+)
 
 _log = logging.getLogger("heroeval")
 
@@ -150,7 +152,7 @@ def read_with_duckdb(
         raise DataError(f"could not read annotations {source!r}: {exc}") from exc
     types = {str(r[0]): str(r[1]).upper() for r in desc}
     cols = pd.DataFrame(columns=[c for c in types if c not in ("filename", "file_row_number")])
-    i_c, l_c, y_c, r_c = _annotation_columns(cols, item_col, labeler_col, label_col, round_col, source)
+    i_c, l_c, y_c, r_c = annotation_columns(cols, item_col, labeler_col, label_col, round_col, source)
 
     def id_expr(c: str, keep_int: bool) -> tuple[str, str]:
         t = types[c]
@@ -244,7 +246,7 @@ def read_with_duckdb(
             con.close()
         if isinstance(builder, CompactBuilder):
             return _compact_history(builder, int(n), dropped, labs, rounds, r_c, duplicates, source, gold,
-                                    gold_item_col, item_col, gold_col, name if name is not None else _stem(files[0]))
+                                    gold_item_col, item_col, gold_col, name if name is not None else file_stem(files[0]))
         assert ids is not None and isinstance(builder, RangeCsrBuilder)
         return _from_csr(builder, int(n), dropped, ids, labs, rounds, r_c, duplicates, source, gold, gold_item_col,
                          item_col, gold_col, name, files)
@@ -451,16 +453,16 @@ def _compact_history(cb: CompactBuilder, n: int, dropped: dict[str, int], labele
     g_vals = np.zeros(0, dtype=np.int8)
     if gold is not None:
         gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
-        gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols)
+        gdf, gsrc, ghdr = load_table(gold, "gold", string_cols=gcols)
         g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
-        gi_col = _resolve(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc)
+        gi_col = resolve_column(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc)
         num = pd.to_numeric(gdf[gi_col].astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
         whole = np.isfinite(num) & (num == np.round(num))
         cand = np.unique(num[whole].astype(np.int64))
         cand = cand[cb.positions(cand) >= 0]  # the gold table's ids that are items here, in increasing order
-        gold_t = _Table("gold", gsrc, gdf, gi_col, ghdr)
-        g_on_cand, g_rep = _attach_gold(gold_t, _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc), cand, None,
-                                        _parse_binary, ids_sorted=True)
+        gold_t = LoadedTable("gold", gsrc, gdf, gi_col, ghdr)
+        g_on_cand, g_rep = _attach_gold(gold_t, resolve_column(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc), cand, None,
+                                        parse_binary, ids_sorted=True)
         reports.append(g_rep)
         has = g_on_cand >= 0
         g_ids, g_vals = cand[has], g_on_cand[has]
@@ -511,11 +513,11 @@ def _finish(
     gold_arr = np.full(n_items, -1, dtype=np.int8)
     if gold is not None:
         gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
-        gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols)
+        gdf, gsrc, ghdr = load_table(gold, "gold", string_cols=gcols)
         g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
-        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc), ghdr)
-        gold_arr, g_rep = _attach_gold(gold_t, _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc), item_ids, None,
-                                       _parse_binary, ids_sorted=item_ids.dtype.kind in "iu")  # numeric order
+        gold_t = LoadedTable("gold", gsrc, gdf, resolve_column(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc), ghdr)
+        gold_arr, g_rep = _attach_gold(gold_t, resolve_column(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc), item_ids, None,
+                                       parse_binary, ids_sorted=item_ids.dtype.kind in "iu")  # numeric order
         reports.append(g_rep)
     return AnnotationSet(
         item_ids=item_ids,
@@ -529,6 +531,6 @@ def _finish(
         covariates=None,
         covariate_names=(),
         report=IngestReport(tuple(reports)),
-        name=name if name is not None else _stem(files[0]),
+        name=name if name is not None else file_stem(files[0]),
         repeated_pairs=repeated,
     )

@@ -20,47 +20,36 @@ Row policies (all documented in ``docs/data.md``):
 * covariate rows for items that have no silver label are dropped and counted;
   an annotated item without a covariate row, a missing covariate value or a
   non-numeric covariate column is an error.
+
+This module holds the container (:class:`AnnotationSet`, :class:`IngestReport`,
+:class:`TableReport`) and its assembly from loaded tables, where these row
+policies are applied (:func:`build_annotation_set`); reading the tables and
+finding their columns is :mod:`heroeval.ingest.tables`, label parsing
+:mod:`heroeval.ingest.labels` and the integer coding of ids and rows
+:mod:`heroeval.ingest.coding`.
 """
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import lzma
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from heroeval._core import jit
 from heroeval.errors import DataError
+from heroeval.ingest.coding import _compact, _id_codes, _item_csr, _item_index, _positions, ids_to_str
+from heroeval.ingest.labels import LabelParser, _apply_label_map, parse_binary
+from heroeval.ingest.tables import LoadedTable, _check_cells, covariate_columns
 
 __all__ = [
     "AnnotationSet",
     "IngestReport",
     "TableReport",
 ]
-
-TableLike: TypeAlias = "str | os.PathLike[str] | pd.DataFrame | Any"
-"""A path (CSV, Parquet, JSONL) or an in-memory pandas, polars or pyarrow table."""
-
-ITEM_COLUMNS = ("item_id", "task", "item")
-LABELER_COLUMNS = ("labeler_id", "worker", "labeler", "annotator_id", "annotator")
-LABEL_COLUMNS = ("label",)
-GOLD_COLUMNS = ("gold", "true_label", "label")
-ROUND_COLUMNS = ("round",)
-
-_NA_TOKENS = ("", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
-              "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null")
-
-_TRUE = frozenset({"1", "true", "t", "yes", "1.0"})
-_FALSE = frozenset({"0", "false", "f", "no", "0.0"})
 
 
 # ---------------------------------------------------------------------------
@@ -292,13 +281,13 @@ class AnnotationSet:
         )
         gold_df = None
         if gold is not None:
-            gi, gv = _pair(gold)
-            gold_df = pd.DataFrame({"item_id": _ids_to_str(pd.Series(gi)), "gold": gv})
+            gi, gv = as_pair(gold)
+            gold_df = pd.DataFrame({"item_id": ids_to_str(pd.Series(gi)), "gold": gv})
         round_df = None
         if item_round is not None:
-            ri, rv = _pair(item_round)
-            round_df = pd.DataFrame({"item_id": _ids_to_str(pd.Series(ri)), "round": rv})
-            ann["item_id"] = _ids_to_str(ann["item_id"])
+            ri, rv = as_pair(item_round)
+            round_df = pd.DataFrame({"item_id": ids_to_str(pd.Series(ri)), "round": rv})
+            ann["item_id"] = ids_to_str(ann["item_id"])
             ann = ann.merge(round_df, on="item_id", how="left", validate="many_to_one")
         cov_df = None
         if covariates is not None:
@@ -312,15 +301,15 @@ class AnnotationSet:
                 else [f"x{k}" for k in range(cm_arr.shape[1])]
             )
             cov_df = pd.DataFrame(cm_arr, columns=names)
-            cov_df.insert(0, "item_id", _ids_to_str(pd.Series(np.asarray(ci))).to_numpy())
-        return _build(
-            _Table("annotations", name, ann, "item_id", False),
+            cov_df.insert(0, "item_id", ids_to_str(pd.Series(np.asarray(ci))).to_numpy())
+        return build_annotation_set(
+            LoadedTable("annotations", name, ann, "item_id", False),
             labeler_col="labeler_id",
             label_col="label",
             round_col="round" if round_df is not None else None,
-            gold=None if gold_df is None else _Table("gold", name, gold_df, "item_id", False),
+            gold=None if gold_df is None else LoadedTable("gold", name, gold_df, "item_id", False),
             gold_col="gold",
-            covariates=None if cov_df is None else _Table("covariates", name, cov_df, "item_id", False),
+            covariates=None if cov_df is None else LoadedTable("covariates", name, cov_df, "item_id", False),
             covariate_cols=None,
             duplicates="keep",
             missing="error",
@@ -436,515 +425,11 @@ class AnnotationSet:
         return new, int((~keep_ann).sum()), int((~keep_item).sum())
 
 
-def _pair(x: Any) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+def as_pair(x: Any) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
     if isinstance(x, Mapping):
         return np.asarray(list(x.keys())), np.asarray(list(x.values()))
     a, b = x
     return np.asarray(a), np.asarray(b)
-
-
-# ---------------------------------------------------------------------------
-# Reading
-# ---------------------------------------------------------------------------
-
-
-@dataclass
-class _Table:
-    table: str  # role: annotations | gold | covariates
-    source: str  # file path or "<pandas.DataFrame>"
-    df: pd.DataFrame
-    item_col: str
-    from_file_with_header: bool  # row r is on line r + 2 of a CSV file
-
-    def where(self, row: int) -> str:
-        """Human position of 0-based data row ``row``."""
-        if self.from_file_with_header:
-            return f"{self.source}, row {row + 1} (line {row + 2})"
-        return f"{self.source}, row {row + 1}"
-
-
-def _load(obj: TableLike, role: str, string_cols: Sequence[str] = (),
-          encoding: str | None = None) -> tuple[pd.DataFrame, str, bool]:
-    """Load a path or an in-memory table into pandas without altering values.
-
-    Text files are read in ``encoding`` (default UTF-8); a ``.csv`` or ``.txt`` file separated by tabs,
-    semicolons or pipes instead of commas is recognised from its header line.
-    """
-    enc = encoding or "utf-8"
-    if isinstance(obj, (str, os.PathLike)):
-        path = Path(obj)
-        if not path.exists():
-            raise DataError(f"{role} file {str(path)!r} does not exist")
-        suffixes = [s.lower() for s in path.suffixes]
-        compression = suffixes[-1] if suffixes and suffixes[-1] in {".gz", ".bz2", ".zst", ".xz"} else None
-        ext = suffixes[-2] if compression and len(suffixes) >= 2 else (suffixes[-1] if suffixes else "")
-        try:
-            if ext in {".csv", ".tsv", ".txt"}:
-                sep = "\t" if ext == ".tsv" else _sniff_delimiter(path, enc)
-                header = pd.read_csv(path, sep=sep, nrows=0, encoding=enc)
-                dtype = {c: "string" for c in header.columns if c in string_cols}
-                # ids are strings: only an empty field is missing ("NA", "null", "None" are real ids);
-                # other columns keep pandas' usual missing-value tokens
-                na = {c: ([""] if c in string_cols else list(_NA_TOKENS)) for c in header.columns}
-                df = pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=False, na_values=na, encoding=enc)
-                return df, str(path), True
-            if ext in {".parquet", ".pq"}:
-                return pd.read_parquet(path), str(path), False
-            if ext in {".jsonl", ".ndjson", ".json"}:
-                if _starts_with(path, "[", enc):  # a JSON array of records, not one record per line
-                    df = pd.read_json(path, orient="records", dtype=False, encoding=enc)
-                else:
-                    df = pd.read_json(path, lines=True, dtype=False, encoding=enc)
-                return df, str(path), False
-        except DataError:
-            raise
-        except UnicodeDecodeError as exc:
-            raise DataError(_decode_message(path, role, enc, exc)) from exc
-        except LookupError as exc:
-            raise DataError(f"{role} file {str(path)!r}: unknown encoding {enc!r} ({exc})") from exc
-        except Exception as exc:  # parser errors: name the file
-            raise DataError(f"could not read {role} file {str(path)!r}: {str(exc)[:500]}") from exc
-        raise DataError(
-            f"{role} file {str(path)!r}: unknown format {ext!r}; "
-            "use .csv, .tsv, .parquet or .jsonl (optionally .gz)"
-        )
-    if isinstance(obj, pd.DataFrame):
-        return obj.reset_index(drop=True), f"<pandas.DataFrame {role}>", False
-    mod = type(obj).__module__
-    if mod.startswith("polars"):
-        return obj.to_pandas(), f"<polars.DataFrame {role}>", False
-    if mod.startswith("pyarrow"):
-        return obj.to_pandas(), f"<pyarrow.Table {role}>", False
-    if isinstance(obj, pd.Series):
-        # crowd-kit style gold: a Series indexed by task
-        df = obj.rename("gold").rename_axis("item_id").reset_index()
-        return df, f"<pandas.Series {role}>", False
-    raise DataError(
-        f"{role}: expected a file path or a pandas/polars/pyarrow table, got {type(obj).__name__}"
-    )
-
-
-def _open_text_head(path: Path, n: int = 65536) -> bytes:
-    """The first ``n`` bytes of a (possibly compressed) file."""
-    suf = path.suffix.lower()
-    openers: dict[str, Callable[..., Any]] = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
-    opener = openers.get(suf)
-    if opener is not None:
-        with opener(path, "rb") as fh:
-            return bytes(fh.read(n))
-    if suf == ".zst":
-        return b""
-    with open(path, "rb") as fh:
-        return fh.read(n)
-
-
-def _sniff_delimiter(path: Path, encoding: str) -> str:
-    """``","`` unless the header line has no comma but tabs, semicolons or pipes."""
-    head = _open_text_head(path).decode(encoding, errors="replace")
-    first = head.splitlines()[0] if head else ""
-    if "," in first:
-        return ","
-    counts = {sep: first.count(sep) for sep in ("\t", ";", "|")}
-    best = max(counts, key=lambda k: counts[k])
-    return best if counts[best] > 0 else ","
-
-
-def _starts_with(path: Path, char: str, encoding: str) -> bool:
-    head = _open_text_head(path, 4096).decode(encoding, errors="replace").lstrip("\ufeff \t\r\n")
-    return head.startswith(char)
-
-
-def _decode_message(path: Path, role: str, encoding: str, exc: UnicodeDecodeError) -> str:
-    """Where a text file stops being ``encoding``: the line and the bytes, and how to read it."""
-    line: int | None = None
-    bad = b""
-    try:
-        raw = _open_text_head(path, 1 << 30)
-        try:
-            raw.decode(encoding)
-        except UnicodeDecodeError as e2:
-            line = raw.count(b"\n", 0, e2.start) + 1
-            bad = raw[e2.start:e2.start + 4]
-    except OSError:  # pragma: no cover - the file was readable a moment ago
-        pass
-    where = f", line {line} (bytes {bad!r})" if line is not None else ""
-    return (f"{role} file {str(path)!r}{where}: not valid {encoding} ({exc.reason}). The file was probably saved in "
-            "another encoding, e.g. Windows' cp1252 or latin-1: pass encoding='cp1252' (or re-save it as UTF-8)")
-
-
-def _stem(path: str) -> str:
-    """File name without its data and compression suffixes."""
-    p = Path(path)
-    name = p.name
-    for suf in (".gz", ".bz2", ".zst", ".xz"):
-        name = name.removesuffix(suf)
-    for suf in (".csv", ".tsv", ".txt", ".parquet", ".pq", ".jsonl", ".ndjson", ".json"):
-        name = name.removesuffix(suf)
-    return name
-
-
-_COL_PARAM = {"item": "item_col", "labeler": "labeler_col", "label": "label_col", "round": "round_col",
-              "gold": "gold_col", "gold item": "gold_item_col", "covariate item": "covariate_item_col"}
-
-
-def columns_text(columns: Any, limit: int = 12) -> str:
-    """A table's column names for a message: the first ``limit`` and how many there are in all."""
-    names = [str(c) for c in columns]
-    if len(names) <= limit:
-        return f"columns are {names}"
-    return f"{len(names)} columns, the first {limit} {names[:limit]}"
-
-
-def _delimiter_hint(df: pd.DataFrame) -> str:
-    """A hint when a text table was read with the wrong delimiter (one column whose name holds another)."""
-    if len(df.columns) != 1:
-        return ""
-    name = str(df.columns[0])
-    for sep, what in (("\t", "tab"), (";", "semicolon"), ("|", "pipe")):
-        if sep in name:
-            return (f"; the only column's name holds a {what} ({sep!r}): the file is probably {what}-separated "
-                    "(name it .tsv for tabs, or save it comma-separated)")
-    return ""
-
-
-def _resolve(df: pd.DataFrame, given: str | None, candidates: Sequence[str], what: str, where: str) -> str:
-    param = _COL_PARAM.get(what, f"{what.replace(' ', '_')}_col")
-    if given is not None:
-        if given not in df.columns:
-            raise DataError(
-                f"{where}: no column {given!r} for the {what}; {columns_text(df.columns)}{_delimiter_hint(df)}"
-            )
-        return given
-    for c in candidates:
-        if c in df.columns:
-            return c
-    raise DataError(
-        f"{where}: cannot find the {what} column (looked for {list(candidates)}); "
-        f"{columns_text(df.columns)}{_delimiter_hint(df)}; name it with {param}="
-    )
-
-
-def _ids_to_str(s: pd.Series) -> pd.Series:
-    """Identifiers as strings; missing stay missing; 3.0 from a float column becomes '3'.
-
-    A column of text whose every id is an integer written as a float (``'3.0'``: what pandas writes for an
-    integer id column that had a missing value) is read the same way: ``'3.0'`` becomes ``'3'``. A column
-    that mixes such ids with others (``'3.0'`` and ``'x'``) is left as it is.
-    """
-    if pd.api.types.is_float_dtype(s.dtype):
-        vals = s.to_numpy(dtype=np.float64, na_value=np.nan)
-        finite = vals[~np.isnan(vals)]
-        if finite.size and np.all(np.isfinite(finite)) and np.all(np.abs(finite) < 2.0**53) and np.all(
-            finite == np.round(finite)
-        ):
-            s = s.astype("Int64")
-    out = s.astype("string")
-    if not (pd.api.types.is_float_dtype(s.dtype) or pd.api.types.is_integer_dtype(s.dtype)) and len(out):
-        stripped = out.str.strip()
-        present = stripped.notna() & (stripped != "")
-        if present.any():
-            floaty = stripped[present].str.fullmatch(_FLOAT_INT_ID)
-            if bool(floaty.all()):
-                out = out.copy()
-                out[present] = stripped[present].str.replace(_FLOAT_INT_TAIL, "", regex=True)
-    return out
-
-
-_FLOAT_INT_ID = r"[+-]?\d+\.0+"
-_FLOAT_INT_TAIL = r"\.0+$"
-
-
-def _id_codes(s: pd.Series) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.object_]]:
-    """Integer codes into the sorted string forms of an id column; -1 for missing or blank.
-
-    Factorises the raw values first and turns only the distinct values into
-    strings, so a column of 1e7 integer ids costs one hash pass (a column of
-    NumPy integers: a lookup table when its values span a short range).
-    """
-    if _is_plain_int(s.dtype) and len(s):
-        return _int_id_codes(s.to_numpy())
-    codes, uniques = pd.factorize(s, use_na_sentinel=True)
-    ustr = _ids_to_str(pd.Series(uniques))
-    blank = ustr.isna().to_numpy() | (ustr.str.strip() == "").fillna(True).to_numpy()
-    ucodes, names = pd.factorize(ustr.where(~blank), sort=True, use_na_sentinel=True)
-    remap = np.asarray(ucodes, dtype=np.int64)
-    if remap.size == 0:  # every value missing
-        return np.full(len(codes), -1, dtype=np.int64), np.asarray(names, dtype=object)
-    out = np.where(codes >= 0, remap[np.maximum(codes, 0)], -1)
-    return out.astype(np.int64), np.asarray(names, dtype=object)
-
-
-_COMPILED_MIN_ROWS = 1_000_000
-"""From this many rows on, :func:`_item_csr` and :func:`_int_id_codes` run compiled (numba), when numba is
-installed; below it, compiling (or loading the compiled code) costs more than it saves."""
-
-
-def _is_plain_int(dtype: Any) -> bool:
-    """A NumPy integer dtype (not bool, not pandas' nullable Int64): a column that cannot hold a missing value."""
-    return isinstance(dtype, np.dtype) and dtype.kind in "iu"
-
-
-def _int_id_codes(vals: npt.NDArray[np.integer[Any]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.object_]]:
-    """:func:`_id_codes` of a non-empty column of NumPy integers (never missing, never blank).
-
-    Distinct integers have distinct decimal forms (``str(int)``, as ``astype("string")`` writes them), so
-    the distinct values are ordered as their strings (:func:`_decimal_order`) and only they are turned into
-    strings; the rows' codes are one lookup.
-    """
-    import pyarrow as pa  # a dependency of heroeval; imported here to keep `import heroeval` light
-
-    lo, hi = int(vals.min()), int(vals.max())
-    wide = np.uint64 if vals.dtype.kind == "u" else np.int64  # values (and their offsets from lo) in this type
-    if hi - lo < max(2 * vals.size, 1 << 16):  # a short range: a lookup table instead of a hash
-        compiled = vals.size >= _COMPILED_MIN_ROWS and jit.HAVE_NUMBA
-        base = wide(lo)
-        offset = None if compiled else np.subtract(vals, base, dtype=wide).astype(np.intp, copy=False)
-        present = np.zeros(hi - lo + 1, dtype=bool)
-        if compiled:
-            jit.serial(_mark_kernel)(vals, base, present)
-        else:
-            present[offset] = True
-        uniques = np.flatnonzero(present)  # value - lo, ascending
-        values: npt.NDArray[Any] = uniques.astype(wide) + base
-        order = _decimal_order(values)
-        lookup = np.zeros(hi - lo + 1, dtype=np.int64)  # value - lo -> rank of its string
-        lookup[uniques[order]] = np.arange(order.size, dtype=np.int64)
-        if compiled:
-            codes = np.empty(vals.size, dtype=np.int64)
-            jit.serial(_lookup_kernel)(vals, base, lookup, codes)
-        else:
-            codes = lookup[offset]
-    else:
-        raw_codes, raw_uniques = pd.factorize(vals)
-        ascending = np.argsort(raw_uniques)
-        values = np.asarray(raw_uniques, dtype=wide)[ascending]
-        order = _decimal_order(values)
-        rank = np.empty(order.size, dtype=np.int64)
-        rank[ascending[order]] = np.arange(order.size, dtype=np.int64)
-        codes = rank[raw_codes]
-    names = pa.array(values[order]).cast(pa.string()).to_numpy(zero_copy_only=False)
-    return codes, np.asarray(names, dtype=object)
-
-
-_POWERS_OF_TEN = 10 ** np.arange(19, dtype=np.int64)
-
-
-def _decimal_order(values: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
-    """The permutation that sorts distinct integers, given in ascending order, as their decimal strings.
-
-    Strings compare digit by digit, a prefix first: the order of ``v * 10**(D - digits(v))`` (the digits of
-    ``v`` padded with zeros to ``D``), ties (``1``, ``10``, ``100``) kept in ascending order by a stable sort.
-    Negative numbers (a leading ``"-"``) come first, ordered by their absolute values the same way. Values
-    of 10**18 or more in absolute value are sorted as strings.
-    """
-    if values.size and max(-int(values[0]), int(values[-1])) >= 10**18:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        return np.asarray(pc.sort_indices(pa.array(values).cast(pa.string())).to_numpy(), dtype=np.intp)
-    v = values.astype(np.int64)
-    n_neg = int(np.searchsorted(v, 0))
-    parts = []
-    if n_neg:  # the magnitudes of the negatives in ascending order are v[n_neg - 1], v[n_neg - 2], ...
-        parts.append(n_neg - 1 - _padded_order(-v[n_neg - 1::-1]))
-    if n_neg < v.size:
-        parts.append(n_neg + _padded_order(v[n_neg:]))
-    return np.concatenate(parts).astype(np.intp) if parts else np.zeros(0, dtype=np.intp)
-
-
-def _padded_order(mags: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
-    """:func:`_decimal_order` of ascending non-negative integers below 10**18."""
-    digits = np.maximum(np.searchsorted(_POWERS_OF_TEN, mags, side="right"), 1)
-    padded = mags * _POWERS_OF_TEN[int(digits.max()) - digits]
-    return np.argsort(padded, kind="stable")  # ascending runs, one per digit count: timsort merges them
-
-
-def _mark_kernel(vals: npt.NDArray[Any], base: Any, present: npt.NDArray[np.bool_]) -> None:
-    """``present[v - base] = True`` for every value ``v`` (compiled by numba)."""
-    for a in range(vals.shape[0]):
-        present[vals[a] - base] = True
-
-
-def _lookup_kernel(vals: npt.NDArray[Any], base: Any, lookup: npt.NDArray[np.int64],
-                   codes: npt.NDArray[np.int64]) -> None:
-    """``codes[a] = lookup[vals[a] - base]`` (compiled by numba)."""
-    for a in range(vals.shape[0]):
-        codes[a] = lookup[vals[a] - base]
-
-
-def _compact(
-    codes: npt.NDArray[np.int64], names: npt.NDArray[np.object_]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.object_]]:
-    """Renumber codes 0..k-1 over the names actually used, keeping their sorted order."""
-    used = np.zeros(len(names), dtype=bool)
-    used[codes] = True
-    if used.all():
-        return codes.astype(np.int64, copy=False), np.asarray(names, dtype=object)
-    new = np.cumsum(used) - 1
-    return new[codes].astype(np.int64), np.asarray(names, dtype=object)[used]
-
-
-def _apply_label_map(
-    t: _Table, df: pd.DataFrame, col: str, label_map: Mapping[Any, int | None], what: str
-) -> tuple[pd.DataFrame, npt.NDArray[np.bool_]]:
-    """Recode ``col`` by ``label_map`` (keys compared as stripped strings); None marks rows to drop."""
-    table = {str(k).strip(): v for k, v in label_map.items()}
-    for k, v in table.items():
-        if v not in (0, 1, None):
-            raise DataError(f"label_map: {k!r} maps to {v!r}; values must be 0, 1 or None")
-    raw = df[col]
-    miss = raw.isna().to_numpy()
-    keys = raw.astype("string").str.strip()
-    known = keys.isin(list(table)).fillna(False).to_numpy(dtype=bool)
-    # values already binary (0/1, true/false, ...) that the map does not name pass through unchanged
-    low = keys.str.lower()
-    binary = {**{k: 1 for k in _TRUE}, **{k: 0 for k in _FALSE}}
-    passthrough = ~miss & ~known & low.isin(list(binary)).fillna(False).to_numpy(dtype=bool)
-    unknown = ~miss & ~known & ~passthrough
-    if unknown.any():
-        r = int(np.flatnonzero(unknown)[0])
-        raise DataError(
-            f"{t.where(r)}: {what} {raw.iloc[r]!r} in column {col!r} is not in label_map "
-            f"(keys {sorted(table)}; values already 0/1 or true/false pass through); "
-            f"{int(unknown.sum())} such row(s) in all"
-        )
-    mapped = keys.map(table)
-    if passthrough.any():
-        mapped = mapped.astype(object)
-        mapped[passthrough] = low[passthrough].map(binary).to_numpy(dtype=object)
-    drop = (~miss & mapped.isna().to_numpy()).astype(bool)
-    out = df.copy()
-    out[col] = pd.to_numeric(mapped, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    return out, drop
-
-
-LabelParser = Callable[[pd.Series, "_Table", str, str], tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]]
-"""``(column, table, column name, what) -> (int8 codes, missing mask)``; ``_build`` takes one (multi-class hook)."""
-
-
-def _parse_binary(s: pd.Series, t: _Table, col: str, what: str) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
-    """Parse a binary column; returns values (int8) and a missing mask.
-
-    Raises a DataError naming the first offending row and value.
-    """
-    missing = s.isna().to_numpy()
-    n = len(s)
-    out = np.zeros(n, dtype=np.int8)
-    if pd.api.types.is_bool_dtype(s.dtype):
-        out[~missing] = s[~missing].astype(bool).to_numpy()
-        return out, missing
-    if _is_plain_int(s.dtype):  # no missing values, no float copy
-        ints = s.to_numpy()
-        bad = (ints != 0) & (ints != 1)
-        if bad.any():
-            _bad_value(t, col, what, bad, s)
-        return ints.astype(np.int8), missing
-    if pd.api.types.is_numeric_dtype(s.dtype):
-        vals = s.to_numpy(dtype=np.float64, na_value=np.nan)
-        bad = ~missing & (vals != 0) & (vals != 1)
-        if bad.any():
-            _bad_value(t, col, what, bad, s)
-        out[~missing] = vals[~missing].astype(np.int8)
-        return out, missing
-    low = s.astype("string").str.strip().str.lower()
-    missing = missing | (low == "").fillna(True).to_numpy()
-    is_true = low.isin(_TRUE).fillna(False).to_numpy(dtype=bool)
-    is_false = low.isin(_FALSE).fillna(False).to_numpy(dtype=bool)
-    bad = ~missing & ~is_true & ~is_false
-    if bad.any():
-        _bad_value(t, col, what, bad, s)
-    out[is_true] = 1
-    return out, missing
-
-
-def _bad_value(t: _Table, col: str, what: str, bad: npt.NDArray[np.bool_], s: pd.Series) -> None:
-    rows = np.flatnonzero(bad)
-    r = int(rows[0])
-    value = s.iloc[r]
-    value = value.item() if hasattr(value, "item") else value
-    raise DataError(
-        f"{t.where(r)}: {what} {value!r} in column {col!r} is not binary "
-        f"(expected 0/1 or true/false); {rows.size} such row(s) in all. "
-        "Recode other values with label_map= (e.g. {'A': 1, 'B': 0, 'tie': None}), or read multi-class labels "
-        "with heroeval.multiclass (classes=)."
-    )
-
-
-def _annotation_table(
-    annotations: TableLike, item_col: str | None, labeler_col: str | None, label_col: str | None,
-    round_col: str | Literal[False] | None, duplicates: str, missing: str, encoding: str | None = None,
-) -> tuple[_Table, str, str, str | None]:
-    """Check the policies, load the annotations table and resolve its item, labeler, label and round columns."""
-    if duplicates not in ("keep", "first", "error"):
-        raise DataError(f"duplicates must be 'keep', 'first' or 'error', got {duplicates!r}")
-    if missing not in ("drop", "error"):
-        raise DataError(f"missing must be 'drop' or 'error', got {missing!r}")
-    id_cols = [c for c in (item_col, labeler_col, *ITEM_COLUMNS, *LABELER_COLUMNS) if c]
-    df, src, hdr = _load(annotations, "annotations", string_cols=[*id_cols, "label", label_col or ""],
-                         encoding=encoding)
-    ann = _Table("annotations", src, df, "", hdr)
-    ann.item_col, lab_c, lbl_c, rnd_c = _annotation_columns(df, item_col, labeler_col, label_col, round_col, src)
-    return ann, lab_c, lbl_c, rnd_c
-
-
-def _annotation_columns(
-    df: pd.DataFrame, item_col: str | None, labeler_col: str | None, label_col: str | None,
-    round_col: str | Literal[False] | None, where: str,
-) -> tuple[str, str, str, str | None]:
-    """The item, labeler, label and round columns of an annotations table (given or recognised)."""
-    i_c = _resolve(df, item_col, ITEM_COLUMNS, "item", where)
-    l_c = _resolve(df, labeler_col, LABELER_COLUMNS, "labeler", where)
-    y_c = _resolve(df, label_col, LABEL_COLUMNS, "label", where)
-    if round_col is False:
-        r_c = None
-    elif round_col is None:
-        r_c = "round" if "round" in df.columns else None
-    else:
-        r_c = _resolve(df, round_col, (), "round", where)
-    return i_c, l_c, y_c, r_c
-
-
-_CELL_TYPES = (str, int, float, bool, np.generic, type(None), type(pd.NA), type(pd.NaT))
-
-
-def _side_tables(
-    gold: TableLike | None, covariates: TableLike | None, item_col: str | None, gold_item_col: str | None,
-    gold_col: str | None, covariate_item_col: str | None, encoding: str | None = None,
-) -> tuple[_Table | None, str | None, _Table | None]:
-    """Load the gold and covariate tables and resolve their item (and gold) columns: (gold table, gold column, covariates)."""
-    gold_t = None
-    if gold is not None:
-        gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
-        gdf, gsrc, ghdr = _load(gold, "gold", string_cols=gcols, encoding=encoding)
-        g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
-        gold_t = _Table("gold", gsrc, gdf, _resolve(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc), ghdr)
-        gold_col = _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
-    cov_t = None
-    if covariates is not None:
-        ccols = [c for c in (covariate_item_col, item_col, *ITEM_COLUMNS) if c]
-        cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols, encoding=encoding)
-        c_item = covariate_item_col if covariate_item_col is not None else (item_col if item_col in cdf.columns else None)
-        cov_t = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "covariate item", csrc), chdr)
-    return gold_t, gold_col, cov_t
-
-
-def _check_cells(t: _Table, cols: Sequence[str]) -> None:
-    """Object columns may hold only scalars (str, numbers, bools, missing): else a DataError naming the row."""
-    for c in cols:
-        if c not in t.df.columns:
-            continue
-        col = t.df[c]
-        if isinstance(col, pd.DataFrame):
-            raise DataError(f"{t.source}: column name {c!r} appears more than once in the {t.table} table")
-        if col.dtype != object:
-            continue
-        bad = np.flatnonzero([not isinstance(v, _CELL_TYPES) for v in col.to_numpy()])
-        if bad.size:
-            r = int(bad[0])
-            raise DataError(
-                f"{t.where(r)}: column {c!r} holds a {type(col.iloc[r]).__name__} value ({col.iloc[r]!r:.40}); "
-                f"only strings, numbers, booleans or missing values are accepted ({bad.size} such cell(s))"
-            )
 
 
 def repeated_pair_error(where: str, item: Any, labeler: Any, n_dup: int) -> DataError:
@@ -953,15 +438,15 @@ def repeated_pair_error(where: str, item: Any, labeler: Any, n_dup: int) -> Data
                      "all (duplicates='error'; use 'keep' or 'first')")
 
 
-def _build(
-    ann: _Table,
+def build_annotation_set(
+    ann: LoadedTable,
     *,
     labeler_col: str,
     label_col: str,
     round_col: str | None,
-    gold: _Table | None,
+    gold: LoadedTable | None,
     gold_col: str,
-    covariates: _Table | None,
+    covariates: LoadedTable | None,
     covariate_cols: Sequence[str] | None,
     duplicates: str,
     missing: str,
@@ -986,14 +471,14 @@ def _build(
 
 
 def _build_checked(
-    ann: _Table,
+    ann: LoadedTable,
     *,
     labeler_col: str,
     label_col: str,
     round_col: str | None,
-    gold: _Table | None,
+    gold: LoadedTable | None,
     gold_col: str,
-    covariates: _Table | None,
+    covariates: LoadedTable | None,
     covariate_cols: Sequence[str] | None,
     duplicates: str,
     missing: str,
@@ -1001,7 +486,7 @@ def _build_checked(
     label_map: Mapping[Any, int | None] | None = None,
     label_parser: LabelParser | None = None,
 ) -> AnnotationSet:
-    parse = _parse_binary if label_parser is None else label_parser
+    parse = parse_binary if label_parser is None else label_parser
     df = ann.df
     n_read = len(df)
     mapped_out = np.zeros(n_read, dtype=bool)
@@ -1105,7 +590,7 @@ def _build_checked(
     if covariates is not None:
         cdf = covariates.df
         cols = covariate_columns(cdf, covariates.item_col, covariate_cols, covariates.source)
-        c_items = _ids_to_str(cdf[covariates.item_col])
+        c_items = ids_to_str(cdf[covariates.item_col])
         c_dropped: dict[str, int] = {}
         cmiss = c_items.isna().to_numpy()
         if cmiss.any():
@@ -1157,87 +642,8 @@ def _build_checked(
     )
 
 
-def _item_csr(
-    item: npt.NDArray[np.int64], labeler: npt.NDArray[np.int64], label: npt.NDArray[np.int8], n_items: int,
-    n_labelers: int,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
-    """The rows sorted by item: CSR offsets, labeler codes and labels (a stable sort: each item's rows stay in file
-    order), and, in row order, which rows repeat the (item, labeler) pair of an earlier row."""
-    if item.size >= _COMPILED_MIN_ROWS and jit.HAVE_NUMBA:
-        ptr = np.zeros(n_items + 1, dtype=np.int64)
-        labeler_sorted = np.empty(item.size, dtype=np.int32)
-        label_sorted = np.empty(item.size, dtype=np.int8)
-        dup = np.zeros(item.size, dtype=np.bool_)
-        jit.serial(_item_csr_kernel)(item, labeler, label, ptr, labeler_sorted, label_sorted, dup, n_labelers)
-        return ptr, labeler_sorted, label_sorted, dup
-    order = np.argsort(item, kind="stable")
-    ptr = np.zeros(n_items + 1, dtype=np.int64)
-    np.cumsum(np.bincount(item, minlength=n_items), out=ptr[1:])
-    dup = pd.Series(item * max(n_labelers, 1) + labeler).duplicated(keep="first").to_numpy()
-    return ptr, labeler[order].astype(np.int32), label[order].astype(np.int8), dup
-
-
-def _item_csr_kernel(
-    item: npt.NDArray[np.int64], labeler: npt.NDArray[np.int64], label: npt.NDArray[np.int8],
-    ptr: npt.NDArray[np.int64], labeler_sorted: npt.NDArray[np.int32], label_sorted: npt.NDArray[np.int8],
-    dup: npt.NDArray[np.bool_], n_labelers: int,
-) -> None:
-    """:func:`_item_csr` as a counting sort, compiled by numba (fills ``ptr``, the sorted arrays and ``dup``).
-
-    Item codes must be in ``0 .. len(ptr) - 2`` and labeler codes in ``0 .. n_labelers - 1`` (numba does not
-    check bounds).
-    """
-    n = item.shape[0]
-    n_items = ptr.shape[0] - 1
-    for a in range(n):
-        ptr[item[a] + 1] += 1
-    for k in range(n_items):
-        ptr[k + 1] += ptr[k]
-    nxt = ptr[:-1].copy()  # each item's next free slot
-    for a in range(n):
-        p = nxt[item[a]]
-        labeler_sorted[p] = labeler[a]
-        label_sorted[p] = label[a]
-        nxt[item[a]] = p + 1
-    # repeats, found in item order (the slots of an item hold its rows in file order) ...
-    repeat = np.zeros(n, dtype=np.bool_)
-    last_item = np.full(n_labelers, -1, dtype=np.int64)  # the last item in which each labeler was seen
-    n_repeats = 0
-    for k in range(n_items):
-        for p in range(ptr[k], ptr[k + 1]):
-            if last_item[labeler_sorted[p]] == k:
-                repeat[p] = True
-                n_repeats += 1
-            else:
-                last_item[labeler_sorted[p]] = k
-    # ... and marked in row order by walking the rows to their slots again
-    if n_repeats:
-        nxt[:] = ptr[:-1]
-        for a in range(n):
-            p = nxt[item[a]]
-            dup[a] = repeat[p]
-            nxt[item[a]] = p + 1
-
-
-def covariate_columns(df: pd.DataFrame, item_col: str, covariate_cols: Sequence[str] | None,
-                      source: str) -> list[str]:
-    """The covariate columns of a covariate table (``covariate_cols``, or every column but the item's), checked:
-    each present and numeric (or boolean), at least one; a clear error naming the table and the column."""
-    cols = list(covariate_cols) if covariate_cols is not None else [c for c in df.columns if c != item_col]
-    for c in cols:
-        if c not in df.columns:
-            raise DataError(f"{source}: no covariate column {c!r}; columns are {list(df.columns)}")
-    if not cols:
-        raise DataError(f"{source}: no covariate columns besides {item_col!r}")
-    for c in cols:
-        if not (pd.api.types.is_numeric_dtype(df[c].dtype) or pd.api.types.is_bool_dtype(df[c].dtype)):
-            raise DataError(f"{source}: covariate column {c!r} is not numeric (dtype {df[c].dtype}, first value "
-                            f"{df[c].iloc[0]!r}); encode it first")
-    return cols
-
-
 def _attach_gold(
-    gold: _Table, gold_col: str, item_ids_arr: npt.NDArray[Any], label_map: Mapping[Any, int | None] | None,
+    gold: LoadedTable, gold_col: str, item_ids_arr: npt.NDArray[Any], label_map: Mapping[Any, int | None] | None,
     parse: LabelParser, *, ids_sorted: bool = False,
 ) -> tuple[npt.NDArray[np.int8], TableReport]:
     """Gold labels per item (-1 = none) and the gold table's row report.
@@ -1253,7 +659,7 @@ def _attach_gold(
     g_mapped = np.zeros(len(gdf), dtype=bool)
     if label_map is not None:
         gdf, g_mapped = _apply_label_map(gold, gdf, gold_col, label_map, "gold label")
-    g_items = _ids_to_str(gdf[gold.item_col])
+    g_items = ids_to_str(gdf[gold.item_col])
     g_vals, g_miss = parse(gdf[gold_col], gold, gold_col, "gold label")
     g_miss = g_miss & ~g_mapped
     g_dropped: dict[str, int] = {}
@@ -1290,43 +696,3 @@ def _attach_gold(
         gkeep, gv, code = gkeep[~gdup], gv[~gdup], code[~gdup]
     gold_arr[code] = gv
     return gold_arr, TableReport("gold", gold.source, len(gdf), len(gkeep), g_dropped, g_notes)
-
-
-def _item_index(item_ids_arr: npt.NDArray[Any], ids: npt.NDArray[Any], *,
-                ids_sorted: bool = False) -> npt.NDArray[np.intp]:
-    """Positions of ``ids`` (strings) among the items, -1 where absent.
-
-    ``ids_sorted``: ``item_ids_arr`` are in sorted order (strings as strings, integers as numbers), so a bisection
-    per id finds them without a hash table of every item (the gold table is usually much smaller than the items).
-    Integer ids are checked for order when not told.
-    """
-    if ids_sorted and item_ids_arr.dtype == object:
-        ids = np.asarray(ids, dtype=object)
-        pos = np.searchsorted(item_ids_arr, ids)
-        hit = pos < item_ids_arr.size
-        hit[hit] = item_ids_arr[pos[hit]] == ids[hit]
-        return np.where(hit, pos, -1).astype(np.intp)
-    if item_ids_arr.dtype.kind in "iu":
-        num = pd.to_numeric(pd.Series(ids, dtype=object), errors="coerce")
-        ok = num.notna().to_numpy() & (num.fillna(0) == num.fillna(0).round()).to_numpy()
-        out = np.full(len(ids), -1, dtype=np.intp)
-        if ok.any():
-            want = num[ok].to_numpy(dtype=np.int64)
-            if item_ids_arr.size and (ids_sorted or bool(np.all(item_ids_arr[1:] > item_ids_arr[:-1]))):
-                # the DuckDB reader's integer items are in numeric order: a binary search, no hash table of them
-                at = np.minimum(np.searchsorted(item_ids_arr, want), item_ids_arr.size - 1)
-                out[ok] = np.where(item_ids_arr[at] == want, at, -1)
-            else:
-                out[ok] = pd.Index(item_ids_arr).get_indexer(pd.Index(want))
-        return out
-    return np.asarray(pd.Index(item_ids_arr).get_indexer(pd.Index(ids)), dtype=np.intp)
-
-
-def _positions(item_ids: npt.NDArray[Any], ids: npt.NDArray[Any], what: str) -> npt.NDArray[np.intp]:
-    """Positions of ``ids`` among ``item_ids`` (as strings); unknown ids are an error naming them."""
-    index = {str(x): i for i, x in enumerate(item_ids)}
-    pos = np.array([index.get(str(x), -1) for x in ids], dtype=np.intp)
-    if (pos < 0).any():
-        shown = ", ".join(repr(str(x)) for x in ids[pos < 0][:5])
-        raise DataError(f"{what}: {int((pos < 0).sum())} item(s) are not in the annotation set: {shown}")
-    return pos

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from heroeval._core.memory import filled
+from heroeval.core.memory import filled
 from heroeval.ingest._csr import SlotTable, repeated_labels
 from heroeval.ingest.annotations import AnnotationSet, IngestReport
 
@@ -122,7 +122,7 @@ class CompactBuilder:
         """Number the items by label count and allocate the arrays (codes for ``n_labelers`` labelers)."""
         self.ptr = self.table.layout()
         n_items = int(self.ptr.shape[0] - 1)
-        # written first by every core (see heroeval._core.memory), then rewritten by the serial scatter
+        # written first by every core (see heroeval.core.memory), then rewritten by the serial scatter
         self.code = filled(int(self.ptr[-1]), code_dtype(n_labelers), 0)
         # without rounds every item is in round 0: zero pages, never written
         self.group = filled(n_items, np.int32, -1) if self.table.has_rounds else np.zeros(n_items, dtype=np.int32)

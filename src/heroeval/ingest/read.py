@@ -1,7 +1,8 @@
 """Ingest's entry point: :func:`read_annotations` reads a table with pandas or DuckDB.
 
 The pandas engine validates and int-codes in memory
-(:mod:`heroeval.ingest.annotations`); the DuckDB engine
+(:mod:`heroeval.ingest.tables` reads the tables, :mod:`heroeval.ingest.annotations`
+assembles the set); the DuckDB engine
 (:mod:`heroeval.ingest._duckdb`) reads files larger than memory with the
 same validation, policies and ingest report.
 """
@@ -18,18 +19,17 @@ import pandas as pd
 
 from heroeval.errors import DataError
 from heroeval.ingest._duckdb import read_with_duckdb
-from heroeval.ingest.annotations import (
-    ITEM_COLUMNS,
-    AnnotationSet,
-    TableLike,
-    _annotation_table,
-    _build,
-    _load,
-    _resolve,
-    _side_tables,
-    _stem,
-)
+from heroeval.ingest.annotations import AnnotationSet, build_annotation_set
 from heroeval.ingest.compact import CompactHistory
+from heroeval.ingest.tables import (
+    ITEM_COLUMNS,
+    TableLike,
+    annotation_table,
+    file_stem,
+    load_table,
+    resolve_column,
+    side_tables,
+)
 
 __all__ = ["DESIGN_COLUMN", "DUCKDB_MIN_BYTES", "read_annotations", "read_compact", "read_design"]
 
@@ -141,13 +141,13 @@ def read_annotations(
                                memory_limit=memory_limit, progress=progress)
         assert isinstance(out, AnnotationSet)
         return out
-    ann, lab_c, lbl_c, rnd_c = _annotation_table(annotations, item_col, labeler_col, label_col, round_col,
+    ann, lab_c, lbl_c, rnd_c = annotation_table(annotations, item_col, labeler_col, label_col, round_col,
                                                  duplicates, missing, encoding)
-    gold_t, gold_col, cov_t = _side_tables(gold, covariates, item_col, gold_item_col, gold_col, covariate_item_col,
+    gold_t, gold_col, cov_t = side_tables(gold, covariates, item_col, gold_item_col, gold_col, covariate_item_col,
                                            encoding)
     if name is None:
-        name = _stem(ann.source) if not ann.source.startswith("<") else "annotations"
-    ds = _build(
+        name = file_stem(ann.source) if not ann.source.startswith("<") else "annotations"
+    ds = build_annotation_set(
         ann,
         labeler_col=lab_c,
         label_col=lbl_c,
@@ -222,8 +222,8 @@ def read_design(source: TableLike, *, item_col: str | None = None,
                 encoding: str | None = None) -> tuple[npt.NDArray[np.object_], npt.NDArray[np.float64]]:
     """Item ids and inclusion probabilities (column ``pi``) of a gold-sampling design, e.g. ``hero select``'s file."""
     cols = [c for c in (item_col, *ITEM_COLUMNS) if c]
-    df, src, _ = _load(source, "design", string_cols=cols, encoding=encoding)
-    col = item_col if item_col is not None and item_col in df.columns else _resolve(df, None, ITEM_COLUMNS,
+    df, src, _ = load_table(source, "design", string_cols=cols, encoding=encoding)
+    col = item_col if item_col is not None and item_col in df.columns else resolve_column(df, None, ITEM_COLUMNS,
                                                                                  "design item", src)
     return _design_columns(df, col, src)
 

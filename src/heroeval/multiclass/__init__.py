@@ -14,9 +14,9 @@ untouched; with K = 2 and the full structure this package reproduces it
 [0.5, 0.0, 0.5]
 """
 
-from heroeval.multiclass._calibration import MultiClassCalibration, calibrate_multiclass, load_multiclass_calibration
-from heroeval.multiclass._data import MultiClassData, as_multiclass, multiclass_from_arrays, read_multiclass
-from heroeval.multiclass._estimators import (
+from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass, load_multiclass_calibration
+from heroeval.multiclass.data import MultiClassData, as_multiclass, multiclass_from_arrays, read_multiclass
+from heroeval.multiclass.estimators import (
     MC_METHODS,
     MultiClassComparison,
     MultiClassEstimate,
@@ -30,7 +30,7 @@ from heroeval.multiclass._estimators import (
     majority_vote_multiclass,
     solve_simplex,
 )
-from heroeval.multiclass._plot import plot_confusion_matrices
+from heroeval.multiclass.plots import plot_confusion_matrices
 
 __all__ = [
     "MC_METHODS",

@@ -11,13 +11,14 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from heroeval._version import __version__
-from heroeval.estimators.results import METHOD_TITLES
-from heroeval.multiclass._calibration import MultiClassCalibration
-from heroeval.multiclass._data import MultiClassData
-from heroeval.multiclass._estimators import MultiClassEstimate
-from heroeval.multiclass._plot import plot_confusion_matrices
-from heroeval.report.html import _e, _num, _svg_img, page_start
+from heroeval.estimators.table import METHOD_TITLES
+from heroeval.multiclass.calibration import MultiClassCalibration
+from heroeval.multiclass.data import MultiClassData
+from heroeval.multiclass.estimators import MultiClassEstimate
+from heroeval.multiclass.plots import plot_confusion_matrices
+from heroeval.report.figures import svg_img
+from heroeval.report.markup import esc, num, page_start
+from heroeval.version import __version__
 
 __all__ = ["build_multiclass_report", "multiclass_report_data"]
 
@@ -43,17 +44,17 @@ def multiclass_report_data(current: MultiClassData, calibration: MultiClassCalib
 def _estimates_html(d: Mapping[str, Any]) -> str:
     classes: Sequence[str] = d["classes"]
     level = 100 * float(d["confidence_level"])
-    head = "".join(f"<th>{_e(c)}</th>" for c in classes)
+    head = "".join(f"<th>{esc(c)}</th>" for c in classes)
     rows = []
     for m, r in d["estimates"].items():
         cells = "".join(
-            f'<td data-method="{_e(m)}" data-class="{_e(c)}">{_num(r["classes"][c]["estimate"])}<br>'
-            f'<span class="muted">[{_num(r["classes"][c]["ci_low"])}, {_num(r["classes"][c]["ci_high"])}]</span></td>'
+            f'<td data-method="{esc(m)}" data-class="{esc(c)}">{num(r["classes"][c]["estimate"])}<br>'
+            f'<span class="muted">[{num(r["classes"][c]["ci_low"])}, {num(r["classes"][c]["ci_high"])}]</span></td>'
             for c in classes)
         ms = r.get("mean_score") or {}
-        score = (f'{_num(ms.get("estimate"))}<br><span class="muted">[{_num(ms.get("ci_low"))}, '
-                 f'{_num(ms.get("ci_high"))}]</span>') if ms.get("estimate") is not None else "–"
-        rows.append(f"<tr><td>{_e(METHOD_TITLES.get(m, m))}</td>{cells}<td>{score}</td></tr>")
+        score = (f'{num(ms.get("estimate"))}<br><span class="muted">[{num(ms.get("ci_low"))}, '
+                 f'{num(ms.get("ci_high"))}]</span>') if ms.get("estimate") is not None else "–"
+        rows.append(f"<tr><td>{esc(METHOD_TITLES.get(m, m))}</td>{cells}<td>{score}</td></tr>")
     return (f"<p>Each cell: the estimated share of the class and its {level:g}% interval.</p>"
             f'<div class="scroll"><table><thead><tr><th>method</th>{head}<th>mean score</th></tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table></div>")
@@ -61,8 +62,8 @@ def _estimates_html(d: Mapping[str, Any]) -> str:
 
 def _ingest_html(ing: Mapping[str, Any]) -> str:
     rows = "".join(
-        f"<tr><td>{_e(t.get('table'))}</td><td>{_e(t.get('source'))}</td><td>{_num(t.get('rows_read'), 'd')}</td>"
-        f"<td>{_num(t.get('rows_used'), 'd')}</td><td>{_e(', '.join(f'{k}: {v}' for k, v in (t.get('dropped') or {}).items()) or '–')}</td></tr>"
+        f"<tr><td>{esc(t.get('table'))}</td><td>{esc(t.get('source'))}</td><td>{num(t.get('rows_read'), 'd')}</td>"
+        f"<td>{num(t.get('rows_used'), 'd')}</td><td>{esc(', '.join(f'{k}: {v}' for k, v in (t.get('dropped') or {}).items()) or '–')}</td></tr>"
         for t in ing.get("tables", []))
     return ("<table><thead><tr><th>table</th><th>source</th><th>read</th><th>used</th><th>dropped</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>")
@@ -85,12 +86,12 @@ def build_multiclass_report(current: MultiClassData, calibration: MultiClassCali
     True
     """
     d = multiclass_report_data(current, calibration, results, title=title, confidence_level=confidence_level)
-    fig = _svg_img(plot_confusion_matrices(calibration), "confusion matrices of the labelers", "fig-confusion")
+    fig = svg_img(plot_confusion_matrices(calibration), "confusion matrices of the labelers", "fig-confusion")
     ing = d["ingest"]
     data = json.dumps(d, allow_nan=False, default=str).replace("<", "\\u003c").replace(">", "\\u003e").replace(
         "&", "\\u0026")
     return (
-        page_start(d, f"; classes {_e(', '.join(d['classes']))}{' (ordinal)' if d['ordinal'] else ''}")
+        page_start(d, f"; classes {esc(', '.join(d['classes']))}{' (ordinal)' if d['ordinal'] else ''}")
         + "</header>"
         f'<section id="estimates"><h2>Class prevalences</h2>{_estimates_html(d)}</section>'
         f'<section id="labelers"><h2>Labelers: P(label | true class)</h2><figure>{fig}<figcaption>Rows are the '

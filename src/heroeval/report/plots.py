@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from heroeval.estimators.results import METHOD_TITLES
+from heroeval.estimators.table import METHOD_TITLES
 
 __all__ = ["plot_benchmark", "plot_sweep"]
 

@@ -10,17 +10,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from heroeval._core.jit import HAVE_NUMBA
-from heroeval.estimators.results import EstimateCollection, EstimateResult
+from heroeval.core.jit import HAVE_NUMBA
+from heroeval.estimators.collection import EstimateCollection
+from heroeval.estimators.results import EstimateResult
+from heroeval.estimators.table import EstimateRow
 from heroeval.ingest.annotations import IngestReport
-from heroeval.stage_a.calibration import NUMBA_MIN_ANNOTATIONS, Calibration
+from heroeval.stage_a.calibration import Calibration
+from heroeval.stage_a.fit import NUMBA_MIN_ANNOTATIONS
 
 
-def _ci_cell(ci: Any) -> str:
+def _ci_cell(row: EstimateRow) -> str:
     """``[low, high]``; a one-sided interval (asked for, or at an estimate of 0 or 1) also as a bound in words."""
-    cell = f"[{_f(ci.low)}, {_f(ci.high)}]"
-    if getattr(ci, "alternative", "two-sided") != "two-sided":
-        cell += f" {ci.describe()}"
+    cell = f"[{_f(row.ci_low)}, {_f(row.ci_high)}]"
+    if row.ci_alternative != "two-sided":
+        cell += f" {row.ci_text}"
     return cell
 
 
@@ -34,16 +37,14 @@ def estimates_table(
     say: Callable[[str], str] = str,
     alternative: str = "two-sided",
 ) -> Table:
-    """Every estimate; ``say`` rewrites the notes and reasons (the CLI names its options there)."""
+    """Every estimate, rendered from the table model (:meth:`EstimateCollection.table`); ``say`` rewrites the
+    notes and reasons (the CLI names its options there). The bootstrap and error columns are this view's."""
+    tab = res.table(confidence_level, ci_method, alternative)
     t = Table(title=title, title_justify="left")
     t.add_column("method")
     t.add_column("estimate", justify="right")
     t.add_column("SE", justify="right")
-    # the method the intervals were made by ("auto" resolves per row: name it when every row resolves alike)
-    used = {r.interval_method(ci_method) for r in res.values()} if ci_method == "auto" else {ci_method}
-    shown = next(iter(used)) if len(used) == 1 else ci_method
-    t.add_column(f"{100 * confidence_level:g}% CI ({shown})" if alternative == "two-sided"
-                 else f"{100 * confidence_level:g}% bound ({shown})", justify="center")
+    t.add_column(tab.interval_header(), justify="center")
     if bootstrap:
         t.add_column("bootstrap SE / percentile CI", justify="center")
     if truth is not None:
@@ -51,38 +52,35 @@ def estimates_table(
     t.add_column("items", justify="right")
     t.add_column("labels", justify="right")
     t.add_column("status / notes")
-    rec = getattr(res, "recommended", None)
+    rec = tab.recommended
     if rec is not None:  # the recommended estimate first, then every method
-        r = rec.result
-        ci = r.confidence_interval(confidence_level, ci_method, alternative)
-        wtxt = "" if rec.history_weight is None else f", w={rec.history_weight:g}"
-        label = (f"[bold red]UNRELIABLE: recommended ({r.title}{wtxt})[/bold red]"
-                 if getattr(rec, "status", "ok") == "unreliable" else f"[bold]recommended ({r.title}{wtxt})[/bold]")
-        row = [label, f"[bold]{r.estimate:.4f}[/bold]", _f(r.standard_error),
-               f"[bold]{_ci_cell(ci)}[/bold]"]
+        label = (f"[bold red]UNRELIABLE: {escape(rec.title)}[/bold red]" if rec.unreliable
+                 else f"[bold]{escape(rec.title)}[/bold]")
+        row = [label, f"[bold]{rec.estimate:.4f}[/bold]", _f(rec.standard_error), f"[bold]{_ci_cell(rec)}[/bold]"]
         row += [""] * ((1 if bootstrap else 0) + (1 if truth is not None else 0))
         if truth is not None:
-            row[-1] = f"{r.estimate - truth:+.4f}"
-        row += [str(r.n_items), str(r.n_annotations), escape(say("; ".join(["auto: see why below", *r.notes])))]
+            row[-1] = f"{rec.estimate - truth:+.4f}"
+        row += [str(rec.n_items), str(rec.n_annotations),
+                escape(say("; ".join(["auto: see why below", *rec.notes])))]
         t.add_row(*row, end_section=True)
-        t.caption = f"why: {escape(say(rec.reason))}"
+        t.caption = f"why: {escape(say(tab.reason or ''))}"
         t.caption_justify = "left"
-    for r in res.values():
-        ci = r.confidence_interval(confidence_level, ci_method, alternative)
-        row = [r.title, f"{r.estimate:.4f}", _f(r.standard_error), _ci_cell(ci)]
+    for er in tab.methods:
+        r = res.results[er.key]
+        row = [er.title, f"{er.estimate:.4f}", _f(er.standard_error), _ci_cell(er)]
         if bootstrap:
-            b = bootstrap.get(r.method)
+            b = bootstrap.get(er.key)
             if b is None:
                 row.append("")
             else:
                 bc = b.confidence_interval(confidence_level)
                 row.append(f"{_f(b.standard_error)} [{_f(bc.low)}, {_f(bc.high)}]")
         if truth is not None:
-            row.append(f"{r.estimate - truth:+.4f}")
-        row += [str(r.n_items), str(r.n_annotations), _status(r, say)]
+            row.append(f"{er.estimate - truth:+.4f}")
+        row += [str(er.n_items), str(er.n_annotations), _status(r, say)]
         t.add_row(*row)
     extra = (1 if bootstrap else 0) + (1 if truth is not None else 0)
-    for m, why in res.skipped.items():
+    for m, why in tab.skipped.items():
         t.add_row(m, "-", "", "", *([""] * extra), "", "", f"[dim]not computed: {escape(say(why))}[/dim]")
     if truth is not None:
         t.add_row("[bold]true gold rate[/bold]", f"[bold]{truth:.4f}[/bold]", *([""] * (5 + extra)))

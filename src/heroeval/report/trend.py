@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from heroeval._version import __version__
-from heroeval.report.html import _e, _f, _json_script, _mpl, _num, _svg_img, _table, _td, page_start
+from heroeval.report.figures import as_float, mpl, svg_img
+from heroeval.report.markup import esc, json_script, num, page_start, table_html, td
 from heroeval.store.trend import Trend
+from heroeval.version import __version__
 
 __all__ = ["build_trend_report", "trend_report_data"]
 
@@ -42,22 +43,22 @@ def trend_report_data(trend: Trend, truth: Mapping[str, float] | None = None,
 
 
 def _rate_plot(d: Mapping[str, Any]) -> str:
-    plt = _mpl()
+    plt = mpl()
     rows = d["rounds"]
     m = len(rows)
     fig, ax = plt.subplots(figsize=(max(5.0, 0.7 * m + 2), 3.4))
     x = np.arange(1, m + 1)
-    est = np.array([_f(r["estimate"]) for r in rows])
-    lo = np.array([_f(r["ci_low"]) for r in rows])
-    hi = np.array([_f(r["ci_high"]) for r in rows])
+    est = np.array([as_float(r["estimate"]) for r in rows])
+    lo = np.array([as_float(r["ci_low"]) for r in rows])
+    hi = np.array([as_float(r["ci_high"]) for r in rows])
     ok = np.isfinite(lo) & np.isfinite(hi)
     ax.errorbar(x[ok], est[ok], yerr=[est[ok] - lo[ok], hi[ok] - est[ok]], fmt="o-", color="#1f77b4", capsize=3,
                 label="estimate, simultaneous interval")
     ax.plot(x[~ok], est[~ok], "o", color="#1f77b4")
     if any("truth" in r and r["truth"] is not None for r in rows):
-        tv = np.array([_f(r.get("truth")) for r in rows])
+        tv = np.array([as_float(r.get("truth")) for r in rows])
         ax.plot(x, tv, "D", color="#d62728", label="truth", markersize=5)
-    gm = np.array([_f(r.get("gold_mean")) for r in rows])
+    gm = np.array([as_float(r.get("gold_mean")) for r in rows])
     if np.isfinite(gm).any():
         ax.plot(x, gm, "x", color="#7f7f7f", label="mean of the round's gold labels")
     ax.set_xticks(x, [f"R{k}" for k in x])
@@ -65,29 +66,29 @@ def _rate_plot(d: Mapping[str, Any]) -> str:
     ax.set_ylabel("rate")
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    return _svg_img(fig, "Rate by round with simultaneous intervals", "fig-trend")
+    return svg_img(fig, "Rate by round with simultaneous intervals", "fig-trend")
 
 
 def _diff_plot(d: Mapping[str, Any]) -> str:
-    plt = _mpl()
+    plt = mpl()
     rows = d["differences"]
     num = {r["round"]: k for k, r in enumerate(d["rounds"], start=1)}
     fig, ax = plt.subplots(figsize=(6.0, 0.35 * len(rows) + 1.2))
     y = np.arange(len(rows))[::-1]
-    est = np.array([_f(r["difference"]) for r in rows])
-    lo = np.array([_f(r["ci_low"]) for r in rows])
-    hi = np.array([_f(r["ci_high"]) for r in rows])
+    est = np.array([as_float(r["difference"]) for r in rows])
+    lo = np.array([as_float(r["ci_low"]) for r in rows])
+    hi = np.array([as_float(r["ci_high"]) for r in rows])
     ok = np.isfinite(lo)
     ax.errorbar(est[ok], y[ok], xerr=[est[ok] - lo[ok], hi[ok] - est[ok]], fmt="D", color="#2ca02c", capsize=3)
     ax.axvline(0, color="#7f7f7f", linestyle="--", linewidth=1)
     ax.set_yticks(y, [f"R{num[r['round']]} − R{num[r['reference']]}" for r in rows])
     ax.set_xlabel("difference of rates")
     fig.tight_layout()
-    return _svg_img(fig, "Differences between rounds with simultaneous intervals", "fig-diff")
+    return svg_img(fig, "Differences between rounds with simultaneous intervals", "fig-diff")
 
 
 def _drift_plot(d: Mapping[str, Any]) -> str:
-    plt = _mpl()
+    plt = mpl()
     rounds = [r["round"] for r in d["rounds"]]
     labs = d["labelers"][:40]
     z = np.full((len(labs), len(rounds)), np.nan)
@@ -96,7 +97,7 @@ def _drift_plot(d: Mapping[str, Any]) -> str:
     ri = {r: k for k, r in enumerate(rounds)}
     for row in d["drift"]:
         if row["labeler"] in li and row["round"] in ri:
-            z[li[row["labeler"]], ri[row["round"]]] = _f(row["z"])
+            z[li[row["labeler"]], ri[row["round"]]] = as_float(row["z"])
             flag[li[row["labeler"]], ri[row["round"]]] = bool(row["flagged"])
     fig, ax = plt.subplots(figsize=(max(4.5, 0.55 * len(rounds) + 2), 0.3 * len(labs) + 1.4))
     im = ax.imshow(np.clip(z, -6, 6), cmap="RdBu_r", vmin=-6, vmax=6, aspect="auto")
@@ -106,7 +107,7 @@ def _drift_plot(d: Mapping[str, Any]) -> str:
     ax.set_yticks(range(len(labs)), [f"L{k}" for k in range(1, len(labs) + 1)])
     fig.colorbar(im, ax=ax, label="drift z (observed − expected positive rate)")
     fig.tight_layout()
-    return _svg_img(fig, "Labeler drift z by round; dots mark flagged labelers", "fig-drift")
+    return svg_img(fig, "Labeler drift z by round; dots mark flagged labelers", "fig-drift")
 
 
 def _rates_table(d: Mapping[str, Any]) -> str:
@@ -118,26 +119,26 @@ def _rates_table(d: Mapping[str, Any]) -> str:
         head += [("truth", True), ("error", True)]
     rows = []
     for k, r in enumerate(d["rounds"], start=1):
-        cells = (f"<td>R{k}</td><td class=\"name\">{_e(r['round'])}</td><td class=\"name\">{_e(r['model'] or '')}</td>"
-                 f"<td>{_e(r['date'] or '')}</td>{_td(r['n_items'], 'items', 'd')}{_td(r['n_gold'], 'gold', 'd')}"
-                 f"{_td(r['estimate'], 'estimate')}{_td(r['standard_error'], 'se')}"
-                 f"<td class=\"num\" data-field=\"ci\">[{_num(r['ci_low'])}, {_num(r['ci_high'])}]</td>"
-                 f"<td class=\"num\">[{_num(r['marginal_low'])}, {_num(r['marginal_high'])}]</td>"
-                 f"{_td(r['gold_mean'])}")
+        cells = (f"<td>R{k}</td><td class=\"name\">{esc(r['round'])}</td><td class=\"name\">{esc(r['model'] or '')}</td>"
+                 f"<td>{esc(r['date'] or '')}</td>{td(r['n_items'], 'items', 'd')}{td(r['n_gold'], 'gold', 'd')}"
+                 f"{td(r['estimate'], 'estimate')}{td(r['standard_error'], 'se')}"
+                 f"<td class=\"num\" data-field=\"ci\">[{num(r['ci_low'])}, {num(r['ci_high'])}]</td>"
+                 f"<td class=\"num\">[{num(r['marginal_low'])}, {num(r['marginal_high'])}]</td>"
+                 f"{td(r['gold_mean'])}")
         if truth:
-            cells += _td(r.get("truth"), "truth") + _td(r.get("error"), "error", "+.4f")
+            cells += td(r.get("truth"), "truth") + td(r.get("error"), "error", "+.4f")
         rows.append(f"<tr>{cells}</tr>")
-    return _table(head, rows, "rates")
+    return table_html(head, rows, "rates")
 
 
 def _diffs_table(d: Mapping[str, Any]) -> str:
-    num = {r["round"]: k for k, r in enumerate(d["rounds"], start=1)}
-    rows = [f"<tr><td>R{num[r['round']]} − R{num[r['reference']]}</td><td class=\"name\">{_e(r['round'])}</td>"
-            f"<td class=\"name\">{_e(r['reference'])}</td>{_td(r['difference'], 'difference', '+.4f')}"
-            f"{_td(r['standard_error'])}<td class=\"num\">[{_num(r['ci_low'], '+.4f')}, {_num(r['ci_high'], '+.4f')}]"
-            f"</td>{_td(r['p_value'], None, '.3g')}{_td(r['p_adjusted'], 'p_adjusted', '.3g')}</tr>"
+    pos = {r["round"]: k for k, r in enumerate(d["rounds"], start=1)}
+    rows = [f"<tr><td>R{pos[r['round']]} − R{pos[r['reference']]}</td><td class=\"name\">{esc(r['round'])}</td>"
+            f"<td class=\"name\">{esc(r['reference'])}</td>{td(r['difference'], 'difference', '+.4f')}"
+            f"{td(r['standard_error'])}<td class=\"num\">[{num(r['ci_low'], '+.4f')}, {num(r['ci_high'], '+.4f')}]"
+            f"</td>{td(r['p_value'], None, '.3g')}{td(r['p_adjusted'], 'p_adjusted', '.3g')}</tr>"
             for r in d["differences"]]
-    return _table([("", False), ("round", False), ("minus", False), ("difference", True), ("SE", True),
+    return table_html([("", False), ("round", False), ("minus", False), ("difference", True), ("SE", True),
                    ("simultaneous interval", True), ("p", True), ("p adjusted", True)], rows, "differences")
 
 
@@ -148,21 +149,21 @@ def _drift_table(d: Mapping[str, Any]) -> str:
     for r in d["drift"][:2000]:
         cls = ' class="bad"' if r["flagged"] else ""
         rows.append(f"<tr><td>R{num.get(r['round'], '?')}</td><td>L{lnum.get(r['labeler'], '?')}</td>"
-                    f"<td class=\"name\">{_e(r['labeler'])}</td>{_td(r['n_labels'], None, 'd')}"
-                    f"{_td(r['observed'])}{_td(r['expected'])}{_td(r['z'], None, '+.2f')}"
-                    f"{_td(r['p_adjusted'], None, '.3g')}<td{cls}>{'drift' if r['flagged'] else ''}</td>"
-                    f"{_td(r['gold_sensitivity'])}{_td(r['gold_specificity'])}{_td(r['n_gold_labels'], None, 'd')}</tr>")
-    return _table([("round", False), ("", False), ("labeler", False), ("labels", True), ("positive rate", True),
+                    f"<td class=\"name\">{esc(r['labeler'])}</td>{td(r['n_labels'], None, 'd')}"
+                    f"{td(r['observed'])}{td(r['expected'])}{td(r['z'], None, '+.2f')}"
+                    f"{td(r['p_adjusted'], None, '.3g')}<td{cls}>{'drift' if r['flagged'] else ''}</td>"
+                    f"{td(r['gold_sensitivity'])}{td(r['gold_specificity'])}{td(r['n_gold_labels'], None, 'd')}</tr>")
+    return table_html([("round", False), ("", False), ("labeler", False), ("labels", True), ("positive rate", True),
                    ("expected", True), ("z", True), ("p (Holm)", True), ("", False), ("sensitivity on gold", True),
                    ("specificity on gold", True), ("gold labels", True)], rows, "drift")
 
 
 def render_trend(d: Mapping[str, Any]) -> str:
-    parts = [page_start(d, f" — store {_e(d['store'])}, calibration {_e(d['calibration']['key'][:12])} "
-                          f"({_e(d['calibration']['status'])})") + "</header>"]
+    parts = [page_start(d, f" — store {esc(d['store'])}, calibration {esc(d['calibration']['key'][:12])} "
+                          f"({esc(d['calibration']['status'])})") + "</header>"]
     parts.append('<nav><a href="#rates">Rates</a><a href="#differences">Differences</a>'
                  '<a href="#drift">Labeler drift</a><a href="#notes">Notes</a></nav>')
-    parts.append(f'<p class="muted" id="method">{_e(d["method_line"])}. Every round is a prevalence of one Stage A '
+    parts.append(f'<p class="muted" id="method">{esc(d["method_line"])}. Every round is a prevalence of one Stage A '
                  "fit on the store's rounds (gold items with their label, the others through the labelers' "
                  "calibrated errors), so the rates and differences share one parameter covariance.</p>")
     parts.append('<h2 id="rates">Rates</h2>')
@@ -171,7 +172,7 @@ def render_trend(d: Mapping[str, Any]) -> str:
                      "are numbered as in the table. Diamonds: the true rate when given; crosses: the mean of the "
                      "round's few gold labels.</figcaption></figure>")
     parts.append(_rates_table(d))
-    ref = "the previous round" if d["baseline"] == "previous" else _e(d["baseline"])
+    ref = "the previous round" if d["baseline"] == "previous" else esc(d["baseline"])
     parts.append(f'<h2 id="differences">Differences (each round minus {ref})</h2>')
     if d["differences"]:
         parts.append(f"<figure>{_diff_plot(d)}<figcaption>Differences with simultaneous intervals; the dashed line is "
@@ -185,9 +186,9 @@ def render_trend(d: Mapping[str, Any]) -> str:
         parts.append(_drift_table(d))
     else:
         parts.append("<p>No drift check was run.</p>")
-    notes = "".join(f"<li>{_e(n)}</li>" for n in d["notes"]) or "<li>None.</li>"
+    notes = "".join(f"<li>{esc(n)}</li>" for n in d["notes"]) or "<li>None.</li>"
     parts.append(f'<h2 id="notes">Notes</h2><ul class="notes">{notes}</ul>')
-    parts.append(_json_script(d))
+    parts.append(json_script(d))
     parts.append("</main></body></html>\n")
     return "".join(parts)
 

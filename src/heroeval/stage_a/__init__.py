@@ -1,7 +1,7 @@
 """Stage A: each silver labeler's sensitivity and specificity from the gold-anchored history, and their covariance.
 
-The EM (:mod:`~heroeval.stage_a._em`, NumPy; :mod:`~heroeval.stage_a._kernels`,
-compiled), the information and influence values (:mod:`~heroeval.stage_a._influence`),
+The EM (:mod:`~heroeval.stage_a.two_coin`, NumPy; :mod:`~heroeval.stage_a.kernels`,
+compiled), the information and influence values (:mod:`~heroeval.stage_a.scoring`),
 the parameter covariance, kept unformed until asked for (:mod:`~heroeval.stage_a.covariance`),
 the :class:`Calibration` object and its JSON file, the EM settings
 (:mod:`~heroeval.stage_a.settings`), the gold items' counts, starting values and
@@ -12,7 +12,8 @@ estimators or the checks; :func:`heroeval.calibrate` composes it with the
 checks.
 """
 
-from heroeval.stage_a.calibration import Calibration, ConvergenceInfo, fit_stage_a, load_calibration
+from heroeval.stage_a.calibration import Calibration, ConvergenceInfo, load_calibration
 from heroeval.stage_a.checks_record import DependenceTest, ModelChecks
+from heroeval.stage_a.fit import fit_stage_a
 
 __all__ = ["Calibration", "ConvergenceInfo", "DependenceTest", "ModelChecks", "fit_stage_a", "load_calibration"]

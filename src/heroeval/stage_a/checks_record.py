@@ -49,7 +49,7 @@ class DependenceTest:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "z": _fin(self.z), "p_value": _fin(self.p_value), "mean_correlation": _fin(self.mean_correlation),
+            "z": finite_or_none(self.z), "p_value": finite_or_none(self.p_value), "mean_correlation": finite_or_none(self.mean_correlation),
             "n_items": self.n_items, "n_pairs": self.n_pairs, "n_pairs_significant": self.n_pairs_significant,
             "pairs": self.pairs,
         }
@@ -65,7 +65,7 @@ _ROUND_NUMBERS = ("truth", "estimate", "error", "error_se")
 None: not computed, no weight)."""
 
 
-def _fin(x: float) -> float | None:
+def finite_or_none(x: float) -> float | None:
     return float(x) if x is not None and math.isfinite(x) else None
 
 
@@ -134,12 +134,12 @@ class ModelChecks:
     def to_dict(self) -> dict[str, Any]:
         return {
             "folds": self.folds, "n_gold": self.n_gold, "weight_grid": list(self.weight_grid),
-            "log_score": [{"history_weight": w, "mean": _fin(m), "se": _fin(s)} for w, (m, s) in self.log_score.items()],
+            "log_score": [{"history_weight": w, "mean": finite_or_none(m), "se": finite_or_none(s)} for w, (m, s) in self.log_score.items()],
             "chosen_weight": self.chosen_weight, "calibration_curve": self.calibration_curve,
-            "mock": [{k: (_fin(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.mock],
+            "mock": [{k: (finite_or_none(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.mock],
             "dependence": self.dependence.to_dict(), "notes": list(self.notes),
             "items": {k: np.round(np.asarray(v, dtype=np.float64), 10).tolist() for k, v in self.items.items()},
-            "rounds": [{k: (_fin(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.rounds],
+            "rounds": [{k: (finite_or_none(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.rounds],
         }
 
     @classmethod

@@ -1,7 +1,7 @@
 """The covariance of Stage A's parameters, formed as a matrix only when one is asked for.
 
 With ``theta = (alpha, beta, prevalences)`` and optional covariate means ``m``, the
-history's influence values give (:func:`heroeval.stage_a.calibration.parameter_covariance`)
+history's influence values give (:func:`heroeval.stage_a.fit.parameter_covariance`)
 
     V_tt = H^-1 S H^-1     (sandwich; ``H^-1`` alone for the model variance)
     V_tm = H^-1 S_X / N
@@ -46,12 +46,12 @@ import numpy as np
 import numpy.typing as npt
 import scipy.linalg
 
-from heroeval.stage_a import _influence
+from heroeval.stage_a import scoring
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
-FACTOR_MIN = _influence._CHOLESKY_MIN
+FACTOR_MIN = scoring._CHOLESKY_MIN
 """From this many free parameters on, ``V`` is not formed until asked for."""
 
 CG_TOL = 1e-14
@@ -177,7 +177,7 @@ class ParameterCovariance:
         nt = self._n_theta
         H = np.zeros((nt, nt))
         H[np.ix_(f, f)] = self._info
-        self._set_matrix(_influence.inverse_of(H, f))
+        self._set_matrix(scoring.inverse_of(H, f))
 
     def _set_matrix(self, Hinv: FloatArray) -> None:
         """Form ``V`` from ``H^-1`` (theta x theta, zero rows for the boundary) and keep only it."""
@@ -340,7 +340,7 @@ class _Dense(Exception):
 def dense_covariance(H: FloatArray, free: BoolArray, gram: FloatArray | None, sx: FloatArray | None = None,
                      Xc: FloatArray | None = None, *, xtx: FloatArray | None = None,
                      n_x_items: int = 0) -> FloatArray:
-    """``V`` formed densely: ``H^-1`` (:func:`heroeval.stage_a._influence.inverse_of`), then the sandwich.
+    """``V`` formed densely: ``H^-1`` (:func:`heroeval.stage_a.scoring.inverse_of`), then the sandwich.
 
     The plain computation :class:`ParameterCovariance` stands in for; it forms
     the small problems' ``V`` and the tests compare the other paths with it.
@@ -349,7 +349,7 @@ def dense_covariance(H: FloatArray, free: BoolArray, gram: FloatArray | None, sx
         xtx, n_x_items = Xc.T @ Xc, Xc.shape[0]
     n = n_x_items if xtx is not None else 0
     vxx = None if xtx is None or sx is None else xtx / n**2
-    return _assemble(_influence.inverse_of(H, free), gram, None if xtx is None else sx, vxx, n)
+    return _assemble(scoring.inverse_of(H, free), gram, None if xtx is None else sx, vxx, n)
 
 
 def _assemble(Hinv: FloatArray, gram: FloatArray | None, sx: FloatArray | None, vxx: FloatArray | None,

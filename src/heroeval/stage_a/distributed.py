@@ -45,35 +45,33 @@ import numpy.typing as npt
 import pandas as pd
 
 from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError
-from heroeval.ingest.annotations import (
+from heroeval.ingest.annotations import AnnotationSet, IngestReport, TableReport
+from heroeval.ingest.coding import ids_to_str
+from heroeval.ingest.labels import parse_binary
+from heroeval.ingest.tables import (
     GOLD_COLUMNS,
     ITEM_COLUMNS,
-    AnnotationSet,
-    IngestReport,
-    TableReport,
-    _annotation_columns,
-    _ids_to_str,
-    _load,
-    _parse_binary,
-    _resolve,
-    _Table,
+    LoadedTable,
+    annotation_columns,
     covariate_columns,
+    load_table,
+    resolve_column,
 )
-from heroeval.stage_a import _em, _influence, _kernels
-from heroeval.stage_a.calibration import (
-    Calibration,
-    ConvergenceInfo,
-    _check_weight,
-    _prior_settings,
-    _progress_callback,
-    eb_prior_covariance,
-    stage_a_prior,
-)
+from heroeval.stage_a import kernels, scoring, two_coin
+from heroeval.stage_a.calibration import Calibration, ConvergenceInfo
 from heroeval.stage_a.covariance import ParameterCovariance
+from heroeval.stage_a.fit import _prior_settings, _progress_callback, eb_prior_covariance, stage_a_prior
 from heroeval.stage_a.folds import FoldPriors
 from heroeval.stage_a.gold import gold_counts, initial_from_counts, score_gold_items
 from heroeval.stage_a.prior import PriorCounts, has_prior, prior_information
-from heroeval.stage_a.settings import Shrink, check_em_settings, check_shrink
+from heroeval.stage_a.settings import (
+    EMSettings,
+    FitSettings,
+    Shrink,
+    check_pseudo_count,
+    check_weight,
+    stopping_rule,
+)
 
 __all__ = ["DaskFoldFits", "DaskHistory", "fit_stage_a_dask", "load_dask_history"]
 
@@ -85,7 +83,7 @@ IntArray = npt.NDArray[np.int64]
 class _Part:
     """One partition's items as a sparse design, plus its counts, its gold items and covariates."""
 
-    design: _em.Design  # unweighted, pseudo_count 0: weights and the prior are applied per call / on the client
+    design: two_coin.Design  # unweighted, pseudo_count 0: weights and the prior are applied per call / on the client
     n_rows: int
     dropped: dict[str, int]
     tp: IntArray
@@ -106,16 +104,16 @@ class _Part:
 def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labelers: list[str], rounds: list[str],
                 gold: pd.Series, part_no: int, cov: pd.DataFrame | None) -> _Part:
     i_c, l_c, y_c, r_c = cols
-    t = _Table("annotations", f"partition {part_no}", df.reset_index(drop=True), i_c, False)
-    y, ym = _parse_binary(t.df[y_c], t, y_c, "label")
-    items = _ids_to_str(t.df[i_c])
-    labs = _ids_to_str(t.df[l_c])
+    t = LoadedTable("annotations", f"partition {part_no}", df.reset_index(drop=True), i_c, False)
+    y, ym = parse_binary(t.df[y_c], t, y_c, "label")
+    items = ids_to_str(t.df[i_c])
+    labs = ids_to_str(t.df[l_c])
     im = (items.isna() | (items.str.strip() == "")).fillna(True).to_numpy(dtype=bool)
     lm = (labs.isna() | (labs.str.strip() == "")).fillna(True).to_numpy(dtype=bool)
     dropped: dict[str, int] = {}
     rm = np.zeros(len(t.df), dtype=bool)
     if r_c is not None:
-        rv = _ids_to_str(t.df[r_c])
+        rv = ids_to_str(t.df[r_c])
         rm = (rv.isna() | (rv.str.strip() == "")).fillna(True).to_numpy(dtype=bool)
     for reason, mask in (("missing item id", im), ("missing labeler id", ~im & lm), ("missing label", ~im & ~lm & ym),
                          ("missing round", ~im & ~lm & ~ym & rm)):
@@ -128,7 +126,7 @@ def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labele
     ic, names = pd.factorize(items.to_numpy(dtype=object))
     n = len(names)
     if r_c is not None:
-        rc_ann = pd.Index(rounds).get_indexer(pd.Index(_ids_to_str(t.df[r_c])[keep].to_numpy(dtype=object)))
+        rc_ann = pd.Index(rounds).get_indexer(pd.Index(ids_to_str(t.df[r_c])[keep].to_numpy(dtype=object)))
     else:
         rc_ann = np.zeros(ic.size, dtype=np.int64)
     order = np.argsort(ic, kind="stable")
@@ -153,7 +151,7 @@ def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labele
         X = np.ascontiguousarray(got.to_numpy(dtype=np.float64))
     pair = ic.astype(np.int64) * max(J, 1) + lab_code
     n_rep = int(pd.Series(pair).duplicated().sum())
-    d = _em.make_design(ptr, lab_code, y, J, gold_arr, group, G, repeated=n_rep > 0)
+    d = two_coin.make_design(ptr, lab_code, y, J, gold_arr, group, G, repeated=n_rep > 0)
     ga = np.repeat(gold_arr, np.diff(ptr))
     isg = gold_arr >= 0
 
@@ -187,7 +185,7 @@ def _recode(p: _Part, labs: IntArray, rounds: IntArray) -> _Part:
     new_group[rounds] = np.arange(rounds.size)
     group = new_group[d.group].astype(np.int32)
     G = int(rounds.size)
-    d2 = replace(d, n_labelers=int(labs.size), n_groups=G, A=A, AT=A.T if d.n_items > _em._CSC_ITEMS else A.T.tocsr(),
+    d2 = replace(d, n_labelers=int(labs.size), n_groups=G, A=A, AT=A.T if d.n_items > two_coin._CSC_ITEMS else A.T.tocsr(),
                  code_counts=d.code_counts[cols], group=group,
                  group_size=np.bincount(group, minlength=G).astype(np.float64))
     return replace(p, design=d2, tp=p.tp[labs], fn=p.fn[labs], tn=p.tn[labs], fp=p.fp[labs], n_ann=p.n_ann[labs],
@@ -197,7 +195,7 @@ def _recode(p: _Part, labs: IntArray, rounds: IntArray) -> _Part:
 
 def _item_hashes(df: pd.DataFrame, i_c: str) -> npt.NDArray[np.uint64]:
     """Sorted distinct 64-bit hashes of a partition's item ids (for the partitioned_by_item check)."""
-    ids = _ids_to_str(df[i_c]).dropna()
+    ids = ids_to_str(df[i_c]).dropna()
     return np.unique(pd.util.hash_array(ids.to_numpy(dtype=object)))
 
 
@@ -232,7 +230,7 @@ def _part_weights(p: _Part, w: float, drop: npt.NDArray[np.object_]) -> FloatArr
     return wt
 
 
-def _weighted(p: _Part, wt: FloatArray | None) -> _em.Design:
+def _weighted(p: _Part, wt: FloatArray | None) -> two_coin.Design:
     return p.design if wt is None else replace(p.design, weight=wt)
 
 
@@ -246,7 +244,7 @@ def _part_counts(p: _Part, wt: FloatArray) -> tuple[FloatArray, FloatArray]:
 def _part_stats(p: _Part, wt: FloatArray | None, alpha: FloatArray, beta: FloatArray, prev: FloatArray,
                 need_ll: bool) -> tuple[FloatArray, FloatArray, float]:
     d = _weighted(p, wt)
-    gamma, ll = _em.e_step(d, alpha, beta, prev, need_ll)
+    gamma, ll = two_coin.e_step(d, alpha, beta, prev, need_ll)
     gw = gamma if wt is None else gamma * wt
     s1 = np.asarray(d.AT @ gw, dtype=np.float64)
     gsum = np.bincount(d.group, weights=gw, minlength=d.n_groups).astype(np.float64)
@@ -255,16 +253,16 @@ def _part_stats(p: _Part, wt: FloatArray | None, alpha: FloatArray, beta: FloatA
 
 def _part_info(p: _Part, wt: FloatArray | None, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
     d = _weighted(p, wt)
-    gamma, _ = _em.e_step(d, alpha, beta, prev, need_ll=False)
-    return _influence.information(d, alpha, beta, prev, gamma)
+    gamma, _ = two_coin.e_step(d, alpha, beta, prev, need_ll=False)
+    return scoring.information(d, alpha, beta, prev, gamma)
 
 
 def _part_cov(p: _Part, wt: FloatArray | None, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gram: bool,
               x_mean: FloatArray | None) -> tuple[FloatArray, FloatArray, FloatArray | None, FloatArray | None]:
     """Observed information, score Gram matrix and, with covariates, the scores' and the covariates' cross sums."""
     d = _weighted(p, wt)
-    gamma, _ = _em.e_step(d, alpha, beta, prev)
-    si = _influence.scores_and_information(d, alpha, beta, prev, gamma, gram=gram)
+    gamma, _ = two_coin.e_step(d, alpha, beta, prev)
+    si = scoring.scores_and_information(d, alpha, beta, prev, gamma, gram=gram)
     if p.X is None or x_mean is None:
         return si.info, si.gram, None, None
     Xc = p.X - x_mean
@@ -366,7 +364,7 @@ class _DaskDesign:
     """The EM map over persisted partitions: map to sufficient statistics, reduce on the client.
 
     ``weights`` (one future per partition, or None for weight 1 everywhere) weight each item's
-    likelihood as :class:`heroeval.stage_a._em.Design` does; ``pseudo_count`` is the MAP prior,
+    likelihood as :class:`heroeval.stage_a.two_coin.Design` does; ``pseudo_count`` is the MAP prior,
     added on the client (the partitions' designs carry none).
     """
 
@@ -398,14 +396,14 @@ class _DaskDesign:
         res = c.gather(futs)
         s1 = np.sum([r[0] for r in res], axis=0)
         gsum = np.sum([r[1] for r in res], axis=0)
-        ll = float(math.fsum(r[2] for r in res)) + _kernels._prior(self.pseudo_count, alpha, beta) if need_ll \
+        ll = float(math.fsum(r[2] for r in res)) + kernels._prior(self.pseudo_count, alpha, beta) if need_ll \
             else float("nan")
         return s1, gsum, ll
 
     def em_map(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray, need_ll: bool) -> tuple[
             FloatArray, FloatArray, FloatArray, float]:
         s1, gsum, ll = self._sums(alpha, beta, prev, need_ll)
-        a2, b2, p2 = _em.m_from_sums(s1, self.cnt, gsum, self.gsize, self.pseudo_count, weighted=self.weighted)
+        a2, b2, p2 = two_coin.m_from_sums(s1, self.cnt, gsum, self.gsize, self.pseudo_count, weighted=self.weighted)
         return a2, b2, p2, ll
 
     def em_sums(self, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> tuple[
@@ -428,9 +426,9 @@ class _DaskDesign:
             H = H + prior_information(self.pseudo_count, alpha, beta, self.n_groups)
         return H
 
-    def covariance(self, fit: _em.EMFit, variance: str, prior_meat: FloatArray | None = None,
+    def covariance(self, fit: two_coin.EMFit, variance: str, prior_meat: FloatArray | None = None,
                    prior_cross: FloatArray | None = None) -> ParameterCovariance:
-        """The parameter covariance of :func:`heroeval.stage_a.calibration.parameter_covariance`, map-reduced
+        """The parameter covariance of :func:`heroeval.stage_a.fit.parameter_covariance`, map-reduced
         (``prior_meat`` and ``prior_cross`` as there)."""
         c = self.client
         gram = variance == "sandwich"
@@ -440,7 +438,7 @@ class _DaskDesign:
         H = np.sum([r[0] for r in res], axis=0)
         if has_prior(self.pseudo_count):
             H = H + prior_information(self.pseudo_count, fit.alpha, fit.beta, self.n_groups)
-        free = _influence.free_parameters(fit.alpha, fit.beta, fit.prev)
+        free = scoring.free_parameters(fit.alpha, fit.beta, fit.prev)
         S = np.sum([r[1] for r in res], axis=0) if gram else None
         if prior_meat is not None:
             S = (S if S is not None else H) + prior_meat
@@ -490,24 +488,24 @@ def load_dask_history(
         raise HeroEvalError(f"history must be a dask DataFrame or a Parquet path, got {type(history).__name__}")
     where = "dask history"
     cols = pd.DataFrame(columns=list(ddf.columns))
-    i_c, l_c, y_c, r_c = _annotation_columns(cols, item_col, labeler_col, label_col, round_col, where)
-    gdf, gsrc, _ = _load(gold, "gold", string_cols=[c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c])
-    gi_c = _resolve(gdf, gold_item_col, ITEM_COLUMNS, "gold item", gsrc)
-    gv_c = _resolve(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
-    gt = _Table("gold", gsrc, gdf, gi_c, False)
-    gv, gmiss = _parse_binary(gdf[gv_c], gt, gv_c, "gold label")
-    gids = _ids_to_str(gdf[gi_c])
+    i_c, l_c, y_c, r_c = annotation_columns(cols, item_col, labeler_col, label_col, round_col, where)
+    gdf, gsrc, _ = load_table(gold, "gold", string_cols=[c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c])
+    gi_c = resolve_column(gdf, gold_item_col, ITEM_COLUMNS, "gold item", gsrc)
+    gv_c = resolve_column(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
+    gt = LoadedTable("gold", gsrc, gdf, gi_c, False)
+    gv, gmiss = parse_binary(gdf[gv_c], gt, gv_c, "gold label")
+    gids = ids_to_str(gdf[gi_c])
     ok = ~gmiss & gids.notna().to_numpy()
     gold_s = pd.Series(gv[ok].astype(np.float64), index=pd.Index(gids[ok].to_numpy(dtype=object)))
     gold_s = gold_s[~gold_s.index.duplicated()]
     cov_tab, cov_names, cov_rows = _covariate_table(covariates, covariate_item_col, covariate_cols, item_col)
     # the labeler and round dictionaries (small), sorted as read_annotations sorts them
     labs = ddf[l_c].dropna().unique().compute()
-    labelers = sorted({x for x in _ids_to_str(pd.Series(labs)).dropna() if x.strip()})
+    labelers = sorted({x for x in ids_to_str(pd.Series(labs)).dropna() if x.strip()})
     rounds = ["all"]
     if r_c is not None:
         rv = ddf[r_c].dropna().unique().compute()
-        rounds = sorted({x for x in _ids_to_str(pd.Series(rv)).dropna() if x.strip()})
+        rounds = sorted({x for x in ids_to_str(pd.Series(rv)).dropna() if x.strip()})
     if not partitioned_by_item:
         ddf = ddf.shuffle(on=i_c)
     else:  # check the promise: an item split over partitions would count as several items
@@ -550,11 +548,11 @@ def _covariate_table(covariates: Any, covariate_item_col: str | None, covariate_
             raise HeroEvalError("covariate_cols needs covariates= (the table of item covariates)")
         return None, (), 0
     ccols = [c for c in (covariate_item_col, item_col, *ITEM_COLUMNS) if c]
-    cdf, csrc, chdr = _load(covariates, "covariates", string_cols=ccols)
+    cdf, csrc, chdr = load_table(covariates, "covariates", string_cols=ccols)
     c_item = covariate_item_col if covariate_item_col is not None else (item_col if item_col in cdf.columns else None)
-    ct = _Table("covariates", csrc, cdf, _resolve(cdf, c_item, ITEM_COLUMNS, "covariate item", csrc), chdr)
+    ct = LoadedTable("covariates", csrc, cdf, resolve_column(cdf, c_item, ITEM_COLUMNS, "covariate item", csrc), chdr)
     cols = covariate_columns(cdf, ct.item_col, covariate_cols, csrc)
-    ids = _ids_to_str(cdf[ct.item_col])
+    ids = ids_to_str(cdf[ct.item_col])
     keep = np.flatnonzero(ids.notna().to_numpy())
     idx = pd.Index(ids.to_numpy(dtype=object)[keep])
     if idx.duplicated().any():
@@ -569,46 +567,33 @@ def _covariate_table(covariates: Any, covariate_item_col: str | None, covariate_
     return pd.DataFrame(mat, index=idx, columns=[str(c) for c in cols]), tuple(str(c) for c in cols), int(keep.size)
 
 
-def _check_pseudo_count(pseudo_count: Any) -> float:
-    if isinstance(pseudo_count, bool) or not (isinstance(pseudo_count, (int, float)) and math.isfinite(pseudo_count)
-                                              and pseudo_count >= 0):
-        raise HeroEvalError(f"pseudo_count must be a non-negative number, got {pseudo_count!r}")
-    return float(pseudo_count)
-
-
 def fit_stage_a_dask(
     dh: DaskHistory,
     *,
-    tol: float = 1e-8,
-    max_iter: int = 10_000,
-    criterion: Literal["parameters", "loglik"] = "parameters",
-    accelerate: bool = True,
-    pseudo_count: float = 0.0,
-    shrink: Shrink = "none",
-    variance: Literal["sandwich", "model"] = "sandwich",
-    covariance: bool = True,
+    em: EMSettings | None = None,
+    fitting: FitSettings | None = None,
     history_weight: float = 1.0,
-    progress: bool | _em.Progress = False,
+    progress: bool | two_coin.Progress = False,
 ) -> Calibration:
     """Stage A on a loaded :class:`DaskHistory` at a fixed history weight (as
-    :func:`heroeval.stage_a.calibration.fit_stage_a` in memory; the same parameters).
+    :func:`heroeval.stage_a.fit.fit_stage_a` in memory; the same parameters: ``fitting``'s ``compress`` and
+    ``engine`` do not apply, the workers run the NumPy engine on their partitions).
 
     The calibration's ``history`` is None (the items stay on the cluster); its
     ``history_fit`` holds the fit without posteriors (``gamma`` empty), which the
     model checks' refits start from; its ``gold_scores`` are computed from the
     gold items brought to the client (:meth:`DaskHistory.gold_items`), as
-    :func:`heroeval.stage_a.calibration.fit_stage_a` computes them from the history.
+    :func:`heroeval.stage_a.fit.fit_stage_a` computes them from the history.
     """
-    check_em_settings(tol, max_iter, criterion)
-    c = _check_pseudo_count(pseudo_count)
-    check_shrink(shrink)
-    if variance not in ("sandwich", "model"):
-        raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
-    w = _check_weight(history_weight)
+    em = EMSettings() if em is None else em
+    fs = FitSettings() if fitting is None else fitting
+    tol, max_iter, criterion, accelerate = em.tol, em.max_iter, em.criterion, em.accelerate
+    c, shrink, variance, covariance = float(em.pseudo_count), em.shrink, fs.variance, fs.covariance
+    w = check_weight(history_weight)
     prior, eb = stage_a_prior((dh.gold_tp, dh.gold_fn, dh.gold_tn, dh.gold_fp), c, shrink)
     d = _design(dh, w, None, prior)
     a0, b0, p0 = dh.initial_values()
-    fit = _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
+    fit = two_coin.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
                      progress=_progress_callback(progress), information=d.information)
     if not fit.converged:
         warnings.warn(
@@ -630,7 +615,7 @@ def fit_stage_a_dask(
         cov_mean = dh.x_mean
         cov_cov = C / (dh.n_items - 1) if dh.n_items > 1 else np.zeros_like(C)
     settings: dict[str, Any] = {
-        "tol": tol, "max_iter": max_iter, "criterion": criterion, "accelerate": accelerate,
+        **stopping_rule(tol, max_iter, criterion, accelerate),
         **_prior_settings(c, shrink, eb), "variance": variance, "history_weight": w, "engine": "dask", "partitions": len(dh.parts),
         "rows_read": dh.n_rows, "rows_dropped": dict(dh.dropped),
         "init": "gold subset, one pseudo-observation at the pooled gold rate"}
@@ -669,7 +654,7 @@ class DaskFoldFits:
     def __init__(self, dh: DaskHistory, *, pseudo_count: float = 0.0, shrink: Shrink = "none") -> None:
         self.dh = dh
         self.prior_of = FoldPriors((dh.gold_tp, dh.gold_fn, dh.gold_tn, dh.gold_fp),
-                                   _check_pseudo_count(pseudo_count), shrink,
+                                   check_pseudo_count(pseudo_count), shrink,
                                    lambda drop: gold_counts(dh.gold_items().take_items(drop)))
         """The pseudo-counts of the refit without the gold items ``drop`` (positions among
         :meth:`DaskHistory.gold_items`; :class:`heroeval.stage_a.folds.FoldPriors`)."""
@@ -683,16 +668,16 @@ class DaskFoldFits:
     def fit(self, w: float, start: tuple[FloatArray, FloatArray, FloatArray], *, drop: IntArray | None = None,
             information: FloatArray | None = None, tol: float = 1e-8, max_iter: int = 10_000,
             criterion: Literal["parameters", "loglik"] = "parameters", accelerate: bool = True,
-            newton_after: int = 0) -> _em.EMFit:
+            newton_after: int = 0) -> two_coin.EMFit:
         """As :meth:`heroeval.stage_a.folds.FoldFits.fit`."""
         d = self.design(w, drop)
         a0, b0, p0 = start
         if w == 0.0 and criterion == "parameters":
-            return _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, accelerate=False, posteriors=False)
-        info = d.information if information is None else _em.guessed(information, d.information)
-        return _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
+            return two_coin.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, accelerate=False, posteriors=False)
+        info = d.information if information is None else two_coin.guessed(information, d.information)
+        return two_coin.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
                           information=info, newton_after=newton_after, posteriors=False)
 
-    def information(self, w: float, fit: _em.EMFit) -> FloatArray:
+    def information(self, w: float, fit: two_coin.EMFit) -> FloatArray:
         """The observed information of the whole history at weight ``w`` at ``fit`` (probability scale)."""
         return self.design(w).information(fit.alpha, fit.beta, fit.prev)

@@ -12,8 +12,8 @@ import numpy.typing as npt
 
 from heroeval.errors import HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet
-from heroeval.stage_a import _em, _kernels
-from heroeval.stage_a.calibration import _choose_engine, design_of, information_of, stage_a_prior
+from heroeval.stage_a import kernels, two_coin
+from heroeval.stage_a.fit import _choose_engine, design_of, information_of, stage_a_prior
 from heroeval.stage_a.gold import gold_counts
 from heroeval.stage_a.prior import PriorCounts, same_prior
 from heroeval.stage_a.settings import Shrink, check_shrink
@@ -66,8 +66,8 @@ class FoldFits:
     weights and the M-step's weighted counts change, and those are sums over
     the few left-out items. The model checks start each refit near its maximum
     and give it an observed information formed from the whole history's fit
-    (:func:`heroeval.checks.model_checks.fold_fits_shared`), so each takes a
-    few Newton passes (:func:`heroeval.stage_a._em.run_em`); :meth:`fit_many`
+    (:func:`heroeval.checks.fold_refits.fold_fits_shared`), so each takes a
+    few Newton passes (:func:`heroeval.stage_a.two_coin.run_em`); :meth:`fit_many`
     runs several in lockstep. The stopping rule is Stage A's: one EM step moves
     no parameter by more than ``tol``. ``design``, the compiled design Stage A was fitted on
     (``Calibration.history_design``), is used instead of building another when
@@ -76,7 +76,7 @@ class FoldFits:
 
     def __init__(self, history: AnnotationSet, *, pseudo_count: float = 0.0, shrink: Shrink = "none",
                  engine: Literal["auto", "numpy", "numba"] = "auto",
-                 design: _kernels.CompactDesign | None = None) -> None:
+                 design: kernels.CompactDesign | None = None) -> None:
         self.history = history
         self.prior_of = FoldPriors(gold_counts(history), pseudo_count, shrink,
                                    lambda drop: gold_counts(history.take_items(drop)))
@@ -85,8 +85,8 @@ class FoldFits:
         self._isg = isg
         self.pseudo_count = self.prior_of(None)  # the whole history's
         self.numba = _choose_engine(engine, history.n_annotations)
-        self._compact: _kernels.CompactDesign | None = None
-        self._design: _em.Design | None = None
+        self._compact: kernels.CompactDesign | None = None
+        self._design: two_coin.Design | None = None
         self._row_of_item: IntArray | None = None
         J, G = history.n_labelers, history.n_rounds
         if self.numba:
@@ -95,13 +95,13 @@ class FoldFits:
                     and design.n_items == history.n_items and design.n_labelers == J):
                 cd = design
             else:
-                cd = _kernels.compact_design(history.item_ptr, history.labeler, history.label, J, history.gold,
+                cd = kernels.compact_design(history.item_ptr, history.labeler, history.label, J, history.gold,
                                              history.item_round, G, pseudo_count=self.pseudo_count)
             self._compact = cd
             gold_set = history.take_items(np.flatnonzero(isg))
-            c_gold = _em.bincount(2 * gold_set.labeler.astype(np.int64) + gold_set.label, 2 * J)
+            c_gold = two_coin.bincount(2 * gold_set.labeler.astype(np.int64) + gold_set.label, 2 * J)
             self._counts = (cd.code_counts - c_gold, c_gold)  # gold-free and gold annotations per code
-            g_all = _em.bincount(history.item_round, G)
+            g_all = two_coin.bincount(history.item_round, G)
             g_gold = np.bincount(history.item_round[isg], minlength=G).astype(np.float64)
             self._gsizes = (g_all - g_gold, g_gold)
             # each item's position in the design's order (items sorted by label count), and weights per w
@@ -113,7 +113,7 @@ class FoldFits:
             self._dropped: dict[bytes, tuple[IntArray, FloatArray, FloatArray]] = {}
         else:
             d = replace(design_of(history), pseudo_count=self.pseudo_count)
-            dc = _em.compress(d)
+            dc = two_coin.compress(d)
             if dc is None:
                 self._design = replace(d, weight=np.ones(history.n_items))
                 self._row_of_item = np.arange(history.n_items)
@@ -121,7 +121,7 @@ class FoldFits:
                 self._design = dc
                 self._row_of_item = dc.row_of_item
 
-    def design(self, w: float, drop: IntArray | None = None) -> _em.Design | _kernels.CompactDesign:
+    def design(self, w: float, drop: IntArray | None = None) -> two_coin.Design | kernels.CompactDesign:
         """The design of the history without the items ``drop`` (gold items), gold-free items weighted by ``w``."""
         drop = np.zeros(0, dtype=np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
         prior = self.prior_of(drop)
@@ -154,7 +154,7 @@ class FoldFits:
             h = self.history
             out = h.take_items(drop)
             dropped = (drop if self._where is None else self._where[drop],
-                       _em.bincount(2 * out.labeler.astype(np.int64) + out.label, 2 * h.n_labelers),
+                       two_coin.bincount(2 * out.labeler.astype(np.int64) + out.label, 2 * h.n_labelers),
                        np.bincount(out.item_round, minlength=h.n_rounds).astype(np.float64))
             self._dropped[key] = dropped
         return dropped
@@ -163,15 +163,15 @@ class FoldFits:
         """A refit's weighted annotations per code and items per round: gold-free ones times ``w``, the kept gold."""
         return w * self._counts[0] + (self._counts[1] - c_drop), w * self._gsizes[0] + (self._gsizes[1] - g_drop)
 
-    def _fold_sums(self, w: float, drops: list[IntArray], points: list[FloatArray]) -> list[_em.Sums]:
-        """:func:`heroeval.stage_a._em.em_sums` of the refits without each of ``drops`` at weight ``w``, each at its
-        point (logits), in one pass over the annotations (:func:`heroeval.stage_a._kernels._em_chunk_folds`; one
+    def _fold_sums(self, w: float, drops: list[IntArray], points: list[FloatArray]) -> list[two_coin.Sums]:
+        """:func:`heroeval.stage_a.two_coin.em_sums` of the refits without each of ``drops`` at weight ``w``, each at its
+        point (logits), in one pass over the annotations (:func:`heroeval.stage_a.kernels._em_chunk_folds`; one
         refit alone, its own design's pass)."""
         cd = self._compact
         assert cd is not None
         J = cd.n_labelers
         if len(points) == 1:
-            return [_em.em_sums(self.design(w, drops[0]), *_em._unpack(points[0], J))]
+            return [two_coin.em_sums(self.design(w, drops[0]), *two_coin._unpack(points[0], J))]
         if len(drops) > np.iinfo(np.int16).max:
             raise HeroEvalError(f"at most {np.iinfo(np.int16).max} refits run in lockstep, got {len(drops)}")
         fold = np.full(cd.n_items, -1, dtype=np.int16)
@@ -180,59 +180,59 @@ class FoldFits:
             if (fold[at] != -1).any():
                 raise HeroEvalError("the refits run in lockstep must leave out disjoint sets of items")
             fold[at] = m
-        tables = [cd._tables(*_em._unpack(x, J)) for x in points]
+        tables = [cd._tables(*two_coin._unpack(x, J)) for x in points]
         ed, elo, d, lo = (np.ascontiguousarray(np.stack([t[i] for t in tables], axis=1)) for i in range(4))
-        parts = _kernels.run_threads("_em_chunk_folds", cd.bounds, cd.ptr, cd.code, cd.gold, cd.group, fold,
+        parts = kernels.run_threads("_em_chunk_folds", cd.bounds, cd.ptr, cd.code, cd.gold, cd.group, fold,
                                      float(w), ed, elo, d, lo, 2 * J, cd.n_groups)
         s1 = np.sum([q[0] for q in parts], axis=0)
         gs = np.sum([q[1] for q in parts], axis=0)
         ll = np.sum([q[2] for q in parts], axis=0)
-        out: list[_em.Sums] = []
+        out: list[two_coin.Sums] = []
         for m, x in enumerate(points):
             counts, gsize = self._fold_counts(w, left[m][1], left[m][2])
-            a, b, p = _em._unpack(x, J)
-            _, la0 = _em.code_logprobs(a, b)
-            log1m = np.log1p(-np.clip(p, _em.EPS, 1 - _em.EPS))
-            obj = float(counts @ la0 + gsize @ log1m) + float(ll[m]) + _kernels._prior(self.prior_of(drops[m]), a, b)
+            a, b, p = two_coin._unpack(x, J)
+            _, la0 = two_coin.code_logprobs(a, b)
+            log1m = np.log1p(-np.clip(p, two_coin.EPS, 1 - two_coin.EPS))
+            obj = float(counts @ la0 + gsize @ log1m) + float(ll[m]) + kernels._prior(self.prior_of(drops[m]), a, b)
             out.append((s1[m], counts, gs[m], gsize, True, obj))
         return out
 
     def fit_many(self, w: float, starts: list[tuple[FloatArray, FloatArray, FloatArray]], drops: list[IntArray],
                  informations: list[FloatArray], *, tol: float = 1e-8, max_iter: int = 10_000,
                  criterion: Literal["parameters", "loglik"] = "parameters",
-                 accelerate: bool = True) -> list[_em.EMFit]:
+                 accelerate: bool = True) -> list[two_coin.EMFit]:
         """:meth:`fit` of several refits at one weight ``w > 0``, each without its ``drops`` (disjoint), with Newton
         steps from its start on its ``informations`` (a guess; the exact information after
-        :data:`heroeval.stage_a._em.GUESS_STEPS`), run in lockstep: on the compiled engine every round of their
+        :data:`heroeval.stage_a.two_coin.GUESS_STEPS`), run in lockstep: on the compiled engine every round of their
         passes is one pass over the annotations. Each refit gets the sums its own design gives, bit for bit, and
         the objective to rounding (summed in another order), so it takes the steps it takes alone except where a
         step's gain is within rounding; the fits agree to the EM tolerance. A lockstep pass for five refits costs
-        about three single passes (docs/scale.md, "What the model checks cost")."""
+        about three single passes (benchmarks/results/scale/LOG.md, "What the model checks cost")."""
         if (self._compact is None or w == 0.0 or len(starts) < 2 or criterion != "parameters"
                 or not accelerate):
             return [self.fit(w, s, drop=dr, information=H, tol=tol, max_iter=max_iter, criterion=criterion,
                              accelerate=accelerate) for s, dr, H in zip(starts, drops, informations, strict=True)]
         J = self._compact.n_labelers
-        gens = [_em.newton_steps(J, self.prior_of(dr), _em._pack(*s), _em.guessed(H, self._exact(w, dr)), tol=tol,
+        gens = [two_coin.newton_steps(J, self.prior_of(dr), two_coin._pack(*s), two_coin.guessed(H, self._exact(w, dr)), tol=tol,
                                  budget=max_iter, fixed=None, a_fix=s[0], b_fix=s[1], progress=None, n_done=0)
                 for s, dr, H in zip(starts, drops, informations, strict=True)]
-        done = _em.drive_many(gens, lambda which, xs: self._fold_sums(w, [drops[i] for i in which], xs))
-        return [_em.newton_fit(r, J) for r in done]
+        done = two_coin.drive_many(gens, lambda which, xs: self._fold_sums(w, [drops[i] for i in which], xs))
+        return [two_coin.newton_fit(r, J) for r in done]
 
-    def _exact(self, w: float, drop: IntArray) -> _em.Information:
+    def _exact(self, w: float, drop: IntArray) -> two_coin.Information:
         """The observed information of the refit without ``drop`` at weight ``w`` (its design built when asked)."""
         return lambda a, b, p: information_of(self.design(w, drop))(a, b, p)
 
     def fit(self, w: float, start: tuple[FloatArray, FloatArray, FloatArray], *, drop: IntArray | None = None,
             information: FloatArray | None = None, tol: float = 1e-8, max_iter: int = 10_000,
             criterion: Literal["parameters", "loglik"] = "parameters", accelerate: bool = True,
-            newton_after: int = 0) -> _em.EMFit:
+            newton_after: int = 0) -> two_coin.EMFit:
         """Stage A without ``drop`` at weight ``w`` from ``start``.
 
         With ``information`` (an observed information, probability scale, at a
         nearby fit), Newton steps with that matrix from the first evaluation
-        (the exact one after :data:`heroeval.stage_a._em.GUESS_STEPS` steps,
-        :func:`heroeval.stage_a._em.guessed`); without it, Newton steps with the
+        (the exact one after :data:`heroeval.stage_a.two_coin.GUESS_STEPS` steps,
+        :func:`heroeval.stage_a.two_coin.guessed`); without it, Newton steps with the
         information at each point.
         """
         a0, b0, p0 = start
@@ -241,12 +241,12 @@ class FoldFits:
             # it); on a design of the kept gold items alone, which has the same sums without passing over the rest
             keep = np.setdiff1d(np.flatnonzero(self._isg), np.zeros(0, np.int64) if drop is None else drop)
             d0 = replace(design_of(self.history.take_items(keep)), pseudo_count=self.prior_of(drop))
-            return _em.run_em(d0, a0, b0, p0, tol=tol, max_iter=max_iter, accelerate=False, posteriors=False)
+            return two_coin.run_em(d0, a0, b0, p0, tol=tol, max_iter=max_iter, accelerate=False, posteriors=False)
         d = self.design(w, drop)
-        info = information_of(d) if information is None else _em.guessed(information, information_of(d))
-        return _em.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
+        info = information_of(d) if information is None else two_coin.guessed(information, information_of(d))
+        return two_coin.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
                           information=info, newton_after=newton_after, posteriors=False)
 
-    def information(self, w: float, fit: _em.EMFit) -> FloatArray:
+    def information(self, w: float, fit: two_coin.EMFit) -> FloatArray:
         """The observed information of the whole history at weight ``w`` at ``fit`` (probability scale)."""
         return information_of(self.design(w))(fit.alpha, fit.beta, fit.prev)

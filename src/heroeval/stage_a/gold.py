@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from heroeval.errors import HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet
-from heroeval.stage_a import _em
+from heroeval.stage_a import two_coin
 
 __all__ = ["GOLD_SCORES_KEEP", "GoldScores", "gold_counts", "gold_information", "initial_from_counts", "initial_values", "score_gold_items"]
 
@@ -75,7 +75,7 @@ def score_gold_items(history: AnnotationSet, alpha: npt.NDArray[np.float64], bet
     offs = np.zeros(g.size, dtype=np.int64)
     np.cumsum(lens[:-1], out=offs[1:])
     idx = np.repeat(starts - offs, lens) + np.arange(int(lens.sum()), dtype=np.int64)
-    la1, la0 = _em.code_logprobs(np.asarray(alpha, dtype=np.float64), np.asarray(beta, dtype=np.float64))
+    la1, la0 = two_coin.code_logprobs(np.asarray(alpha, dtype=np.float64), np.asarray(beta, dtype=np.float64))
     vals = (la1 - la0)[2 * history.labeler[idx].astype(np.int64) + history.label[idx].astype(np.int64)]
     llr = np.zeros(g.size)
     has = lens > 0
@@ -92,9 +92,9 @@ def gold_information(ds: AnnotationSet, alpha: FloatArray, beta: FloatArray, pre
     isg = ds.gold >= 0
     n1 = np.bincount(ds.item_round[isg & (ds.gold == 1)], minlength=ds.n_rounds).astype(np.float64)
     n0 = np.bincount(ds.item_round[isg & (ds.gold == 0)], minlength=ds.n_rounds).astype(np.float64)
-    a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
-    b = np.clip(beta, _em.EPS, 1 - _em.EPS)
-    p = np.clip(prev, _em.EPS, 1 - _em.EPS)
+    a = np.clip(alpha, two_coin.EPS, 1 - two_coin.EPS)
+    b = np.clip(beta, two_coin.EPS, 1 - two_coin.EPS)
+    p = np.clip(prev, two_coin.EPS, 1 - two_coin.EPS)
     return np.diag(np.concatenate([tp / a**2 + fn / (1 - a) ** 2, tn / b**2 + fp / (1 - b) ** 2,
                                    n1 / p**2 + n0 / (1 - p) ** 2]))
 

@@ -45,7 +45,7 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 PriorCounts = float | FloatArray  # a symmetric c, or [a1, a0, b1, b0]
 
-EPS = 1e-9  # as heroeval.stage_a._em.EPS: parameters are clipped to [EPS, 1 - EPS]
+EPS = 1e-9  # as heroeval.stage_a.two_coin.EPS: parameters are clipped to [EPS, 1 - EPS]
 
 
 def counts4(c: PriorCounts) -> tuple[float, float, float, float]:

@@ -26,10 +26,14 @@ __all__ = [
     "SHRINKS",
     "STOPPING_RULE_KEYS",
     "EMSettings",
+    "FitSettings",
     "Shrink",
     "check_em_settings",
+    "check_pseudo_count",
     "check_shrink",
+    "check_weight",
     "em_settings_of",
+    "stopping_rule",
 ]
 
 Shrink = Literal["none", "eb"]
@@ -114,6 +118,30 @@ def em_settings_of(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {k: settings[k] for k in EM_SETTING_KEYS if k in settings}
 
 
+Variance = Literal["sandwich", "model"]
+Engine = Literal["auto", "numpy", "numba"]
+VARIANCES = ("sandwich", "model")
+ENGINES = ("auto", "numpy", "numba")
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """How Stage A is fitted besides the EM (documented at :func:`heroeval.calibrate`), validated when made:
+    the parameters' ``variance`` (``"sandwich"`` or ``"model"``), whether to compute their ``covariance`` at all,
+    whether to ``compress`` identical label patterns, and the ``engine``."""
+
+    variance: Variance = "sandwich"
+    covariance: bool = True
+    compress: bool = True
+    engine: Engine = "auto"
+
+    def __post_init__(self) -> None:
+        if self.variance not in VARIANCES:
+            raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {self.variance!r}")
+        if self.engine not in ENGINES:
+            raise HeroEvalError(f"engine must be 'auto', 'numpy' or 'numba', got {self.engine!r}")
+
+
 def check_em_settings(tol: Any, max_iter: Any, criterion: Any, pseudo_count: Any = 0.0, shrink: Any = "none") -> None:
     """Validate EM settings given one by one (a :class:`~heroeval.errors.HeroEvalError` naming the first bad one)."""
     for name, value in (("tol", tol), ("max_iter", max_iter), ("criterion", criterion),
@@ -126,3 +154,23 @@ def check_shrink(shrink: Any) -> Shrink:
     _check("shrink", shrink)
     out: Shrink = shrink
     return out
+
+
+def check_pseudo_count(pseudo_count: Any) -> float:
+    """A scalar pseudo-count (the EM's prior strength): a finite number >= 0."""
+    if isinstance(pseudo_count, bool) or not (isinstance(pseudo_count, (int, float)) and math.isfinite(pseudo_count)
+                                              and pseudo_count >= 0):
+        raise HeroEvalError(f"pseudo_count must be a non-negative number, got {pseudo_count!r}")
+    return float(pseudo_count)
+
+
+def check_weight(w: Any) -> float:
+    """The history weight of the gold-free items: a number in [0, 1] (``"cv"`` is resolved before this)."""
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or not (0.0 <= float(w) <= 1.0):
+        raise HeroEvalError(f"history_weight must be a number in [0, 1] or 'cv', got {w!r}")
+    return float(w)
+
+
+def stopping_rule(tol: float, max_iter: int, criterion: str, accelerate: bool) -> dict[str, Any]:
+    """The stopping rule's part of a calibration's settings, keyed by :data:`STOPPING_RULE_KEYS`."""
+    return dict(zip(STOPPING_RULE_KEYS, (tol, max_iter, criterion, accelerate), strict=True))

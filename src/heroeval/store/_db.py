@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from heroeval._version import __version__
 from heroeval.errors import HeroEvalError
+from heroeval.version import __version__
 
 __all__ = ["SCHEMA_VERSION", "StoreError", "connect"]
 

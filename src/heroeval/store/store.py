@@ -31,16 +31,18 @@ from typing import Any, Literal
 
 import numpy as np
 
-from heroeval._version import __version__
 from heroeval.checks.drift import check_drift
-from heroeval.estimators.results import EstimateCollection, EstimateResult
-from heroeval.ingest.annotations import AnnotationSet, TableLike
+from heroeval.estimators.collection import EstimateCollection
+from heroeval.estimators.results import EstimateResult
+from heroeval.ingest.annotations import AnnotationSet
 from heroeval.ingest.read import read_annotations
+from heroeval.ingest.tables import TableLike
 from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.settings import EM_SETTING_KEYS
 from heroeval.store._db import StoreError, connect, transaction
 from heroeval.store._rounds import ITEM_SEP, ROLES, RoundInfo, RoundList, content_hash, read_rounds, write_round
 from heroeval.store.trend import DriftRow, Trend, trend_from_fit
+from heroeval.version import __version__
 from heroeval.workflows.api import calibrate, estimate
 
 __all__ = ["DEFAULT_SETTINGS", "HISTORY_IN_MEMORY", "AddResult", "Store", "StoreCalibration", "StoreEstimate"]

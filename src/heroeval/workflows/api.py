@@ -2,7 +2,7 @@
 
 This is the one layer that sees all of them:
 
-* :func:`calibrate` fits Stage A (:func:`heroeval.stage_a.calibration.fit_stage_a`)
+* :func:`calibrate` fits Stage A (:func:`heroeval.stage_a.fit.fit_stage_a`)
   and, when asked (``checks=True`` or ``history_weight="cv"``), runs the model
   checks on the history's gold first (:func:`heroeval.checks.run_checks`) and
   keeps them in ``Calibration.checks``;
@@ -29,35 +29,41 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from heroeval.checks.drift import DriftCheck, check_drift
-from heroeval.checks.model_checks import FoldFitter, Params, fold_fits_shared, run_checks, run_checks_on_gold
+from heroeval.checks.drift import check_drift
+from heroeval.checks.fold_refits import FoldFitter, Params, fold_fits_shared
+from heroeval.checks.model_checks import run_checks, run_checks_on_gold
 from heroeval.choice.auto import recommend as _recommend
 from heroeval.choice.auto import recommend_with_gold
 from heroeval.errors import HeroEvalError, MultipleRoundsWarning
-from heroeval.estimators._methods import (
+from heroeval.estimators.collection import EstimateCollection
+from heroeval.estimators.common import (
     NewLabelerRule,
     ShiftRule,
     TieRule,
-    _check_calibration,
-    _check_current,
-    _has_unknown,
-    _new_labeler_rule,
-    estimate_methods,
+    check_calibration,
+    check_current,
+    has_unknown,
+    new_labeler_rule,
     with_history,
 )
 from heroeval.estimators.ppi import ALL_GOLD_METHODS, GOLD_METHODS, gold_estimates, split_methods
-from heroeval.estimators.results import EstimateCollection, EstimateResult
+from heroeval.estimators.records import DriftCheck
+from heroeval.estimators.registry import estimate_methods
+from heroeval.estimators.results import EstimateResult
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.ingest.compact import CompactHistory
-from heroeval.stage_a import _em
-from heroeval.stage_a.calibration import (
-    Calibration,
-    _check_weight,
-    check_fit_settings,
-    fit_stage_a,
+from heroeval.stage_a import two_coin
+from heroeval.stage_a.calibration import Calibration
+from heroeval.stage_a.distributed import DaskFoldFits, fit_stage_a_dask, load_dask_history
+from heroeval.stage_a.fit import check_fit_settings, fit_stage_a
+from heroeval.stage_a.settings import (
+    EMSettings,
+    FitSettings,
+    check_em_settings,
+    check_pseudo_count,
+    check_shrink,
+    check_weight,
 )
-from heroeval.stage_a.distributed import DaskFoldFits, _check_pseudo_count, fit_stage_a_dask, load_dask_history
-from heroeval.stage_a.settings import EMSettings, check_em_settings, check_shrink
 
 __all__ = ["DRIFT_METHODS", "calibrate", "calibrate_dask", "estimate", "warn_multiple_rounds"]
 
@@ -116,7 +122,7 @@ def calibrate(
     seed: int = 0,
     compress: bool = True,
     engine: Literal["auto", "numpy", "numba"] = "auto",
-    progress: bool | _em.Progress = False,
+    progress: bool | two_coin.Progress = False,
 ) -> Calibration:
     """Stage A: learn each labeler's sensitivity and specificity from a history.
 
@@ -214,9 +220,9 @@ def calibrate(
         The fit and its covariance are the same as on items (to rounding;
         tests/unit/test_compress.py), only faster.
     engine : {"auto", "numpy", "numba"}, default "auto"
-        ``"numpy"``: sparse mat-vecs (:mod:`heroeval.stage_a._em`). ``"numba"``: fused,
+        ``"numpy"``: sparse mat-vecs (:mod:`heroeval.stage_a.two_coin`). ``"numba"``: fused,
         multi-threaded compiled passes over one small integer per annotation
-        (:mod:`heroeval.stage_a._kernels`; a regular dependency since 0.2),
+        (:mod:`heroeval.stage_a.kernels`; a regular dependency since 0.2),
         several times faster and about a fifth of the memory, with the same
         results (to 1e-10, tests/unit/test_kernels.py); it fits on items
         (``compress`` is not used). ``"auto"`` takes numba when it is installed
@@ -244,14 +250,12 @@ def calibrate(
     ('a', 'b')
     """
     check_fit_settings(history, tol, max_iter, criterion, pseudo_count, variance, shrink)
+    em = EMSettings(tol, max_iter, criterion, accelerate, pseudo_count, shrink)
     cv = history_weight == "cv"
-    w = 1.0 if cv else _check_weight(history_weight)
+    w = 1.0 if cv else check_weight(history_weight)
     def fit(weight: float, with_covariance: bool, keep_design: bool = False) -> Calibration:
-        return fit_stage_a(
-            history, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-            pseudo_count=pseudo_count, shrink=shrink, variance=variance, covariance=with_covariance,
-            history_weight=weight, compress=compress, engine=engine, progress=progress, keep_design=keep_design,
-        )
+        return fit_stage_a(history, em=em, fitting=FitSettings(variance, with_covariance, compress, engine),
+                           history_weight=weight, progress=progress, keep_design=keep_design)
 
     if not (cv or checks):
         return fit(w, covariance)
@@ -298,7 +302,7 @@ def calibrate_dask(
     check_folds: int = 5,
     check_rounds: bool = True,
     seed: int = 0,
-    progress: bool | _em.Progress = False,
+    progress: bool | two_coin.Progress = False,
 ) -> Calibration:
     """:func:`calibrate` on a Dask cluster: Stage A and, when asked, the model checks, for a history in Dask.
 
@@ -341,12 +345,12 @@ def calibrate_dask(
         history in memory.
     """
     check_em_settings(tol, max_iter, criterion)
-    c = _check_pseudo_count(pseudo_count)
+    c = check_pseudo_count(pseudo_count)
     check_shrink(shrink)
     if variance not in ("sandwich", "model"):
         raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
     cv = history_weight == "cv"
-    w = 1.0 if cv else _check_weight(history_weight)
+    w = 1.0 if cv else check_weight(history_weight)
     if not (isinstance(check_folds, int) and check_folds >= 2):
         raise HeroEvalError(f"check_folds must be an integer >= 2, got {check_folds!r}")
     dh = load_dask_history(history, gold=gold, client=client, covariates=covariates, item_col=item_col,
@@ -355,9 +359,9 @@ def calibrate_dask(
                            covariate_cols=covariate_cols, partitioned_by_item=partitioned_by_item)
 
     def fit(weight: float, with_covariance: bool) -> Calibration:
-        return fit_stage_a_dask(dh, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-                                pseudo_count=c, shrink=shrink, variance=variance, covariance=with_covariance,
-                                history_weight=weight, progress=progress)
+        return fit_stage_a_dask(dh, em=EMSettings(tol, max_iter, criterion, accelerate, c, shrink),
+                                fitting=FitSettings(variance, with_covariance), history_weight=weight,
+                                progress=progress)
 
     if not (cv or checks):
         return fit(w, covariance)
@@ -455,13 +459,13 @@ def estimate(
     >>> sorted(res)
     ['dawid_skene', 'gold_proportion', 'hero1', 'hero_joint', 'majority_vote', 'rogan_gladen']
     """
-    data = _check_current(current)
+    data = check_current(current)
     warn_multiple_rounds(data)
     if calibration is None:
         if history is None:
             raise HeroEvalError("pass a calibration or a history to calibrate from")
         calibration = calibrate(history)
-    cal = with_history(_check_calibration(calibration), history)
+    cal = with_history(check_calibration(calibration), history)
     has_gold = data.has_gold
     if isinstance(method, str) and method in ALL_GOLD_METHODS:
         got, _ = gold_estimates(data, cal, [method], exclude_new_labelers=exclude_new_labelers)
@@ -504,8 +508,8 @@ def estimate(
     res = replace(res, drift=drift)
     if not recommend:
         return res
-    rule = _new_labeler_rule(new_labelers, exclude_new_labelers)
-    anchored = rule == "estimate" and _has_unknown(data, cal)
+    rule = new_labeler_rule(new_labelers, exclude_new_labelers)
+    anchored = rule == "estimate" and has_unknown(data, cal)
     if has_gold:  # the round's own gold decides: no model checks needed
         return replace(res, recommended=recommend_with_gold(data, cal, exclude_new_labelers=rule == "exclude" or anchored))
     if cal.checks is None and cal.history is None:

@@ -49,9 +49,10 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from heroeval._core.parallel import run_chunks
+from heroeval.core.parallel import run_chunks
 from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError
-from heroeval.estimators.results import METHODS, EstimateCollection
+from heroeval.estimators.collection import EstimateCollection
+from heroeval.estimators.table import METHODS
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.ingest.read import read_annotations
 from heroeval.stage_a.settings import check_shrink

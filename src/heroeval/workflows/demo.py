@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from heroeval.estimators.results import EstimateCollection
+from heroeval.estimators.collection import EstimateCollection
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.ingest.read import read_annotations
 from heroeval.stage_a.calibration import Calibration

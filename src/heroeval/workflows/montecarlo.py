@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from heroeval._core.parallel import run_chunks
+from heroeval.core.parallel import run_chunks
 from heroeval.errors import ConvergenceWarning, HeroEvalError
-from heroeval.estimators._methods import majority_vote
-from heroeval.estimators.results import METHODS, EstimateCollection
+from heroeval.estimators.collection import EstimateCollection
+from heroeval.estimators.methods import majority_vote
+from heroeval.estimators.table import METHODS
 from heroeval.simulate import paper_dgp
 from heroeval.workflows.api import calibrate, estimate
 

@@ -39,7 +39,7 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from heroeval.errors import HeroEvalError
-from heroeval.estimators._score import psi
+from heroeval.estimators.score_equation import psi
 from heroeval.stage_a.covariance import ParameterCovariance, quad
 
 FloatArray = npt.NDArray[np.float64]
@@ -60,7 +60,7 @@ def check_alternative(alternative: str) -> str:
     return alternative
 
 
-class _Test:
+class InversionTest:
     """A test statistic for mu = mu0, decreasing in mu0; ``center`` is a point where it is 0 (or the boundary)."""
 
     center: float
@@ -73,7 +73,7 @@ class _Test:
 
 
 @dataclass
-class BinomialScoreTest(_Test):
+class BinomialScoreTest(InversionTest):
     """Wilson's score test of a proportion ``p_hat`` over ``n`` items: ``(p_hat - mu0) / sqrt(mu0 (1 - mu0) / n)``.
 
     For majority vote, whose interval is for the majority-label rate: at 0 of
@@ -271,7 +271,7 @@ def pattern_table(
 
 
 @dataclass(frozen=True, eq=False)
-class ScoreTest(_Test):
+class ScoreTest(InversionTest):
     """Rao score test of mu = mu0 for the HERO score equation (see the module docstring).
 
     ``L`` (with ``counts``) are the observed items' log-likelihood ratios,
@@ -348,7 +348,7 @@ class ScoreTest(_Test):
 
 
 @dataclass(frozen=True, eq=False)
-class MomentTest(_Test):
+class MomentTest(InversionTest):
     """``(mu_hat - mu0) / sd(mu0)`` for the pooled Rogan–Gladen estimator (see the module docstring).
 
     ``coef_j = w_j / Y_j`` multiplies labeler j's positive share; ``p0_j(mu0)``

@@ -12,17 +12,9 @@ import numpy.typing as npt
 import pandas as pd
 
 from heroeval.errors import DataError, HeroEvalError
-from heroeval.ingest.annotations import (
-    AnnotationSet,
-    TableLike,
-    _annotation_table,
-    _build,
-    _ids_to_str,
-    _pair,
-    _side_tables,
-    _stem,
-    _Table,
-)
+from heroeval.ingest.annotations import AnnotationSet, as_pair, build_annotation_set
+from heroeval.ingest.coding import ids_to_str
+from heroeval.ingest.tables import LoadedTable, TableLike, annotation_table, file_stem, side_tables
 
 __all__ = ["MultiClassData", "multiclass_from_arrays", "read_multiclass"]
 
@@ -79,7 +71,7 @@ class MultiClassData:
 
 def _keys(s: pd.Series) -> pd.Series:
     """Stripped string form of label values ('3.0' from a float column becomes '3')."""
-    out: pd.Series = _ids_to_str(s).str.strip()
+    out: pd.Series = ids_to_str(s).str.strip()
     return out
 
 
@@ -125,7 +117,7 @@ def _parser(classes: tuple[str, ...]) -> Any:
     # numeric spellings of numeric classes ("4" matches "4.0")
     num_table = {v: k for k, c in enumerate(classes) if (v := _as_number(c)) is not None}
 
-    def parse(s: pd.Series, t: _Table, col: str, what: str) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
+    def parse(s: pd.Series, t: LoadedTable, col: str, what: str) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.bool_]]:
         keys = _keys(s)
         missing = (keys.isna() | (keys == "")).fillna(True).to_numpy(dtype=bool)
         codes = keys.map(table)
@@ -233,17 +225,17 @@ def read_multiclass(
     >>> d.classes, d.annotations.label.tolist()
     (('bad', 'ok', 'good'), [2, 0, 1])
     """
-    ann, lab_c, lbl_c, rnd_c = _annotation_table(annotations, item_col, labeler_col, label_col, round_col,
+    ann, lab_c, lbl_c, rnd_c = annotation_table(annotations, item_col, labeler_col, label_col, round_col,
                                                  duplicates, missing)
     df, src = ann.df, ann.source
     series = [df[lbl_c]]
-    gold_t, gold_col, cov_t = _side_tables(gold, covariates, item_col, gold_item_col, gold_col, covariate_item_col)
+    gold_t, gold_col, cov_t = side_tables(gold, covariates, item_col, gold_item_col, gold_col, covariate_item_col)
     if gold_t is not None:
         series.append(gold_t.df[gold_col])
     cl = _resolve_classes(classes, ordinal, series, src)
     if name is None:
-        name = _stem(src) if not src.startswith("<") else "annotations"
-    aset = _build(ann, labeler_col=lab_c, label_col=lbl_c, round_col=rnd_c, gold=gold_t, gold_col=gold_col or "gold",
+        name = file_stem(src) if not src.startswith("<") else "annotations"
+    aset = build_annotation_set(ann, labeler_col=lab_c, label_col=lbl_c, round_col=rnd_c, gold=gold_t, gold_col=gold_col or "gold",
                   covariates=cov_t, covariate_cols=covariate_cols, duplicates=duplicates, missing=missing, name=name,
                   label_parser=_parser(cl))
     return MultiClassData(aset, cl, _class_values(cl), bool(ordinal))
@@ -272,19 +264,19 @@ def multiclass_from_arrays(
     series = [ann["label"]]
     gold_t = None
     if gold is not None:
-        gi, gv = _pair(gold)
-        gdf = pd.DataFrame({"item_id": _ids_to_str(pd.Series(gi)), "gold": gv})
-        gold_t = _Table("gold", name, gdf, "item_id", False)
+        gi, gv = as_pair(gold)
+        gdf = pd.DataFrame({"item_id": ids_to_str(pd.Series(gi)), "gold": gv})
+        gold_t = LoadedTable("gold", name, gdf, "item_id", False)
         series.append(gdf["gold"])
     rnd = None
     if item_round is not None:
-        ri, rv = _pair(item_round)
-        rdf = pd.DataFrame({"item_id": _ids_to_str(pd.Series(ri)), "round": rv})
-        ann["item_id"] = _ids_to_str(ann["item_id"])
+        ri, rv = as_pair(item_round)
+        rdf = pd.DataFrame({"item_id": ids_to_str(pd.Series(ri)), "round": rv})
+        ann["item_id"] = ids_to_str(ann["item_id"])
         ann = ann.merge(rdf, on="item_id", how="left", validate="many_to_one")
         rnd = "round"
     cl = _resolve_classes(classes, ordinal, series, name)
-    aset = _build(_Table("annotations", name, ann, "item_id", False), labeler_col="labeler_id", label_col="label",
+    aset = build_annotation_set(LoadedTable("annotations", name, ann, "item_id", False), labeler_col="labeler_id", label_col="label",
                   round_col=rnd, gold=gold_t, gold_col="gold", covariates=None, covariate_cols=None,
                   duplicates="keep", missing="error", name=name, label_parser=_parser(cl))
     return MultiClassData(aset, cl, _class_values(cl), bool(ordinal))

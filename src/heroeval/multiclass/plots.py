@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from heroeval.multiclass._calibration import MultiClassCalibration
+from heroeval.multiclass.calibration import MultiClassCalibration
 
 __all__ = ["plot_confusion_matrices"]
 

@@ -24,7 +24,7 @@ import numpy.typing as npt
 import scipy.linalg
 import scipy.sparse as sp
 
-from heroeval.stage_a import _em
+from heroeval.stage_a import two_coin
 from heroeval.stage_a.prior import curvature, has_prior
 
 FloatArray = npt.NDArray[np.float64]
@@ -38,8 +38,8 @@ BOUND_TOL = 1e-6
 
 def _code_weights(alpha: FloatArray, beta: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """Per-code (z - a)/(a(1-a)), ((1-z) - b)/(b(1-b)) and the complete-data informations."""
-    a = np.clip(alpha, _em.EPS, 1 - _em.EPS)
-    b = np.clip(beta, _em.EPS, 1 - _em.EPS)
+    a = np.clip(alpha, two_coin.EPS, 1 - two_coin.EPS)
+    b = np.clip(beta, two_coin.EPS, 1 - two_coin.EPS)
     J = a.size
     z = np.tile([0.0, 1.0], J)
     aa = np.repeat(a, 2)
@@ -98,13 +98,13 @@ def _pair_grams(
 
 
 def scores_and_information(
-    d: _em.Design, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gamma: FloatArray, gram: bool = True
+    d: two_coin.Design, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gamma: FloatArray, gram: bool = True
 ) -> ScoreInfo:
     """Per-item observed-data scores, their Gram matrix and the total observed information at a fit."""
     J, G, N = d.n_labelers, d.n_groups, d.n_items
     P = 2 * J + G
     ua, ub, ia, ib = _code_weights(alpha, beta)
-    p = np.clip(prev, _em.EPS, 1 - _em.EPS)
+    p = np.clip(prev, two_coin.EPS, 1 - two_coin.EPS)
     pg = p[d.group]
     g = gamma
     w = np.ones(N) if d.weight is None else d.weight
@@ -160,7 +160,7 @@ def scores_and_information(
     return ScoreInfo(S, H, free_parameters(alpha, beta, prev), StS)
 
 
-def _complete_diagonal(d: _em.Design, alpha: FloatArray, beta: FloatArray, g: FloatArray, w: FloatArray,
+def _complete_diagonal(d: two_coin.Design, alpha: FloatArray, beta: FloatArray, g: FloatArray, w: FloatArray,
                        ia: FloatArray, ib: FloatArray, pg: FloatArray) -> FloatArray:
     """The conditional expected complete-data information (diagonal), with the pseudo-count prior's curvature."""
     gw = g * w
@@ -178,19 +178,19 @@ def _complete_diagonal(d: _em.Design, alpha: FloatArray, beta: FloatArray, g: Fl
     return out
 
 
-def information(d: _em.Design, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gamma: FloatArray) -> FloatArray:
+def information(d: two_coin.Design, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gamma: FloatArray) -> FloatArray:
     """The observed information H of :func:`scores_and_information` alone, through sparse products.
 
     ``missing = U' diag(g (1 - g) w) U`` with ``U`` the items x P sparse matrix of the
     complete-data score differences ``d_r``: one sparse product, whose cost is the sum
     over items of their (2k + 1)^2 pairs, however many labelers there are. The EM's
-    Newton polish (:func:`heroeval.stage_a._em.run_em`) calls it once per step; the
+    Newton polish (:func:`heroeval.stage_a.two_coin.run_em`) calls it once per step; the
     covariance keeps :func:`scores_and_information` (the same matrix to rounding).
     """
     J, G, N = d.n_labelers, d.n_groups, d.n_items
     P = 2 * J + G
     ua, ub, ia, ib = _code_weights(alpha, beta)
-    p = np.clip(prev, _em.EPS, 1 - _em.EPS)
+    p = np.clip(prev, two_coin.EPS, 1 - two_coin.EPS)
     pg = p[d.group]
     w = np.ones(N) if d.weight is None else d.weight
     A = d.A

@@ -21,19 +21,15 @@ from scipy.stats import norm
 from scipy.stats import t as t_dist
 
 from heroeval.errors import ConvergenceWarning, HeroEvalError
-from heroeval.estimators._methods import estimate_methods
+from heroeval.estimators.collection import EstimateCollection
 from heroeval.estimators.ppi import ALL_GOLD_METHODS, GOLD_METHODS, gold_estimates, split_methods
-from heroeval.estimators.results import (
-    METHODS,
-    ConfidenceInterval,
-    EstimateCollection,
-    EstimateResult,
-    _check_level,
-    _jsonable,
-    rate_interval,
-)
+from heroeval.estimators.registry import estimate_methods
+from heroeval.estimators.results import ConfidenceInterval, EstimateResult, check_level, jsonable, rate_interval
+from heroeval.estimators.table import METHODS
 from heroeval.ingest.annotations import AnnotationSet
-from heroeval.stage_a.calibration import Calibration, fit_stage_a
+from heroeval.stage_a.calibration import Calibration
+from heroeval.stage_a.fit import fit_stage_a
+from heroeval.stage_a.settings import EMSettings, FitSettings
 
 __all__ = [
     "BootstrapResult",
@@ -50,7 +46,7 @@ FloatArray = npt.NDArray[np.float64]
 
 
 def _jsonable_dict(d: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = _jsonable(d)
+    out: dict[str, Any] = jsonable(d)
     return out
 
 
@@ -68,7 +64,7 @@ def _p(p: float) -> str:
 
 
 def _wald(est: float, se: float, level: float, lo: float = -1.0, hi: float = 1.0) -> ConfidenceInterval:
-    level = _check_level(level)
+    level = check_level(level)
     if not (math.isfinite(est) and math.isfinite(se)):
         return ConfidenceInterval(math.nan, math.nan, level, "wald")
     z = float(norm.ppf(0.5 + level / 2))
@@ -120,7 +116,7 @@ class Comparison:
         """``estimate +- q * SE`` clipped to [-1, 1]: q normal (``"wald"``), or Student's t at ``df`` (``"t"``)."""
         if self.df is None:
             return _wald(self.estimate, self.standard_error, confidence_level)
-        level = _check_level(confidence_level)
+        level = check_level(confidence_level)
         se = self.standard_error
         if not (math.isfinite(self.estimate) and math.isfinite(se)):
             return ConfidenceInterval(math.nan, math.nan, level, "t")
@@ -345,7 +341,7 @@ class BootstrapResult:
 
     def confidence_interval(self, confidence_level: float = 0.95, method: str = "percentile") -> ConfidenceInterval:
         """``"percentile"``: quantiles of the replicates; ``"basic"``: 2 * estimate minus them."""
-        level = _check_level(confidence_level)
+        level = check_level(confidence_level)
         r = self.replicates[np.isfinite(self.replicates)]
         if r.size < 2:
             return ConfidenceInterval(math.nan, math.nan, level, method)
@@ -447,16 +443,9 @@ def bootstrap(
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            cal_b = fit_stage_a(
-                hb,
-                tol=float(s.get("tol", 1e-8)),
-                max_iter=int(s.get("max_iter", 10_000)),
-                criterion=str(s.get("criterion", "parameters")),  # type: ignore[arg-type]
-                accelerate=bool(s.get("accelerate", True)),
-                pseudo_count=float(s.get("pseudo_count", 0.0)),
-                shrink=s.get("shrink", "none"),  # the prior refitted on each resample's gold
+            cal_b = fit_stage_a(  # the calibration's own EM settings (an EB prior refitted on each resample's gold)
+                hb, em=EMSettings.from_dict(s), fitting=FitSettings(covariance=False),
                 history_weight=float(s.get("history_weight", 1.0)),  # the resampled fit at the calibration's own w
-                covariance=False,
             )
             res = estimate_methods(cb, cal_b, method=methods, **kwargs)
         assert isinstance(res, EstimateCollection)
@@ -494,7 +483,7 @@ class MetricEstimate:
             return self.result.confidence_interval(confidence_level)
         if self.df is None:
             return rate_interval(self.estimate, self.standard_error, confidence_level, method)
-        level = _check_level(confidence_level)
+        level = check_level(confidence_level)
         if not (math.isfinite(self.estimate) and math.isfinite(self.standard_error)):
             return ConfidenceInterval(math.nan, math.nan, level, "t")
         h = float(t_dist.ppf(0.5 + level / 2, self.df)) * self.standard_error
@@ -504,7 +493,7 @@ class MetricEstimate:
         ci = self.confidence_interval(confidence_level)
         out = _jsonable_dict(_interval_fields(self.estimate, self.standard_error, ci))
         if self.df is not None:
-            out["df"] = _jsonable(self.df)
+            out["df"] = jsonable(self.df)
         return out
 
 

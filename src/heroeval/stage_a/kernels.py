@@ -1,6 +1,6 @@
 """Compiled Stage A kernels (numba) on compact annotation arrays.
 
-The NumPy engine (:mod:`heroeval.stage_a._em`) builds scipy sparse matrices with one
+The NumPy engine (:mod:`heroeval.stage_a.two_coin`) builds scipy sparse matrices with one
 float64 entry per (item, code) pair and runs each EM step as two sparse
 mat-vecs plus several whole-array temporaries. That is fast (7-9 ns per
 annotation-iteration) but holds about 20 bytes per annotation and makes
@@ -27,9 +27,9 @@ information and the Gram matrix of the scores without forming per-item
 score rows, as sums per pair of labelers (:func:`_pair_pass`): one cache line
 per pair of an item's labels.
 
-The formulas are exactly those of :mod:`heroeval.stage_a._em` and
-:mod:`heroeval.stage_a._influence`; tests/unit/test_kernels.py checks both engines
-agree to 1e-10. numba is a regular dependency; :data:`heroeval._core.jit.HAVE_NUMBA`
+The formulas are exactly those of :mod:`heroeval.stage_a.two_coin` and
+:mod:`heroeval.stage_a.scoring`; tests/unit/test_kernels.py checks both engines
+agree to 1e-10. numba is a regular dependency; :data:`heroeval.core.jit.HAVE_NUMBA`
 says whether it is importable (where not, the NumPy engine runs).
 """
 
@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from heroeval._core import jit
-from heroeval._core.jit import serial
-from heroeval.stage_a import _em, _influence
+from heroeval.core import jit
+from heroeval.core.jit import serial
+from heroeval.stage_a import scoring, two_coin
 from heroeval.stage_a.prior import PriorCounts, curvature, has_prior, log_prior
 
 FloatArray = npt.NDArray[np.float64]
@@ -570,7 +570,7 @@ _PAIR_BYTES = 1 << 30
 class CompactDesign:
     """Stage A's data as compact arrays, for the compiled engine.
 
-    Same model and weights as :class:`heroeval.stage_a._em.Design` (``weight``,
+    Same model and weights as :class:`heroeval.stage_a.two_coin.Design` (``weight``,
     ``pseudo_count``), without the sparse matrices. Items are stored sorted
     by their number of labels (``order[r]`` is the input item at position
     ``r``; None: input order), so the per-item loops have runs of equal
@@ -609,8 +609,8 @@ class CompactDesign:
     def _tables(
         self, alpha: FloatArray, beta: FloatArray, prev: FloatArray
     ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, float]:
-        la1, la0 = _em.code_logprobs(alpha, beta)
-        p = np.clip(prev, _em.EPS, 1 - _em.EPS)
+        la1, la0 = two_coin.code_logprobs(alpha, beta)
+        p = np.clip(prev, two_coin.EPS, 1 - two_coin.EPS)
         log1m = np.log1p(-p)
         lo = np.log(p) - log1m
         d = la1 - la0
@@ -642,14 +642,14 @@ class CompactDesign:
         s1, gsum, ll = self._pass(alpha, beta, prev, need_ll)
         if need_ll:
             ll += _prior(self.pseudo_count, alpha, beta)
-        a2, b2, p2 = _em.m_from_sums(s1, self.code_counts, gsum, self.group_size, self.pseudo_count,
+        a2, b2, p2 = two_coin.m_from_sums(s1, self.code_counts, gsum, self.group_size, self.pseudo_count,
                                      weighted=self.weight is not None)
         return a2, b2, p2, ll
 
     def em_sums(
         self, alpha: FloatArray, beta: FloatArray, prev: FloatArray
     ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, bool, float]:
-        """The M-step's sufficient statistics and the objective (see :func:`heroeval.stage_a._em.em_sums`)."""
+        """The M-step's sufficient statistics and the objective (see :func:`heroeval.stage_a.two_coin.em_sums`)."""
         s1, gsum, ll = self._pass(alpha, beta, prev, True)
         return (s1, self.code_counts, gsum, self.group_size, self.weight is not None,
                 ll + _prior(self.pseudo_count, alpha, beta))
@@ -679,8 +679,8 @@ class CompactDesign:
         """Observed information H, Gram of the scores (NaN unless ``gram``) and scores' cross sums with X."""
         J, G = self.n_labelers, self.n_groups
         P = 2 * J + G
-        ua, ub, ia, ib = _influence._code_weights(alpha, beta)
-        p = np.clip(prev, _em.EPS, 1 - _em.EPS)
+        ua, ub, ia, ib = scoring._code_weights(alpha, beta)
+        p = np.clip(prev, two_coin.EPS, 1 - two_coin.EPS)
         w, has_w = self._w()
         Xc = np.ascontiguousarray(np.zeros((self.n_items, 0)) if X is None else X - X.mean(axis=0))
         order, has_order = (self.order, True) if self.order is not None else (np.zeros(0, np.int32), False)
@@ -858,8 +858,8 @@ def design_of_codes(
         bounds = chunk_bounds(ptr, n_chunks())
     n_codes = 2 * n_labelers
     if weight is None:
-        counts = _em.bincount(code, n_codes)
-        gsize = _em.bincount(group, n_groups)
+        counts = two_coin.bincount(code, n_codes)
+        gsize = two_coin.bincount(group, n_groups)
     else:
         counts = _kernel("_weighted_code_counts")(ptr, code, bounds, weight, n_codes).sum(axis=0)
         gsize = np.bincount(group, weights=weight, minlength=n_groups).astype(np.float64)

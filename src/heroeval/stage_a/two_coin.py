@@ -23,7 +23,7 @@ import scipy.linalg
 import scipy.sparse as sp
 from scipy.special import expit, logit
 
-from heroeval._core.squarem import squarem
+from heroeval.core.squarem import squarem
 from heroeval.stage_a.prior import PriorCounts, counts4, log_prior
 
 EPS = 1e-9

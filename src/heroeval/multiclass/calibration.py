@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from heroeval._core.jsonfile import dumps_json, read_json
-from heroeval._version import __version__
+from heroeval.core.jsonfile import dumps_json, read_json
 from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet
-from heroeval.multiclass import _model
-from heroeval.multiclass._data import MultiClassData, as_multiclass
+from heroeval.multiclass import confusion_model
+from heroeval.multiclass.data import MultiClassData, as_multiclass
 from heroeval.stage_a.calibration import ConvergenceInfo
+from heroeval.version import __version__
 
 __all__ = ["MultiClassCalibration", "calibrate_multiclass", "load_multiclass_calibration"]
 
@@ -62,7 +62,7 @@ class MultiClassCalibration:
     convergence : ConvergenceInfo
     parameter_covariance : ndarray or None
         Sandwich covariance of the parameters (labeler blocks, then round
-        prevalences; see :mod:`heroeval.multiclass._model`), when there are
+        prevalences; see :mod:`heroeval.multiclass.confusion_model`), when there are
         at most 3000 free parameters; larger fits keep the history itself.
     bic : float
         ``-2 loglik + n_parameters log(history items)``.
@@ -89,7 +89,7 @@ class MultiClassCalibration:
     created: str = ""
     token: str = field(default_factory=lambda: uuid.uuid4().hex, repr=False)
     history: MultiClassData | None = field(default=None, repr=False)
-    information: _model.Information | None = field(default=None, repr=False)
+    information: confusion_model.Information | None = field(default=None, repr=False)
     candidates: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -102,7 +102,7 @@ class MultiClassCalibration:
 
     @property
     def n_parameters(self) -> int:
-        return self.n_labelers * _model.n_local(self.structure, self.n_classes) + len(self.round_ids) * (self.n_classes - 1)
+        return self.n_labelers * confusion_model.n_local(self.structure, self.n_classes) + len(self.round_ids) * (self.n_classes - 1)
 
     def index_of(self) -> dict[str, int]:
         return {lab: k for k, lab in enumerate(self.labeler_ids)}
@@ -116,7 +116,7 @@ class MultiClassCalibration:
         """d log confusion / d parameters, (J, K, K, q), in this calibration's parametrisation."""
         if self.information is not None:
             return self.information.D
-        return _model.derivs(self.structure, self.confusion, self.theta)
+        return confusion_model.derivs(self.structure, self.confusion, self.theta)
 
     # ------------------------------------------------------------- JSON I/O
     def to_dict(self) -> dict[str, Any]:
@@ -170,7 +170,7 @@ def load_multiclass_calibration(path: str | os.PathLike[str]) -> MultiClassCalib
         classes = tuple(str(c) for c in obj["classes"])
         K = len(classes)
         structure = str(obj["structure"])
-        if structure not in _model.STRUCTURES:
+        if structure not in confusion_model.STRUCTURES:
             raise fail("structure", f"unknown structure {structure!r}")
         labs = obj["labelers"]
         conf = np.asarray([rec["confusion"] for rec in labs], dtype=np.float64)
@@ -212,9 +212,9 @@ def load_multiclass_calibration(path: str | os.PathLike[str]) -> MultiClassCalib
 # ---------------------------------------------------------------------------
 
 
-def design_of(ds: AnnotationSet, K: int, gold: bool = True) -> _model.Design:
+def design_of(ds: AnnotationSet, K: int, gold: bool = True) -> confusion_model.Design:
     g = ds.gold.astype(np.int64) if gold else np.full(ds.n_items, -1, dtype=np.int64)
-    return _model.make_design(ds.item_ptr, ds.labeler, ds.label, g, ds.item_round, K, ds.n_labelers, ds.n_rounds)
+    return confusion_model.make_design(ds.item_ptr, ds.labeler, ds.label, g, ds.item_round, K, ds.n_labelers, ds.n_rounds)
 
 
 def gold_counts(ds: AnnotationSet, K: int) -> IntArray:
@@ -244,11 +244,11 @@ def initial_values(ds: AnnotationSet, K: int, structure: str) -> tuple[FloatArra
     default = np.full((K, K), 0.3 / (K - 1))
     np.fill_diagonal(default, 0.7)
     pooled = np.where(rows > 0, tot / np.where(rows > 0, rows, 1.0), default)
-    pi0 = np.clip((n + INIT_PSEUDO * pooled[None]) / (n.sum(axis=2, keepdims=True) + INIT_PSEUDO), _model.EPS,
-                  1 - _model.EPS)
+    pi0 = np.clip((n + INIT_PSEUDO * pooled[None]) / (n.sum(axis=2, keepdims=True) + INIT_PSEUDO), confusion_model.EPS,
+                  1 - confusion_model.EPS)
     theta0: FloatArray | None = None
     if structure != "full":
-        pi0, theta0 = _model.m_step_labelers(structure, n + INIT_PSEUDO * pooled[None], None, 0.0)
+        pi0, theta0 = confusion_model.m_step_labelers(structure, n + INIT_PSEUDO * pooled[None], None, 0.0)
     isg = ds.gold >= 0
     G = ds.n_rounds
     cnt = np.zeros((G, K))
@@ -325,8 +325,8 @@ def calibrate_multiclass(
                                    covariance=covariance)
         object.__setattr__(out, "candidates", bics)
         return out
-    if structure not in _model.STRUCTURES:
-        raise HeroEvalError(f"structure must be one of {list(_model.STRUCTURES)} or 'auto', got {structure!r}")
+    if structure not in confusion_model.STRUCTURES:
+        raise HeroEvalError(f"structure must be one of {list(confusion_model.STRUCTURES)} or 'auto', got {structure!r}")
     if structure == "ordinal" and not hist.ordinal:
         raise HeroEvalError("structure='ordinal' needs ordinal classes (read_multiclass(..., ordinal=True), CLI --ordinal)")
     ds = hist.annotations
@@ -335,13 +335,13 @@ def calibrate_multiclass(
     K = hist.n_classes
     d = design_of(ds, K)
     pi0, th0, p0 = initial_values(ds, K, structure)
-    fit = _model.run_em(d, structure, pi0, th0, p0, tol=tol, max_iter=max_iter, pseudo=float(pseudo_count))
+    fit = confusion_model.run_em(d, structure, pi0, th0, p0, tol=tol, max_iter=max_iter, pseudo=float(pseudo_count))
     conv = ConvergenceInfo(fit.converged, fit.n_iter, fit.loglik, fit.max_change, tol, max_iter, "parameters", False)
     if not fit.converged:
         warnings.warn(f"multi-class Stage A EM did not converge in {fit.n_iter} iterations (last change "
                       f"{fit.max_change:.2e} > tol {tol:.0e}); raise max_iter", ConvergenceWarning, stacklevel=2)
-    info = _model.Information(d, structure, fit, float(pseudo_count))
-    n_par = ds.n_labelers * _model.n_local(structure, K) + ds.n_rounds * (K - 1)
+    info = confusion_model.Information(d, structure, fit, float(pseudo_count))
+    n_par = ds.n_labelers * confusion_model.n_local(structure, K) + ds.n_rounds * (K - 1)
     bic = -2 * fit.loglik + n_par * math.log(max(ds.n_items, 2))
     pcov = info.covariance() if covariance else None
     isg = ds.gold >= 0

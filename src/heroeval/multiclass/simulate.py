@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from heroeval.multiclass import _model
-from heroeval.multiclass._data import MultiClassData, multiclass_from_arrays
+from heroeval.multiclass import confusion_model
+from heroeval.multiclass.data import MultiClassData, multiclass_from_arrays
 
 __all__ = ["SimulatedRounds", "simulate_rounds"]
 
@@ -52,7 +52,7 @@ def simulate_rounds(
     if prevalence_current is None:
         prevalence_current = np.linspace(2.0, 1.0, K) / np.linspace(2.0, 1.0, K).sum()
     t = rng.uniform(*sharpness, size=J)
-    conf = _model.conf_from_theta("ordinal", t, K)
+    conf = confusion_model.conf_from_theta("ordinal", t, K)
     if structure == "full":
         conf = np.stack([[rng.dirichlet(30 * conf[j, c]) for c in range(K)] for j in range(J)])
     classes = [str(k + 1) for k in range(K)]

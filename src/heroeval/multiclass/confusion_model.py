@@ -38,7 +38,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from heroeval._core.squarem import squarem
+from heroeval.core.squarem import squarem
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

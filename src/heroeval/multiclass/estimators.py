@@ -16,9 +16,9 @@ from scipy.stats import norm
 from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError, UnknownLabelerError
 from heroeval.estimators.results import EstimateResult, Influence, rate_interval
 from heroeval.ingest.annotations import AnnotationSet
-from heroeval.multiclass import _model
-from heroeval.multiclass._calibration import MultiClassCalibration, design_of
-from heroeval.multiclass._data import MultiClassData, as_multiclass
+from heroeval.multiclass import confusion_model
+from heroeval.multiclass.calibration import MultiClassCalibration, design_of
+from heroeval.multiclass.data import MultiClassData, as_multiclass
 from heroeval.stage_a.calibration import ConvergenceInfo
 
 __all__ = [
@@ -228,9 +228,9 @@ def _align(cur: MultiClassData, cal: MultiClassCalibration, exclude_new_labelers
     return _Cur(ds, idx[ds.labeler], tuple(notes))
 
 
-def _cur_design(c: _Cur, K: int, J: int) -> _model.Design:
+def _cur_design(c: _Cur, K: int, J: int) -> confusion_model.Design:
     ds = c.data
-    return _model.make_design(ds.item_ptr, c.lab, ds.label, np.full(ds.n_items, -1), np.zeros(ds.n_items), K, J, 1)
+    return confusion_model.make_design(ds.item_ptr, c.lab, ds.label, np.full(ds.n_items, -1), np.zeros(ds.n_items), K, J, 1)
 
 
 # ---------------------------------------------------------------------------
@@ -350,7 +350,7 @@ def _psi(lam: FloatArray, p: FloatArray, e: int, o: npt.NDArray[np.int64]) -> Fl
     return out
 
 
-def _score_influence(d: _model.Design, D: FloatArray, P: int, lam: FloatArray, p: FloatArray,
+def _score_influence(d: confusion_model.Design, D: FloatArray, P: int, lam: FloatArray, p: FloatArray,
                      ref: int | None = None, resid_shift: FloatArray | None = None) -> _ScoreParts:
     """Influence of the simplex score-equation estimate with confusion parameters from the history.
 
@@ -421,7 +421,7 @@ def hero2_multiclass(current: MultiClassData | AnnotationSet, calibration: Multi
     al = _align(cur, cal, exclude_new_labelers)
     K = cal.n_classes
     d = _cur_design(al, K, cal.n_labelers)
-    lam = _model.item_loglik(d, np.log(cal.confusion))
+    lam = confusion_model.item_loglik(d, np.log(cal.confusion))
     p1, st = solve_simplex(lam)
     if st == "unidentified":
         return _finish_score("hero2", cur, cal, al, d, cal.derivatives(), lam, p1, st)
@@ -493,12 +493,12 @@ def hero1_multiclass(current: MultiClassData | AnnotationSet, calibration: Multi
     al = _align(cur, cal, exclude_new_labelers)
     K = cal.n_classes
     d = _cur_design(al, K, cal.n_labelers)
-    lam = _model.item_loglik(d, np.log(cal.confusion))
+    lam = confusion_model.item_loglik(d, np.log(cal.confusion))
     p, st = solve_simplex(lam)
     return _finish_score("hero1", cur, cal, al, d, cal.derivatives(), lam, p, st)
 
 
-def _finish_score(method: str, cur: MultiClassData, cal: MultiClassCalibration, al: _Cur, d: _model.Design,
+def _finish_score(method: str, cur: MultiClassData, cal: MultiClassCalibration, al: _Cur, d: confusion_model.Design,
                   D: FloatArray, lam: FloatArray, p: FloatArray, st: str,
                   gold_units: bool = False, conf: FloatArray | None = None) -> MultiClassEstimate:
     n, n_ann, n_lab = _counts(al)
@@ -536,8 +536,8 @@ def _gold_units(cal: MultiClassCalibration, conf: FloatArray, C: FloatArray) -> 
     """
     J, K, _ = conf.shape
     n = cal.gold_counts.astype(np.float64)
-    ref = _model.row_refs(conf)
-    cols = _model._nonref_cols(ref, K)  # (J, K, K-1)
+    ref = confusion_model.row_refs(conf)
+    cols = confusion_model._nonref_cols(ref, K)  # (J, K, K-1)
     Cl = C[: J * K * (K - 1)].reshape(J, K, K - 1, K)  # (j, row c, param m, class)
     units = np.zeros((J, K, K, K))
     tot = n.sum(axis=2)
@@ -563,9 +563,9 @@ def gold_proportion_multiclass(current: MultiClassData | AnnotationSet, calibrat
     n = cal.gold_counts.astype(np.float64)
     conf = (n + 1.0) / (n.sum(axis=2, keepdims=True) + K)
     d = _cur_design(al, K, cal.n_labelers)
-    lam = _model.item_loglik(d, np.log(conf))
+    lam = confusion_model.item_loglik(d, np.log(conf))
     p, st = solve_simplex(lam)
-    return _finish_score("gold_proportion", cur, cal, al, d, _model.derivs("full", conf, None), lam, p, st,
+    return _finish_score("gold_proportion", cur, cal, al, d, confusion_model.derivs("full", conf, None), lam, p, st,
                          gold_units=True, conf=conf)
 
 
@@ -599,7 +599,7 @@ def _expand_prev(IF: FloatArray, prev: FloatArray) -> FloatArray:
     """Influence of a round's K-vector from that of its K-1 free entries (reference = largest)."""
     K = prev.size
     ref = int(np.argmax(prev))
-    cols = _model._nonref_cols(np.array(ref), K)
+    cols = confusion_model._nonref_cols(np.array(ref), K)
     out = np.zeros((IF.shape[0], K))
     out[:, cols] = IF
     out[:, ref] = -IF.sum(axis=1)
@@ -617,24 +617,24 @@ def dawid_skene_multiclass(current: MultiClassData | AnnotationSet, *, structure
     cur = _check_current(current)
     ds = cur.annotations
     K = cur.n_classes
-    d = _model.make_design(ds.item_ptr, ds.labeler, ds.label, np.full(ds.n_items, -1), np.zeros(ds.n_items), K,
+    d = confusion_model.make_design(ds.item_ptr, ds.labeler, ds.label, np.full(ds.n_items, -1), np.zeros(ds.n_items), K,
                            ds.n_labelers, 1)
     soft = np.zeros((ds.n_items, K))
     np.add.at(soft, (ds.annotation_item, ds.label.astype(np.int64)), 1.0)
     soft /= soft.sum(axis=1, keepdims=True)
-    pi0, th0 = _model.m_step_labelers(structure, _model.soft_counts(d, soft), None, 0.0)
-    p0 = _model.m_step_prev(d, soft)
-    fit = _model.run_em(d, structure, pi0, th0, p0, tol=tol, max_iter=max_iter)
+    pi0, th0 = confusion_model.m_step_labelers(structure, confusion_model.soft_counts(d, soft), None, 0.0)
+    p0 = confusion_model.m_step_prev(d, soft)
+    fit = confusion_model.run_em(d, structure, pi0, th0, p0, tol=tol, max_iter=max_iter)
     if not fit.converged:
         warnings.warn(f"Dawid-Skene EM did not converge in {fit.n_iter} iterations", ConvergenceWarning, stacklevel=2)
     conv = ConvergenceInfo(fit.converged, fit.n_iter, fit.loglik, fit.max_change, tol, max_iter, "parameters", False)
-    info = _model.Information(d, structure, fit)
+    info = confusion_model.Information(d, structure, fit)
     IF = info.item_influence(_prev_selector(info.P, ds.n_labelers * info.q, K))
     cur_inf = _expand_prev(IF, fit.prev[0]) * ds.n_items
     p = fit.prev[0]
     return MultiClassEstimate("dawid_skene", cur.classes, cur.values, p, ds.n_items, ds.n_annotations,
                               int(np.unique(ds.labeler).size), cur_inf, convergence=conv,
-                              component_status=_component_status(p, _model.BOUND_TOL))
+                              component_status=_component_status(p, confusion_model.BOUND_TOL))
 
 
 def hero_joint_multiclass(current: MultiClassData | AnnotationSet, calibration: MultiClassCalibration, *,
@@ -653,22 +653,22 @@ def hero_joint_multiclass(current: MultiClassData | AnnotationSet, calibration: 
     hist = cal.history.annotations
     dh = design_of(hist, K)
     dc = _cur_design(al, K, J)
-    lam = _model.item_loglik(dc, np.log(cal.confusion))
+    lam = confusion_model.item_loglik(dc, np.log(cal.confusion))
     p1, _ = solve_simplex(lam)
     p1 = np.where(np.isfinite(p1), p1, 1.0 / K)
     p1 = np.clip(p1, 0.01, 1.0)
     p1 /= p1.sum()
-    d = _model.concat_designs(dh, dc, dh.G)
+    d = confusion_model.concat_designs(dh, dc, dh.G)
     s = cal.settings
     tol = float(s.get("tol", 1e-8))
     max_iter = int(s.get("max_iter", 10_000))
     pseudo = float(s.get("pseudo_count", 0.0))
-    fit = _model.run_em(d, cal.structure, cal.confusion, cal.theta, np.vstack([cal.round_prevalence, p1]),
+    fit = confusion_model.run_em(d, cal.structure, cal.confusion, cal.theta, np.vstack([cal.round_prevalence, p1]),
                         tol=tol, max_iter=max_iter, pseudo=pseudo)
     if not fit.converged:
         warnings.warn(f"joint EM did not converge in {fit.n_iter} iterations", ConvergenceWarning, stacklevel=2)
     conv = ConvergenceInfo(fit.converged, fit.n_iter, fit.loglik, fit.max_change, tol, max_iter, "parameters", False)
-    info = _model.Information(d, cal.structure, fit, pseudo)
+    info = confusion_model.Information(d, cal.structure, fit, pseudo)
     G = dh.G
     IF = info.item_influence(_prev_selector(info.P, J * info.q + G * (K - 1), K))
     full = _expand_prev(IF, fit.prev[G])
@@ -677,7 +677,7 @@ def hero_joint_multiclass(current: MultiClassData | AnnotationSet, calibration: 
     p = fit.prev[G]
     return MultiClassEstimate("hero_joint", cal.classes, cal.values, p, n, n_ann, n_lab, full[N:] * n,
                               history=full[:N], calibration_id=hash((cal.token, "joint")), convergence=conv,
-                              component_status=_component_status(p, _model.BOUND_TOL), notes=al.notes)
+                              component_status=_component_status(p, confusion_model.BOUND_TOL), notes=al.notes)
 
 
 def estimate_multiclass(current: MultiClassData | AnnotationSet, calibration: MultiClassCalibration, *,

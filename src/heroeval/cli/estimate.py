@@ -1,0 +1,386 @@
+"""``hero estimate`` and ``hero compare``: a round's gold rate, and the difference of two rounds' rates, with their
+intervals, from one calibration (a calibration file, or Stage A on the history)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from heroeval.cli._messages import to_cli
+from heroeval.cli.console import busy, console, err, ingest_tables, run
+from heroeval.cli.inputs import current_and_calibration, read, read_current
+from heroeval.cli.options import (
+    FILES,
+    CalOpt,
+    CiMethod,
+    CiOpt,
+    ClassesOpt,
+    CurGoldOpt,
+    DesignOpt,
+    Duplicates,
+    DupOpt,
+    EncodingOpt,
+    ExcludeNewOpt,
+    FmtOpt,
+    Format,
+    GoldColOpt,
+    GoldItemColOpt,
+    GoldOpt,
+    HistCovOpt,
+    HistOpt,
+    ItemCol,
+    LabelCol,
+    LabelerCol,
+    LevelOpt,
+    MapOpt,
+    NewLabelersOpt,
+    OrdinalOpt,
+    RidgeOpt,
+    RoundOpt,
+    StructureOpt,
+    Tie,
+    TieOpt,
+    check_output,
+    check_sources,
+    mc_new_labelers,
+    mc_read_kw,
+    new_labeler_rule,
+    parse_history_weight,
+    parse_label_map,
+)
+from heroeval.errors import HeroEvalError
+
+if TYPE_CHECKING:  # annotations only (strings at run time)
+    from heroeval.ingest.annotations import AnnotationSet
+
+
+# Help texts are built when the command line starts, so they name these without importing the estimators
+# (start-up time); tests/cli/test_startup.py pins them to the library's own constants.
+_METHODS = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1", "hero2", "hero_joint")
+"""heroeval.estimators.table.METHODS"""
+_ALL_GOLD_METHODS = ("hero1_ppi", "prior_ppi", "mv_ppi", "gold_only")
+"""heroeval.estimators.ppi.ALL_GOLD_METHODS"""
+
+
+class Alternative(str, Enum):
+    two_sided = "two-sided"
+    less = "less"
+    greater = "greater"
+
+
+AltOpt = Annotated[Alternative, typer.Option(help="two-sided interval, or a one-sided bound: less = 'the rate is at most ...' (upper bound), greater = 'at least ...'.")]
+
+
+class OnShift(str, Enum):
+    warn = "warn"
+    fallback = "fallback"
+    ignore = "ignore"
+
+
+MethodOpt = Annotated[str, typer.Option(help=f"One of {', '.join(_METHODS)} (with current gold also {', '.join(_ALL_GOLD_METHODS)}), a comma list, or all.")]
+HistWeightOpt = Annotated[str, typer.Option(help="With --history: weight of gold-free history items in Stage A, a number in [0, 1] or 'cv'.")]
+
+
+def _methods(method: str) -> Any:
+    return "all" if method == "all" else [m.strip() for m in method.split(",") if m.strip()]
+
+
+def _current_gold_text(ds: AnnotationSet, design: Path | None = None) -> str | None:
+    """The ingest line for a current round's gold: how many items, how they were sampled."""
+    from heroeval.estimators.ppi import gold_sample
+
+    gs = gold_sample(ds)
+    if gs is None:
+        return None
+    how = ("taken as a uniform random sample (no design given: --design names hero select's file)"
+           if gs.design == "uniform" else
+           f"drawn by a design ({'--design ' + str(design) if design is not None else 'a pi column in the gold file'};"
+           f" inclusion probabilities {gs.pi.min():.3g} to {gs.pi.max():.3g}, Hajek weights 1/pi)")
+    return f"current gold: {gs.k} of {gs.n} items of round {ds.name!r} have expert labels, {how}"
+
+
+def _current_gold_json(ds: AnnotationSet, gold_file: Path | None, design: Path | None = None) -> dict[str, Any] | None:
+    """The JSON record of a current round's gold (None without): how many items, how drawn, from which files."""
+    from heroeval.estimators.ppi import gold_sample
+
+    gs = gold_sample(ds)
+    if gs is None:
+        return None
+    return {"n_gold": gs.k, "n_items": gs.n, "design": gs.design,
+            "gold_file": None if gold_file is None else str(gold_file),
+            "design_file": None if design is None else str(design), "text": _current_gold_text(ds, design)}
+
+
+def estimate_cmd(
+    current: Annotated[Path, typer.Argument(help=f"Current-round annotations ({FILES}; no gold needed).")],
+    calibration: CalOpt = None,
+    history: HistOpt = None,
+    gold: GoldOpt = None,
+    covariates: Annotated[Path | None, typer.Option(help="Current-round covariates (HERO-2).")] = None,
+    history_covariates: HistCovOpt = None,
+    method: MethodOpt = "all",
+    ridge: RidgeOpt = 0.0,
+    tie: TieOpt = Tie.half,
+    exclude_new_labelers: ExcludeNewOpt = False,
+    history_weight: HistWeightOpt = "1",
+    new_labelers: NewLabelersOpt = None,
+    on_shift: Annotated[OnShift, typer.Option(help="HERO-2 on covariate shift: warn, fallback (return HERO-1) or ignore.")] = OnShift.warn,
+    drift_check: Annotated[bool, typer.Option("--check-drift/--no-check-drift", help="With hero1, hero2 or hero_joint: test whether each labeler's current positive rate matches its calibration (warns; JSON key 'drift').")] = True,
+    confidence_level: LevelOpt = 0.95,
+    ci_method: CiOpt = CiMethod.auto,
+    alternative: AltOpt = Alternative.two_sided,
+    bootstrap: Annotated[int, typer.Option(help="Also run a two-sample cluster bootstrap with this many resamples (needs --history).")] = 0,
+    seed: Annotated[int | None, typer.Option(help="Seed of the bootstrap and of --tie random.")] = None,
+    label_map: MapOpt = None,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    round_col: RoundOpt = None,
+    duplicates: DupOpt = Duplicates.keep,
+    fmt: FmtOpt = Format.table,
+    classes: ClassesOpt = None,
+    ordinal: OrdinalOpt = False,
+    structure: StructureOpt = "full",
+    gold_col: GoldColOpt = None,
+    gold_item_col: GoldItemColOpt = None,
+    encoding: EncodingOpt = None,
+    current_gold: CurGoldOpt = None,
+    design: DesignOpt = None,
+) -> None:
+    """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals.
+
+    With --method all (the default) or 'auto' in the list, the recommended
+    estimate comes first: the method the model checks on the history's gold
+    expect to err least for this round.
+    """
+    from rich.markup import escape
+
+    from heroeval.estimators.collection import EstimateCollection
+    from heroeval.estimators.ppi import ALL_GOLD_METHODS
+    from heroeval.estimators.results import EstimateResult
+    from heroeval.inference.comparison import bootstrap as run_bootstrap
+    from heroeval.report import terminal as _render
+    from heroeval.workflows.api import estimate
+
+    check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
+    hw = parse_history_weight(history_weight)
+    rule = new_labeler_rule(new_labelers, exclude_new_labelers)
+    if design is not None and current_gold is None:
+        err("--design goes with --current-gold (the expert labels of the selected items)")
+        raise typer.Exit(2)
+    if classes is not None or ordinal:
+        from heroeval.cli import multiclass as _mc  # multi-class labels only: SciPy's stats and more
+        if current_gold is not None:
+            err("--current-gold is not available for multi-class labels yet")
+            raise typer.Exit(2)
+        if bootstrap:
+            err("--bootstrap is not available for multi-class labels yet")
+            raise typer.Exit(2)
+        mc_new_labelers(rule)
+        run(lambda: _mc.estimate(
+            current, calibration=calibration, history=history, gold=gold, classes=classes, ordinal=ordinal,
+            structure=structure, method=method, exclude_new_labelers=rule == "exclude", level=confidence_level,
+            read_kw=mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map), round_col=round_col,
+            json_out=fmt is Format.json, covariates=covariates, history_covariates=history_covariates, ridge=ridge))
+        return
+    if bootstrap and history is None:
+        err("--bootstrap refits Stage A: it needs --history and --gold, not a calibration file")
+        raise typer.Exit(2)
+
+    def go() -> tuple[AnnotationSet, AnnotationSet | None, EstimateCollection, dict[str, Any]]:
+        lm = parse_label_map(label_map)
+        cur, hist, cal = current_and_calibration(
+            current, covariates, calibration, history, gold, history_covariates, lm, hw, item_col=item_col,
+            labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
+            gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding, current_gold=current_gold,
+            design=design)
+        kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": False}
+        ms = _methods(method)
+        # the recommended estimate with every method, or when 'auto' is in the list; not for a list without it
+        recommend = ms == "all" or "auto" in ms
+        ms = ms if ms == "all" else [m for m in ms if m != "auto"]
+        res = estimate(cur, cal, method=ms, rng=seed, recommend=recommend, on_shift=on_shift.value,
+                       new_labelers=rule, drift_check=drift_check, **kw)  # type: ignore[arg-type]
+        if isinstance(res, EstimateResult):  # pragma: no cover - a list always gives a collection
+            res = EstimateCollection({res.method: res}, ingest=cur.report)
+        boot: dict[str, Any] = {}
+        if bootstrap:
+            bkw = {**kw, "exclude_new_labelers": rule == "exclude"}
+            boot = run_bootstrap(cur, cal, method=[m for m in res if m not in ALL_GOLD_METHODS],  # nor auto
+                                 n_resamples=bootstrap, rng=seed,
+                                 progress=fmt is Format.table and sys.stderr.isatty(), **bkw)
+        return cur, hist, res, boot
+
+    cur, hist, res, boot = run(go)
+    if fmt is Format.json:
+        out = res.to_dict(confidence_level)
+        if res.drift is not None:
+            out["drift"] = res.drift if isinstance(res.drift, dict) else (
+                {"error": res.drift} if isinstance(res.drift, str) else res.drift.to_dict())
+        for m, r in res.items():  # intervals by the requested method
+            ci = r.confidence_interval(confidence_level, ci_method.value, alternative.value)
+            out["estimates"][m].update(ci_low=_num(ci.low), ci_high=_num(ci.high), ci_method=ci.method,
+                                       ci_alternative=ci.alternative, ci_text=ci.describe())
+            if m in boot:
+                out["estimates"][m]["bootstrap"] = boot[m].to_dict(confidence_level)
+        out["ingest"] = {"current": cur.report.to_dict(),
+                         "history": None if hist is None else hist.report.to_dict()}
+        cg = _current_gold_json(cur, current_gold, design)
+        if cg is not None:
+            out["ingest"]["current_gold"] = cg
+        print(json.dumps(out, indent=1))
+        return
+    con = console()
+    _render.print_all(con, *ingest_tables())
+    gold_txt = _current_gold_text(cur, design)
+    if gold_txt:
+        con.print(escape(gold_txt), soft_wrap=True)
+    _render.print_all(con, _render.estimates_table(res, confidence_level=confidence_level, say=to_cli,
+                                                   ci_method=ci_method.value, bootstrap=boot,
+                                                   alternative=alternative.value))
+
+
+def compare_cmd(
+    a_current: Annotated[Path, typer.Argument(help=f"Round A's annotations, e.g. model A's outputs ({FILES}).")],
+    b_current: Annotated[Path, typer.Argument(help=f"Round B's annotations, e.g. model B's outputs ({FILES}).")],
+    calibration: CalOpt = None,
+    history: HistOpt = None,
+    gold: GoldOpt = None,
+    a_covariates: Annotated[Path | None, typer.Option(help="Round A's covariates (HERO-2).")] = None,
+    b_covariates: Annotated[Path | None, typer.Option(help="Round B's covariates (HERO-2).")] = None,
+    history_covariates: HistCovOpt = None,
+    method: MethodOpt = "all",
+    ridge: RidgeOpt = 0.0,
+    tie: TieOpt = Tie.half,
+    exclude_new_labelers: ExcludeNewOpt = False,
+    confidence_level: LevelOpt = 0.95,
+    label_map: MapOpt = None,
+    item_col: ItemCol = None,
+    labeler_col: LabelerCol = None,
+    label_col: LabelCol = None,
+    round_col: RoundOpt = None,
+    duplicates: DupOpt = Duplicates.keep,
+    fmt: FmtOpt = Format.table,
+    report: Annotated[Path | None, typer.Option(help="Also write a self-contained HTML report of both rounds and the difference.")] = None,
+    classes: ClassesOpt = None,
+    ordinal: OrdinalOpt = False,
+    structure: StructureOpt = "full",
+    new_labelers: NewLabelersOpt = None,
+    drift_check: Annotated[bool, typer.Option("--check-drift/--no-check-drift", help="Test each round's labelers against their calibration (warns on drift).")] = True,
+    gold_col: GoldColOpt = None,
+    gold_item_col: GoldItemColOpt = None,
+    encoding: EncodingOpt = None,
+    a_gold: Annotated[Path | None, typer.Option(help="Expert (gold) labels on some items of round A: item_id, gold (and optionally pi), as hero estimate --current-gold reads them. With gold in both rounds the estimates with current gold (hero1_ppi, mv_ppi, gold_only) are compared too.")] = None,
+    b_gold: Annotated[Path | None, typer.Option(help="Expert (gold) labels on some items of round B (see --a-gold).")] = None,
+) -> None:
+    """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values.
+
+    With --a-gold and --b-gold (expert labels on a random sample of each
+    round's items) the estimates with current gold are compared as well.
+    """
+    from rich.markup import escape
+
+    from heroeval.checks.drift import check_drift
+    from heroeval.estimators.ppi import ALL_GOLD_METHODS
+    from heroeval.inference.comparison import ComparisonCollection, compare
+    from heroeval.report import terminal as _render
+    from heroeval.report.html import build_comparison_report, write_report
+    from heroeval.report.page_data import collect_warnings
+    from heroeval.stage_a.calibration import load_calibration
+    from heroeval.workflows.api import calibrate, warn_multiple_rounds
+
+    check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
+    check_output(report, "--report", "the report")
+    rule = new_labeler_rule(new_labelers, exclude_new_labelers)
+    if classes is not None or ordinal:
+        from heroeval.cli import multiclass as _mc  # multi-class labels only: SciPy's stats and more
+        if a_gold is not None or b_gold is not None:
+            err("--a-gold / --b-gold are not available for multi-class labels yet")
+            raise typer.Exit(2)
+        if report is not None:
+            err("--report is not available for multi-class labels yet")
+            raise typer.Exit(2)
+        mc_new_labelers(rule)
+        run(lambda: _mc.compare(
+            a_current, b_current, calibration=calibration, history=history, gold=gold, classes=classes,
+            ordinal=ordinal, structure=structure, method=method, exclude_new_labelers=rule == "exclude",
+            level=confidence_level, read_kw=mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map),
+            round_col=round_col, json_out=fmt is Format.json))
+        return
+    if report is not None and method != "all" and len(_methods(method)) < 2:
+        method = "all"  # the report shows every method; one method alone gives no collection
+
+    def go() -> tuple[Any, AnnotationSet, AnnotationSet]:
+        lm = parse_label_map(label_map)
+        rd: dict[str, Any] = {"item_col": item_col, "labeler_col": labeler_col, "label_col": label_col,
+                              "round_col": round_col, "duplicates": duplicates, "label_map": lm, "encoding": encoding}
+        with busy("reading and calibrating"):
+            gk: dict[str, Any] = {"gold_col": gold_col, "gold_item_col": gold_item_col}
+            a = read_current(a_current, covariates=a_covariates, name="A", title="Ingest: round A", gold=a_gold,
+                             **gk, **rd)
+            b = read_current(b_current, covariates=b_covariates, name="B", title="Ingest: round B", gold=b_gold,
+                             **gk, **rd)
+            hist = None
+            if calibration is not None:
+                cal = load_calibration(calibration)
+            else:
+                assert history is not None
+                hist = read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
+                            labeler_col=labeler_col, label_col=label_col, round_col=round_col,
+                            duplicates=duplicates, label_map=lm, gold_col=gold_col, gold_item_col=gold_item_col,
+                            encoding=encoding)
+                cal = calibrate(hist)
+        wanted = _methods(method)
+
+        def compare_rounds() -> Any:
+            for r in (a, b):
+                warn_multiple_rounds(r)
+            out = compare(a, b, cal, method=wanted if wanted == "all" else list(wanted), ridge=ridge, tie=tie.value,
+                          new_labelers=rule)
+            if drift_check:  # the same check, and warning, as hero estimate gives each round
+                for r in (a, b):
+                    try:
+                        check_drift(r, cal)
+                    except HeroEvalError:
+                        pass  # nothing to test (no calibrated labeler): the comparison says why
+            return out
+
+        cc, warns = collect_warnings(compare_rounds)
+        if report is not None:
+            src = {"A": a_current, "B": b_current, "calibration": calibration, "history": history, "gold": gold}
+            page = build_comparison_report(
+                cc, a, b, cal, history=None if calibration is not None else hist, warnings=warns,
+                confidence_level=confidence_level, sources={k: str(v) for k, v in src.items() if v is not None})
+            write_report(report, page)
+        return cc, a, b
+
+    cc, a, b = run(go)
+    if fmt is Format.json:
+        out = cc.to_dict(confidence_level)
+        out["ingest"] = {"a": a.report.to_dict(), "b": b.report.to_dict()}
+        if a.has_gold or b.has_gold:
+            out["ingest"]["current_gold"] = {"a": _current_gold_json(a, a_gold), "b": _current_gold_json(b, b_gold)}
+        print(json.dumps(out, indent=1))
+        return
+    con = console()
+    _render.print_all(con, *ingest_tables())
+    for r in (a, b):
+        gold_txt = _current_gold_text(r)
+        if gold_txt:
+            con.print(escape(gold_txt), soft_wrap=True)
+    _render.print_all(con, _render.comparison_table(cc, confidence_level))
+    if isinstance(cc, ComparisonCollection):
+        for m, why in cc.skipped.items():
+            if m in ALL_GOLD_METHODS:
+                con.print(escape(f"{m}: not compared ({why})"), soft_wrap=True)
+    if report is not None:
+        con.print(f"report written to {report}")
+
+
+def _num(x: float) -> float | None:
+    return x if x == x and abs(x) != float("inf") else None

@@ -1,0 +1,107 @@
+"""Reading a command's input files: the history, a current round, and the current round with its calibration
+(a calibration file, or Stage A on the history). Each table read is kept for the ingest tables
+(:func:`heroeval.cli.console.register`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from heroeval.cli.console import busy, register
+from heroeval.cli.options import Duplicates
+from heroeval.errors import HeroEvalError
+
+if TYPE_CHECKING:  # annotations only (strings at run time)
+    from heroeval.ingest.annotations import AnnotationSet
+    from heroeval.stage_a.calibration import Calibration
+
+
+def read(path: Path, *, gold: Path | None = None, covariates: Path | None = None, name: str,
+         item_col: str | None, labeler_col: str | None, label_col: str | None,
+         round_col: str | None, duplicates: Duplicates,
+         label_map: dict[str, int | None] | None = None, reader: str = "auto", memory_limit: str | None = None,
+         progress: bool = False, gold_col: str | None = None, gold_item_col: str | None = None,
+         encoding: str | None = None, title: str = "Ingest: history") -> AnnotationSet:
+    from heroeval.ingest.read import read_annotations
+
+    rc: Any = None if round_col is None else (False if round_col == "none" else round_col)
+    ds = read_annotations(
+        path, gold=gold, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
+        label_col=label_col, round_col=rc, duplicates=duplicates.value, name=name, label_map=label_map,
+        engine=reader, memory_limit=memory_limit, progress=progress,  # type: ignore[arg-type]
+        gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding,
+    )
+    return register(title, ds)
+
+
+def read_current(path: Path, *, name: str, title: str, covariates: Path | None = None,
+                 item_col: str | None, labeler_col: str | None, label_col: str | None, round_col: str | None,
+                 duplicates: Duplicates, label_map: dict[str, int | None] | None,
+                 encoding: str | None, gold: Path | None = None, design: Path | None = None,
+                 gold_col: str | None = None, gold_item_col: str | None = None) -> AnnotationSet:
+    """A current round. Its round column (--round-col, or 'round') is read only to tell several rounds apart.
+
+    ``gold``: expert labels on some of its items (--current-gold), ``design``: how they were sampled (--design).
+    """
+    from heroeval.ingest.read import read_annotations
+
+    rc: Any = None if round_col is None else (False if round_col == "none" else round_col)
+    if isinstance(rc, str) and not _has_column(path, rc):
+        rc = False  # the history's round column is not in this file
+    if design is not None and gold is None:
+        raise HeroEvalError("--design goes with --current-gold (the expert labels of the selected items)")
+    ds = read_annotations(path, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
+                          label_col=label_col, round_col=rc, duplicates=duplicates.value, label_map=label_map,
+                          name=name, encoding=encoding, gold=gold, design=design,
+                          gold_col=gold_col if gold is not None else None,
+                          gold_item_col=gold_item_col if gold is not None else None)
+    return register(title, ds)
+
+
+def _has_column(path: Path, col: str) -> bool:
+    try:
+        return col in _columns_of(path)
+    except Exception:  # unreadable here: the reader itself reports it
+        return True
+
+
+def _columns_of(path: Path) -> list[str]:
+    import pandas as pd
+
+    suf = [x.lower() for x in path.suffixes]
+    if ".parquet" in suf or ".pq" in suf:
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    if ".jsonl" in suf or ".ndjson" in suf or ".json" in suf:
+        return list(pd.read_json(path, lines=True, nrows=1).columns)
+    sep = "\t" if ".tsv" in suf else None
+    return list(pd.read_csv(path, sep=sep, nrows=0, engine="python", encoding_errors="replace").columns)
+
+
+def current_and_calibration(
+    current: Path, covariates: Path | None, calibration: Path | None, history: Path | None, gold: Path | None,
+    history_covariates: Path | None, label_map: dict[str, int | None] | None, history_weight: float | Literal["cv"],
+    *, item_col: str | None, labeler_col: str | None, label_col: str | None, round_col: str | None,
+    duplicates: Duplicates, gold_col: str | None = None, gold_item_col: str | None = None,
+    encoding: str | None = None, checks: bool = True, current_gold: Path | None = None, design: Path | None = None,
+) -> tuple[AnnotationSet, AnnotationSet | None, Calibration]:
+    """Read the current round, and load the calibration file or calibrate the history (with model checks)."""
+    from heroeval.stage_a.calibration import load_calibration
+    from heroeval.workflows.api import calibrate
+
+    with busy("reading and calibrating"):
+        cur = read_current(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
+                           label_col=label_col, round_col=round_col, duplicates=duplicates,
+                           label_map=label_map, name="current", title="Ingest: current round", encoding=encoding,
+                           gold=current_gold, design=design, gold_col=gold_col, gold_item_col=gold_item_col)
+        if cur.has_gold:
+            checks = False  # the round's own gold decides the recommended estimate: no mock rounds needed
+        if calibration is not None:
+            return cur, None, load_calibration(calibration)
+        assert history is not None
+        hist = read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
+                    labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
+                    label_map=label_map, gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding)
+        return cur, hist, calibrate(hist, history_weight=history_weight, checks=checks)

@@ -1,0 +1,148 @@
+"""The estimators by name, and the dispatch behind :func:`heroeval.estimate`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+
+from heroeval.errors import HeroEvalError
+from heroeval.estimators.collection import EstimateCollection
+from heroeval.estimators.common import (
+    NewLabelerRule,
+    ShiftRule,
+    TieRule,
+    check_calibration,
+    check_current,
+    has_unknown,
+    new_labeler_rule,
+    with_history,
+)
+from heroeval.estimators.control_variate import hero2
+from heroeval.estimators.methods import dawid_skene, gold_proportion, hero1, hero_joint, majority_vote
+from heroeval.estimators.misclassification import rogan_gladen
+from heroeval.estimators.results import EstimateResult
+from heroeval.estimators.table import METHODS
+from heroeval.ingest.annotations import AnnotationSet
+from heroeval.stage_a.calibration import Calibration
+from heroeval.stage_a.fit import fit_stage_a
+
+__all__ = ["ESTIMATORS", "EstimateOptions", "Estimator", "estimate_methods"]
+
+
+@dataclass(frozen=True)
+class EstimateOptions:
+    """The options of one call of the dispatch that an estimator may use."""
+
+    rule: str  # the new-labeler rule: "error", "exclude" or "estimate"
+    ridge: float = 0.0
+    tie: TieRule = "half"
+    rng: np.random.Generator | int | None = None
+    on_shift: ShiftRule = "warn"
+
+    @property
+    def exclude(self) -> bool:
+        return self.rule == "exclude"
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """One method of :data:`ESTIMATORS`: how to run it, and what it needs.
+
+    ``run(data, calibration, options)`` computes the estimate. ``new_labelers_estimate``: whether it runs
+    under ``new_labelers="estimate"`` with labelers new to the calibration (HERO-1 estimates them; majority
+    vote and Dawid–Skene use no calibration). ``missing(data, calibration)`` says why the method
+    cannot run on these inputs (``None``: it can); with ``method="all"`` it is then skipped with that reason,
+    asked for alone it runs and raises its own error.
+    """
+
+    name: str
+    run: Callable[[AnnotationSet, Calibration, EstimateOptions], EstimateResult]
+    new_labelers_estimate: bool = False
+    missing: Callable[[AnnotationSet, Calibration], str | None] = lambda data, cal: None
+
+
+# Each entry looks its function up when it runs (not when the table is built), so that a wrapped or patched
+# estimator (tests count the calls) is the one that runs.
+ESTIMATORS: Mapping[str, Estimator] = MappingProxyType({
+    "majority_vote": Estimator("majority_vote", lambda d, c, o: majority_vote(d, tie=o.tie, rng=o.rng),
+                               new_labelers_estimate=True),
+    "dawid_skene": Estimator("dawid_skene", lambda d, c, o: dawid_skene(d), new_labelers_estimate=True),
+    "gold_proportion": Estimator("gold_proportion",
+                                 lambda d, c, o: gold_proportion(d, c, exclude_new_labelers=o.exclude)),
+    "rogan_gladen": Estimator("rogan_gladen", lambda d, c, o: rogan_gladen(d, c, exclude_new_labelers=o.exclude)),
+    "hero1": Estimator("hero1", lambda d, c, o: hero1(d, c, new_labelers=o.rule),  # type: ignore[arg-type]
+                       new_labelers_estimate=True),
+    "hero2": Estimator("hero2", lambda d, c, o: hero2(d, c, ridge=o.ridge, exclude_new_labelers=o.exclude,
+                                                      on_shift=o.on_shift),
+                       missing=lambda d, c: "needs covariates for the current round and the history"
+                       if d.covariates is None or c.covariate_mean is None else None),
+    "hero_joint": Estimator("hero_joint", lambda d, c, o: hero_joint(d, c, exclude_new_labelers=o.exclude),
+                            missing=lambda d, c: "needs the history itself, not only a calibration file"
+                            if c.history is None else None),
+})
+"""The estimators by method name, in the order of ``method="all"`` (:data:`~heroeval.estimators.table.METHODS`)."""
+
+assert tuple(ESTIMATORS) == METHODS, "the registry and METHODS list the same methods in the same order"
+
+
+def estimate_methods(
+    current: AnnotationSet,
+    calibration: Calibration | None = None,
+    *,
+    method: str | Sequence[str] = "hero1",
+    history: AnnotationSet | None = None,
+    ridge: float = 0.0,
+    tie: TieRule = "half",
+    exclude_new_labelers: bool = False,
+    rng: np.random.Generator | int | None = None,
+    new_labelers: NewLabelerRule | None = None,
+    on_shift: ShiftRule = "warn",
+) -> EstimateResult | EstimateCollection:
+    """Run one estimator, several, or ``"all"`` on the current round: the dispatch behind :func:`heroeval.estimate`.
+
+    The parameters are those of :func:`heroeval.estimate`, which documents
+    them, without the recommended estimate (``method="auto"`` and
+    ``recommend``): the choice among methods is made above the estimators,
+    in :mod:`heroeval.choice`, and composed with this dispatch in
+    :mod:`heroeval.workflows.api`.
+    """
+    data = check_current(current)
+    if calibration is None:
+        if history is None:
+            raise HeroEvalError("pass a calibration or a history to calibrate from")
+        calibration = fit_stage_a(history)
+    cal = with_history(check_calibration(calibration), history)
+    single = isinstance(method, str) and method != "all"
+    if isinstance(method, str):
+        wanted = list(METHODS) if method == "all" else [method]
+    else:
+        wanted = list(method)
+    for m in wanted:
+        if m == "auto":
+            raise HeroEvalError("method 'auto' (the recommended estimate) is chosen by heroeval.estimate, "
+                                "not by the estimators' dispatch")
+        if m not in METHODS:
+            raise HeroEvalError(f"unknown method {m!r}; choose from {list(METHODS)}, 'auto' or 'all'")
+    results: dict[str, EstimateResult] = {}
+    skipped: dict[str, str] = {}
+    rule = new_labeler_rule(new_labelers, exclude_new_labelers)
+    anchored = rule == "estimate" and has_unknown(data, cal)
+    options = EstimateOptions(rule=rule, ridge=ridge, tie=tie, rng=rng, on_shift=on_shift)
+    for m in wanted:
+        est = ESTIMATORS[m]
+        if anchored and not est.new_labelers_estimate:
+            if single:
+                raise HeroEvalError(f"new_labelers='estimate' is implemented for hero1 only, not {m}")
+            skipped[m] = "new_labelers='estimate' is implemented for hero1 only"
+            continue
+        why = None if single else est.missing(data, cal)
+        if why is not None:
+            skipped[m] = why
+            continue
+        results[m] = est.run(data, cal, options)
+    if single:
+        return results[wanted[0]]
+    return EstimateCollection(results, ingest=data.report, skipped=skipped)
