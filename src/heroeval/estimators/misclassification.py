@@ -24,6 +24,7 @@ from heroeval.estimators.inversion import MomentTest
 from heroeval.estimators.results import EstimateResult, Influence
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
+from heroeval.stage_a.gold import GoldLabels
 from heroeval.stage_a.prior import beta_binomial_prior
 
 __all__ = ["rogan_gladen"]
@@ -170,7 +171,9 @@ def rogan_gladen(
     k_of = pos_in_u[lab]
     ok = k_of >= 0
     item_of = cur.annotation_item
-    hist = cal.history
+    # the gold items and their labels: kept in the calibration (and its file), else read from the history; with
+    # neither (a file written before they were kept) the per-labeler gold counts serve
+    hist: AnnotationSet | GoldLabels | None = cal.gold_labels if cal.gold_labels is not None else cal.history
     # every variant is sum_j c_j (p_j + beta_j - 1) / sum_j c_j (alpha_j + beta_j - 1) for some c_j, i.e.
     # sum_j w_j mu_j with w_j proportional to c_j Youden_j; below: the coefficients of each labeler's
     # (z - p_j) / n_j on current items (wcur) and of alpha_j, beta_j (wa, wb) in the linear term
@@ -376,7 +379,7 @@ def _eb_shrink(success: FloatArray, n: FloatArray) -> FloatArray:
 
 
 def _gold_item_influence(
-    hist: AnnotationSet,
+    hist: AnnotationSet | GoldLabels,
     u: npt.NDArray[np.int64],
     a: FloatArray,
     b: FloatArray,
@@ -390,7 +393,7 @@ def _gold_item_influence(
 
     Item g with gold 1 moves ``alpha_j`` by ``sum (z - alpha_j) / n_pos_j`` over j's labels on g;
     gold 0 moves ``beta_j`` likewise. Returns (history items x len(u)) when ``per_labeler``,
-    else (history items x 1) summed over labelers.
+    else (history items x 1) summed over labelers (``hist`` the gold items alone: gold items instead of history items).
     """
     J = a.size
     coef_a = np.zeros(J)

@@ -22,7 +22,7 @@ from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import kernels, two_coin
 from heroeval.stage_a.checks_record import ModelChecks
 from heroeval.stage_a.covariance import ParameterCovariance
-from heroeval.stage_a.gold import GoldScores
+from heroeval.stage_a.gold import GoldLabels, GoldScores
 from heroeval.version import __version__
 
 __all__ = [
@@ -108,6 +108,10 @@ class Calibration:
     gold_scores : GoldScores or None
         The history's gold items' labels and log-likelihood ratios under this
         calibration (at most 2,000 of them); saved with the calibration.
+    gold_labels : GoldLabels or None
+        Every gold item's labels (up to 5 million), for the estimators that use the gold items alone
+        (Rogan–Gladen's standard error); saved with the calibration, so that a reloaded calibration gives the
+        same standard errors. None for files written before it was kept (the gold counts serve).
     history : AnnotationSet or None
         The history itself, when the calibration was fitted in this process
         (never saved to JSON). ``hero_joint`` needs it.
@@ -142,6 +146,7 @@ class Calibration:
     history_information: FloatArray | None = field(default=None, repr=False, compare=False)
     checks: ModelChecks | None = field(default=None, repr=False, compare=False)
     gold_scores: GoldScores | None = field(default=None, repr=False, compare=False)
+    gold_labels: GoldLabels | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for a in (self.alpha, self.beta, self.n_annotations, self.n_items, self.gold_tp,
@@ -268,6 +273,7 @@ class Calibration:
             "settings": dict(self.settings),
             "checks": None if self.checks is None else self.checks.to_dict(),
             "gold_scores": None if self.gold_scores is None else self.gold_scores.to_dict(),
+            "gold_labels": None if self.gold_labels is None else self.gold_labels.to_dict(),
         }
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -422,6 +428,13 @@ def _from_dict(obj: Any, src: str) -> Calibration:
         except HeroEvalError as exc:
             raise fail("gold_scores", str(exc)) from exc
 
+    glabels = None
+    if obj.get("gold_labels") is not None:  # absent from files written before 0.2: the gold counts serve
+        try:
+            glabels = GoldLabels.from_dict(obj["gold_labels"], len(ids))
+        except HeroEvalError as exc:
+            raise fail("gold_labels", str(exc)) from exc
+
     def ia(key: str) -> IntArray:
         return np.asarray(cols[key], dtype=np.int64)
 
@@ -451,4 +464,5 @@ def _from_dict(obj: Any, src: str) -> Calibration:
         created=str(obj.get("created", "")),
         checks=checks,
         gold_scores=gscores,
+        gold_labels=glabels,
     )

@@ -62,7 +62,7 @@ from heroeval.stage_a.calibration import Calibration, ConvergenceInfo
 from heroeval.stage_a.covariance import ParameterCovariance
 from heroeval.stage_a.fit import _prior_settings, _progress_callback, eb_prior_covariance, stage_a_prior
 from heroeval.stage_a.folds import FoldPriors
-from heroeval.stage_a.gold import gold_counts, initial_from_counts, score_gold_items
+from heroeval.stage_a.gold import gold_counts, gold_labels_of, initial_from_counts, score_gold_items
 from heroeval.stage_a.prior import PriorCounts, has_prior, prior_information
 from heroeval.stage_a.settings import (
     EMSettings,
@@ -631,7 +631,8 @@ def fit_stage_a_dask(
         convergence=ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate),
         covariance=pcov, settings=settings, created=datetime.now(UTC).isoformat(timespec="seconds"),
         history_fit=fit,
-        gold_scores=score_gold_items(dh.gold_items(), fit.alpha, fit.beta),
+        gold_scores=score_gold_items(gi := dh.gold_items(), fit.alpha, fit.beta),
+        gold_labels=gold_labels_of(gi),
     )
 
 

@@ -21,7 +21,7 @@ from heroeval.stage_a import kernels, scoring, two_coin
 from heroeval.stage_a.calibration import Calibration, ConvergenceInfo
 from heroeval.stage_a.checks_record import ModelChecks
 from heroeval.stage_a.covariance import ParameterCovariance
-from heroeval.stage_a.gold import gold_counts, initial_values, score_gold_items
+from heroeval.stage_a.gold import gold_counts, gold_labels_of, initial_values, score_gold_items
 from heroeval.stage_a.prior import EBPrior, PriorCounts, eb_counts
 from heroeval.stage_a.settings import (
     EMSettings,
@@ -349,6 +349,7 @@ def fit_stage_a(
         history_information=info[0] if kept is not None and info else None,
         checks=model_checks,
         gold_scores=score_gold_items(history, fit.alpha, fit.beta),
+        gold_labels=gold_labels_of(history),
     )
 
 
@@ -407,6 +408,7 @@ def _fit_compact(history: CompactHistory, em: EMSettings, fs: FitSettings, *, w:
         history_fit=None,
         checks=None,
         gold_scores=score_gold_items(gs, fit.alpha, fit.beta),
+        gold_labels=gold_labels_of(gs),
     )
 
 

@@ -3,6 +3,8 @@ calibration's scores of them."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +15,7 @@ from heroeval.errors import HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import two_coin
 
-__all__ = ["GOLD_SCORES_KEEP", "GoldScores", "gold_counts", "gold_information", "initial_from_counts", "initial_values", "score_gold_items"]
+__all__ = ["GOLD_LABELS_KEEP", "GOLD_SCORES_KEEP", "GoldLabels", "GoldScores", "gold_counts", "gold_information", "gold_labels_of", "initial_from_counts", "initial_values", "score_gold_items"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -160,3 +162,87 @@ def initial_from_counts(
     return alpha, beta, np.clip(prev, 0.01, 0.99)
 
 
+GOLD_LABELS_KEEP = 5_000_000
+"""A calibration keeps its gold items' labels when there are at most this many (about 10 bytes each in the file);
+beyond it the file keeps the per-labeler gold counts only."""
+
+
+@dataclass(frozen=True)
+class GoldLabels:
+    """The history's gold items and every label on them, in the calibration's labeler codes.
+
+    What an estimator that uses the gold items alone needs beyond the per-labeler counts: Rogan–Gladen's
+    standard error counts how the labelers' sensitivity and specificity estimates covary through the gold items
+    they share. Kept in the calibration (and its file), so that a saved and reloaded calibration gives the same
+    standard errors as the one in memory.
+    """
+
+    gold: npt.NDArray[np.int8]
+    item_ptr: IntArray
+    labeler: IntArray
+    label: npt.NDArray[np.int8]
+
+    @property
+    def n_items(self) -> int:
+        return int(self.gold.size)
+
+    @property
+    def annotation_item(self) -> IntArray:
+        """Each label's gold item (0 .. n_items - 1)."""
+        out: IntArray = np.repeat(np.arange(self.n_items, dtype=np.int64), np.diff(self.item_ptr))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        def b64(a: npt.NDArray[Any], dtype: str) -> str:
+            return base64.b64encode(np.ascontiguousarray(a, dtype=dtype).tobytes()).decode("ascii")
+
+        return {"n_items": self.n_items, "n_labels": int(self.label.size),
+                "gold_int8_base64": b64(self.gold, "i1"), "labels_per_item_int32_le_base64": b64(np.diff(self.item_ptr), "<i4"),
+                "labeler_int32_le_base64": b64(self.labeler, "<i4"), "label_int8_base64": b64(self.label, "i1")}
+
+    @classmethod
+    def from_dict(cls, d: Any, n_labelers: int) -> GoldLabels:
+        def arr(key: str, dtype: str, n: int) -> npt.NDArray[Any]:
+            try:
+                a = np.frombuffer(base64.b64decode(d[key], validate=True), dtype=dtype)
+            except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+                raise HeroEvalError(f"missing or bad field {key} ({exc})") from exc
+            if a.size != n:
+                raise HeroEvalError(f"{key}: expected {n} values, got {a.size}")
+            return a
+
+        try:
+            n, m = int(d["n_items"]), int(d["n_labels"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HeroEvalError(f"missing or bad field ({exc})") from exc
+        gold = arr("gold_int8_base64", "i1", n).astype(np.int8)
+        lens = arr("labels_per_item_int32_le_base64", "<i4", n).astype(np.int64)
+        labeler = arr("labeler_int32_le_base64", "<i4", m).astype(np.int64)
+        label = arr("label_int8_base64", "i1", m).astype(np.int8)
+        if (lens < 0).any() or int(lens.sum()) != m:
+            raise HeroEvalError("labels per item must be non-negative and add up to n_labels")
+        if not np.isin(gold, (0, 1)).all() or not np.isin(label, (0, 1)).all():
+            raise HeroEvalError("gold and labels must be 0 or 1")
+        if m and (labeler.min() < 0 or labeler.max() >= n_labelers):
+            raise HeroEvalError(f"labeler codes must be in 0..{n_labelers - 1}")
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens, out=ptr[1:])
+        return cls(gold, ptr, labeler, label)
+
+
+def gold_labels_of(history: AnnotationSet, keep: int = GOLD_LABELS_KEEP) -> GoldLabels | None:
+    """The history's gold items and their labels (None without gold, or with more than ``keep`` labels)."""
+    g = np.flatnonzero(history.gold >= 0)
+    if g.size == 0:
+        return None
+    ptr = np.asarray(history.item_ptr, dtype=np.int64)
+    starts, lens = ptr[g], ptr[g + 1] - ptr[g]
+    if int(lens.sum()) > keep:
+        return None
+    offs = np.zeros(g.size, dtype=np.int64)
+    np.cumsum(lens[:-1], out=offs[1:])
+    idx = np.repeat(starts - offs, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+    new_ptr = np.zeros(g.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=new_ptr[1:])
+    return GoldLabels(np.asarray(history.gold[g], dtype=np.int8), new_ptr,
+                      np.asarray(history.labeler[idx], dtype=np.int64), np.asarray(history.label[idx], dtype=np.int8))
