@@ -158,7 +158,9 @@ def test_numbers_match_the_api(sim: Sim, calibration: he.Calibration) -> None:
 
 
 def test_primary_is_hero1_without_a_recommendation(sim: Sim, calibration: he.Calibration) -> None:
-    d = report_data(sim.current, calibration)
+    """The report recommends by default (issue #38: as hero report does); asked not to, HERO-1 comes first."""
+    assert report_data(sim.current, calibration)["primary"] == "recommended"
+    d = report_data(sim.current, calibration, recommend=False)
     order = d["rounds"]["current"]["order"]
     assert d["primary"] == "hero1" and order[:2] == ["hero1", "majority_vote"]
 

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from heroeval.checks.dependence import error_correlation
+from heroeval.checks.model_checks import DEPENDENCE_ALPHA
 from heroeval.errors import HeroEvalError, HeroEvalWarning
 from heroeval.estimators.collection import EstimateCollection
 from heroeval.estimators.results import EstimateResult, jsonable, rate_interval
@@ -22,7 +23,7 @@ from heroeval.stage_a.calibration import Calibration
 from heroeval.version import __version__
 from heroeval.workflows.api import estimate as run_estimate
 
-__all__ = ["ORDER", "T", "collect_warnings", "comparison_report_data", "label_of", "report_data"]
+__all__ = ["ORDER", "T", "collect_warnings", "comparison_report_data", "label_of", "report_data", "saved_dependence"]
 
 
 T = TypeVar("T")
@@ -225,8 +226,26 @@ def _diagnostics(res: EstimateCollection) -> list[dict[str, Any]]:
     return res_out
 
 
-def _dependence_checks(history: AnnotationSet | None, res: EstimateCollection) -> list[dict[str, Any]]:
+def saved_dependence(calibration: Calibration) -> dict[str, Any] | None:
+    """The dependence test saved with the calibration's model checks, as a diagnostics row (None without it)."""
+    dep = None if calibration.checks is None else calibration.checks.dependence
+    if dep is None or not math.isfinite(dep.p_value):
+        return None
+    ok = dep.p_value >= DEPENDENCE_ALPHA
+    return {"name": "Labelers err independently given gold (dependence test on the history's gold, saved with "
+                    "the calibration; p-value)", "value": dep.p_value, "format": "p", "ok": ok,
+            "reading": (f"no excess agreement at {DEPENDENCE_ALPHA:g}" if ok else
+                        f"labelers agree beyond independence given gold (mean error correlation "
+                        f"{dep.mean_correlation:+.3f}, {dep.n_pairs_significant} of {dep.n_pairs} pairs): HERO's "
+                        "likelihood methods assume independence, so their intervals are likely too narrow")}
+
+
+def _dependence_checks(history: AnnotationSet | None, res: EstimateCollection,
+                       calibration: Calibration | None = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    saved = None if calibration is None else saved_dependence(calibration)
+    if saved is not None:
+        out.append(saved)
     if history is not None and history.has_gold:
         for key, v in error_correlation(history).items():
             y = key[-1]
@@ -308,7 +327,10 @@ def collect_warnings(fn: Callable[[], T]) -> tuple[T, list[str]]:
 
 def _estimate_recording(current: AnnotationSet, calibration: Calibration, history: AnnotationSet | None,
                         kwargs: Mapping[str, Any]) -> tuple[EstimateCollection, list[str]]:
-    res, warns = collect_warnings(lambda: run_estimate(current, calibration, method="all", history=history, **kwargs))
+    # the recommended estimate first, as hero report and hero estimate show it (where it cannot be made, the
+    # collection says why)
+    kw = {"recommend": True, **kwargs}
+    res, warns = collect_warnings(lambda: run_estimate(current, calibration, method="all", history=history, **kw))
     assert isinstance(res, EstimateCollection)
     return res, warns
 
@@ -357,6 +379,10 @@ def report_data(
         warns += recorded
     elif estimate_kwargs:
         raise HeroEvalError(f"estimate options {sorted(estimate_kwargs)} go with estimates=None")
+    saved = saved_dependence(calibration)
+    if saved is not None and not saved["ok"]:  # a failed saved check is a warning, not only a red row
+        warns.append(f"Model checks saved with the calibration: {saved['reading']} (dependence test p = "
+                     f"{saved['value']:.3g})")
     d = _base(calibration, title or f"HERO evaluation report: {current.name}", confidence_level, ci_method, warns,
               truth, sources)
     block = _estimates_block(estimates, confidence_level, ci_method)
@@ -366,7 +392,7 @@ def report_data(
         rounds={"current": {"name": current.name, "n_items": current.n_items, "n_labels": current.n_annotations,
                             "n_labelers": current.n_labelers, **block,
                             "diagnostics": _diagnostics(estimates)
-                            + _dependence_checks(history or calibration.history, estimates)}},
+                            + _dependence_checks(history or calibration.history, estimates, calibration)}},
         pool=_pool(calibration, [("current", current)]),
         ingest={"current": _ingest(current.report), "history": _ingest(None if history is None else history.report)},
     )

@@ -476,7 +476,7 @@ def estimate(
         rec = (recommend_with_gold(data, cal, exclude_new_labelers=exclude_new_labelers) if has_gold
                else _recommend(data, cal, exclude_new_labelers=exclude_new_labelers))
         auto = {"method": rec.method, "history_weight": rec.history_weight, "reason": rec.reason,
-                "candidates": rec.table}
+                "status": rec.status, "candidates": rec.table}
         if drift_check:
             _drift(data, cal)
         return replace(rec.result, details={**rec.result.details, "auto": auto})
