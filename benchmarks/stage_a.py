@@ -173,6 +173,7 @@ def bench_heroeval(data: dict[str, np.ndarray], repeats: int, em_iters: int) -> 
     from heroeval.stage_a import two_coin
     from heroeval.stage_a.fit import design_of
     from heroeval.stage_a.gold import initial_values
+    from heroeval.stage_a.settings import StoppingRule
 
     res: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -209,7 +210,7 @@ def bench_heroeval(data: dict[str, np.ndarray], repeats: int, em_iters: int) -> 
     # --- pieces of calibrate ----------------------------------------------
     t_design, d = best_of(lambda: design_of(ds), repeats)
     t_init, (a0, b0, p0) = best_of(lambda: initial_values(ds), repeats)
-    t_em, fit = best_of(lambda: two_coin.run_em(d, a0, b0, p0, tol=1e-8, max_iter=10_000), repeats)
+    t_em, fit = best_of(lambda: two_coin.run_em(d, (a0, b0, p0), stop=StoppingRule(1e-8, 10_000)), repeats)
     res["design_s"] = t_design
     res["init_s"] = t_init
     res["run_em_s"] = t_em

@@ -23,6 +23,7 @@ import pandas as pd
 import heroeval as he
 from heroeval import simulate
 from heroeval.checks.model_checks import MIN_GOLD_PER_FOLD, _folds
+from heroeval.core.squarem import Stop
 from heroeval.core.squarem import squarem as _squarem
 from heroeval.estimators.score_equation import psi, solve_score
 
@@ -155,7 +156,7 @@ def squarem(em_map: Callable[[np.ndarray], tuple[np.ndarray, float, float]], th0
         return nxt, obj
 
     # heroeval's one SQUAREM; the distance of a step is what the map reported for it
-    res = _squarem(step, th0, distance=lambda _new, _old: moved[0], tol=tol, max_iter=max_iter, project=project,
+    res = _squarem(step, th0, distance=lambda _new, _old: moved[0], stop=Stop(tol, max_iter), project=project,
                    reference="every")
     return res.x, res.converged, res.n_eval
 

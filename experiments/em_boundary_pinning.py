@@ -26,7 +26,7 @@ import numpy as np
 from scipy.special import expit
 
 import heroeval as he
-from heroeval.core.squarem import squarem
+from heroeval.core.squarem import Stop, squarem
 from heroeval.stage_a import two_coin
 from heroeval.stage_a.fit import weighted_design
 from heroeval.stage_a.gold import initial_values
@@ -56,7 +56,7 @@ def fit(hist: he.AnnotationSet, K0: int = 300, PIN: float = 1e-6, tol: float = 1
 
     budget = K0
     while True:
-        res = squarem(F, th, distance=dist, tol=tol, max_iter=budget, project=lambda x: np.clip(x, -two_coin._LOGIT_MAX, two_coin._LOGIT_MAX))
+        res = squarem(F, th, distance=dist, stop=Stop(tol, budget), project=lambda x: np.clip(x, -two_coin._LOGIT_MAX, two_coin._LOGIT_MAX))
         total += res.n_eval
         th = res.x
         rounds += 1

@@ -125,7 +125,7 @@ import pandas as pd
 from scipy.special import expit, logit
 
 import heroeval as he
-from heroeval.core.squarem import squarem
+from heroeval.core.squarem import Stop, squarem
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.gold import gold_counts, initial_values
@@ -252,7 +252,7 @@ def fit_eb(history: AnnotationSet, prior: Prior, *, tol: float = 1e-9, max_iter:
         return float(np.max(np.abs(expit(u) - expit(v))))
 
     th0 = np.clip(logit(np.concatenate([a0, b0, p0])), -_LMAX, _LMAX)
-    res = squarem(F, th0, distance=dist, tol=tol, max_iter=max_iter, accelerate=accelerate,
+    res = squarem(F, th0, distance=dist, stop=Stop(tol, max_iter), accelerate=accelerate,
                   project=lambda t: np.clip(t, -_LMAX, _LMAX))
     p = expit(res.x)
     obj = _em_map(x, p[:J], p[J:2 * J], p[2 * J:], prior, True)[3]

@@ -217,7 +217,7 @@ def test_csc_and_csr_m_step_agree(monkeypatch: pytest.MonkeyPatch, sim: Sim) -> 
     from heroeval.stage_a import two_coin
 
     base = he.calibrate(sim.history, tol=1e-11)
-    monkeypatch.setattr(two_coin, "_CSC_ITEMS", 0)  # force the CSC path used for large histories
+    monkeypatch.setattr(two_coin, "CSC_ITEMS", 0)  # force the CSC path used for large histories
     csc = he.calibrate(sim.history, tol=1e-11)
     np.testing.assert_allclose(csc.alpha, base.alpha, atol=1e-12)
     np.testing.assert_allclose(csc.beta, base.beta, atol=1e-12)

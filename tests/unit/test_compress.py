@@ -7,7 +7,7 @@ import pytest
 
 import heroeval as he
 from heroeval.simulate import paper_dgp
-from heroeval.stage_a import two_coin
+from heroeval.stage_a import compression
 from heroeval.stage_a.fit import weighted_design
 
 
@@ -37,7 +37,7 @@ def _few_judges(seed: int, repeated: bool = False) -> he.AnnotationSet:
 def test_compressed_fit_equals_the_item_fit(repeated: bool, w: float) -> None:
     hist = _few_judges(1, repeated)
     d = weighted_design(hist, w)
-    dc = two_coin.compress(d)
+    dc = compression.compress(d)
     assert dc is not None and dc.n_items < hist.n_items / 10
     assert dc.count is not None and dc.count.sum() == hist.n_items
     full = he.calibrate(hist, compress=False, history_weight=w)
@@ -54,7 +54,7 @@ def test_compressed_fit_equals_the_item_fit(repeated: bool, w: float) -> None:
 
 def test_no_compression_when_it_does_not_pay() -> None:
     d = paper_dgp(0, labels_per_item=3)  # 10 judges, 3 per item: patterns are nearly all distinct
-    assert two_coin.compress(weighted_design(d.history, 1.0)) is None
+    assert compression.compress(weighted_design(d.history, 1.0)) is None
 
 
 def test_model_variance_and_estimates_agree() -> None:

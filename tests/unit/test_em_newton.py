@@ -20,10 +20,11 @@ import heroeval as he
 from heroeval.checks.model_checks import _folds
 from heroeval.core import jit
 from heroeval.simulate import paper_dgp
-from heroeval.stage_a import kernels, scoring, two_coin
+from heroeval.stage_a import compression, kernels, scoring, two_coin
 from heroeval.stage_a.fit import information_of, weighted_design
 from heroeval.stage_a.folds import FoldFits
 from heroeval.stage_a.gold import gold_counts, initial_from_counts, initial_values
+from heroeval.stage_a.settings import StoppingRule
 from heroeval.workflows.benchmark import load_folder, make_split
 
 SHARED = Path("/work/shared/data")
@@ -53,9 +54,9 @@ def _fits(d: two_coin.Design, hist: he.AnnotationSet, newton_after: int) -> tupl
     """SQUAREM alone at the default tolerance (the fit before the Newton phase existed), with the Newton phase,
     and a reference: SQUAREM alone to 1e-12."""
     a0, b0, p0 = initial_values(hist)
-    old = two_coin.run_em(d, a0, b0, p0, max_iter=50_000)
-    new = two_coin.run_em(d, a0, b0, p0, information=information_of(d), newton_after=newton_after)
-    ref = two_coin.run_em(d, a0, b0, p0, tol=1e-12, max_iter=50_000)
+    old = two_coin.run_em(d, (a0, b0, p0), stop=StoppingRule(max_iter=50_000))
+    new = two_coin.run_em(d, (a0, b0, p0), information=information_of(d), newton_after=newton_after)
+    ref = two_coin.run_em(d, (a0, b0, p0), stop=StoppingRule(1e-12, 50_000))
     return old, new, ref
 
 
@@ -91,9 +92,9 @@ def test_fits_that_finish_before_the_switch_are_unchanged() -> None:
     hist = paper_dgp(0, rho=0.3).history
     d = weighted_design(hist, 1.0)
     a0, b0, p0 = initial_values(hist)
-    old = two_coin.run_em(d, a0, b0, p0)
+    old = two_coin.run_em(d, (a0, b0, p0))
     assert old.n_iter < two_coin.NEWTON_AFTER
-    new = two_coin.run_em(d, a0, b0, p0, information=information_of(d))
+    new = two_coin.run_em(d, (a0, b0, p0), information=information_of(d))
     assert new.newton_steps == 0 and new.n_iter == old.n_iter
     np.testing.assert_array_equal(_vec(new), _vec(old))
 
@@ -119,8 +120,8 @@ def test_accepted_steps_never_lower_the_objective() -> None:
     d = weighted_design(hist, 1.0)
     a0, b0, p0 = initial_values(hist)
     seen: list[tuple[int, float]] = []
-    fit = two_coin.run_em(d, a0, b0, p0, information=information_of(d), newton_after=6,
-                     progress=lambda n, ll, ch: seen.append((n, ll)))
+    fit = two_coin.run_em(d, (a0, b0, p0), information=information_of(d), newton_after=6,
+                          progress=lambda n, ll, ch: seen.append((n, ll)))
     assert fit.newton_steps > 0
     lls = np.array([ll for n, ll in seen if n > 6])
     assert lls.size > 2 and np.all(np.diff(lls) >= 0)
@@ -132,7 +133,7 @@ def test_fixed_labelers_stay_fixed() -> None:
     a0, b0, p0 = initial_values(hist)
     fixed = np.zeros(d.n_labelers, dtype=bool)
     fixed[::3] = True
-    fit = two_coin.run_em(d, a0, b0, p0, information=information_of(d), newton_after=3, fixed_labelers=fixed)
+    fit = two_coin.run_em(d, (a0, b0, p0), information=information_of(d), newton_after=3, fixed_labelers=fixed)
     assert fit.newton_steps > 0 and fit.converged
     np.testing.assert_allclose(fit.alpha[fixed], np.clip(a0, two_coin.EPS, 1 - two_coin.EPS)[fixed], rtol=1e-12)
     np.testing.assert_allclose(fit.beta[fixed], np.clip(b0, two_coin.EPS, 1 - two_coin.EPS)[fixed], rtol=1e-12)
@@ -146,8 +147,10 @@ def test_compiled_engine_newton_equals_numpy_engine() -> None:
                                  hist.item_round, hist.n_rounds, weight=np.where(hist.gold >= 0, 1.0, 0.5),
                                  pseudo_count=0.5)
     a0, b0, p0 = initial_values(hist)
-    f_np = two_coin.run_em(d, a0, b0, p0, information=information_of(d), newton_after=5, tol=1e-11)
-    f_nb = two_coin.run_em(cd, a0, b0, p0, information=information_of(cd), newton_after=5, tol=1e-11)
+    f_np = two_coin.run_em(d, (a0, b0, p0), information=information_of(d), newton_after=5,
+                          stop=StoppingRule(tol=1e-11, max_iter=5000))
+    f_nb = two_coin.run_em(cd, (a0, b0, p0), information=information_of(cd), newton_after=5,
+                          stop=StoppingRule(tol=1e-11, max_iter=5000))
     assert f_np.newton_steps > 0 and f_nb.newton_steps > 0
     np.testing.assert_allclose(_vec(f_nb), _vec(f_np), atol=1e-8)
 
@@ -160,7 +163,7 @@ def test_real_sets_before_and_after(name: str) -> None:
     data = load_folder(SHARED / name, binary_suffix="_binary" if name == "adultcontent2" else "", text_components=0)
     hist = make_split(data, 0, 0.10, 200, "none", 2026).history
     d = weighted_design(hist, 1.0)
-    dc = two_coin.compress(d)
+    dc = compression.compress(d)
     old, new, ref = _fits(d if dc is None else dc, hist, newton_after=two_coin.NEWTON_AFTER)
     assert new.converged and new.n_iter <= 500
     err_old = np.max(np.abs(_vec(old) - _vec(ref)))

@@ -24,6 +24,7 @@ from heroeval.stage_a.fit import design_of, settings_prior
 from heroeval.stage_a.folds import FoldFits
 from heroeval.stage_a.gold import gold_counts
 from heroeval.stage_a.prior import beta_binomial_prior, counts4, eb_counts, log_prior
+from heroeval.stage_a.settings import StoppingRule
 
 from .test_cheap_checks import _same_checks
 from .test_kernels import _history
@@ -152,9 +153,10 @@ def test_symmetric_counts_are_the_pseudo_count_and_the_gradient_is_the_objective
     as_float = he.calibrate(hist, pseudo_count=0.7, tol=1e-11)
     d = design_of(hist)
     from_array = two_coin.run_em(
-        two_coin.replace(d, pseudo_count=np.full(4, 0.7)), *(np.asarray(x) for x in
-                                                        (as_float.alpha * 0 + 0.7, as_float.beta * 0 + 0.7,
-                                                         as_float.round_prevalence)), tol=1e-11)
+        two_coin.replace(d, pseudo_count=np.full(4, 0.7)), tuple(np.asarray(x) for x in
+                                                             (as_float.alpha * 0 + 0.7, as_float.beta * 0 + 0.7,
+                                                              as_float.round_prevalence)),
+        stop=StoppingRule(tol=1e-11, max_iter=5000))
     np.testing.assert_allclose(from_array.alpha, as_float.alpha, atol=1e-8)
     np.testing.assert_allclose(from_array.beta, as_float.beta, atol=1e-8)
     # the logit gradient with asymmetric counts against a central difference of the objective
@@ -321,8 +323,8 @@ def test_hero_joint_influence_of_a_gold_item_carries_the_pool() -> None:
         ka, kb = pr["k_sensitivity"], pr["k_specificity"]
         counts = np.array([ka * m_a, ka * (1 - m_a), kb * m_b, kb * (1 - m_b)])
         dd = two_coin.replace(base, weight=w, pseudo_count=counts)
-        f = two_coin.run_em(dd, np.asarray(cal.alpha), np.asarray(cal.beta),
-                       np.r_[cal.round_prevalence, res.estimate], tol=1e-14, max_iter=100_000)
+        f = two_coin.run_em(dd, (np.asarray(cal.alpha), np.asarray(cal.beta), np.r_[cal.round_prevalence, res.estimate]),
+                            stop=StoppingRule(1e-14, 100_000))
         return float(f.prev[G])
 
     h = 1e-4

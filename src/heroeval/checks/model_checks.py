@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -66,8 +66,8 @@ from heroeval.stage_a.settings import EMSettings, FitSettings, em_settings_of
 if TYPE_CHECKING:
     from heroeval.estimators.results import EstimateResult
 
-__all__ = ["CANDIDATES", "MOCK_METHODS", "WEIGHT_GRID", "class_weights", "mock_key", "past_round_errors",
-           "rate_matched_mock", "round_folds", "run_checks", "transport_excess"]
+__all__ = ["CANDIDATES", "MOCK_METHODS", "WEIGHT_GRID", "CheckSettings", "class_weights", "mock_key",
+           "past_round_errors", "rate_matched_mock", "round_folds", "run_checks", "transport_excess"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -233,8 +233,9 @@ def run_checks(
 
     return run_checks_on_gold(
         history.take_items(gold_idx, name="history (gold items)"), n_labels=n_labels, fold_fits=fold_fits,
-        template=template if start is None else (lambda: start), folds=folds, weight_grid=weight_grid, seed=seed,
-        candidates=candidates, refit="cold" if refit == "scratch" else refit, past_rounds=past_rounds)
+        template=template if start is None else (lambda: start),
+        settings=CheckSettings(folds, weight_grid, seed, candidates, "cold" if refit == "scratch" else refit,
+                               past_rounds))
 
 
 FoldFitsFunction = Callable[[list[npt.NDArray[np.int64]], tuple[float, ...], AnnotationSet, bool],
@@ -243,18 +244,41 @@ FoldFitsFunction = Callable[[list[npt.NDArray[np.int64]], tuple[float, ...], Ann
 ``gold_set``), at each weight of ``grid``: per fold, ``{w: (alpha, beta, prevalences)}``."""
 
 
+@dataclass(frozen=True)
+class CheckSettings:
+    """How the model checks run (documented at :func:`run_checks`), validated when made: the ``folds`` of the gold
+    items, the history weights ``weight_grid`` of the refits, the ``seed`` of the folds, the ``candidates`` run on
+    the mock rounds, how the refits start (``refit``: ``"auto"``, ``"warm"`` or ``"cold"``; :func:`run_checks`'
+    ``"scratch"`` refits are made by its ``fold_fits`` and run as ``"cold"`` here) and whether the ``past_rounds``
+    are estimated too."""
+
+    folds: int = 5
+    weight_grid: Sequence[float] = WEIGHT_GRID
+    seed: int = 0
+    candidates: Sequence[str] = MOCK_METHODS
+    refit: Literal["auto", "warm", "cold"] = "auto"
+    past_rounds: bool = True
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.folds, int) and self.folds >= 2):
+            raise HeroEvalError(f"folds must be an integer >= 2, got {self.folds!r}")
+        grid = self.grid
+        if not grid or any(not 0 <= w <= 1 for w in grid):
+            raise HeroEvalError(f"weight_grid must hold numbers in [0, 1], got {list(self.weight_grid)!r}")
+
+    @property
+    def grid(self) -> tuple[float, ...]:
+        """The distinct history weights of ``weight_grid``, in increasing order."""
+        return tuple(sorted({float(w) for w in self.weight_grid}))
+
+
 def run_checks_on_gold(
     gold_set: AnnotationSet,
     *,
     n_labels: npt.NDArray[np.integer[Any]],
     fold_fits: FoldFitsFunction,
     template: Callable[[], Calibration],
-    folds: int = 5,
-    weight_grid: Sequence[float] = WEIGHT_GRID,
-    seed: int = 0,
-    candidates: Sequence[str] = MOCK_METHODS,
-    refit: Literal["auto", "warm", "cold"] = "auto",
-    past_rounds: bool = True,
+    settings: CheckSettings = CheckSettings(),
 ) -> ModelChecks:
     """The model checks from the history's gold items alone and a function that refits Stage A.
 
@@ -266,10 +290,9 @@ def run_checks_on_gold(
     checks. ``gold_set`` holds the gold items in the history's item order, with
     the history's labeler and round codes; ``n_labels`` the history's labels per
     labeler (for ``refit="auto"``); ``template()`` a Stage A fit of the whole
-    history (Rogan-Gladen's mock rounds read its labelers).
+    history (Rogan-Gladen's mock rounds read its labelers); ``settings`` how the checks run.
     """
-    if not (isinstance(folds, int) and folds >= 2):
-        raise HeroEvalError(f"folds must be an integer >= 2, got {folds!r}")
+    folds, seed, candidates, refit = settings.folds, settings.seed, settings.candidates, settings.refit
     history = gold_set
     fitted: list[Calibration] = []
 
@@ -278,9 +301,7 @@ def run_checks_on_gold(
             fitted.append(template())
         return fitted[0]
 
-    grid = tuple(sorted({float(w) for w in weight_grid}))
-    if not grid or any(not 0 <= w <= 1 for w in grid):
-        raise HeroEvalError(f"weight_grid must hold numbers in [0, 1], got {list(weight_grid)!r}")
+    grid = settings.grid
     n_gold = history.n_gold
     notes: list[str] = []
     k_eff = min(folds, n_gold // MIN_GOLD_PER_FOLD)
@@ -326,7 +347,8 @@ def run_checks_on_gold(
         if "rogan_gladen" in candidates:
             if template_cal is None:  # Rogan-Gladen reads the labelers and their gold counts only
                 template_cal = whole_fit()
-            cal_k = replace(template_cal, gold_tp=tp, gold_fn=fn, gold_tn=tn, gold_fp=fp, history=None, checks=None)
+            cal_k = replace(template_cal, gold_tp=tp, gold_fn=fn, gold_tn=tn, gold_fp=fp, history=None, checks=None,
+                            gold_labels=None)  # the fold's gold counts; the whole history's labels do not apply
             r = estimate_methods(m_k, cal_k, method="rogan_gladen")
             assert not isinstance(r, Mapping)
             if r.influence is not None and math.isfinite(r.estimate):
@@ -391,7 +413,7 @@ def run_checks_on_gold(
         row["vs_robust"] = row["estimate"] - mock[ref]["estimate"]
         row["vs_robust_se"] = float(np.sqrt(dd @ dd) / dd.size)
     rounds: list[dict[str, Any]] = []
-    r_folds, r_qual = round_folds(history) if past_rounds else ([], [])
+    r_folds, r_qual = round_folds(history) if settings.past_rounds else ([], [])
     if r_folds:
         # the weights method="auto" can pick HERO-1 (and judge HERO joint) at: 1, the log score's choice, and the
         # calibration's own
@@ -513,7 +535,8 @@ def _past_rounds(
                 est, infl = _score_fit(L[at])
                 out.append((meth, w, est, infl, None))
             if rg_cal is not None:  # the methods that read the other rounds' gold counts only
-                cal_k = replace(rg_cal, gold_tp=tp, gold_fn=fn, gold_tn=tn, gold_fp=fp, history=None, checks=None)
+                cal_k = replace(rg_cal, gold_tp=tp, gold_fn=fn, gold_tn=tn, gold_fp=fp, history=None, checks=None,
+                                gold_labels=None)  # the other rounds' gold counts (not the whole history's labels)
                 for meth in counted:
                     try:
                         r = estimate_methods(m_k.take_items(at), cal_k, method=meth)

@@ -48,20 +48,29 @@ class SquaremResult:
     trace: tuple[float, ...]
 
 
+@dataclass(frozen=True)
+class Stop:
+    """When :func:`squarem` stops: ``criterion="distance"`` when one plain step moves its ``distance`` by at most
+    ``tol``, ``criterion="objective"`` when the relative change of the objective between cycles is at most ``tol``;
+    or, not converged, after ``max_iter`` map evaluations."""
+
+    tol: float
+    max_iter: int
+    criterion: Literal["distance", "objective"] = "distance"
+
+
 def squarem(
     em_map: EMMap,
     x0: FloatArray,
     *,
     distance: Callable[[FloatArray, FloatArray], float],
-    tol: float,
-    max_iter: int,
+    stop: Stop,
     accelerate: bool = True,
-    criterion: Literal["distance", "objective"] = "distance",
     project: Callable[[FloatArray], FloatArray] | None = None,
     progress: Callable[[int, float, float], None] | None = None,
     reference: Literal["accepted", "every"] = "accepted",
 ) -> SquaremResult:
-    """Iterate ``em_map`` from ``x0`` until it converges or ``max_iter`` map evaluations are spent.
+    """Iterate ``em_map`` from ``x0`` until it converges or ``stop.max_iter`` map evaluations are spent.
 
     Parameters
     ----------
@@ -69,10 +78,8 @@ def squarem(
         ``em_map(x, need_objective) -> (M(x), objective at x)``.
     distance : callable
         ``distance(M(x), x)``: the convergence measure of one plain step.
-    tol, max_iter : float, int
-        ``criterion="distance"`` stops when one plain step moves ``distance``
-        by at most ``tol``; ``criterion="objective"`` when the relative change
-        of the objective between cycles is at most ``tol``.
+    stop : Stop
+        The stopping rule: its ``tol``, ``max_iter`` and ``criterion``.
     accelerate : bool
         SQUAREM when True, plain EM steps otherwise.
     project : callable, optional
@@ -92,13 +99,14 @@ def squarem(
 
     >>> import numpy as np
     >>> res = squarem(lambda x, need: (0.5 * x + 1.0, -float((x[0] - 2.0) ** 2)), np.array([0.0]),
-    ...               distance=lambda a, b: float(np.max(np.abs(a - b))), tol=1e-10, max_iter=100)
+    ...               distance=lambda a, b: float(np.max(np.abs(a - b))), stop=Stop(tol=1e-10, max_iter=100))
     >>> res.converged, round(float(res.x[0]), 8)
     (True, 2.0)
     """
+    tol, max_iter = stop.tol, stop.max_iter
     n_eval = 0
     trace: list[float] = []
-    by_objective = criterion == "objective"
+    by_objective = stop.criterion == "objective"
 
     def F(x: FloatArray, need: bool) -> tuple[FloatArray, float]:
         nonlocal n_eval

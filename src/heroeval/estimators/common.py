@@ -22,7 +22,7 @@ from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import scoring, two_coin
 from heroeval.stage_a.calibration import Calibration
 
-__all__ = ["Aligned", "FloatArray", "NewLabelerRule", "ShiftRule", "TieRule", "align", "check_calibration", "check_current", "em_status", "has_unknown", "label_codes", "log_likelihood_ratios", "new_labeler_rule", "result_of", "score_test", "stage_a_influence", "with_history"]
+__all__ = ["Aligned", "FloatArray", "NewLabelerRule", "ScoreInputs", "ShiftRule", "TieRule", "align", "check_calibration", "check_current", "em_status", "has_unknown", "label_codes", "log_likelihood_ratios", "new_labeler_rule", "result_of", "score_test", "stage_a_influence", "with_history"]
 
 
 FloatArray = npt.NDArray[np.float64]
@@ -131,23 +131,35 @@ def log_likelihood_ratios(data: AnnotationSet, to_calib: npt.NDArray[np.int64], 
     return np.add.reduceat(vals, data.item_ptr[:-1]) if vals.size else np.zeros(0)
 
 
+@dataclass(frozen=True)
+class ScoreInputs:
+    """What a score-equation estimate of the current round stands on, whatever its rate: the calibration ``cal``,
+    the round aligned to it (``data`` and ``to_calib``, as :class:`Aligned` holds them), the sensitivities and
+    specificities ``alpha`` and ``beta`` the estimate uses (the calibration's, or the gold items' own for the
+    gold-proportion calibration) and the items' log-likelihood ratios ``L`` under them
+    (:func:`log_likelihood_ratios`)."""
+
+    cal: Calibration
+    data: AnnotationSet
+    to_calib: npt.NDArray[np.int64]
+    alpha: FloatArray
+    beta: FloatArray
+    L: FloatArray
+
+
 def stage_a_influence(
-    cal: Calibration,
-    data: AnnotationSet,
-    to_calib: npt.NDArray[np.int64],
-    alpha: FloatArray,
-    beta: FloatArray,
+    si: ScoreInputs,
     mu: float,
-    L: FloatArray,
     psi_resid: FloatArray,
     gamma_x: FloatArray | None = None,
     space: str = "stage_a",
 ) -> Influence:
-    """Influence of a score-equation estimate with history-fitted (alpha, beta).
+    """Influence of a score-equation estimate ``mu`` with history-fitted (alpha, beta).
 
     ``mu_hat - mu ~= (1/I) [mean(psi_resid) + G (theta_hat - theta) (+ gamma'(m_hat - m))]``
     with ``I = mean psi(mu_hat)^2`` and ``G`` the mean score gradient.
     """
+    cal, data, to_calib, alpha, beta, L = si.cal, si.data, si.to_calib, si.alpha, si.beta, si.L
     ps = psi(mu, L)
     info = float(np.mean(ps**2))
     G = scoring.score_gradient(data.item_ptr, label_codes(data, to_calib), cal.n_labelers, alpha, beta, mu, L)
@@ -166,19 +178,15 @@ def stage_a_influence(
 
 
 def score_test(
-    cal: Calibration,
-    data: AnnotationSet,
-    to_calib: npt.NDArray[np.int64],
-    alpha: FloatArray,
-    beta: FloatArray,
+    si: ScoreInputs,
     mu: float,
-    L: FloatArray,
     infl: Influence,
     offset: float = 0.0,
     gamma_x: FloatArray | None = None,
     Xc: FloatArray | None = None,
 ) -> ScoreTest:
     """The score test of ``rate = mu0`` behind the method's test-inversion interval (heroeval.estimators.inversion)."""
+    cal, data, to_calib, alpha, beta, L = si.cal, si.data, si.to_calib, si.alpha, si.beta, si.L
     return ScoreTest(
         center=mu, L=L, counts=np.ones(L.size), item_ptr=data.item_ptr, labeler=to_calib[data.labeler],
         alpha=np.asarray(alpha, dtype=float), beta=np.asarray(beta, dtype=float), space=infl.space,

@@ -16,6 +16,7 @@ from heroeval.errors import (
 )
 from heroeval.estimators.common import (
     FloatArray,
+    ScoreInputs,
     ShiftRule,
     align,
     check_calibration,
@@ -159,23 +160,23 @@ def hero2(
             CovariateShiftWarning,
             stacklevel=2,
         )
+    si = ScoreInputs(cal, al.data, al.to_calib, cal.alpha, cal.beta, L)
     if shifted and on_shift == "fallback":
-        infl1 = stage_a_influence(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu1, L, ps)
+        infl1 = stage_a_influence(si, mu1, ps)
         reason = (f"covariate shift detected (overall p = {details['covariate_shift_p']:.3g}, smallest Holm-adjusted "
                   f"per-column p = {details['covariate_shift_min_p_holm']:.3g} < {shift_level:g})")
         details.update(fallback="hero1", fallback_reason=reason, hero2_estimate=mu2)
         return result_of("hero2", mu1, al.data, status=st1, details=details, influence=infl1,
-                       test=score_test(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu1, L, infl1),
+                       test=score_test(si, mu1, infl1),
                        notes=(*al.notes, f"HERO-1 estimate returned instead of HERO-2: {reason}"))
     ps2 = psi(mu2, L)
-    infl = stage_a_influence(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu2, L, ps2 - Xc @ gamma, gamma_x=gamma)
-    infl1 = stage_a_influence(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu1, L, ps)
+    infl = stage_a_influence(si, mu2, ps2 - Xc @ gamma, gamma_x=gamma)
+    infl1 = stage_a_influence(si, mu1, ps)
     details.update(_effective_n(infl1, infl))
     notes = al.notes
     if cal.covariance is None:
         notes = (*notes, "the calibration has no parameter covariance: no standard error")
-    test = score_test(cal, al.data, al.to_calib, cal.alpha, cal.beta, mu2, L, infl, offset=offset,
-                       gamma_x=gamma, Xc=Xc)
+    test = score_test(si, mu2, infl, offset=offset, gamma_x=gamma, Xc=Xc)
     return result_of("hero2", mu2, al.data, status=status, details=details, notes=notes, influence=infl, test=test)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +19,7 @@ from heroeval.errors import (
 from heroeval.estimators.common import (
     FloatArray,
     NewLabelerRule,
+    ScoreInputs,
     TieRule,
     align,
     check_calibration,
@@ -40,7 +41,7 @@ from heroeval.stage_a import scoring, two_coin
 from heroeval.stage_a.calibration import Calibration, ConvergenceInfo
 from heroeval.stage_a.fit import eb_prior_terms, settings_prior
 from heroeval.stage_a.prior import EBPrior
-from heroeval.stage_a.settings import check_em_settings
+from heroeval.stage_a.settings import StoppingRule, check_em_settings
 
 __all__ = ["dawid_skene", "gold_proportion", "hero1", "hero_joint", "majority_vote"]
 
@@ -151,7 +152,7 @@ def dawid_skene(
     )
     soft = np.add.reduceat(data.label.astype(np.float64), data.item_ptr[:-1]) / np.diff(data.item_ptr)
     a0, b0, p0 = two_coin.m_step(d, soft)
-    fit = two_coin.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate)
+    fit = two_coin.run_em(d, (a0, b0, p0), stop=StoppingRule(tol, max_iter, criterion, accelerate))
     conv = ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate)
     if not fit.converged:
         warnings.warn(
@@ -178,11 +179,12 @@ def _score_estimate(
         return result_of(method, mu, al.data, status=status, details={**al.details, **(extra or {})},
                        notes=(*al.notes, "no current label carries information about the rate"))
     space = "gold_counts" if method == "gold_proportion" else "stage_a"
-    infl = stage_a_influence(calibration, al.data, al.to_calib, alpha, beta, mu, L, psi(mu, L), space=space)
+    si = ScoreInputs(calibration, al.data, al.to_calib, alpha, beta, L)
+    infl = stage_a_influence(si, mu, psi(mu, L), space=space)
     notes = al.notes
     if space == "stage_a" and calibration.covariance is None:
         notes = (*notes, "the calibration has no parameter covariance: no standard error")
-    test = score_test(calibration, al.data, al.to_calib, alpha, beta, mu, L, infl)
+    test = score_test(si, mu, infl)
     return result_of(method, mu, al.data, status=status, details={**al.details, **(extra or {})}, notes=notes,
                    influence=infl, test=test)
 
@@ -291,13 +293,11 @@ def hero_joint(
         d = replace(d, weight=np.where(gold >= 0, 1.0, hw))
     tol = float(s.get("tol", 1e-8))
     max_iter = int(s.get("max_iter", 10_000))
-    criterion = str(s.get("criterion", "parameters"))
+    criterion = cast(Literal["parameters", "loglik"], str(s.get("criterion", "parameters")))
     accelerate = bool(s.get("accelerate", True))
     prev0 = np.concatenate([cal.round_prevalence, [min(max(mu1, 0.01), 0.99) if math.isfinite(mu1) else 0.5]])
-    fit = two_coin.run_em(
-        d, np.asarray(cal.alpha), np.asarray(cal.beta), prev0,
-        tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-    )
+    fit = two_coin.run_em(d, (np.asarray(cal.alpha), np.asarray(cal.beta), prev0),
+                          stop=StoppingRule(tol, max_iter, criterion, accelerate))
     conv = ConvergenceInfo.from_fit(fit, tol, max_iter, criterion, accelerate)
     if not fit.converged:
         warnings.warn(f"joint EM did not converge in {fit.n_iter} iterations", ConvergenceWarning, stacklevel=2)

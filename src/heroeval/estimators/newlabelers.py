@@ -41,6 +41,7 @@ from heroeval.estimators.score_equation import solve_score
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import scoring, two_coin
 from heroeval.stage_a.calibration import Calibration, ConvergenceInfo
+from heroeval.stage_a.settings import StoppingRule
 
 __all__ = ["hero1_anchored"]
 
@@ -145,7 +146,7 @@ def hero1_anchored(
     # a new labeler that starts below chance would be mirrored; start it at a safe value
     flip = ~known & (a0 + b0 < 1.05)
     a0[flip], b0[flip] = 0.7, 0.7
-    fit = two_coin.run_em(d, a0, b0, np.array([mu1]), tol=tol, max_iter=max_iter, fixed_labelers=known)
+    fit = two_coin.run_em(d, (a0, b0, np.array([mu1])), stop=StoppingRule(tol, max_iter), fixed_labelers=known)
     conv = ConvergenceInfo.from_fit(fit, tol, max_iter, "parameters", True)
     if not fit.converged:
         warnings.warn(

@@ -20,6 +20,7 @@ import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from heroeval.ingest.annotations import (
 )
 from heroeval.ingest.compact import CompactBuilder, CompactHistory
 from heroeval.ingest.labels import parse_binary
+from heroeval.ingest.options import ColumnNames, RowRules
 from heroeval.ingest.tables import (
     GOLD_COLUMNS,
     ITEM_COLUMNS,
@@ -106,18 +108,34 @@ def _lit(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+@dataclass(frozen=True)
+class _ReadSpec:
+    """What the assembly of a DuckDB read needs besides its arrays: where the rows came from and what was asked."""
+
+    source: str  # the annotations, as messages name them
+    round_col: str | None  # the round column found (None: every item in round "all")
+    rules: RowRules
+    columns: ColumnNames  # as given: the gold table's columns are found with them at the end
+    gold: TableLike | None
+    name: str  # the result's name (default: the first file's stem)
+
+
+@dataclass(frozen=True, eq=False)
+class _ItemRows:
+    """Annotations sorted by item: each item's offsets (``ptr``), the labeler codes, the labels, each item's round."""
+
+    ptr: npt.NDArray[np.int64]
+    labeler: npt.NDArray[Any]
+    label: npt.NDArray[np.int8]
+    item_round: npt.NDArray[Any]
+
+
 def read_with_duckdb(
     annotations: Any,
     *,
     gold: TableLike | None,
-    item_col: str | None,
-    labeler_col: str | None,
-    label_col: str | None,
-    round_col: str | Any | None,
-    gold_col: str | None,
-    gold_item_col: str | None,
-    duplicates: str,
-    missing: str,
+    columns: ColumnNames,
+    rules: RowRules,
     name: str | None,
     memory_limit: str | None = None,
     temp_directory: str | None = None,
@@ -127,10 +145,7 @@ def read_with_duckdb(
     """See :func:`heroeval.read_annotations` (``engine="duckdb"``); ``compact``: :func:`heroeval.ingest.read.read_compact`."""
     import duckdb
 
-    if duplicates not in ("keep", "first", "error"):
-        raise DataError(f"duplicates must be 'keep', 'first' or 'error', got {duplicates!r}")
-    if missing not in ("drop", "error"):
-        raise DataError(f"missing must be 'drop' or 'error', got {missing!r}")
+    duplicates, missing = rules.duplicates, rules.missing
     files, fmt = expand_sources(annotations)
     source = files[0] if len(files) == 1 else f"{len(files)} files like {files[0]}"
     con = duckdb.connect()
@@ -152,7 +167,8 @@ def read_with_duckdb(
         raise DataError(f"could not read annotations {source!r}: {exc}") from exc
     types = {str(r[0]): str(r[1]).upper() for r in desc}
     cols = pd.DataFrame(columns=[c for c in types if c not in ("filename", "file_row_number")])
-    i_c, l_c, y_c, r_c = annotation_columns(cols, item_col, labeler_col, label_col, round_col, source)
+    i_c, l_c, y_c, r_c = annotation_columns(cols, columns.item, columns.labeler, columns.label, columns.round, source)
+    spec = _ReadSpec(source, r_c, rules, columns, gold, name if name is not None else file_stem(files[0]))
 
     def id_expr(c: str, keep_int: bool) -> tuple[str, str]:
         t = types[c]
@@ -245,11 +261,9 @@ def read_with_duckdb(
         finally:
             con.close()
         if isinstance(builder, CompactBuilder):
-            return _compact_history(builder, int(n), dropped, labs, rounds, r_c, duplicates, source, gold,
-                                    gold_item_col, item_col, gold_col, name if name is not None else file_stem(files[0]))
+            return _compact_history(builder, int(n), dropped, labs, rounds, spec)
         assert ids is not None and isinstance(builder, RangeCsrBuilder)
-        return _from_csr(builder, int(n), dropped, ids, labs, rounds, r_c, duplicates, source, gold, gold_item_col,
-                         item_col, gold_col, name, files)
+        return _from_csr(builder, int(n), dropped, ids, labs, rounds, spec)
     if compact:
         con.close()
         raise DataError(f"annotations {source!r}: compact reading needs integer item ids (a Parquet integer column) "
@@ -300,8 +314,7 @@ def read_with_duckdb(
     n_items = int(item_ids.shape[0])
     notes: dict[str, int] = {}
     if fast:
-        return _from_csr(csr, int(n), dropped, item_ids, labeler_ids, round_names, r_c, duplicates, source, gold,
-                         gold_item_col, item_col, gold_col, name, files)
+        return _from_csr(csr, int(n), dropped, item_ids, labeler_ids, round_names, spec)
     dup = np.zeros(ic.shape[0], dtype=bool)
     if ic.size > 1:
         dup[1:] = (ic[1:] == ic[:-1]) & (lc[1:] == lc[:-1])
@@ -329,8 +342,8 @@ def read_with_duckdb(
                 f"{source}: item {_plain(item_ids[k])!r} appears in more than one round (column {r_c!r}); an item "
                 "must belong to one round; pass round_col=False to ignore the column")
     reports = [TableReport("annotations", source, int(n), int(ic.shape[0]), dropped, notes)]
-    return _finish(reports, item_ids, labeler_ids, ptr, lc, y, item_round, r_c, round_names, gold, gold_item_col,
-                   item_col, gold_col, name, files, bool(n_dup) and duplicates == "keep")
+    return _finish(reports, item_ids, labeler_ids, round_names, _ItemRows(ptr, lc, y, item_round), spec,
+                   bool(n_dup) and duplicates == "keep")
 
 
 RANGE_MIN_IDS = 1 << 20
@@ -432,18 +445,31 @@ def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, lab_range: tup
     return builder, item_ids, labeler_ids, round_names
 
 
+def _gold_table(spec: _ReadSpec) -> LoadedTable:
+    """The gold table (``spec.gold``, not None), loaded with its item column found by the names given."""
+    item_col, gold_item_col = spec.columns.item, spec.columns.gold_item
+    gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
+    gdf, gsrc, ghdr = load_table(spec.gold, "gold", string_cols=gcols)
+    g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
+    return LoadedTable("gold", gsrc, gdf, resolve_column(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc), ghdr)
+
+
+def _gold_column(gold_t: LoadedTable, spec: _ReadSpec) -> str:
+    """The gold table's label column, given or found."""
+    return resolve_column(gold_t.df, spec.columns.gold, GOLD_COLUMNS, "gold", gold_t.source)
+
+
 def _compact_history(cb: CompactBuilder, n: int, dropped: dict[str, int], labeler_ids: npt.NDArray[Any],
-                     round_names: list[str], r_c: str | None, duplicates: str, source: str, gold: TableLike | None,
-                     gold_item_col: str | None, item_col: str | None, gold_col: str | None, name: str,
-                     ) -> CompactHistory:
+                     round_names: list[str], spec: _ReadSpec) -> CompactHistory:
     """The :class:`CompactHistory` from a filled builder: rounds and repeats checked, the gold attached."""
+    source, r_c, name = spec.source, spec.round_col, spec.name
     n_dup, _, conflict = cb.finish()
     if conflict >= 0 and r_c is not None:
         raise DataError(f"{source}: an item appears in more than one round (column {r_c!r}); an item must belong "
                         "to one round; pass round_col=False to ignore the column")
     notes: dict[str, int] = {}
     if n_dup:
-        if duplicates == "error":
+        if spec.rules.duplicates == "error":
             raise DataError(f"{source}: {n_dup} repeated (item, labeler) pair(s) (duplicates='error'); read with "
                             "read_annotations to have the first one named")
         notes["repeated (item, labeler) pair kept as separate labels"] = int(n_dup)
@@ -451,18 +477,13 @@ def _compact_history(cb: CompactBuilder, n: int, dropped: dict[str, int], labele
     gold_arr = filled(cb.ptr.shape[0] - 1, np.int8, -1)
     g_ids = np.zeros(0, dtype=np.int64)
     g_vals = np.zeros(0, dtype=np.int8)
-    if gold is not None:
-        gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
-        gdf, gsrc, ghdr = load_table(gold, "gold", string_cols=gcols)
-        g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
-        gi_col = resolve_column(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc)
-        num = pd.to_numeric(gdf[gi_col].astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
+    if spec.gold is not None:
+        gold_t = _gold_table(spec)
+        num = pd.to_numeric(gold_t.df[gold_t.item_col].astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
         whole = np.isfinite(num) & (num == np.round(num))
         cand = np.unique(num[whole].astype(np.int64))
         cand = cand[cb.positions(cand) >= 0]  # the gold table's ids that are items here, in increasing order
-        gold_t = LoadedTable("gold", gsrc, gdf, gi_col, ghdr)
-        g_on_cand, g_rep = _attach_gold(gold_t, resolve_column(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc), cand, None,
-                                        parse_binary, ids_sorted=True)
+        g_on_cand, g_rep = _attach_gold(gold_t, _gold_column(gold_t, spec), cand, None, parse_binary, ids_sorted=True)
         reports.append(g_rep)
         has = g_on_cand >= 0
         g_ids, g_vals = cand[has], g_on_cand[has]
@@ -476,15 +497,14 @@ def _compact_history(cb: CompactBuilder, n: int, dropped: dict[str, int], labele
 
 
 def _from_csr(csr: CsrBuilder | RangeCsrBuilder, n: int, dropped: dict[str, int], item_ids: npt.NDArray[Any],
-              labeler_ids: npt.NDArray[Any], round_names: list[str], r_c: str | None, duplicates: str, source: str,
-              gold: TableLike | None, gold_item_col: str | None, item_col: str | None, gold_col: str | None,
-              name: str | None, files: list[str]) -> AnnotationSet:
+              labeler_ids: npt.NDArray[Any], round_names: list[str], spec: _ReadSpec) -> AnnotationSet:
     """The AnnotationSet from a filled :class:`CsrBuilder`: round conflicts and repeated pairs checked."""
+    source, r_c = spec.source, spec.round_col
     try:
         n_dup, first_dup = csr.finish()
     except ValueError as exc:  # pragma: no cover - the files changed between DuckDB's passes
         raise DataError(f"{source}: {exc}; did the files change while being read?") from exc
-    ptr, lc, y, item_round, conflict = csr.ptr, csr.labeler, csr.label, csr.item_round, int(csr.conflict[0])
+    rows, conflict = _ItemRows(csr.ptr, csr.labeler, csr.label, csr.item_round), int(csr.conflict[0])
     del csr
     if conflict >= 0 and r_c is not None:
         raise DataError(
@@ -492,45 +512,37 @@ def _from_csr(csr: CsrBuilder | RangeCsrBuilder, n: int, dropped: dict[str, int]
             "must belong to one round; pass round_col=False to ignore the column")
     notes: dict[str, int] = {}
     if n_dup:
-        if duplicates == "error":
-            k = int(np.searchsorted(ptr, first_dup, side="right") - 1)
-            raise repeated_pair_error(source, _plain(item_ids[k]), labeler_ids[lc[first_dup]], int(n_dup))
+        if spec.rules.duplicates == "error":
+            k = int(np.searchsorted(rows.ptr, first_dup, side="right") - 1)
+            raise repeated_pair_error(source, _plain(item_ids[k]), labeler_ids[rows.labeler[first_dup]], int(n_dup))
         notes["repeated (item, labeler) pair kept as separate labels"] = int(n_dup)
-    reports = [TableReport("annotations", source, n, int(lc.shape[0]), dropped, notes)]
+    reports = [TableReport("annotations", source, n, int(rows.labeler.shape[0]), dropped, notes)]
     _log.info("DuckDB: the gold table")
-    return _finish(reports, item_ids, labeler_ids, ptr, lc, y, item_round, r_c, round_names, gold, gold_item_col,
-                   item_col, gold_col, name, files, bool(n_dup))
+    return _finish(reports, item_ids, labeler_ids, round_names, rows, spec, bool(n_dup))
 
 
-def _finish(
-    reports: list[TableReport], item_ids: npt.NDArray[Any], labeler_ids: npt.NDArray[Any], ptr: npt.NDArray[np.int64],
-    lc: npt.NDArray[Any], y: npt.NDArray[np.int8], item_round: npt.NDArray[Any], r_c: str | None,
-    round_names: list[str], gold: TableLike | None, gold_item_col: str | None, item_col: str | None,
-    gold_col: str | None, name: str | None, files: list[str], repeated: bool,
-) -> AnnotationSet:
+def _finish(reports: list[TableReport], item_ids: npt.NDArray[Any], labeler_ids: npt.NDArray[Any],
+            round_names: list[str], rows: _ItemRows, spec: _ReadSpec, repeated: bool) -> AnnotationSet:
     """Attach the gold table and assemble the AnnotationSet."""
     n_items = int(item_ids.shape[0])
     gold_arr = np.full(n_items, -1, dtype=np.int8)
-    if gold is not None:
-        gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
-        gdf, gsrc, ghdr = load_table(gold, "gold", string_cols=gcols)
-        g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
-        gold_t = LoadedTable("gold", gsrc, gdf, resolve_column(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc), ghdr)
-        gold_arr, g_rep = _attach_gold(gold_t, resolve_column(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc), item_ids, None,
-                                       parse_binary, ids_sorted=item_ids.dtype.kind in "iu")  # numeric order
+    if spec.gold is not None:
+        gold_t = _gold_table(spec)
+        gold_arr, g_rep = _attach_gold(gold_t, _gold_column(gold_t, spec), item_ids, None, parse_binary,
+                                       ids_sorted=item_ids.dtype.kind in "iu")  # numeric order
         reports.append(g_rep)
     return AnnotationSet(
         item_ids=item_ids,
         labeler_ids=labeler_ids,
-        item_ptr=ptr,
-        labeler=np.ascontiguousarray(lc, dtype=np.int32),
-        label=y,
+        item_ptr=rows.ptr,
+        labeler=np.ascontiguousarray(rows.labeler, dtype=np.int32),
+        label=rows.label,
         gold=gold_arr,
-        item_round=np.ascontiguousarray(item_round, dtype=np.int32),
-        round_ids=tuple(round_names) if r_c is not None else ("all",),
+        item_round=np.ascontiguousarray(rows.item_round, dtype=np.int32),
+        round_ids=tuple(round_names) if spec.round_col is not None else ("all",),
         covariates=None,
         covariate_names=(),
         report=IngestReport(tuple(reports)),
-        name=name if name is not None else file_stem(files[0]),
+        name=spec.name,
         repeated_pairs=repeated,
     )

@@ -42,7 +42,8 @@ import pandas as pd
 
 from heroeval.errors import DataError
 from heroeval.ingest.coding import _compact, _id_codes, _item_csr, _item_index, _positions, ids_to_str
-from heroeval.ingest.labels import LabelParser, _apply_label_map, parse_binary
+from heroeval.ingest.labels import LabelParser, _apply_label_map
+from heroeval.ingest.options import Columns, RowRules
 from heroeval.ingest.tables import LoadedTable, _check_cells, covariate_columns
 
 __all__ = [
@@ -304,15 +305,10 @@ class AnnotationSet:
             cov_df.insert(0, "item_id", ids_to_str(pd.Series(np.asarray(ci))).to_numpy())
         return build_annotation_set(
             LoadedTable("annotations", name, ann, "item_id", False),
-            labeler_col="labeler_id",
-            label_col="label",
-            round_col="round" if round_df is not None else None,
+            columns=Columns(labeler="labeler_id", label="label", round="round" if round_df is not None else None),
+            rules=RowRules(duplicates="keep", missing="error"),
             gold=None if gold_df is None else LoadedTable("gold", name, gold_df, "item_id", False),
-            gold_col="gold",
             covariates=None if cov_df is None else LoadedTable("covariates", name, cov_df, "item_id", False),
-            covariate_cols=None,
-            duplicates="keep",
-            missing="error",
             name=name,
         )
 
@@ -441,29 +437,23 @@ def repeated_pair_error(where: str, item: Any, labeler: Any, n_dup: int) -> Data
 def build_annotation_set(
     ann: LoadedTable,
     *,
-    labeler_col: str,
-    label_col: str,
-    round_col: str | None,
+    columns: Columns,
+    rules: RowRules,
     gold: LoadedTable | None,
-    gold_col: str,
     covariates: LoadedTable | None,
-    covariate_cols: Sequence[str] | None,
-    duplicates: str,
-    missing: str,
     name: str,
-    label_map: Mapping[Any, int | None] | None = None,
-    label_parser: LabelParser | None = None,
 ) -> AnnotationSet:
-    _check_cells(ann, [ann.item_col, labeler_col, label_col, *([round_col] if round_col else [])])
+    """The :class:`AnnotationSet` of loaded tables: the annotations' ``columns`` read, the row ``rules`` applied.
+
+    Any failure is a :class:`~heroeval.errors.DataError` naming the table.
+    """
+    _check_cells(ann, [ann.item_col, columns.labeler, columns.label, *([columns.round] if columns.round else [])])
     if gold is not None:
-        _check_cells(gold, [gold.item_col, gold_col])
+        _check_cells(gold, [gold.item_col, columns.gold])
     if covariates is not None:
         _check_cells(covariates, [covariates.item_col])
     try:
-        return _build_checked(ann, labeler_col=labeler_col, label_col=label_col, round_col=round_col, gold=gold,
-                              gold_col=gold_col, covariates=covariates, covariate_cols=covariate_cols,
-                              duplicates=duplicates, missing=missing, name=name, label_map=label_map,
-                              label_parser=label_parser)
+        return _build_checked(ann, columns=columns, rules=rules, gold=gold, covariates=covariates, name=name)
     except DataError:
         raise
     except (TypeError, ValueError, OverflowError, UnicodeError) as exc:  # last resort: never a raw traceback
@@ -473,20 +463,15 @@ def build_annotation_set(
 def _build_checked(
     ann: LoadedTable,
     *,
-    labeler_col: str,
-    label_col: str,
-    round_col: str | None,
+    columns: Columns,
+    rules: RowRules,
     gold: LoadedTable | None,
-    gold_col: str,
     covariates: LoadedTable | None,
-    covariate_cols: Sequence[str] | None,
-    duplicates: str,
-    missing: str,
     name: str,
-    label_map: Mapping[Any, int | None] | None = None,
-    label_parser: LabelParser | None = None,
 ) -> AnnotationSet:
-    parse = parse_binary if label_parser is None else label_parser
+    labeler_col, label_col, round_col = columns.labeler, columns.label, columns.round
+    duplicates, missing, label_map = rules.duplicates, rules.missing, rules.label_map
+    parse = rules.parse
     df = ann.df
     n_read = len(df)
     mapped_out = np.zeros(n_read, dtype=bool)
@@ -581,7 +566,7 @@ def _build_checked(
     # gold
     gold_arr = np.full(n_items, -1, dtype=np.int8)
     if gold is not None:
-        gold_arr, g_report = _attach_gold(gold, gold_col, item_ids_arr, label_map, parse, ids_sorted=True)
+        gold_arr, g_report = _attach_gold(gold, columns.gold, item_ids_arr, label_map, parse, ids_sorted=True)
         reports.append(g_report)
 
     # covariates
@@ -589,7 +574,7 @@ def _build_checked(
     cov_names: tuple[str, ...] = ()
     if covariates is not None:
         cdf = covariates.df
-        cols = covariate_columns(cdf, covariates.item_col, covariate_cols, covariates.source)
+        cols = covariate_columns(cdf, covariates.item_col, columns.covariates, covariates.source)
         c_items = ids_to_str(cdf[covariates.item_col])
         c_dropped: dict[str, int] = {}
         cmiss = c_items.isna().to_numpy()

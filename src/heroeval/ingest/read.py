@@ -21,6 +21,7 @@ from heroeval.errors import DataError
 from heroeval.ingest._duckdb import read_with_duckdb
 from heroeval.ingest.annotations import AnnotationSet, build_annotation_set
 from heroeval.ingest.compact import CompactHistory
+from heroeval.ingest.options import ColumnNames, Columns, RowRules
 from heroeval.ingest.tables import (
     ITEM_COLUMNS,
     TableLike,
@@ -133,34 +134,23 @@ def read_annotations(
     >>> ds.n_items, ds.n_annotations
     (2, 3)
     """
-    if _use_duckdb(engine, annotations, covariates,
-                   label_map if encoding is None and design is None else True):
-        out = read_with_duckdb(annotations, gold=gold, item_col=item_col, labeler_col=labeler_col,
-                               label_col=label_col, round_col=round_col, gold_col=gold_col,
-                               gold_item_col=gold_item_col, duplicates=duplicates, missing=missing, name=name,
+    use_duckdb = _use_duckdb(engine, annotations, covariates,
+                             label_map if encoding is None and design is None else True)
+    rules = RowRules(duplicates=duplicates, missing=missing, label_map=label_map)
+    if use_duckdb:
+        names = ColumnNames(item=item_col, labeler=labeler_col, label=label_col, round=round_col, gold=gold_col,
+                            gold_item=gold_item_col)
+        out = read_with_duckdb(annotations, gold=gold, columns=names, rules=rules, name=name,
                                memory_limit=memory_limit, progress=progress)
         assert isinstance(out, AnnotationSet)
         return out
-    ann, lab_c, lbl_c, rnd_c = annotation_table(annotations, item_col, labeler_col, label_col, round_col,
-                                                 duplicates, missing, encoding)
+    ann, lab_c, lbl_c, rnd_c = annotation_table(annotations, item_col, labeler_col, label_col, round_col, encoding)
     gold_t, gold_col, cov_t = side_tables(gold, covariates, item_col, gold_item_col, gold_col, covariate_item_col,
                                            encoding)
     if name is None:
         name = file_stem(ann.source) if not ann.source.startswith("<") else "annotations"
-    ds = build_annotation_set(
-        ann,
-        labeler_col=lab_c,
-        label_col=lbl_c,
-        round_col=rnd_c,
-        gold=gold_t,
-        gold_col=gold_col or "gold",
-        covariates=cov_t,
-        covariate_cols=covariate_cols,
-        duplicates=duplicates,
-        missing=missing,
-        name=name,
-        label_map=label_map,
-    )
+    columns = Columns(labeler=lab_c, label=lbl_c, round=rnd_c, gold=gold_col or "gold", covariates=covariate_cols)
+    ds = build_annotation_set(ann, columns=columns, rules=rules, gold=gold_t, covariates=cov_t, name=name)
     if design is not None:
         ids, pi = read_design(design, item_col=gold_item_col or item_col, encoding=encoding)
         return ds.with_design(ids, pi)
@@ -206,10 +196,10 @@ def read_compact(
     """
     if duplicates not in ("keep", "error"):
         raise DataError(f"read_compact: duplicates must be 'keep' or 'error', got {duplicates!r}")
-    out = read_with_duckdb(annotations, gold=gold, item_col=item_col, labeler_col=labeler_col, label_col=label_col,
-                           round_col=round_col, gold_col=gold_col, gold_item_col=gold_item_col,
-                           duplicates=duplicates, missing=missing, name=name, memory_limit=memory_limit,
-                           progress=progress, compact=True)
+    names = ColumnNames(item=item_col, labeler=labeler_col, label=label_col, round=round_col, gold=gold_col,
+                        gold_item=gold_item_col)
+    out = read_with_duckdb(annotations, gold=gold, columns=names, rules=RowRules(duplicates=duplicates, missing=missing),
+                           name=name, memory_limit=memory_limit, progress=progress, compact=True)
     assert isinstance(out, CompactHistory)
     return out
 

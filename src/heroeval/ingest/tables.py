@@ -215,13 +215,12 @@ def resolve_column(df: pd.DataFrame, given: str | None, candidates: Sequence[str
 
 def annotation_table(
     annotations: TableLike, item_col: str | None, labeler_col: str | None, label_col: str | None,
-    round_col: str | Literal[False] | None, duplicates: str, missing: str, encoding: str | None = None,
+    round_col: str | Literal[False] | None, encoding: str | None = None,
 ) -> tuple[LoadedTable, str, str, str | None]:
-    """Check the policies, load the annotations table and resolve its item, labeler, label and round columns."""
-    if duplicates not in ("keep", "first", "error"):
-        raise DataError(f"duplicates must be 'keep', 'first' or 'error', got {duplicates!r}")
-    if missing not in ("drop", "error"):
-        raise DataError(f"missing must be 'drop' or 'error', got {missing!r}")
+    """Load the annotations table and resolve its item, labeler, label and round columns.
+
+    The row policies are checked before, by the caller's :class:`~heroeval.ingest.options.RowRules`.
+    """
     id_cols = [c for c in (item_col, labeler_col, *ITEM_COLUMNS, *LABELER_COLUMNS) if c]
     df, src, hdr = load_table(annotations, "annotations", string_cols=[*id_cols, "label", label_col or ""],
                          encoding=encoding)

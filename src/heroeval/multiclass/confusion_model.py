@@ -38,7 +38,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from heroeval.core.squarem import squarem
+from heroeval.core.squarem import Stop, squarem
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -420,8 +420,8 @@ def run_em(d: Design, structure: str, pi0: FloatArray, theta0: FloatArray | None
         return np.concatenate([pi.ravel(), prev.ravel()])
 
     res = squarem(em_map, _to_vec(structure, np.clip(pi0, EPS, 1 - EPS), theta0, np.clip(prev0, EPS, 1 - EPS)),
-                  distance=lambda x1, x0: float(np.max(np.abs(probs_of(x1) - probs_of(x0)))), tol=tol,
-                  max_iter=max_iter, accelerate=accelerate)
+                  distance=lambda x1, x0: float(np.max(np.abs(probs_of(x1) - probs_of(x0)))),
+                  stop=Stop(tol, max_iter), accelerate=accelerate)
     x, n_eval, converged, change = res.x, res.n_eval, res.converged, res.change
     pi, theta, prev = _to_state(structure, x, J, K, G)
     w, ll = e_step(d, pi, prev)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -14,6 +14,7 @@ import pandas as pd
 from heroeval.errors import DataError, HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet, as_pair, build_annotation_set
 from heroeval.ingest.coding import ids_to_str
+from heroeval.ingest.options import Columns, RowRules
 from heroeval.ingest.tables import LoadedTable, TableLike, annotation_table, file_stem, side_tables
 
 __all__ = ["MultiClassData", "multiclass_from_arrays", "read_multiclass"]
@@ -225,8 +226,8 @@ def read_multiclass(
     >>> d.classes, d.annotations.label.tolist()
     (('bad', 'ok', 'good'), [2, 0, 1])
     """
-    ann, lab_c, lbl_c, rnd_c = annotation_table(annotations, item_col, labeler_col, label_col, round_col,
-                                                 duplicates, missing)
+    rules = RowRules(duplicates=duplicates, missing=missing)
+    ann, lab_c, lbl_c, rnd_c = annotation_table(annotations, item_col, labeler_col, label_col, round_col)
     df, src = ann.df, ann.source
     series = [df[lbl_c]]
     gold_t, gold_col, cov_t = side_tables(gold, covariates, item_col, gold_item_col, gold_col, covariate_item_col)
@@ -235,9 +236,9 @@ def read_multiclass(
     cl = _resolve_classes(classes, ordinal, series, src)
     if name is None:
         name = file_stem(src) if not src.startswith("<") else "annotations"
-    aset = build_annotation_set(ann, labeler_col=lab_c, label_col=lbl_c, round_col=rnd_c, gold=gold_t, gold_col=gold_col or "gold",
-                  covariates=cov_t, covariate_cols=covariate_cols, duplicates=duplicates, missing=missing, name=name,
-                  label_parser=_parser(cl))
+    columns = Columns(labeler=lab_c, label=lbl_c, round=rnd_c, gold=gold_col or "gold", covariates=covariate_cols)
+    aset = build_annotation_set(ann, columns=columns, rules=replace(rules, label_parser=_parser(cl)), gold=gold_t,
+                                covariates=cov_t, name=name)
     return MultiClassData(aset, cl, _class_values(cl), bool(ordinal))
 
 
@@ -276,9 +277,10 @@ def multiclass_from_arrays(
         ann = ann.merge(rdf, on="item_id", how="left", validate="many_to_one")
         rnd = "round"
     cl = _resolve_classes(classes, ordinal, series, name)
-    aset = build_annotation_set(LoadedTable("annotations", name, ann, "item_id", False), labeler_col="labeler_id", label_col="label",
-                  round_col=rnd, gold=gold_t, gold_col="gold", covariates=None, covariate_cols=None,
-                  duplicates="keep", missing="error", name=name, label_parser=_parser(cl))
+    aset = build_annotation_set(LoadedTable("annotations", name, ann, "item_id", False),
+                                columns=Columns(labeler="labeler_id", label="label", round=rnd),
+                                rules=RowRules(duplicates="keep", missing="error", label_parser=_parser(cl)),
+                                gold=gold_t, covariates=None, name=name)
     return MultiClassData(aset, cl, _class_values(cl), bool(ordinal))
 
 

@@ -424,7 +424,7 @@ def hero2_multiclass(current: MultiClassData | AnnotationSet, calibration: Multi
     lam = confusion_model.item_loglik(d, np.log(cal.confusion))
     p1, st = solve_simplex(lam)
     if st == "unidentified":
-        return _finish_score("hero2", cur, cal, al, d, cal.derivatives(), lam, p1, st)
+        return _finish_score("hero2", cal, al, d, cal.derivatives(), lam, p1, st)
     e, o = _face(p1)
     X = al.data.covariates
     assert X is not None
@@ -495,18 +495,22 @@ def hero1_multiclass(current: MultiClassData | AnnotationSet, calibration: Multi
     d = _cur_design(al, K, cal.n_labelers)
     lam = confusion_model.item_loglik(d, np.log(cal.confusion))
     p, st = solve_simplex(lam)
-    return _finish_score("hero1", cur, cal, al, d, cal.derivatives(), lam, p, st)
+    return _finish_score("hero1", cal, al, d, cal.derivatives(), lam, p, st)
 
 
-def _finish_score(method: str, cur: MultiClassData, cal: MultiClassCalibration, al: _Cur, d: confusion_model.Design,
+def _finish_score(method: str, cal: MultiClassCalibration, al: _Cur, d: confusion_model.Design,
                   D: FloatArray, lam: FloatArray, p: FloatArray, st: str,
-                  gold_units: bool = False, conf: FloatArray | None = None) -> MultiClassEstimate:
+                  gold_conf: FloatArray | None = None) -> MultiClassEstimate:
+    """The estimate ``p`` (status ``st``) of a score method on the current round's design ``d`` (item
+    log-likelihoods ``lam``; ``D`` the log confusion's derivatives in the parameters), with its current-round
+    influence and the history's: from the calibration's information or parameter covariance, or, with
+    ``gold_conf`` (the gold-proportion confusion rows), per gold-label cell (:func:`_gold_units`)."""
     n, n_ann, n_lab = _counts(al)
     if st == "unidentified":
         return MultiClassEstimate(method, cal.classes, cal.values, p, n, n_ann, n_lab, None,
                                   component_status=("unidentified",) * cal.n_classes,
                                   notes=(*al.notes, "no current label carries information"))
-    P = cal.n_parameters if not gold_units else cal.n_labelers * cal.n_classes * (cal.n_classes - 1)
+    P = cal.n_parameters if gold_conf is None else cal.n_labelers * cal.n_classes * (cal.n_classes - 1)
     parts = _score_influence(d, D, P, lam, p)
     notes = al.notes
     if any(v == 0 for v in p) and cal.n_classes > 2:
@@ -514,9 +518,8 @@ def _finish_score(method: str, cur: MultiClassData, cal: MultiClassCalibration, 
     base: dict[str, Any] = {"method": method, "classes": cal.classes, "values": cal.values, "estimate": p, "n_items": n,
             "n_annotations": n_ann, "n_labelers": n_lab, "current": parts.current,
             "component_status": _component_status(p), "notes": notes}
-    if gold_units:
-        assert conf is not None
-        return MultiClassEstimate(**base, history=_gold_units(cal, conf, parts.C),
+    if gold_conf is not None:
+        return MultiClassEstimate(**base, history=_gold_units(cal, gold_conf, parts.C),
                                   calibration_id=hash((cal.token, "gold")))
     if cal.information is not None:
         hist = cal.information.item_influence(parts.C)
@@ -565,8 +568,8 @@ def gold_proportion_multiclass(current: MultiClassData | AnnotationSet, calibrat
     d = _cur_design(al, K, cal.n_labelers)
     lam = confusion_model.item_loglik(d, np.log(conf))
     p, st = solve_simplex(lam)
-    return _finish_score("gold_proportion", cur, cal, al, d, confusion_model.derivs("full", conf, None), lam, p, st,
-                         gold_units=True, conf=conf)
+    return _finish_score("gold_proportion", cal, al, d, confusion_model.derivs("full", conf, None), lam, p, st,
+                         gold_conf=conf)
 
 
 def majority_vote_multiclass(current: MultiClassData | AnnotationSet) -> MultiClassEstimate:

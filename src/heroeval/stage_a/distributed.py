@@ -68,6 +68,7 @@ from heroeval.stage_a.settings import (
     EMSettings,
     FitSettings,
     Shrink,
+    StoppingRule,
     check_pseudo_count,
     check_weight,
     stopping_rule,
@@ -185,7 +186,7 @@ def _recode(p: _Part, labs: IntArray, rounds: IntArray) -> _Part:
     new_group[rounds] = np.arange(rounds.size)
     group = new_group[d.group].astype(np.int32)
     G = int(rounds.size)
-    d2 = replace(d, n_labelers=int(labs.size), n_groups=G, A=A, AT=A.T if d.n_items > two_coin._CSC_ITEMS else A.T.tocsr(),
+    d2 = replace(d, n_labelers=int(labs.size), n_groups=G, A=A, AT=A.T if d.n_items > two_coin.CSC_ITEMS else A.T.tocsr(),
                  code_counts=d.code_counts[cols], group=group,
                  group_size=np.bincount(group, minlength=G).astype(np.float64))
     return replace(p, design=d2, tp=p.tp[labs], fn=p.fn[labs], tn=p.tn[labs], fp=p.fp[labs], n_ann=p.n_ann[labs],
@@ -593,8 +594,8 @@ def fit_stage_a_dask(
     prior, eb = stage_a_prior((dh.gold_tp, dh.gold_fn, dh.gold_tn, dh.gold_fp), c, shrink)
     d = _design(dh, w, None, prior)
     a0, b0, p0 = dh.initial_values()
-    fit = two_coin.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-                     progress=_progress_callback(progress), information=d.information)
+    fit = two_coin.run_em(d, (a0, b0, p0), stop=em.stopping, progress=_progress_callback(progress),
+                          information=d.information)
     if not fit.converged:
         warnings.warn(
             f"Stage A EM (dask) did not converge in {fit.n_iter} iterations (last parameter change "
@@ -672,12 +673,11 @@ class DaskFoldFits:
             newton_after: int = 0) -> two_coin.EMFit:
         """As :meth:`heroeval.stage_a.folds.FoldFits.fit`."""
         d = self.design(w, drop)
-        a0, b0, p0 = start
         if w == 0.0 and criterion == "parameters":
-            return two_coin.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, accelerate=False, posteriors=False)
+            return two_coin.run_em(d, start, stop=StoppingRule(tol, max_iter, accelerate=False), posteriors=False)
         info = d.information if information is None else two_coin.guessed(information, d.information)
-        return two_coin.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-                          information=info, newton_after=newton_after, posteriors=False)
+        return two_coin.run_em(d, start, stop=StoppingRule(tol, max_iter, criterion, accelerate), information=info,
+                               newton_after=newton_after, posteriors=False)
 
     def information(self, w: float, fit: two_coin.EMFit) -> FloatArray:
         """The observed information of the whole history at weight ``w`` at ``fit`` (probability scale)."""

@@ -17,7 +17,7 @@ from heroeval.core import jit
 from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError, HeroEvalWarning
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.ingest.compact import CompactHistory
-from heroeval.stage_a import kernels, scoring, two_coin
+from heroeval.stage_a import compression, kernels, scoring, two_coin
 from heroeval.stage_a.calibration import Calibration, ConvergenceInfo
 from heroeval.stage_a.checks_record import ModelChecks
 from heroeval.stage_a.covariance import ParameterCovariance
@@ -288,7 +288,7 @@ def fit_stage_a(
             pseudo_count=prior)
     else:
         d = weighted_design(history, w, prior)
-        dc = two_coin.compress(d) if compress and history.covariates is None else None
+        dc = compression.compress(d) if compress and history.covariates is None else None
         d_fit = d if dc is None else dc
     fit, conv = _run_em(d_fit, (a0, b0, p0), em, progress)
     J = history.n_labelers
@@ -356,8 +356,8 @@ def fit_stage_a(
 def _run_em(d: two_coin.Design | kernels.CompactDesign, start: tuple[FloatArray, FloatArray, FloatArray],
             em: EMSettings, progress: bool | two_coin.Progress) -> tuple[two_coin.EMFit, ConvergenceInfo]:
     """Stage A's EM on a design, and how it ended (a ConvergenceWarning when it did not converge)."""
-    fit = two_coin.run_em(d, *start, tol=em.tol, max_iter=em.max_iter, criterion=em.criterion,
-                          accelerate=em.accelerate, progress=_progress_callback(progress), information=information_of(d))
+    fit = two_coin.run_em(d, start, stop=em.stopping, progress=_progress_callback(progress),
+                          information=information_of(d))
     if not fit.converged:
         warnings.warn(
             f"Stage A EM did not converge in {fit.n_iter} iterations (last parameter change "

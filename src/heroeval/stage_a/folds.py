@@ -12,11 +12,11 @@ import numpy.typing as npt
 
 from heroeval.errors import HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet
-from heroeval.stage_a import kernels, two_coin
+from heroeval.stage_a import compression, kernels, two_coin
 from heroeval.stage_a.fit import _choose_engine, design_of, information_of, stage_a_prior
 from heroeval.stage_a.gold import gold_counts
 from heroeval.stage_a.prior import PriorCounts, same_prior
-from heroeval.stage_a.settings import Shrink, check_shrink
+from heroeval.stage_a.settings import Shrink, StoppingRule, check_shrink
 
 __all__ = ["FoldFits", "FoldPriors"]
 
@@ -113,7 +113,7 @@ class FoldFits:
             self._dropped: dict[bytes, tuple[IntArray, FloatArray, FloatArray]] = {}
         else:
             d = replace(design_of(history), pseudo_count=self.pseudo_count)
-            dc = two_coin.compress(d)
+            dc = compression.compress(d)
             if dc is None:
                 self._design = replace(d, weight=np.ones(history.n_items))
                 self._row_of_item = np.arange(history.n_items)
@@ -214,7 +214,7 @@ class FoldFits:
                              accelerate=accelerate) for s, dr, H in zip(starts, drops, informations, strict=True)]
         J = self._compact.n_labelers
         gens = [two_coin.newton_steps(J, self.prior_of(dr), two_coin._pack(*s), two_coin.guessed(H, self._exact(w, dr)), tol=tol,
-                                 budget=max_iter, fixed=None, a_fix=s[0], b_fix=s[1], progress=None, n_done=0)
+                                      budget=max_iter, fixed=None, progress=None)
                 for s, dr, H in zip(starts, drops, informations, strict=True)]
         done = two_coin.drive_many(gens, lambda which, xs: self._fold_sums(w, [drops[i] for i in which], xs))
         return [two_coin.newton_fit(r, J) for r in done]
@@ -235,17 +235,16 @@ class FoldFits:
         :func:`heroeval.stage_a.two_coin.guessed`); without it, Newton steps with the
         information at each point.
         """
-        a0, b0, p0 = start
         if w == 0.0 and criterion == "parameters":
             # gold items only: the posteriors are the gold, so one EM step is the maximum (and one more confirms
             # it); on a design of the kept gold items alone, which has the same sums without passing over the rest
             keep = np.setdiff1d(np.flatnonzero(self._isg), np.zeros(0, np.int64) if drop is None else drop)
             d0 = replace(design_of(self.history.take_items(keep)), pseudo_count=self.prior_of(drop))
-            return two_coin.run_em(d0, a0, b0, p0, tol=tol, max_iter=max_iter, accelerate=False, posteriors=False)
+            return two_coin.run_em(d0, start, stop=StoppingRule(tol, max_iter, accelerate=False), posteriors=False)
         d = self.design(w, drop)
         info = information_of(d) if information is None else two_coin.guessed(information, information_of(d))
-        return two_coin.run_em(d, a0, b0, p0, tol=tol, max_iter=max_iter, criterion=criterion, accelerate=accelerate,
-                          information=info, newton_after=newton_after, posteriors=False)
+        return two_coin.run_em(d, start, stop=StoppingRule(tol, max_iter, criterion, accelerate), information=info,
+                               newton_after=newton_after, posteriors=False)
 
     def information(self, w: float, fit: two_coin.EMFit) -> FloatArray:
         """The observed information of the whole history at weight ``w`` at ``fit`` (probability scale)."""

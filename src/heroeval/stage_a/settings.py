@@ -28,6 +28,7 @@ __all__ = [
     "EMSettings",
     "FitSettings",
     "Shrink",
+    "StoppingRule",
     "check_em_settings",
     "check_pseudo_count",
     "check_shrink",
@@ -101,6 +102,29 @@ class EMSettings:
         """The EM settings among a calibration's ``settings`` (other keys ignored; absent ones take defaults)."""
         return cls(**em_settings_of(settings))
 
+    @property
+    def stopping(self) -> StoppingRule:
+        """The settings of the iteration itself (its stopping rule, budget and acceleration)."""
+        return StoppingRule(self.tol, self.max_iter, self.criterion, self.accelerate)
+
+
+@dataclass(frozen=True)
+class StoppingRule:
+    """The settings of Stage A's EM iteration itself, as every EM run takes them
+    (:func:`heroeval.stage_a.two_coin.run_em`, whose design holds the prior): the stopping rule ``tol`` and
+    ``criterion``, the budget ``max_iter`` and the ``accelerate`` switch. Its fields are
+    :data:`STOPPING_RULE_KEYS`, with :class:`EMSettings`' defaults.
+
+    Unlike :class:`EMSettings` it is not validated when made: it carries settings validated where they were given
+    (:class:`EMSettings`, :func:`check_em_settings`) or taken from a calibration's ``settings``, and the refits'
+    own budgets and tolerances.
+    """
+
+    tol: float = 1e-8
+    max_iter: int = 10_000
+    criterion: Criterion = "parameters"
+    accelerate: bool = True
+
 
 EM_SETTING_KEYS: tuple[str, ...] = tuple(f.name for f in fields(EMSettings))
 """The EM settings' names, in the order a calibration file writes them: the one place the list is written."""
@@ -111,6 +135,7 @@ PRIOR_KEYS = ("pseudo_count", "shrink")
 
 STOPPING_RULE_KEYS: tuple[str, ...] = tuple(k for k in EM_SETTING_KEYS if k not in PRIOR_KEYS)
 """The EM settings of the iteration itself: its stopping rule, budget and acceleration."""
+assert STOPPING_RULE_KEYS == tuple(f.name for f in fields(StoppingRule)), "a StoppingRule holds those settings"
 
 
 def em_settings_of(settings: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,14 +23,16 @@ import scipy.linalg
 import scipy.sparse as sp
 from scipy.special import expit, logit
 
-from heroeval.core.squarem import squarem
+from heroeval.core.squarem import Stop, squarem
 from heroeval.stage_a.prior import PriorCounts, counts4, log_prior
+from heroeval.stage_a.settings import StoppingRule
 
 EPS = 1e-9
 """Sensitivities and specificities are kept in [EPS, 1 - EPS] so logs stay finite."""
 
 _LOGIT_MAX = float(logit(1 - EPS))
-_CSC_ITEMS = 500_000
+CSC_ITEMS = 500_000
+"""Above this many items a design keeps its transpose as a CSC view (no CSR copy of the whole history)."""
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -82,7 +84,7 @@ def make_design(
         A.sum_duplicates()  # repeated (item, labeler, label) rows become counts
     # M-step mat-vec: a CSR copy of A^T wins while gamma fits in cache; beyond that the CSC
     # view A.T (no copy) reads gamma once (measured in benchmarks/stage_a.py)
-    AT = A.T if n_items > _CSC_ITEMS else A.T.tocsr()
+    AT = A.T if n_items > CSC_ITEMS else A.T.tocsr()
     code_counts = np.bincount(code, minlength=n_codes).astype(np.float64)
     group32 = group.astype(np.int32)
     group_size = np.bincount(group32, minlength=n_groups).astype(np.float64)
@@ -372,25 +374,40 @@ checks' refits a dozen passes."""
 _NEWTON_TRIES = 6
 """Damped Newton steps tried from one point before an EM step is taken instead."""
 
+RUN_EM_STOP = StoppingRule(max_iter=5000)
+""":func:`run_em`'s stopping rule when none is given (Stage A's, :class:`EMSettings
+<heroeval.stage_a.settings.EMSettings>`, allows 10,000 map evaluations)."""
+
+
+@dataclass(frozen=True)
+class FixedLabelers:
+    """Labelers whose sensitivity and specificity an EM run keeps at given values: ``mask`` (one per labeler)
+    and the values ``alpha`` and ``beta`` (every labeler's; those of the others are not read)."""
+
+    mask: npt.NDArray[np.bool_]
+    alpha: FloatArray
+    beta: FloatArray
+
+    def apply(self, a: FloatArray, b: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """``(a, b)`` with the fixed labelers' entries set to their values."""
+        return np.where(self.mask, self.alpha, a), np.where(self.mask, self.beta, b)
+
 
 def run_em(
     d: Design | Any,
-    alpha0: FloatArray,
-    beta0: FloatArray,
-    prev0: FloatArray,
+    start: tuple[FloatArray, FloatArray, FloatArray],
     *,
-    tol: float = 1e-8,
-    max_iter: int = 5000,
-    criterion: str = "parameters",
-    accelerate: bool = True,
+    stop: StoppingRule = RUN_EM_STOP,
     fixed_labelers: npt.NDArray[np.bool_] | None = None,
     progress: Progress | None = None,
     information: Information | None = None,
     newton_after: int = NEWTON_AFTER,
     posteriors: bool = True,
 ) -> EMFit:
-    """Maximise the observed-data likelihood by EM, optionally SQUAREM-accelerated.
+    """Maximise the observed-data likelihood by EM from ``start`` (alpha, beta, prevalences), optionally
+    SQUAREM-accelerated.
 
+    ``stop`` holds ``tol``, ``max_iter``, ``criterion`` and ``accelerate``.
     ``criterion="parameters"`` stops when one plain EM step moves no
     probability parameter by more than ``tol``; ``criterion="loglik"`` stops
     when the relative change of the log-likelihood is below ``tol`` (the
@@ -410,10 +427,10 @@ def run_em(
     SQUAREM fit; ``newton_after=0`` starts with Newton steps. ``posteriors=False`` skips the final pass for the posteriors
     (``gamma`` is then empty and ``loglik`` the last one recorded, NaN if none).
     """
+    alpha0, beta0, prev0 = start
+    tol, max_iter, criterion, accelerate = stop.tol, stop.max_iter, stop.criterion, stop.accelerate
     J = d.n_labelers
-    fixed = fixed_labelers
-    a_fix = alpha0.copy()
-    b_fix = beta0.copy()
+    fixed = None if fixed_labelers is None else FixedLabelers(fixed_labelers, alpha0.copy(), beta0.copy())
     n_eval = 0
 
     def F(th: FloatArray, need_ll: bool = True) -> tuple[FloatArray, float]:
@@ -422,8 +439,7 @@ def run_em(
         a, b, p = _unpack(th, J)
         a2, b2, p2, ll = em_map(d, a, b, p, need_ll)
         if fixed is not None:
-            a2 = np.where(fixed, a_fix, a2)
-            b2 = np.where(fixed, b_fix, b2)
+            a2, b2 = fixed.apply(a2, b2)
         return _pack(a2, b2, p2), ll
 
     def change(th_a: FloatArray, th_b: FloatArray) -> float:
@@ -432,8 +448,9 @@ def run_em(
     def newton_phase(th: FloatArray, budget: int, n_done: int) -> _NewtonResult:
         """:func:`newton_steps` on this design, one :func:`em_sums` pass per point."""
         assert information is not None
+        shown = None if progress is None else (lambda n, ll, ch: progress(n_done + n, ll, ch))
         gen = newton_steps(J, getattr(d, "pseudo_count", 0.0), th, information, tol=tol, budget=budget,
-                           fixed=fixed, a_fix=a_fix, b_fix=b_fix, progress=progress, n_done=n_done)
+                           fixed=fixed, progress=shown)
         return drive(gen, lambda x: em_sums(d, *_unpack(x, J)))
 
     newton = information is not None and accelerate and criterion == "parameters"
@@ -445,9 +462,9 @@ def run_em(
         gamma, ll = posterior(d, a, b, p)
         return replace(newton_fit(ph, J), gamma=gamma, loglik=ll)
     res = squarem(
-        F, _pack(alpha0, beta0, prev0), distance=change, tol=tol,
-        max_iter=min(max_iter, max(int(newton_after), 1)) if newton else max_iter, accelerate=accelerate,
-        criterion="objective" if criterion == "loglik" else "distance",
+        F, _pack(alpha0, beta0, prev0), distance=change,
+        stop=Stop(tol, min(max_iter, max(int(newton_after), 1)) if newton else max_iter,
+                  "objective" if criterion == "loglik" else "distance"), accelerate=accelerate,
         project=lambda x: np.clip(x, -_LOGIT_MAX, _LOGIT_MAX), progress=progress,
     )
     th, converged, max_change, trace = res.x, res.converged, res.change, list(res.trace)
@@ -494,11 +511,8 @@ def newton_steps(
     *,
     tol: float,
     budget: int,
-    fixed: npt.NDArray[np.bool_] | None,
-    a_fix: FloatArray,
-    b_fix: FloatArray,
+    fixed: FixedLabelers | None,
     progress: Progress | None,
-    n_done: int,
 ) -> Generator[FloatArray, Sums, _NewtonResult]:
     """Safeguarded Newton steps on the logits from ``th`` until one EM step moves no parameter by more than ``tol``.
 
@@ -506,7 +520,8 @@ def newton_steps(
     back :func:`em_sums` there (``J`` labelers, pseudo-count ``c``), so the
     caller decides how a pass runs (:func:`run_em` one design at a time,
     :func:`drive_many` several refits in one pass each); it returns a
-    :class:`_NewtonResult`.
+    :class:`_NewtonResult`. At most ``budget`` passes; ``fixed`` labelers keep
+    their values; ``progress`` counts this generator's passes.
 
     Each pass at a point gives the objective there, the EM step ``M`` and the
     gradient (:func:`em_sums`, :func:`logit_gradient`). The step solves the
@@ -547,8 +562,7 @@ def newton_steps(
         a2, b2, p2 = m_from_sums(s1, cnt, gsum, gsize, c, weighted)
         grad = logit_gradient(s1, cnt, gsum, gsize, c, a, b, p)
         if fixed is not None:
-            a2 = np.where(fixed, a_fix, a2)
-            b2 = np.where(fixed, b_fix, b2)
+            a2, b2 = fixed.apply(a2, b2)
         return _pack(a2, b2, p2), grad, ll
 
     def dist(u: FloatArray, v: FloatArray, among: npt.NDArray[np.bool_] | None = None) -> float:
@@ -567,7 +581,7 @@ def newton_steps(
         trace.append(ll)
         ch = dist(xm, x)
         if progress is not None:
-            progress(n_done + n_eval, ll, ch)
+            progress(n_eval, ll, ch)
         # parameters within NEWTON_BOUND of 0 or 1 that the gradient pushes outwards go to the clip, where EM
         # (and damped Newton steps along a flat likelihood) would take them at a crawl: a trec2011_crowd fold
         # refit took 76 Newton steps of 0.036 in one logit each, the objective flat, before it converged. Not
@@ -592,7 +606,7 @@ def newton_steps(
         if n_eval >= budget:
             return _NewtonResult(x, False, ch, n_eval, steps, tuple(trace))
         a, b, p = _unpack(x, J)
-        I_ff, g_f, free = newton_system(x, grad, information(a, b, p), fixed)
+        I_ff, g_f, free = newton_system(x, grad, information(a, b, p), None if fixed is None else fixed.mask)
         moved = False
         for _ in range(_NEWTON_TRIES):
             sol = _damped_solve(I_ff, g_f, damp)
@@ -723,68 +737,3 @@ def _damped_solve(H: FloatArray, g: FloatArray, damp: float) -> tuple[FloatArray
             pass
         lam = max(1e-8, 10 * lam)
     return None
-
-
-def compress(d: Design, min_ratio: float = 2.0) -> Design | None:
-    """Merge gold-free items with identical label patterns (and round) into one weighted row each.
-
-    Such items have the same posterior, so EM on (pattern, count) rows gives
-    the same fit as on items; ``weight`` becomes the original weight times
-    the count, ``count`` keeps the multiplicity (the sandwich covariance
-    needs it: a pattern's items are separate observations) and
-    ``row_of_item`` maps items back. Gold items keep their own rows. Returns
-    None when there are fewer than ``min_ratio`` items per row (no gain).
-    Rows are matched by two 64-bit hashes and then checked label by label,
-    so a hash collision cannot merge different items.
-    """
-    A = d.A.copy()
-    A.sort_indices()
-    n = d.n_items
-    free = d.gold < 0
-    if n == 0 or free.sum() < 2:
-        return None
-    lens = np.diff(A.indptr)
-    rng = np.random.default_rng(20261129)
-    r1 = rng.integers(1, 2**63, size=A.shape[1], dtype=np.uint64)
-    r2 = rng.integers(1, 2**63, size=A.shape[1], dtype=np.uint64)
-    cnt = A.data.astype(np.uint64)
-    with np.errstate(over="ignore"):
-        h1 = np.add.reduceat(r1[A.indices] * (cnt + np.uint64(1)), A.indptr[:-1]) if A.nnz else np.zeros(n, np.uint64)
-        h2 = np.add.reduceat(r2[A.indices] * (cnt * np.uint64(7) + np.uint64(3)), A.indptr[:-1]) if A.nnz else np.zeros(
-            n, np.uint64)
-    h1 = np.where(lens > 0, h1, np.uint64(0))
-    h2 = np.where(lens > 0, h2, np.uint64(0))
-    w = np.ones(n) if d.weight is None else d.weight
-    fi = np.flatnonzero(free)
-    keys = np.rec.fromarrays([h1[fi], h2[fi], lens[fi], d.group[fi], w[fi]])
-    _, first, inv = np.unique(keys, return_index=True, return_inverse=True)
-    n_rows = first.size + int((~free).sum())
-    if n / n_rows < min_ratio:
-        return None
-    rep = fi[first][inv]  # each gold-free item's representative item
-    # exact check: every item's row equals its representative's, entry by entry
-    same_len = lens[fi] == lens[rep]
-    if not same_len.all():
-        return None
-    pos_i = np.repeat(A.indptr[fi], lens[fi]) + (np.arange(lens[fi].sum()) - np.repeat(np.cumsum(lens[fi]) - lens[fi],
-                                                                                        lens[fi]))
-    pos_r = np.repeat(A.indptr[rep], lens[fi]) + (pos_i - np.repeat(A.indptr[fi], lens[fi]))
-    if not (np.array_equal(A.indices[pos_i], A.indices[pos_r]) and np.array_equal(A.data[pos_i], A.data[pos_r])):
-        return None
-    gold_items = np.flatnonzero(~free)
-    rows = np.concatenate([gold_items, fi[first]])
-    counts = np.concatenate([np.ones(gold_items.size), np.bincount(inv, minlength=first.size).astype(np.float64)])
-    row_of_item = np.empty(n, dtype=np.int64)
-    row_of_item[gold_items] = np.arange(gold_items.size)
-    row_of_item[fi] = gold_items.size + inv
-    Ac = sp.csr_matrix(A[rows])
-    gold = d.gold[rows]
-    group = d.group[rows]
-    ATc = Ac.T if rows.size > _CSC_ITEMS else Ac.T.tocsr()
-    return Design(
-        n_items=int(rows.size), n_labelers=d.n_labelers, n_groups=d.n_groups, A=Ac, AT=ATc,
-        code_counts=np.asarray(ATc @ counts, dtype=np.float64), gold=gold,
-        gold_pos=np.flatnonzero(gold == 1), gold_neg=np.flatnonzero(gold == 0), group=group,
-        group_size=np.bincount(group, weights=counts, minlength=d.n_groups).astype(np.float64),
-        weight=w[rows] * counts, pseudo_count=d.pseudo_count, count=counts, row_of_item=row_of_item,
-    )

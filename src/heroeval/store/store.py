@@ -41,7 +41,7 @@ from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.settings import EM_SETTING_KEYS
 from heroeval.store._db import StoreError, connect, transaction
 from heroeval.store._rounds import ITEM_SEP, ROLES, RoundInfo, RoundList, content_hash, read_rounds, write_round
-from heroeval.store.trend import DriftRow, Trend, trend_from_fit
+from heroeval.store.trend import DriftRow, Trend, TrendSource, trend_from_fit
 from heroeval.version import __version__
 from heroeval.workflows.api import calibrate, estimate
 
@@ -525,7 +525,7 @@ class Store:
                                   "WHERE i.gold IS NOT NULL GROUP BY r.name").fetchall())
         return trend_from_fit(
             f.cal, [by[n] for n in names], baseline=baseline, confidence_level=confidence_level, adjust=adjust,
-            calibration_key=f.key, calibration_status=f.status, drift=rows, notes=notes, store=str(self.path),
+            source=TrendSource(str(self.path), f.key, f.status), drift=rows, notes=notes,
             gold_means={k: float(v) for k, v in gm.items()})
 
     def _drift(self, names: Sequence[str], by: Mapping[str, RoundInfo],

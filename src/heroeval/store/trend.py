@@ -39,7 +39,8 @@ from heroeval.errors import HeroEvalError
 from heroeval.stage_a.calibration import Calibration
 from heroeval.store._rounds import RoundInfo, html_table
 
-__all__ = ["ADJUSTMENTS", "DriftRow", "Trend", "TrendDifference", "TrendRound", "critical_value", "trend_from_fit"]
+__all__ = ["ADJUSTMENTS", "DriftRow", "Trend", "TrendDifference", "TrendRound", "TrendSource", "critical_value",
+           "trend_from_fit"]
 
 ADJUSTMENTS = ("sidak", "bonferroni", "maxz", "none")
 FloatArray = npt.NDArray[np.float64]
@@ -224,6 +225,16 @@ class Trend:
                 + html_table([str(c) for c in dd.columns], dd.to_numpy().tolist(), "differences"))
 
 
+@dataclass(frozen=True)
+class TrendSource:
+    """Where a trend's fit comes from, as its :class:`Trend` records it: the ``store`` (its path), and the key and
+    status (``"cached"`` or ``"fitted"``) of the store's calibration that is the fit."""
+
+    store: str = ""
+    calibration_key: str = ""
+    calibration_status: str = ""
+
+
 def trend_from_fit(
     cal: Calibration,
     rounds: Sequence[RoundInfo],
@@ -231,14 +242,13 @@ def trend_from_fit(
     baseline: str | None = None,
     confidence_level: float = 0.95,
     adjust: str = "sidak",
-    calibration_key: str = "",
-    calibration_status: str = "",
+    source: TrendSource = TrendSource(),
     drift: Sequence[DriftRow] = (),
     notes: Sequence[str] = (),
-    store: str = "",
     gold_means: Mapping[str, float] | None = None,
 ) -> Trend:
-    """The trend of ``rounds`` from a Stage A fit in which each of them is a round (see the module docstring)."""
+    """The trend of ``rounds`` from a Stage A fit in which each of them is a round (see the module docstring),
+    from ``source``."""
     if adjust not in ADJUSTMENTS:
         raise HeroEvalError(f"adjust must be one of {', '.join(ADJUSTMENTS)}, got {adjust!r}")
     names = [r.name for r in rounds]
@@ -297,4 +307,4 @@ def trend_from_fit(
                                   min(1.0, float(d_est[i] + c_diff * d_se[i])), float(p[i]), float(p_adj[i]))
                   for i, (a, b) in enumerate(pairs))
     return Trend(tuple(trs), diffs, tuple(drift), float(confidence_level), adjust, c_rate, c_diff, baseline,
-                 calibration_key, calibration_status, cov, tuple(notes), store)
+                 source.calibration_key, source.calibration_status, cov, tuple(notes), source.store)

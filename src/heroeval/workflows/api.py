@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from heroeval.checks.drift import check_drift
 from heroeval.checks.fold_refits import FoldFitter, Params, fold_fits_shared
-from heroeval.checks.model_checks import run_checks, run_checks_on_gold
+from heroeval.checks.model_checks import CheckSettings, run_checks, run_checks_on_gold
 from heroeval.choice.auto import recommend as _recommend
 from heroeval.choice.auto import recommend_with_gold
 from heroeval.errors import HeroEvalError, MultipleRoundsWarning
@@ -374,8 +374,8 @@ def calibrate_dask(
         return fold_fits_shared(ff, gold_set, fold_items, grid, settings, cal, warm)
 
     model_checks = run_checks_on_gold(dh.gold_items(), n_labels=dh.n_annotations, fold_fits=fold_fits,
-                                      template=lambda: cal, folds=check_folds, seed=seed,
-                                      past_rounds=check_rounds)
+                                      template=lambda: cal,
+                                      settings=CheckSettings(folds=check_folds, seed=seed, past_rounds=check_rounds))
     if cv:
         cal = fit(model_checks.chosen_weight, covariance)
     return replace(cal, checks=model_checks)

@@ -207,14 +207,29 @@ def make_split(
     return Split(hist, cur, truth, group)
 
 
-def _one_resample(
-    data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random", auto: bool = True,
-    rate_odds: float = RATE_SHIFT_ODDS, shrink: Literal["none", "eb"] = "none",
-) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class _Cell:
+    """One (rho, shift) cell of :func:`run_benchmark`: what its resamples share, :func:`make_split`'s arguments but
+    the resample's number ``r``, with ``auto`` (the model checks and the recommended estimate) and Stage A's
+    ``shrink``."""
+
+    data: BenchmarkData
+    rho: float
+    n: int
+    shift: str
+    seed: int
+    split: str = "random"
+    auto: bool = True
+    rate_odds: float = RATE_SHIFT_ODDS
+    shrink: Literal["none", "eb"] = "none"
+
+
+def _one_resample(cell: _Cell, r: int) -> list[dict[str, Any]]:
+    data, rho, shift, split, auto = cell.data, cell.rho, cell.shift, cell.split, cell.auto
     warnings.simplefilter("ignore", ConvergenceWarning)
-    sp = make_split(data, r, rho, n, shift, seed, split, rate_odds)
+    sp = make_split(data, r, rho, cell.n, shift, cell.seed, split, cell.rate_odds)
     hist, cur, truth, group = sp.history, sp.current, sp.truth, sp.group
-    cal = calibrate(hist, checks=auto, shrink=shrink)
+    cal = calibrate(hist, checks=auto, shrink=cell.shrink)
     res = estimate(cur, cal, method="all", ridge=1.0, exclude_new_labelers=True, recommend=auto,
                    drift_check=False)
     assert isinstance(res, EstimateCollection)
@@ -241,12 +256,11 @@ def _picked(rec: Any) -> str:
     return rec.method if rec.history_weight is None else f"{rec.method}@{rec.history_weight:g}"
 
 
-def _task(args: tuple[BenchmarkData, Sequence[int], float, int, str, int, str, bool, float, Literal["none", "eb"]]
-          ) -> list[dict[str, Any]]:
-    data, rs, rho, n, shift, seed, split, auto, rate_odds, shrink = args
+def _task(args: tuple[_Cell, Sequence[int]]) -> list[dict[str, Any]]:
+    cell, rs = args
     out: list[dict[str, Any]] = []
     for r in rs:
-        out.extend(_one_resample(data, r, rho, n, shift, seed, split, auto, rate_odds, shrink))
+        out.extend(_one_resample(cell, r))
     return out
 
 
@@ -315,7 +329,7 @@ def run_benchmark(
     per = max(1, resamples // (2 * (workers or os.cpu_count() or 1)))
     end = first_resample + resamples
     check_shrink(shrink)
-    jobs = [(data, list(range(i, min(i + per, end))), rho, n, s, seed, split, auto, float(rate_odds), shrink)
+    jobs = [(_Cell(data, rho, n, s, seed, split, auto, float(rate_odds), shrink), list(range(i, min(i + per, end))))
             for rho in rhos for s in shifts for i in range(first_resample, end, per)]
     rows = run_chunks(_task, jobs, [len(j[1]) for j in jobs], workers, progress)
     return pd.DataFrame(rows).sort_values(["rho", "shift", "resample", "method"], kind="stable").reset_index(drop=True)
