@@ -174,3 +174,40 @@ def test_default_shifts_are_none_half_and_rate() -> None:
     r = CliRunner().invoke(app, ["benchmark", "--help"], env={"COLUMNS": "200"})
     assert r.exit_code == 0
     assert "[default: none,half,rate]" in " ".join(r.stdout.split())
+
+
+def test_groups_leave_out_the_rate_shift(folder: Path, tmp_path: Path) -> None:
+    """Issue #38: with split='groups' a rate-shifted draw repeated shift 'none'; it is left out, with a warning."""
+    import heroeval as he
+
+    items = pd.read_csv(folder / "items.csv")
+    items["round"] = np.where(np.arange(len(items)) % 2 == 0, "r1", "r2")
+    d = tmp_path / "grouped"
+    d.mkdir()
+    for f in ("labels.csv", "gold.csv"):
+        (d / f).write_text((folder / f).read_text())
+    items.to_csv(d / "items.csv", index=False)
+    data = load_folder(d, text_components=0, group_col="round")
+    with pytest.warns(he.errors.HeroEvalWarning, match="shift 'rate' left out"):
+        df = run_benchmark(data, resamples=2, rhos=[0.1], n=50, shifts=["none", "rate"], workers=1, split="groups")
+    assert set(df["shift"]) == {"none"}
+    with pytest.raises(HeroEvalError, match="does not apply to split='groups'"):
+        run_benchmark(data, resamples=2, rhos=[0.1], n=50, shifts=["rate"], workers=1, split="groups")
+
+
+def test_runs_without_scikit_learn(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #38: a folder with items.csv stopped the benchmark where scikit-learn is not installed; now the text
+    covariates are left out with a warning that says how to get them."""
+    import sys
+
+    import heroeval as he
+
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # import sklearn raises ImportError
+    monkeypatch.setitem(sys.modules, "sklearn.decomposition", None)
+    monkeypatch.setitem(sys.modules, "sklearn.feature_extraction.text", None)
+    assert (folder / "items.csv").exists()
+    with pytest.warns(he.errors.HeroEvalWarning, match="need scikit-learn"):
+        data = load_folder(folder, text_components=3)
+    assert data.covariates is None
+    df = run_benchmark(data, resamples=2, rhos=[0.1], n=40, shifts=["none"], workers=1)
+    assert "hero2" not in set(df["method"])

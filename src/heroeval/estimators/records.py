@@ -7,12 +7,14 @@ holds them typed (as :mod:`heroeval.stage_a.checks_record` keeps the model check
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 from heroeval.estimators.results import EstimateResult
 from heroeval.stage_a.checks_record import finite_or_none
@@ -133,6 +135,27 @@ class DriftCheck:
             "notes": list(self.notes),
         }
 
+    def to_frame(self) -> pd.DataFrame:
+        """One row per tested labeler (index: the labeler): labels, observed and expected positive rate, z, test,
+        p-value, adjusted p-value, flagged."""
+        return pd.DataFrame({
+            "n_annotations": np.asarray(self.n_annotations), "observed": np.asarray(self.observed),
+            "expected": np.asarray(self.expected), "z": np.asarray(self.z),
+            "test": list(self.test) if len(self.test) == len(self.labeler_ids) else [""] * len(self.labeler_ids),
+            "p_value": np.asarray(self.p_value), "p_adjusted": np.asarray(self.p_adjusted),
+            "flagged": [lab in self.flagged for lab in self.labeler_ids],
+        }, index=pd.Index(list(self.labeler_ids), name="labeler"))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(repr(x) for x in self.flagged[:5]) + (", ..." if len(self.flagged) > 5 else "")
+        return (f"DriftCheck(labelers={len(self.labeler_ids)}, flagged=[{shown}], overall_p={self.overall_p:.3g}, "
+                f"drift_detected={self.drift_detected}, adjust={self.adjust!r})")
+
+    def _repr_html_(self) -> str:
+        return (f"<p>labeler drift: overall p = {self.overall_p:.3g}; flagged: "
+                f"{html.escape(', '.join(self.flagged) or 'none')}</p>"
+                + str(self.to_frame().to_html(float_format=lambda x: f"{x:.4g}", max_rows=60)))
+
     def summary(self) -> str:
         """A plain-text table, one row per labeler, and the overall test."""
         rows = [("labeler", "labels", "observed", "expected", "z", "test", "p", f"p ({self.adjust})", "")]
@@ -177,3 +200,23 @@ class Recommendation:
             "ci_method": ci.method, "ci_alternative": ci.alternative, "ci_text": ci.describe(),
             "upper_bound": finite_or_none(self.result.bound(confidence_level, "upper")),
         }
+
+    def candidates_frame(self) -> pd.DataFrame:
+        """The candidates the choice weighed, one row each (the ``table``), as a DataFrame."""
+        return pd.DataFrame(self.table)
+
+    def __repr__(self) -> str:
+        ci = self.result.confidence_interval()
+        w = "" if self.history_weight is None else f", history_weight={self.history_weight:g}"
+        reason = self.reason if len(self.reason) <= 160 else self.reason[:157] + "..."
+        return (f"Recommendation(method={self.method!r}{w}, estimate={self.result.estimate:.4f}, "
+                f"ci_95=[{ci.low:.4f}, {ci.high:.4f}] ({ci.method}), status={self.status!r}, "
+                f"candidates={len(self.table)}, reason={reason!r})")
+
+    def _repr_html_(self) -> str:
+        ci = self.result.confidence_interval()
+        head = "UNRELIABLE: recommended" if self.status == "unreliable" else "Recommended"
+        return (f"<p><b>{html.escape(head)}: {html.escape(self.result.title)}</b> {self.result.estimate:.4f} "
+                f"[{ci.low:.4f}, {ci.high:.4f}] ({html.escape(ci.method)}, status {html.escape(self.status)})</p>"
+                f"<p>why: {html.escape(self.reason)}</p>"
+                + str(self.candidates_frame().to_html(float_format=lambda x: f"{x:.4f}", max_rows=40)))

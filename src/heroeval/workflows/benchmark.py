@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from heroeval.core.parallel import run_chunks
-from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError
+from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError, HeroEvalWarning
 from heroeval.estimators.collection import EstimateCollection
 from heroeval.estimators.table import METHODS
 from heroeval.ingest.annotations import AnnotationSet
@@ -122,8 +122,10 @@ def _text_covariates(
     try:
         from sklearn.decomposition import TruncatedSVD
         from sklearn.feature_extraction.text import TfidfVectorizer
-    except ImportError as exc:  # pragma: no cover - optional dependency
-        raise HeroEvalError("text covariates need scikit-learn: pip install 'heroeval[benchmark]'") from exc
+    except ImportError:  # an optional dependency: run without the text covariates, and say so
+        warnings.warn(f"{items_f}: text covariates need scikit-learn (pip install 'heroeval[benchmark]'); "
+                      "the benchmark runs without them (no HERO-2)", HeroEvalWarning, stacklevel=3)
+        return None
     items = pd.read_csv(items_f, dtype=str, keep_default_na=False)
     if "item_id" not in items.columns:
         raise DataError(f"{str(items_f)!r}: no item_id column")
@@ -320,6 +322,13 @@ def run_benchmark(
     for s in shifts:
         if s not in SHIFTS:
             raise HeroEvalError(f"shift must be one of {', '.join(SHIFTS)}, got {s!r}")
+    if split == "groups" and "rate" in shifts:  # the current round is a real group: its rate is what it is
+        shifts = [s for s in shifts if s != "rate"]
+        if not shifts:
+            raise HeroEvalError("shift='rate' does not apply to split='groups' (each current round is a real group "
+                                "with its own rate); use shift 'none' or 'half'")
+        warnings.warn("shift 'rate' left out: with split='groups' each current round is a real group with its own "
+                      "rate, so a rate-shifted draw would repeat shift 'none'", HeroEvalWarning, stacklevel=2)
     for rho in rhos:
         if not 0 < rho < 1:
             raise HeroEvalError(f"rho must be in (0, 1), got {rho!r}")
