@@ -67,7 +67,9 @@ def test_new_labelers_option(files: dict[str, Path]) -> None:
     assert r.exit_code == 0 and json.loads(r.stdout)["estimates"]["hero1"]["details"]["excluded_labelers"] == ["L04"]
     r = runner.invoke(app, [*base, "--exclude-new-labelers"])
     assert r.exit_code == 0
-    r = runner.invoke(app, base)
+    r = runner.invoke(app, base)  # the default (issue #38): HERO-1 estimates the new labeler
+    assert r.exit_code == 0 and list(json.loads(r.stdout)["estimates"]["hero1"]["details"]["new_labelers"]) == ["L04"]
+    r = runner.invoke(app, [*base, "--new-labelers", "error"])
     assert r.exit_code == 2 and "--new-labelers estimate" in r.stderr
 
 

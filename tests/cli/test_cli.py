@@ -112,8 +112,10 @@ def test_new_labelers_flag(files: dict[str, Path], tmp_path: Path) -> None:
     p = tmp_path / "cur_new.csv"
     cur.to_csv(p, index=False)
     args = ["estimate", str(p), "--history", str(files["history"]), "--gold", str(files["gold"]), "--method", "hero1"]
-    r = runner.invoke(app, args)
+    r = runner.invoke(app, [*args, "--new-labelers", "error"])
     assert r.exit_code == 2 and "'newbie'" in r.stderr and "--new-labelers exclude" in r.stderr  # the option since issue 23 (item 19)
+    r = runner.invoke(app, [*args, "-f", "json"])  # the default (issue #38): HERO-1 estimates the new labeler
+    assert r.exit_code == 0 and list(json.loads(r.stdout)["estimates"]["hero1"]["details"]["new_labelers"]) == ["newbie"]
     r = runner.invoke(app, [*args, "--exclude-new-labelers", "-f", "json"])
     assert r.exit_code == 0
     est = json.loads(r.stdout)["estimates"]["hero1"]

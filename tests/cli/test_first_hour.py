@@ -295,7 +295,8 @@ def test_cli_errors_and_warnings_name_options(crowd: dict[str, Any], drifted: st
     pd.DataFrame({"task": [1], "gold": [1]}).to_csv(tmp_path / "g1.csv", index=False)
     outs.append(_invoke("calibrate", crowd["hist"], *COLS, "--gold", tmp_path / "g1.csv", "-o", tmp_path / "c.json"))
     outs.append(_invoke("plan", "--calibration", crowd["cal"], "--mu", "0.5"))
-    outs.append(_invoke("estimate", crowd["cur"], "--calibration", crowd["cal"], *COLS))  # new labelers
+    outs.append(_invoke("estimate", crowd["cur"], "--calibration", crowd["cal"], *COLS, "--new-labelers",
+                        "error"))  # new labelers, asked to stop (by default HERO-1 estimates them, the rest exclude)
     outs.append(_invoke("estimate", drifted, "--calibration", crowd["cal"], *COLS, "--method", "hero1"))  # drift
     for r in outs:
         assert r.stderr, r.output

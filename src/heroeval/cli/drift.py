@@ -97,7 +97,7 @@ def drift_cmd(
         if not known.all():
             new_ids = [str(x) for x in cur.labeler_ids[~known]]
             if rule == "error" or known.sum() == 0:
-                estimate(cur, cal, method="hero1", drift_check=False)  # raises the error that names them
+                estimate(cur, cal, method="hero1", drift_check=False, new_labelers="error")  # raises the error naming them
             cur, n_ann, n_items = cur.select_labelers(known)
             aside = {"labelers": new_ids, "annotations": n_ann, "items_left_without_labels": n_items}
         # the table names the flagged labelers; the warning is for JSON output, whose reader sees only stderr

@@ -22,7 +22,7 @@ from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import scoring, two_coin
 from heroeval.stage_a.calibration import Calibration
 
-__all__ = ["Aligned", "FloatArray", "NewLabelerRule", "ScoreInputs", "ShiftRule", "TieRule", "align", "check_calibration", "check_current", "em_status", "has_unknown", "label_codes", "log_likelihood_ratios", "new_labeler_rule", "result_of", "score_test", "stage_a_influence", "with_history"]
+__all__ = ["Aligned", "DispatchRule", "FloatArray", "NewLabelerRule", "ScoreInputs", "ShiftRule", "TieRule", "align", "check_calibration", "check_current", "dispatch_rule", "em_status", "has_unknown", "label_codes", "log_likelihood_ratios", "new_labeler_rule", "result_of", "score_test", "stage_a_influence", "with_history"]
 
 
 FloatArray = npt.NDArray[np.float64]
@@ -207,6 +207,7 @@ def result_of(method: str, est: float, data: AnnotationSet, **kw: Any) -> Estima
 
 
 NewLabelerRule = Literal["error", "exclude", "estimate"]
+DispatchRule = Literal["error", "exclude", "estimate", "auto"]
 
 
 def new_labeler_rule(new_labelers: str | None, exclude_new_labelers: bool) -> str:
@@ -217,6 +218,23 @@ def new_labeler_rule(new_labelers: str | None, exclude_new_labelers: bool) -> st
     if exclude_new_labelers and new_labelers != "exclude":
         raise HeroEvalError(f"exclude_new_labelers=True contradicts new_labelers={new_labelers!r}")
     return new_labelers
+
+
+def dispatch_rule(data: AnnotationSet, cal: Calibration, new_labelers: str | None, exclude_new_labelers: bool) -> str:
+    """The new-labeler rule of the dispatch (:func:`heroeval.estimate`, ``compare``, ``bootstrap``).
+
+    As given; by default (``None``, or ``"auto"``) ``"auto"`` when the round has labelers new to the
+    calibration: HERO-1 estimates them from the round (anchored by the calibrated ones) and every other
+    method leaves their labels out, each result's notes saying what it did; ``"error"`` (nothing to decide)
+    when it has none. The estimators called one by one keep ``"error"`` as their default.
+    """
+    if new_labelers in (None, "auto"):
+        if exclude_new_labelers:
+            if new_labelers == "auto":
+                raise HeroEvalError("exclude_new_labelers=True contradicts new_labelers='auto'")
+            return "exclude"
+        return "auto" if has_unknown(data, cal) else "error"
+    return new_labeler_rule(new_labelers, exclude_new_labelers)
 
 
 def has_unknown(data: AnnotationSet, cal: Calibration) -> bool:

@@ -11,13 +11,13 @@ import numpy as np
 from heroeval.errors import HeroEvalError
 from heroeval.estimators.collection import EstimateCollection
 from heroeval.estimators.common import (
-    NewLabelerRule,
+    DispatchRule,
     ShiftRule,
     TieRule,
     check_calibration,
     check_current,
+    dispatch_rule,
     has_unknown,
-    new_labeler_rule,
     with_history,
 )
 from heroeval.estimators.control_variate import hero2
@@ -36,7 +36,7 @@ __all__ = ["ESTIMATORS", "EstimateOptions", "Estimator", "estimate_methods"]
 class EstimateOptions:
     """The options of one call of the dispatch that an estimator may use."""
 
-    rule: str  # the new-labeler rule: "error", "exclude" or "estimate"
+    rule: str  # the new-labeler rule: "error", "exclude", "estimate" or "auto" (heroeval.estimators.common.dispatch_rule)
     ridge: float = 0.0
     tie: TieRule = "half"
     rng: np.random.Generator | int | None = None
@@ -44,7 +44,13 @@ class EstimateOptions:
 
     @property
     def exclude(self) -> bool:
-        return self.rule == "exclude"
+        """Whether a method other than HERO-1 leaves the new labelers' labels out."""
+        return self.rule in ("exclude", "auto")
+
+    @property
+    def hero1_rule(self) -> str:
+        """HERO-1's own rule: ``"auto"`` estimates the new labelers."""
+        return "estimate" if self.rule == "auto" else self.rule
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,7 @@ ESTIMATORS: Mapping[str, Estimator] = MappingProxyType({
     "gold_proportion": Estimator("gold_proportion",
                                  lambda d, c, o: gold_proportion(d, c, exclude_new_labelers=o.exclude)),
     "rogan_gladen": Estimator("rogan_gladen", lambda d, c, o: rogan_gladen(d, c, exclude_new_labelers=o.exclude)),
-    "hero1": Estimator("hero1", lambda d, c, o: hero1(d, c, new_labelers=o.rule),  # type: ignore[arg-type]
+    "hero1": Estimator("hero1", lambda d, c, o: hero1(d, c, new_labelers=o.hero1_rule),  # type: ignore[arg-type]
                        new_labelers_estimate=True),
     "hero2": Estimator("hero2", lambda d, c, o: hero2(d, c, ridge=o.ridge, exclude_new_labelers=o.exclude,
                                                       on_shift=o.on_shift),
@@ -98,7 +104,7 @@ def estimate_methods(
     tie: TieRule = "half",
     exclude_new_labelers: bool = False,
     rng: np.random.Generator | int | None = None,
-    new_labelers: NewLabelerRule | None = None,
+    new_labelers: DispatchRule | None = None,
     on_shift: ShiftRule = "warn",
 ) -> EstimateResult | EstimateCollection:
     """Run one estimator, several, or ``"all"`` on the current round: the dispatch behind :func:`heroeval.estimate`.
@@ -128,7 +134,7 @@ def estimate_methods(
             raise HeroEvalError(f"unknown method {m!r}; choose from {list(METHODS)}, 'auto' or 'all'")
     results: dict[str, EstimateResult] = {}
     skipped: dict[str, str] = {}
-    rule = new_labeler_rule(new_labelers, exclude_new_labelers)
+    rule = dispatch_rule(data, cal, new_labelers, exclude_new_labelers)
     anchored = rule == "estimate" and has_unknown(data, cal)
     options = EstimateOptions(rule=rule, ridge=ridge, tie=tie, rng=rng, on_shift=on_shift)
     for m in wanted:

@@ -37,13 +37,13 @@ from heroeval.choice.auto import recommend_with_gold
 from heroeval.errors import HeroEvalError, MultipleRoundsWarning
 from heroeval.estimators.collection import EstimateCollection
 from heroeval.estimators.common import (
-    NewLabelerRule,
+    DispatchRule,
     ShiftRule,
     TieRule,
     check_calibration,
     check_current,
+    dispatch_rule,
     has_unknown,
-    new_labeler_rule,
     with_history,
 )
 from heroeval.estimators.ppi import ALL_GOLD_METHODS, GOLD_METHODS, gold_estimates, split_methods
@@ -392,7 +392,7 @@ def estimate(
     exclude_new_labelers: bool = False,
     rng: np.random.Generator | int | None = None,
     recommend: bool = False,
-    new_labelers: NewLabelerRule | None = None,
+    new_labelers: DispatchRule | None = None,
     on_shift: ShiftRule = "warn",
     drift_check: bool = True,
 ) -> EstimateResult | EstimateCollection:
@@ -432,10 +432,16 @@ def estimate(
         by default because, with a calibration made without model checks
         and a history, the choice first runs the checks (a 5-fold refit of
         Stage A) on every call.
-    new_labelers : {"error", "exclude", "estimate"}, optional
-        Labelers unknown to the calibration (see :func:`hero1`); ``"estimate"``
-        applies to HERO-1 only: with several methods the other calibrated
-        methods are skipped (listed with the reason) when new labelers are present.
+    new_labelers : {"auto", "error", "exclude", "estimate"}, optional
+        Labelers unknown to the calibration (see :func:`hero1`). By default
+        (``None`` or ``"auto"``), when the round has such labelers, HERO-1
+        estimates them from the round (anchored by the calibrated ones) and
+        every other method, and the recommended estimate, leave their labels
+        out; each result's notes say what was done. ``"error"`` stops with
+        :class:`~heroeval.errors.UnknownLabelerError`; ``"exclude"`` leaves them
+        out everywhere; ``"estimate"`` applies to HERO-1 only: with several
+        methods the other calibrated methods are skipped (listed with the
+        reason) when new labelers are present.
     on_shift : {"warn", "fallback", "ignore"}
         HERO-2's rule on covariate shift (see :func:`hero2`).
     drift_check : bool, default True
@@ -467,14 +473,16 @@ def estimate(
         calibration = calibrate(history)
     cal = with_history(check_calibration(calibration), history)
     has_gold = data.has_gold
+    rule = dispatch_rule(data, cal, new_labelers, exclude_new_labelers)
+    excl = rule in ("exclude", "auto")  # every method but HERO-1 leaves the new labelers out
     if isinstance(method, str) and method in ALL_GOLD_METHODS:
-        got, _ = gold_estimates(data, cal, [method], exclude_new_labelers=exclude_new_labelers)
+        got, _ = gold_estimates(data, cal, [method], exclude_new_labelers=excl)
         if drift_check and method in ("hero1_ppi", "prior_ppi"):
             _drift(data, cal)
         return got[method]
     if method == "auto":
-        rec = (recommend_with_gold(data, cal, exclude_new_labelers=exclude_new_labelers) if has_gold
-               else _recommend(data, cal, exclude_new_labelers=exclude_new_labelers))
+        rec = (recommend_with_gold(data, cal, exclude_new_labelers=excl) if has_gold
+               else _recommend(data, cal, exclude_new_labelers=excl))
         auto = {"method": rec.method, "history_weight": rec.history_weight, "reason": rec.reason,
                 "status": rec.status, "candidates": rec.table}
         if drift_check:
@@ -493,11 +501,11 @@ def estimate(
         wanted, gold_wanted = split_methods(wanted)
     elif wanted == "all" and has_gold:
         gold_wanted = list(GOLD_METHODS)
-    res = estimate_methods(data, cal, method=wanted, ridge=ridge, tie=tie, exclude_new_labelers=exclude_new_labelers,
-                           rng=rng, new_labelers=new_labelers, on_shift=on_shift)
+    res = estimate_methods(data, cal, method=wanted, ridge=ridge, tie=tie, rng=rng, new_labelers=rule,  # type: ignore[arg-type]
+                           on_shift=on_shift)
     if gold_wanted:
         assert isinstance(res, EstimateCollection)
-        got, why = gold_estimates(data, cal, gold_wanted, exclude_new_labelers=exclude_new_labelers,
+        got, why = gold_estimates(data, cal, gold_wanted, exclude_new_labelers=excl,
                                   skip_errors=wanted == "all")
         res = replace(res, results={**res.results, **got}, skipped={**res.skipped, **why})
     computed = {res.method} if isinstance(res, EstimateResult) else set(res)
@@ -508,8 +516,8 @@ def estimate(
     res = replace(res, drift=drift)
     if not recommend:
         return res
-    rule = new_labeler_rule(new_labelers, exclude_new_labelers)
-    anchored = rule == "estimate" and has_unknown(data, cal)
+    # the choice's candidates use calibrated labelers only (HERO-1's row estimates the new ones)
+    anchored = rule == "auto" or (rule == "estimate" and has_unknown(data, cal))
     if has_gold:  # the round's own gold decides: no model checks needed
         return replace(res, recommended=recommend_with_gold(data, cal, exclude_new_labelers=rule == "exclude" or anchored))
     if cal.checks is None and cal.history is None:
@@ -521,8 +529,8 @@ def estimate(
         # the choice's candidates use calibrated labelers only: say so beside HERO-1's estimate of the new ones
         r = recommended.result
         note = (f"new labelers left out of the recommended estimate ({r.n_items} of {data.n_items} items, "
-                f"{r.n_labelers} of {data.n_labelers} labelers): new_labelers='estimate' applies to HERO-1 only, "
-                "whose row estimates them")
+                f"{r.n_labelers} of {data.n_labelers} labelers): only HERO-1 estimates labelers new to the "
+                "calibration, and its row does")
         recommended = replace(recommended, result=replace(r, notes=(*r.notes, note)),
                               reason=f"{recommended.reason}; {note}")
     return replace(res, recommended=recommended)
