@@ -254,3 +254,23 @@ def test_calibrate_a_parquet_glob_with_duckdb_and_numba(files: dict[str, Path], 
     bad = runner.invoke(app, ["calibrate", str(files["history"]), "--gold", str(files["gold"]), "-o", str(out),
                               "--engine", "gpu"])
     assert bad.exit_code == 2 and "gpu" in bad.output
+
+
+def test_estimate_writes_the_table_as_csv(files: dict[str, Path], tmp_path: Path) -> None:
+    """Issue #38: the estimates table exported as CSV: the rows of the table model, as the terminal shows them."""
+    out = tmp_path / "est.csv"
+    args = ["estimate", str(files["current"]), "--history", str(files["history"]), "--gold", str(files["gold"])]
+    r = runner.invoke(app, [*args, "--csv", str(out), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    js = json.loads(r.stdout)  # stdout stays the JSON; the note goes to stderr
+    df = pd.read_csv(out, index_col="method")
+    assert df.index[0] == "recommended" and set(js["estimates"]) <= set(df.index)
+    assert list(df.columns) == ["title", "estimate", "standard_error", "ci_low", "ci_high", "ci_method",
+                                "confidence_level", "n_items", "n_annotations", "n_labelers", "status", "notes"]
+    assert df.loc["recommended", "estimate"] == pytest.approx(js["recommended"]["estimate"], rel=1e-12)
+    assert df.loc["recommended", "status"] == js["recommended"]["status"]
+    for m, e in js["estimates"].items():
+        assert df.loc[m, "estimate"] == pytest.approx(e["estimate"], rel=1e-12)
+    assert "estimates table written to" in r.stderr
+    bad = runner.invoke(app, [*args, "--csv", str(tmp_path / "no" / "such" / "x.csv")])
+    assert bad.exit_code == 2 and "--csv" in bad.stderr

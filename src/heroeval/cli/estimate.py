@@ -151,6 +151,7 @@ def estimate_cmd(
     encoding: EncodingOpt = None,
     current_gold: CurGoldOpt = None,
     design: DesignOpt = None,
+    csv_out: Annotated[Path | None, typer.Option("--csv", help="Also write the estimates table as CSV to this file: the rows shown (recommended first), with estimate, SE, interval and its method, status and notes.")] = None,
 ) -> None:
     """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals.
 
@@ -168,6 +169,7 @@ def estimate_cmd(
     from heroeval.workflows.api import estimate
 
     check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
+    check_output(csv_out, "--csv", "the estimates table")
     hw = parse_history_weight(history_weight)
     rule = new_labeler_rule(new_labelers, exclude_new_labelers)
     if design is not None and current_gold is None:
@@ -175,6 +177,9 @@ def estimate_cmd(
         raise typer.Exit(2)
     if classes is not None or ordinal:
         from heroeval.cli import multiclass as _mc  # multi-class labels only: SciPy's stats and more
+        if csv_out is not None:
+            err("--csv is not available for multi-class labels yet")
+            raise typer.Exit(2)
         if current_gold is not None:
             err("--current-gold is not available for multi-class labels yet")
             raise typer.Exit(2)
@@ -217,6 +222,9 @@ def estimate_cmd(
         return cur, hist, res, boot
 
     cur, hist, res, boot = run(go)
+    if csv_out is not None:  # the table model, as the terminal table shows it
+        res.table(confidence_level, ci_method.value, alternative.value).to_frame().to_csv(csv_out)
+        print(f"estimates table written to {csv_out}", file=sys.stderr)  # stdout may be the JSON
     if fmt is Format.json:
         out = res.to_dict(confidence_level)
         if res.drift is not None:
