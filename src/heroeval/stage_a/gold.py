@@ -15,10 +15,21 @@ from heroeval.errors import HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import two_coin
 
-__all__ = ["GOLD_LABELS_KEEP", "GOLD_SCORES_KEEP", "GoldLabels", "GoldScores", "gold_counts", "gold_information", "gold_labels_of", "initial_from_counts", "initial_values", "score_gold_items"]
+__all__ = ["GOLD_LABELS_KEEP", "GOLD_SCORES_KEEP", "GoldLabels", "GoldScores", "annotations_of", "gold_counts", "gold_information", "gold_labels_of", "initial_from_counts", "initial_values", "score_gold_items"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+
+def annotations_of(item_ptr: npt.ArrayLike, items: IntArray) -> tuple[IntArray, IntArray]:
+    """The positions of ``items``' annotations in an item-sorted annotation set, and the CSR pointer of those items
+    (``ptr[k]:ptr[k + 1]`` are item ``items[k]``'s, in the returned positions)."""
+    p = np.asarray(item_ptr, dtype=np.int64)
+    starts, lens = p[items], p[items + 1] - p[items]
+    ptr = np.zeros(items.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    idx: IntArray = np.repeat(starts - ptr[:-1], lens) + np.arange(int(ptr[-1]), dtype=np.int64)
+    return idx, ptr
 
 
 GOLD_SCORES_KEEP = 2000
@@ -72,11 +83,8 @@ def score_gold_items(history: AnnotationSet, alpha: npt.NDArray[np.float64], bet
         return None
     if n_gold > keep:
         g = np.sort(np.random.default_rng(0).choice(g, keep, replace=False))
-    ptr = np.asarray(history.item_ptr, dtype=np.int64)
-    starts, lens = ptr[g], ptr[g + 1] - ptr[g]
-    offs = np.zeros(g.size, dtype=np.int64)
-    np.cumsum(lens[:-1], out=offs[1:])
-    idx = np.repeat(starts - offs, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+    idx, ptr = annotations_of(history.item_ptr, g)
+    offs, lens = ptr[:-1], np.diff(ptr)
     la1, la0 = two_coin.code_logprobs(np.asarray(alpha, dtype=np.float64), np.asarray(beta, dtype=np.float64))
     vals = (la1 - la0)[2 * history.labeler[idx].astype(np.int64) + history.label[idx].astype(np.int64)]
     llr = np.zeros(g.size)
@@ -109,10 +117,8 @@ def gold_counts(ds: AnnotationSet) -> tuple[IntArray, IntArray, IntArray, IntArr
         zero = np.zeros(J, dtype=np.int64)
         return zero, zero.copy(), zero.copy(), zero.copy()
     # only the gold items' annotations
-    starts, ends = ds.item_ptr[gi], ds.item_ptr[gi + 1]
-    lens = ends - starts
-    idx = np.repeat(starts - np.cumsum(np.r_[0, lens[:-1]]), lens) + np.arange(lens.sum())
-    g = np.repeat(ds.gold[gi], lens)
+    idx, ptr = annotations_of(ds.item_ptr, gi)
+    g = np.repeat(ds.gold[gi], np.diff(ptr))
     z = ds.label[idx]
     lab = ds.labeler[idx]
 
@@ -235,14 +241,9 @@ def gold_labels_of(history: AnnotationSet, keep: int = GOLD_LABELS_KEEP) -> Gold
     g = np.flatnonzero(history.gold >= 0)
     if g.size == 0:
         return None
-    ptr = np.asarray(history.item_ptr, dtype=np.int64)
-    starts, lens = ptr[g], ptr[g + 1] - ptr[g]
-    if int(lens.sum()) > keep:
+    p = np.asarray(history.item_ptr, dtype=np.int64)
+    if int((p[g + 1] - p[g]).sum()) > keep:
         return None
-    offs = np.zeros(g.size, dtype=np.int64)
-    np.cumsum(lens[:-1], out=offs[1:])
-    idx = np.repeat(starts - offs, lens) + np.arange(int(lens.sum()), dtype=np.int64)
-    new_ptr = np.zeros(g.size + 1, dtype=np.int64)
-    np.cumsum(lens, out=new_ptr[1:])
+    idx, new_ptr = annotations_of(p, g)
     return GoldLabels(np.asarray(history.gold[g], dtype=np.int8), new_ptr,
                       np.asarray(history.labeler[idx], dtype=np.int64), np.asarray(history.label[idx], dtype=np.int8))
