@@ -31,7 +31,9 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 def one(name: str, suffix: str, reps: int, rho: float, n: int, shift: str, seed: int) -> dict[str, object]:
     data = load_folder(DATA / name, binary_suffix=suffix, text_components=0)
     row: dict[str, object] = {"set": name, "shift": shift, "resamples": reps, "with_new": 0, "stopped_before": 0,
-                              "ran_default": 0, "hero1_estimated": 0, "others_said": 0, "failed_default": 0}
+                              "ran_default": 0, "hero1_estimated": 0, "others_said": 0, "failed_default": 0,
+                              "hero1_default_covered": 0, "hero1_exclude_covered": 0, "hero1_default_abs_err": 0.0,
+                              "hero1_exclude_abs_err": 0.0, "hero1_default_width": 0.0, "hero1_exclude_width": 0.0}
     for r in range(reps):
         sp = make_split(data, r, rho, n, shift, seed)
         with warnings.catch_warnings():
@@ -57,6 +59,18 @@ def one(name: str, suffix: str, reps: int, rho: float, n: int, shift: str, seed:
         h1 = res.results.get("hero1")
         if h1 is not None and list(h1.details.get("new_labelers", [])):
             row["hero1_estimated"] = int(row["hero1_estimated"]) + 1  # type: ignore[call-overload]
+        # HERO-1 by default (the new labelers estimated) against HERO-1 with them left out: coverage, error, width
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ex = he.estimate(sp.current, cal, method="hero1", new_labelers="exclude", drift_check=False)
+        assert isinstance(ex, he.EstimateResult)
+        for tag, x in (("default", h1), ("exclude", ex)):
+            if x is None:
+                continue
+            ci = x.confidence_interval()
+            row[f"hero1_{tag}_covered"] = int(row[f"hero1_{tag}_covered"]) + int(ci.low <= sp.truth <= ci.high)  # type: ignore[call-overload]
+            row[f"hero1_{tag}_abs_err"] = float(row[f"hero1_{tag}_abs_err"]) + abs(x.estimate - sp.truth)  # type: ignore[arg-type]
+            row[f"hero1_{tag}_width"] = float(row[f"hero1_{tag}_width"]) + (ci.high - ci.low)  # type: ignore[arg-type]
         others = [x for m, x in res.results.items() if m not in ("hero1", "majority_vote", "dawid_skene")]
         if others and all(x.details.get("excluded_labelers") for x in others):
             row["others_said"] = int(row["others_said"]) + 1  # type: ignore[call-overload]
@@ -76,11 +90,22 @@ def main() -> None:
     rows = [one(name, suffix, a.reps, a.rho, a.n, shift, a.seed) for name, suffix in BINARY
             if not a.only or name in a.only for shift in a.shift.split(",")]
     df = pd.DataFrame(rows)
-    with pd.option_context("display.width", 200):
+    for tag in ("default", "exclude"):  # sums -> means over the resamples that ran
+        ran = df["ran_default"].where(df["ran_default"] > 0)
+        df[f"hero1_{tag}_abs_err"] = df[f"hero1_{tag}_abs_err"] / ran
+        df[f"hero1_{tag}_width"] = df[f"hero1_{tag}_width"] / ran
+    with pd.option_context("display.width", 250):
         print(df.to_string(index=False))
     print(f"\nresamples with new labelers: {int(df['with_new'].sum())}; stopped with new_labelers='error': "
           f"{int(df['stopped_before'].sum())}; ran with the default: {int(df['ran_default'].sum())} "
           f"(failed: {int(df['failed_default'].sum())})")
+    ran = int(df["ran_default"].sum())
+    if ran:
+        w = df["ran_default"] / ran
+        for tag in ("default", "exclude"):
+            print(f"HERO-1 {tag:>7}: covered {int(df[f'hero1_{tag}_covered'].sum())} of {ran}, mean |error| "
+                  f"{(df[f'hero1_{tag}_abs_err'].fillna(0) * w).sum():.4f}, mean width "
+                  f"{(df[f'hero1_{tag}_width'].fillna(0) * w).sum():.4f}")
     if a.out is not None:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(a.out, index=False)
