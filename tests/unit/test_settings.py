@@ -12,16 +12,15 @@ import pytest
 import heroeval as he
 from heroeval.errors import HeroEvalError
 from heroeval.stage_a.settings import EM_SETTING_KEYS, EMSettings, check_em_settings, check_shrink, em_settings_of
+from heroeval.workflows.options import CALIBRATE_DASK_DEFAULTS, CALIBRATE_DEFAULTS
 
 SRC = Path(he.__file__).parent
 
 
 def test_defaults_match_calibrate() -> None:
-    import inspect
-
-    sig = inspect.signature(he.calibrate).parameters
     for k, v in EMSettings().to_dict().items():
-        assert sig[k].default == v, k
+        assert CALIBRATE_DEFAULTS[k] == v, k
+        assert CALIBRATE_DASK_DEFAULTS[k] == v, k
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

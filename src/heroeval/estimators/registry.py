@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
+from heroeval.core.options import options_of
 from heroeval.errors import HeroEvalError
 from heroeval.estimators.collection import EstimateCollection
 from heroeval.estimators.common import (
@@ -29,7 +31,27 @@ from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.fit import fit_stage_a
 
-__all__ = ["ESTIMATORS", "EstimateOptions", "Estimator", "estimate_methods"]
+__all__ = ["ESTIMATE_DEFAULTS", "ESTIMATORS", "EstimateKeywords", "EstimateOptions", "Estimator", "estimate_methods"]
+
+
+class EstimateKeywords(TypedDict, total=False):
+    """The estimators' keyword options as :func:`heroeval.estimate` takes them (and documents them):
+    ``ridge`` and ``on_shift`` (HERO-2), ``tie`` and ``rng`` (majority vote), and the new-labeler rule
+    (``new_labelers``, or the older ``exclude_new_labelers``)."""
+
+    ridge: float
+    tie: TieRule
+    exclude_new_labelers: bool
+    rng: np.random.Generator | int | None
+    new_labelers: DispatchRule | None
+    on_shift: ShiftRule
+
+
+ESTIMATE_DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    "ridge": 0.0, "tie": "half", "exclude_new_labelers": False, "rng": None, "new_labelers": None,
+    "on_shift": "warn",
+})
+""":class:`EstimateKeywords`' defaults."""
 
 
 @dataclass(frozen=True)
@@ -100,12 +122,7 @@ def estimate_methods(
     *,
     method: str | Sequence[str] = "hero1",
     history: AnnotationSet | None = None,
-    ridge: float = 0.0,
-    tie: TieRule = "half",
-    exclude_new_labelers: bool = False,
-    rng: np.random.Generator | int | None = None,
-    new_labelers: DispatchRule | None = None,
-    on_shift: ShiftRule = "warn",
+    **options: Unpack[EstimateKeywords],
 ) -> EstimateResult | EstimateCollection:
     """Run one estimator, several, or ``"all"`` on the current round: the dispatch behind :func:`heroeval.estimate`.
 
@@ -115,6 +132,7 @@ def estimate_methods(
     in :mod:`heroeval.choice`, and composed with this dispatch in
     :mod:`heroeval.workflows.api`.
     """
+    o = options_of("estimate_methods", options, EstimateKeywords, ESTIMATE_DEFAULTS)
     data = check_current(current)
     if calibration is None:
         if history is None:
@@ -134,9 +152,9 @@ def estimate_methods(
             raise HeroEvalError(f"unknown method {m!r}; choose from {list(METHODS)}, 'auto' or 'all'")
     results: dict[str, EstimateResult] = {}
     skipped: dict[str, str] = {}
-    rule = dispatch_rule(data, cal, new_labelers, exclude_new_labelers)
+    rule = dispatch_rule(data, cal, o["new_labelers"], o["exclude_new_labelers"])
     anchored = rule == "estimate" and has_unknown(data, cal)
-    options = EstimateOptions(rule=rule, ridge=ridge, tie=tie, rng=rng, on_shift=on_shift)
+    run_options = EstimateOptions(rule=rule, ridge=o["ridge"], tie=o["tie"], rng=o["rng"], on_shift=o["on_shift"])
     for m in wanted:
         est = ESTIMATORS[m]
         if anchored and not est.new_labelers_estimate:
@@ -148,7 +166,7 @@ def estimate_methods(
         if why is not None:
             skipped[m] = why
             continue
-        results[m] = est.run(data, cal, options)
+        results[m] = est.run(data, cal, run_options)
     if single:
         return results[wanted[0]]
     return EstimateCollection(results, ingest=data.report, skipped=skipped)

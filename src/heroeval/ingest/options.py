@@ -11,23 +11,82 @@ objects and pass those down:
 * :class:`RowRules`: the row policies (``duplicates``, ``missing``), the ``label_map`` recoding and the label
   parser, validated when made. Each rule lives in one declarative table (:data:`ROW_RULE_CONSTRAINTS`, in the
   manner of :data:`heroeval.stage_a.settings.EM_CONSTRAINTS`): a predicate and the phrase the error uses.
+
+The readers take those keywords as ``**options`` typed by the ``TypedDict`` groups declared here once
+(:class:`LogColumnOptions`, :class:`ColumnOptions`, :class:`RowOptions`; :mod:`heroeval.core.options`), with
+their defaults beside them, so ``read_annotations(df, item_col="task")`` is unchanged and a misspelt keyword is
+a type error and a :class:`TypeError` naming the closest name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from heroeval.errors import DataError
 from heroeval.ingest.labels import LabelParser, parse_binary
 
-__all__ = ["DUPLICATES", "MISSING", "ROW_RULE_CONSTRAINTS", "ColumnNames", "Columns", "RowRules"]
+__all__ = [
+    "COLUMN_DEFAULTS",
+    "DUPLICATES",
+    "MISSING",
+    "ROW_DEFAULTS",
+    "ROW_RULE_CONSTRAINTS",
+    "ColumnNames",
+    "ColumnOptions",
+    "Columns",
+    "Duplicates",
+    "LogColumnOptions",
+    "Missing",
+    "RowOptions",
+    "RowRules",
+]
 
 Duplicates = Literal["keep", "first", "error"]
 Missing = Literal["drop", "error"]
 DUPLICATES = ("keep", "first", "error")
 MISSING = ("drop", "error")
+
+
+class LogColumnOptions(TypedDict, total=False):
+    """The column-name keywords of an annotation log and its gold table (documented at
+    :func:`heroeval.read_annotations`; None: found by the usual names, ``round_col=False`` ignores a round
+    column)."""
+
+    item_col: str | None
+    labeler_col: str | None
+    label_col: str | None
+    round_col: str | Literal[False] | None
+    gold_col: str | None
+    gold_item_col: str | None
+
+
+class ColumnOptions(LogColumnOptions, total=False):
+    """:class:`LogColumnOptions` and the covariate table's column keywords."""
+
+    covariate_item_col: str | None
+    covariate_cols: Sequence[str] | None
+
+
+COLUMN_DEFAULTS: Mapping[str, Any] = {
+    "item_col": None, "labeler_col": None, "label_col": None, "round_col": None, "gold_col": None,
+    "gold_item_col": None, "covariate_item_col": None, "covariate_cols": None,
+}
+"""Every column keyword's default: None (the column is found by its usual names)."""
+
+
+class RowOptions(TypedDict, total=False):
+    """The row-rule keywords of the readers (documented at :func:`heroeval.read_annotations`; the fields of
+    :class:`RowRules` the caller gives)."""
+
+    duplicates: Duplicates
+    missing: Missing
+    label_map: Mapping[Any, int | None] | None
+
+
+ROW_DEFAULTS: Mapping[str, Any] = {"duplicates": "keep", "missing": "drop", "label_map": None}
+"""The row rules' defaults (those of :class:`RowRules`)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +103,13 @@ class ColumnNames:
     round: str | Literal[False] | None = None
     gold: str | None = None
     gold_item: str | None = None
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> ColumnNames:
+        """The names among column keywords (``item_col`` ... ``gold_item_col``; absent ones None)."""
+        return cls(item=options.get("item_col"), labeler=options.get("labeler_col"),
+                   label=options.get("label_col"), round=options.get("round_col"),
+                   gold=options.get("gold_col"), gold_item=options.get("gold_item_col"))
 
 
 @dataclass(frozen=True)

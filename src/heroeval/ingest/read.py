@@ -11,17 +11,28 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from heroeval.core.options import options_of
 from heroeval.errors import DataError
 from heroeval.ingest._duckdb import read_with_duckdb
 from heroeval.ingest.annotations import AnnotationSet, build_annotation_set
 from heroeval.ingest.compact import CompactHistory
-from heroeval.ingest.options import ColumnNames, Columns, RowRules
+from heroeval.ingest.options import (
+    COLUMN_DEFAULTS,
+    ROW_DEFAULTS,
+    ColumnNames,
+    ColumnOptions,
+    Columns,
+    LogColumnOptions,
+    Missing,
+    RowOptions,
+    RowRules,
+)
 from heroeval.ingest.tables import (
     ITEM_COLUMNS,
     TableLike,
@@ -32,7 +43,34 @@ from heroeval.ingest.tables import (
     side_tables,
 )
 
-__all__ = ["DESIGN_COLUMN", "DUCKDB_MIN_BYTES", "read_annotations", "read_compact", "read_design"]
+__all__ = [
+    "DESIGN_COLUMN",
+    "DUCKDB_MIN_BYTES",
+    "CompactOptions",
+    "ReadOptions",
+    "read_annotations",
+    "read_compact",
+    "read_design",
+]
+
+
+class ReadOptions(ColumnOptions, RowOptions, total=False):
+    """:func:`read_annotations`' column and row-rule keywords (its ``**options``)."""
+
+
+READ_DEFAULTS: Mapping[str, Any] = {**COLUMN_DEFAULTS, **ROW_DEFAULTS}
+
+
+class CompactOptions(LogColumnOptions, total=False):
+    """:func:`read_compact`'s column and row-rule keywords (its ``**options``): no covariates, no ``label_map``,
+    and ``duplicates`` ``"keep"`` or ``"error"``."""
+
+    duplicates: Literal["keep", "error"]
+    missing: Missing
+
+
+COMPACT_DEFAULTS: Mapping[str, Any] = {**{k: COLUMN_DEFAULTS[k] for k in LogColumnOptions.__annotations__},
+                                       "duplicates": "keep", "missing": "drop"}
 
 
 def read_annotations(
@@ -40,23 +78,13 @@ def read_annotations(
     *,
     gold: TableLike | None = None,
     covariates: TableLike | None = None,
-    item_col: str | None = None,
-    labeler_col: str | None = None,
-    label_col: str | None = None,
-    round_col: str | Literal[False] | None = None,
-    gold_col: str | None = None,
-    gold_item_col: str | None = None,
-    covariate_item_col: str | None = None,
-    covariate_cols: Sequence[str] | None = None,
-    duplicates: Literal["keep", "first", "error"] = "keep",
-    missing: Literal["drop", "error"] = "drop",
-    label_map: Mapping[Any, int | None] | None = None,
     name: str | None = None,
     engine: Literal["auto", "pandas", "duckdb"] = "auto",
     memory_limit: str | None = None,
     progress: bool = False,
     encoding: str | None = None,
     design: TableLike | None = None,
+    **options: Unpack[ReadOptions],
 ) -> AnnotationSet:
     """Read, validate and int-code an annotation log.
 
@@ -134,22 +162,25 @@ def read_annotations(
     >>> ds.n_items, ds.n_annotations
     (2, 3)
     """
+    o = options_of("read_annotations", options, ReadOptions, READ_DEFAULTS)
+    item_col, gold_item_col, gold_col = o["item_col"], o["gold_item_col"], o["gold_col"]
+    label_map = o["label_map"]
     use_duckdb = _use_duckdb(engine, annotations, covariates,
                              label_map if encoding is None and design is None else True)
-    rules = RowRules(duplicates=duplicates, missing=missing, label_map=label_map)
+    rules = RowRules(duplicates=o["duplicates"], missing=o["missing"], label_map=label_map)
     if use_duckdb:
-        names = ColumnNames(item=item_col, labeler=labeler_col, label=label_col, round=round_col, gold=gold_col,
-                            gold_item=gold_item_col)
-        out = read_with_duckdb(annotations, gold=gold, columns=names, rules=rules, name=name,
+        out = read_with_duckdb(annotations, gold=gold, columns=ColumnNames.of(o), rules=rules, name=name,
                                memory_limit=memory_limit, progress=progress)
         assert isinstance(out, AnnotationSet)
         return out
-    ann, lab_c, lbl_c, rnd_c = annotation_table(annotations, item_col, labeler_col, label_col, round_col, encoding)
-    gold_t, gold_col, cov_t = side_tables(gold, covariates, item_col, gold_item_col, gold_col, covariate_item_col,
-                                           encoding)
+    ann, lab_c, lbl_c, rnd_c = annotation_table(annotations, item_col, o["labeler_col"], o["label_col"],
+                                                o["round_col"], encoding)
+    gold_t, gold_col, cov_t = side_tables(gold, covariates, item_col, gold_item_col, gold_col,
+                                           o["covariate_item_col"], encoding)
     if name is None:
         name = file_stem(ann.source) if not ann.source.startswith("<") else "annotations"
-    columns = Columns(labeler=lab_c, label=lbl_c, round=rnd_c, gold=gold_col or "gold", covariates=covariate_cols)
+    columns = Columns(labeler=lab_c, label=lbl_c, round=rnd_c, gold=gold_col or "gold",
+                      covariates=o["covariate_cols"])
     ds = build_annotation_set(ann, columns=columns, rules=rules, gold=gold_t, covariates=cov_t, name=name)
     if design is not None:
         ids, pi = read_design(design, item_col=gold_item_col or item_col, encoding=encoding)
@@ -165,17 +196,10 @@ def read_compact(
     annotations: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
     gold: TableLike | None = None,
-    item_col: str | None = None,
-    labeler_col: str | None = None,
-    label_col: str | None = None,
-    round_col: str | Literal[False] | None = None,
-    gold_col: str | None = None,
-    gold_item_col: str | None = None,
-    duplicates: Literal["keep", "error"] = "keep",
-    missing: Literal["drop", "error"] = "drop",
     name: str | None = None,
     memory_limit: str | None = None,
     progress: bool = False,
+    **options: Unpack[CompactOptions],
 ) -> CompactHistory:
     """Read a history too large to hold twice straight into the compiled engine's arrays (a :class:`CompactHistory`).
 
@@ -194,11 +218,11 @@ def read_compact(
     DataError
         When the files do not qualify (string or sparse item ids, CSV), naming why.
     """
-    if duplicates not in ("keep", "error"):
-        raise DataError(f"read_compact: duplicates must be 'keep' or 'error', got {duplicates!r}")
-    names = ColumnNames(item=item_col, labeler=labeler_col, label=label_col, round=round_col, gold=gold_col,
-                        gold_item=gold_item_col)
-    out = read_with_duckdb(annotations, gold=gold, columns=names, rules=RowRules(duplicates=duplicates, missing=missing),
+    o = options_of("read_compact", options, CompactOptions, COMPACT_DEFAULTS)
+    if o["duplicates"] not in ("keep", "error"):
+        raise DataError(f"read_compact: duplicates must be 'keep' or 'error', got {o['duplicates']!r}")
+    out = read_with_duckdb(annotations, gold=gold, columns=ColumnNames.of(o),
+                           rules=RowRules(duplicates=o["duplicates"], missing=o["missing"]),
                            name=name, memory_limit=memory_limit, progress=progress, compact=True)
     assert isinstance(out, CompactHistory)
     return out

@@ -5,19 +5,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Unpack
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from heroeval.core.options import options_of
 from heroeval.errors import DataError, HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet, as_pair, build_annotation_set
 from heroeval.ingest.coding import ids_to_str
-from heroeval.ingest.options import Columns, RowRules
+from heroeval.ingest.options import COLUMN_DEFAULTS, ColumnOptions, Columns, Duplicates, Missing, RowRules
 from heroeval.ingest.tables import LoadedTable, TableLike, annotation_table, file_stem, side_tables
 
-__all__ = ["MultiClassData", "multiclass_from_arrays", "read_multiclass"]
+__all__ = ["MultiClassData", "MultiClassReadOptions", "multiclass_from_arrays", "read_multiclass"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -181,6 +182,17 @@ def _resolve_classes(
     return _check_classes(_class_order(found), where=f"{where}: classes found in the data")
 
 
+class MultiClassReadOptions(ColumnOptions, total=False):
+    """:func:`read_multiclass`' column and row-rule keywords (its ``**options``), as :func:`heroeval.read_annotations`
+    takes them but without ``label_map``."""
+
+    duplicates: Duplicates
+    missing: Missing
+
+
+MULTICLASS_READ_DEFAULTS: Mapping[str, Any] = {**COLUMN_DEFAULTS, "duplicates": "keep", "missing": "drop"}
+
+
 def read_multiclass(
     annotations: TableLike,
     *,
@@ -188,17 +200,8 @@ def read_multiclass(
     covariates: TableLike | None = None,
     classes: Sequence[Any] | str | None = None,
     ordinal: bool = False,
-    item_col: str | None = None,
-    labeler_col: str | None = None,
-    label_col: str | None = None,
-    round_col: str | Literal[False] | None = None,
-    gold_col: str | None = None,
-    gold_item_col: str | None = None,
-    covariate_item_col: str | None = None,
-    covariate_cols: Sequence[str] | None = None,
-    duplicates: Literal["keep", "first", "error"] = "keep",
-    missing: Literal["drop", "error"] = "drop",
     name: str | None = None,
+    **options: Unpack[MultiClassReadOptions],
 ) -> MultiClassData:
     """Read a K-class (or ordinal) annotation log; like :func:`heroeval.read_annotations`.
 
@@ -226,17 +229,22 @@ def read_multiclass(
     >>> d.classes, d.annotations.label.tolist()
     (('bad', 'ok', 'good'), [2, 0, 1])
     """
-    rules = RowRules(duplicates=duplicates, missing=missing)
-    ann, lab_c, lbl_c, rnd_c = annotation_table(annotations, item_col, labeler_col, label_col, round_col)
+    o = options_of("read_multiclass", options, MultiClassReadOptions, MULTICLASS_READ_DEFAULTS)
+    rules = RowRules(duplicates=o["duplicates"], missing=o["missing"])
+    item_col = o["item_col"]
+    ann, lab_c, lbl_c, rnd_c = annotation_table(annotations, item_col, o["labeler_col"], o["label_col"],
+                                                o["round_col"])
     df, src = ann.df, ann.source
     series = [df[lbl_c]]
-    gold_t, gold_col, cov_t = side_tables(gold, covariates, item_col, gold_item_col, gold_col, covariate_item_col)
+    gold_t, gold_col, cov_t = side_tables(gold, covariates, item_col, o["gold_item_col"], o["gold_col"],
+                                           o["covariate_item_col"])
     if gold_t is not None:
         series.append(gold_t.df[gold_col])
     cl = _resolve_classes(classes, ordinal, series, src)
     if name is None:
         name = file_stem(src) if not src.startswith("<") else "annotations"
-    columns = Columns(labeler=lab_c, label=lbl_c, round=rnd_c, gold=gold_col or "gold", covariates=covariate_cols)
+    columns = Columns(labeler=lab_c, label=lbl_c, round=rnd_c, gold=gold_col or "gold",
+                      covariates=o["covariate_cols"])
     aset = build_annotation_set(ann, columns=columns, rules=replace(rules, label_parser=_parser(cl)), gold=gold_t,
                                 covariates=cov_t, name=name)
     return MultiClassData(aset, cl, _class_values(cl), bool(ordinal))

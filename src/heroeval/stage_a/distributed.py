@@ -38,16 +38,18 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from heroeval.core.options import options_of
 from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet, IngestReport, TableReport
 from heroeval.ingest.coding import ids_to_str
 from heroeval.ingest.labels import parse_binary
+from heroeval.ingest.options import COLUMN_DEFAULTS, ColumnOptions
 from heroeval.ingest.tables import (
     GOLD_COLUMNS,
     ITEM_COLUMNS,
@@ -469,17 +471,11 @@ def load_dask_history(
     gold: Any,
     client: Any = None,
     covariates: Any = None,
-    item_col: str | None = None,
-    labeler_col: str | None = None,
-    label_col: str | None = None,
-    round_col: str | None = None,
-    gold_col: str | None = None,
-    gold_item_col: str | None = None,
-    covariate_item_col: str | None = None,
-    covariate_cols: Sequence[str] | None = None,
     partitioned_by_item: bool = False,
+    **columns: Unpack[ColumnOptions],
 ) -> DaskHistory:
-    """Read a history into the workers' memory, one compact design per partition (see :func:`heroeval.calibrate_dask`)."""
+    """Read a history into the workers' memory, one compact design per partition (see :func:`heroeval.calibrate_dask`;
+    ``columns``: the column names, as :func:`heroeval.read_annotations` takes them)."""
     import dask.dataframe as dd
     import distributed
 
@@ -488,6 +484,10 @@ def load_dask_history(
     if not isinstance(ddf, dd.DataFrame):
         raise HeroEvalError(f"history must be a dask DataFrame or a Parquet path, got {type(history).__name__}")
     where = "dask history"
+    o = options_of("load_dask_history", columns, ColumnOptions, COLUMN_DEFAULTS)
+    item_col, gold_item_col, gold_col = o["item_col"], o["gold_item_col"], o["gold_col"]
+    labeler_col, label_col, round_col = o["labeler_col"], o["label_col"], o["round_col"]
+    covariate_item_col, covariate_cols = o["covariate_item_col"], o["covariate_cols"]
     cols = pd.DataFrame(columns=list(ddf.columns))
     i_c, l_c, y_c, r_c = annotation_columns(cols, item_col, labeler_col, label_col, round_col, where)
     gdf, gsrc, _ = load_table(gold, "gold", string_cols=[c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c])

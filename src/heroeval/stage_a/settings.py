@@ -15,16 +15,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from heroeval.errors import HeroEvalError
 
 __all__ = [
     "EM_CONSTRAINTS",
+    "EM_DEFAULTS",
     "EM_SETTING_KEYS",
     "PRIOR_KEYS",
     "SHRINKS",
     "STOPPING_RULE_KEYS",
+    "EMOptions",
     "EMSettings",
     "FitSettings",
     "Shrink",
@@ -129,6 +131,25 @@ class StoppingRule:
 EM_SETTING_KEYS: tuple[str, ...] = tuple(f.name for f in fields(EMSettings))
 """The EM settings' names, in the order a calibration file writes them: the one place the list is written."""
 assert tuple(EM_CONSTRAINTS) == EM_SETTING_KEYS, "every EM setting has one rule"
+
+
+
+class EMOptions(TypedDict, total=False):
+    """The EM settings as keyword options (``calibrate(history, tol=1e-6)``; :mod:`heroeval.core.options`):
+    :class:`EMSettings`' fields, for the type checker."""
+
+    tol: float
+    max_iter: int
+    criterion: Criterion
+    accelerate: bool
+    pseudo_count: float
+    shrink: Shrink
+
+
+assert tuple(EMOptions.__annotations__) == EM_SETTING_KEYS, "EMOptions declares EMSettings' fields"
+
+EM_DEFAULTS: Mapping[str, Any] = asdict(EMSettings())
+"""The EM settings' defaults, taken from :class:`EMSettings`."""
 
 PRIOR_KEYS = ("pseudo_count", "shrink")
 """The EM settings that make the prior (a refit whose prior is set by other means leaves them out)."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Unpack, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -34,12 +34,10 @@ from heroeval.checks.fold_refits import FoldFitter, Params, fold_fits_shared
 from heroeval.checks.model_checks import CheckSettings, run_checks, run_checks_on_gold
 from heroeval.choice.auto import recommend as _recommend
 from heroeval.choice.auto import recommend_with_gold
+from heroeval.core.options import options_of
 from heroeval.errors import HeroEvalError, MultipleRoundsWarning
 from heroeval.estimators.collection import EstimateCollection
 from heroeval.estimators.common import (
-    DispatchRule,
-    ShiftRule,
-    TieRule,
     check_calibration,
     check_current,
     dispatch_rule,
@@ -52,7 +50,7 @@ from heroeval.estimators.registry import estimate_methods
 from heroeval.estimators.results import EstimateResult
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.ingest.compact import CompactHistory
-from heroeval.stage_a import two_coin
+from heroeval.ingest.options import COLUMN_DEFAULTS, ColumnOptions
 from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.distributed import DaskFoldFits, fit_stage_a_dask, load_dask_history
 from heroeval.stage_a.fit import check_fit_settings, fit_stage_a
@@ -61,8 +59,15 @@ from heroeval.stage_a.settings import (
     FitSettings,
     check_em_settings,
     check_pseudo_count,
-    check_shrink,
     check_weight,
+)
+from heroeval.workflows.options import (
+    CALIBRATE_DASK_DEFAULTS,
+    CALIBRATE_DEFAULTS,
+    ESTIMATE_CALL_DEFAULTS,
+    CalibrateDaskOptions,
+    CalibrateOptions,
+    EstimateCallOptions,
 )
 
 __all__ = ["DRIFT_METHODS", "calibrate", "calibrate_dask", "estimate", "warn_multiple_rounds"]
@@ -106,23 +111,7 @@ def _reusable(results: Mapping[str, EstimateResult], *, tie: str, ridge: float,
 
 def calibrate(
     history: AnnotationSet | CompactHistory,
-    *,
-    tol: float = 1e-8,
-    max_iter: int = 10_000,
-    criterion: Literal["parameters", "loglik"] = "parameters",
-    accelerate: bool = True,
-    pseudo_count: float = 0.0,
-    shrink: Literal["none", "eb"] = "none",
-    variance: Literal["sandwich", "model"] = "sandwich",
-    covariance: bool = True,
-    history_weight: float | Literal["cv"] = 1.0,
-    checks: bool = False,
-    check_folds: int = 5,
-    check_rounds: bool = True,
-    seed: int = 0,
-    compress: bool = True,
-    engine: Literal["auto", "numpy", "numba"] = "auto",
-    progress: bool | two_coin.Progress = False,
+    **options: Unpack[CalibrateOptions],
 ) -> Calibration:
     """Stage A: learn each labeler's sensitivity and specificity from a history.
 
@@ -249,15 +238,20 @@ def calibrate(
     >>> cal.labeler_ids
     ('a', 'b')
     """
-    check_fit_settings(history, tol, max_iter, criterion, pseudo_count, variance, shrink)
-    em = EMSettings(tol, max_iter, criterion, accelerate, pseudo_count, shrink)
+    o = options_of("calibrate", options, CalibrateOptions, CALIBRATE_DEFAULTS)
+    check_fit_settings(history, o["tol"], o["max_iter"], o["criterion"], o["pseudo_count"], o["variance"],
+                       o["shrink"])
+    em = EMSettings.from_dict(o)
+    covariance, history_weight = o["covariance"], o["history_weight"]
     cv = history_weight == "cv"
     w = 1.0 if cv else check_weight(history_weight)
-    def fit(weight: float, with_covariance: bool, keep_design: bool = False) -> Calibration:
-        return fit_stage_a(history, em=em, fitting=FitSettings(variance, with_covariance, compress, engine),
-                           history_weight=weight, progress=progress, keep_design=keep_design)
 
-    if not (cv or checks):
+    def fit(weight: float, with_covariance: bool, keep_design: bool = False) -> Calibration:
+        return fit_stage_a(history, em=em,
+                           fitting=FitSettings(o["variance"], with_covariance, o["compress"], o["engine"]),
+                           history_weight=weight, progress=o["progress"], keep_design=keep_design)
+
+    if not (cv or o["checks"]):
         return fit(w, covariance)
     if isinstance(history, CompactHistory):
         raise HeroEvalError("the model checks (checks=True, history_weight='cv') refit Stage A on the history's "
@@ -265,10 +259,8 @@ def calibrate(
                             "or calibrate without the checks")
     # the fit first: the checks' refits start from it and share its design and its information
     cal = fit(w, covariance and not cv, keep_design=True)
-    model_checks = run_checks(
-        history, folds=check_folds, seed=seed, start=cal, past_rounds=check_rounds,
-        em_settings=EMSettings(tol, max_iter, criterion, accelerate, pseudo_count, shrink).to_dict(),
-    )
+    model_checks = run_checks(history, folds=o["check_folds"], seed=o["seed"], start=cal,
+                              past_rounds=o["check_rounds"], em_settings=em.to_dict())
     if cv:
         cal = fit(model_checks.chosen_weight, covariance)
     return replace(cal, checks=model_checks, history_design=None, history_information=None)
@@ -280,29 +272,8 @@ def calibrate_dask(
     gold: Any,
     client: Any = None,
     covariates: Any = None,
-    item_col: str | None = None,
-    labeler_col: str | None = None,
-    label_col: str | None = None,
-    round_col: str | None = None,
-    gold_col: str | None = None,
-    gold_item_col: str | None = None,
-    covariate_item_col: str | None = None,
-    covariate_cols: Sequence[str] | None = None,
     partitioned_by_item: bool = False,
-    tol: float = 1e-8,
-    max_iter: int = 10_000,
-    criterion: Literal["parameters", "loglik"] = "parameters",
-    accelerate: bool = True,
-    pseudo_count: float = 0.0,
-    shrink: Literal["none", "eb"] = "none",
-    variance: Literal["sandwich", "model"] = "sandwich",
-    covariance: bool = True,
-    history_weight: float | Literal["cv"] = 1.0,
-    checks: bool = False,
-    check_folds: int = 5,
-    check_rounds: bool = True,
-    seed: int = 0,
-    progress: bool | two_coin.Progress = False,
+    **options: Unpack[CalibrateDaskOptions],
 ) -> Calibration:
     """:func:`calibrate` on a Dask cluster: Stage A and, when asked, the model checks, for a history in Dask.
 
@@ -344,30 +315,31 @@ def calibrate_dask(
         With ``history=None`` (the items stay on the cluster): ``hero_joint`` and the bootstrap need the
         history in memory.
     """
-    check_em_settings(tol, max_iter, criterion)
-    c = check_pseudo_count(pseudo_count)
-    check_shrink(shrink)
+    o = options_of("calibrate_dask", options, CalibrateDaskOptions, CALIBRATE_DASK_DEFAULTS)
+    check_em_settings(o["tol"], o["max_iter"], o["criterion"])
+    c = check_pseudo_count(o["pseudo_count"])
+    em = EMSettings.from_dict({**o, "pseudo_count": c})
+    variance, covariance, history_weight, check_folds = o["variance"], o["covariance"], o["history_weight"], \
+        o["check_folds"]
     if variance not in ("sandwich", "model"):
         raise HeroEvalError(f"variance must be 'sandwich' or 'model', got {variance!r}")
     cv = history_weight == "cv"
     w = 1.0 if cv else check_weight(history_weight)
     if not (isinstance(check_folds, int) and check_folds >= 2):
         raise HeroEvalError(f"check_folds must be an integer >= 2, got {check_folds!r}")
-    dh = load_dask_history(history, gold=gold, client=client, covariates=covariates, item_col=item_col,
-                           labeler_col=labeler_col, label_col=label_col, round_col=round_col, gold_col=gold_col,
-                           gold_item_col=gold_item_col, covariate_item_col=covariate_item_col,
-                           covariate_cols=covariate_cols, partitioned_by_item=partitioned_by_item)
+    columns = cast(ColumnOptions, {k: o[k] for k in COLUMN_DEFAULTS})
+    dh = load_dask_history(history, gold=gold, client=client, covariates=covariates,
+                           partitioned_by_item=partitioned_by_item, **columns)
 
     def fit(weight: float, with_covariance: bool) -> Calibration:
-        return fit_stage_a_dask(dh, em=EMSettings(tol, max_iter, criterion, accelerate, c, shrink),
-                                fitting=FitSettings(variance, with_covariance), history_weight=weight,
-                                progress=progress)
+        return fit_stage_a_dask(dh, em=em, fitting=FitSettings(variance, with_covariance), history_weight=weight,
+                                progress=o["progress"])
 
-    if not (cv or checks):
+    if not (cv or o["checks"]):
         return fit(w, covariance)
     cal = fit(w, covariance and not cv)
-    settings = EMSettings(tol, max_iter, criterion, accelerate, c, shrink).to_dict()
-    ff: FoldFitter = DaskFoldFits(dh, pseudo_count=c, shrink=shrink)
+    settings = em.to_dict()
+    ff: FoldFitter = DaskFoldFits(dh, pseudo_count=c, shrink=em.shrink)
 
     def fold_fits(fold_items: list[npt.NDArray[np.int64]], grid: tuple[float, ...], gold_set: AnnotationSet,
                   warm: bool) -> list[dict[float, Params]]:
@@ -375,7 +347,8 @@ def calibrate_dask(
 
     model_checks = run_checks_on_gold(dh.gold_items(), n_labels=dh.n_annotations, fold_fits=fold_fits,
                                       template=lambda: cal,
-                                      settings=CheckSettings(folds=check_folds, seed=seed, past_rounds=check_rounds))
+                                      settings=CheckSettings(folds=check_folds, seed=o["seed"],
+                                                             past_rounds=o["check_rounds"]))
     if cv:
         cal = fit(model_checks.chosen_weight, covariance)
     return replace(cal, checks=model_checks)
@@ -387,14 +360,8 @@ def estimate(
     *,
     method: str | Sequence[str] = "hero1",
     history: AnnotationSet | None = None,
-    ridge: float = 0.0,
-    tie: TieRule = "half",
-    exclude_new_labelers: bool = False,
-    rng: np.random.Generator | int | None = None,
     recommend: bool = False,
-    new_labelers: DispatchRule | None = None,
-    on_shift: ShiftRule = "warn",
-    drift_check: bool = True,
+    **options: Unpack[EstimateCallOptions],
 ) -> EstimateResult | EstimateCollection:
     """Estimate the current round's gold rate by one method, several, or ``"all"``.
 
@@ -465,6 +432,8 @@ def estimate(
     >>> sorted(res)
     ['dawid_skene', 'gold_proportion', 'hero1', 'hero_joint', 'majority_vote', 'rogan_gladen']
     """
+    o = options_of("estimate", options, EstimateCallOptions, ESTIMATE_CALL_DEFAULTS)
+    ridge, tie, rng, on_shift, drift_check = o["ridge"], o["tie"], o["rng"], o["on_shift"], o["drift_check"]
     data = check_current(current)
     warn_multiple_rounds(data)
     if calibration is None:
@@ -473,7 +442,7 @@ def estimate(
         calibration = calibrate(history)
     cal = with_history(check_calibration(calibration), history)
     has_gold = data.has_gold
-    rule = dispatch_rule(data, cal, new_labelers, exclude_new_labelers)
+    rule = dispatch_rule(data, cal, o["new_labelers"], o["exclude_new_labelers"])
     excl = rule in ("exclude", "auto")  # every method but HERO-1 leaves the new labelers out
     if isinstance(method, str) and method in ALL_GOLD_METHODS:
         got, _ = gold_estimates(data, cal, [method], exclude_new_labelers=excl)
