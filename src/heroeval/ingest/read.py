@@ -55,10 +55,17 @@ __all__ = [
 
 
 class ReadOptions(ColumnOptions, RowOptions, total=False):
-    """:func:`read_annotations`' column and row-rule keywords (its ``**options``)."""
+    """:func:`read_annotations`' keyword options (its ``**options``): the column names, the row rules, and how the
+    files are read (``engine``, DuckDB's ``memory_limit`` and ``progress``, the text ``encoding``)."""
+
+    engine: Literal["auto", "pandas", "duckdb"]
+    memory_limit: str | None
+    progress: bool
+    encoding: str | None
 
 
-READ_DEFAULTS: Mapping[str, Any] = {**COLUMN_DEFAULTS, **ROW_DEFAULTS}
+READ_DEFAULTS: Mapping[str, Any] = {**COLUMN_DEFAULTS, **ROW_DEFAULTS, "engine": "auto", "memory_limit": None,
+                                    "progress": False, "encoding": None}
 
 
 class CompactOptions(LogColumnOptions, total=False):
@@ -79,10 +86,6 @@ def read_annotations(
     gold: TableLike | None = None,
     covariates: TableLike | None = None,
     name: str | None = None,
-    engine: Literal["auto", "pandas", "duckdb"] = "auto",
-    memory_limit: str | None = None,
-    progress: bool = False,
-    encoding: str | None = None,
     design: TableLike | None = None,
     **options: Unpack[ReadOptions],
 ) -> AnnotationSet:
@@ -164,13 +167,13 @@ def read_annotations(
     """
     o = options_of("read_annotations", options, ReadOptions, READ_DEFAULTS)
     item_col, gold_item_col, gold_col = o["item_col"], o["gold_item_col"], o["gold_col"]
-    label_map = o["label_map"]
-    use_duckdb = _use_duckdb(engine, annotations, covariates,
+    label_map, encoding = o["label_map"], o["encoding"]
+    use_duckdb = _use_duckdb(o["engine"], annotations, covariates,
                              label_map if encoding is None and design is None else True)
     rules = RowRules(duplicates=o["duplicates"], missing=o["missing"], label_map=label_map)
     if use_duckdb:
         out = read_with_duckdb(annotations, gold=gold, columns=ColumnNames.of(o), rules=rules, name=name,
-                               memory_limit=memory_limit, progress=progress)
+                               memory_limit=o["memory_limit"], progress=o["progress"])
         assert isinstance(out, AnnotationSet)
         return out
     ann, lab_c, lbl_c, rnd_c = annotation_table(annotations, item_col, o["labeler_col"], o["label_col"],

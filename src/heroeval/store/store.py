@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from heroeval.checks.drift import check_drift
 from heroeval.estimators.collection import EstimateCollection
 from heroeval.estimators.results import EstimateResult
 from heroeval.ingest.annotations import AnnotationSet
-from heroeval.ingest.read import read_annotations
+from heroeval.ingest.read import ReadOptions, read_annotations
 from heroeval.ingest.tables import TableLike
 from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.settings import EM_SETTING_KEYS
@@ -45,7 +45,15 @@ from heroeval.store.trend import DriftRow, Trend, TrendSource, trend_from_fit
 from heroeval.version import __version__
 from heroeval.workflows.api import calibrate, estimate
 
-__all__ = ["DEFAULT_SETTINGS", "HISTORY_IN_MEMORY", "AddResult", "Store", "StoreCalibration", "StoreEstimate"]
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "HISTORY_IN_MEMORY",
+    "AddResult",
+    "RoundReadOptions",
+    "Store",
+    "StoreCalibration",
+    "StoreEstimate",
+]
 
 DEFAULT_SETTINGS: dict[str, Any] = {"history_weight": 1.0, "checks": True, "seed": 0}
 """Stage A settings of the store's calibrations: the model checks are kept, so ``method="auto"`` works from the cache."""
@@ -76,6 +84,12 @@ def _key(rounds: Sequence[RoundInfo], settings: Mapping[str, Any]) -> str:
     body = json.dumps({"rounds": sorted([r.name, r.content_hash] for r in rounds), "settings": dict(settings)},
                       sort_keys=True)
     return hashlib.sha256(body.encode()).hexdigest()
+
+
+class RoundReadOptions(ReadOptions, total=False):
+    """:meth:`Store.add`'s reader options: a round's ``covariates`` and :func:`heroeval.read_annotations`' own."""
+
+    covariates: TableLike | None
 
 
 @dataclass(frozen=True)
@@ -174,13 +188,12 @@ class Store:
         *,
         name: str | None = None,
         gold: TableLike | None = None,
-        covariates: TableLike | None = None,
         model: str | None = None,
         date: str | None = None,
         tags: Sequence[str] = (),
         role: str = "auto",
         split_rounds: bool = False,
-        **read_kw: Any,
+        **read_options: Unpack[RoundReadOptions],
     ) -> AddResult:
         """Read a round with :func:`heroeval.read_annotations` and add it in one transaction.
 
@@ -190,7 +203,8 @@ class Store:
         prefix), each added in its own transaction. Content already in the
         store is reported in :attr:`AddResult.duplicates` and not added.
         ``role``: ``auto`` (history when the round has gold), ``history`` or
-        ``current`` (never calibrated on).
+        ``current`` (never calibrated on). ``read_options``: the round's ``covariates`` and
+        :func:`heroeval.read_annotations`' keyword options (column names, row rules, engine).
         """
         if role not in ROLES:
             raise StoreError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
@@ -198,7 +212,7 @@ class Store:
             ds = annotations
             source = ds.name
         else:
-            ds = read_annotations(annotations, gold=gold, covariates=covariates, name=name, **read_kw)
+            ds = read_annotations(annotations, gold=gold, name=name, **read_options)
             source = str(annotations) if isinstance(annotations, (str, os.PathLike)) else ds.name
         base = name if name is not None else ds.name
         if ds.n_rounds > 1 and not split_rounds:
