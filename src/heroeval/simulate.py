@@ -2,21 +2,106 @@
 
 Every detail the paper leaves to its unavailable appendix is a parameter
 with a documented default.
+
+The simulators' optional keywords are declared once (:mod:`heroeval.core.options`), as ``TypedDict`` groups
+with their defaults beside them: :class:`SampleOptions` (the sizes of the history and the current round, the
+gold share, the labels per item), which :class:`PanelOptions` (the paper's panel of labelers and its rate
+curve: :func:`paper_dgp`), :class:`DependentOptions` (its hard items: :func:`dependent_dgp`) and
+:class:`ShiftOptions` (the two rounds' gold rates: :func:`shift_dgp`) extend. Callers keep writing
+``paper_dgp(0, rho=0.3, labels_per_item=3)``; a misspelt keyword is a type error and a :class:`TypeError`
+naming the closest name.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 from scipy import integrate
 from scipy.special import expit
 
+from heroeval.core.options import options_of
 from heroeval.errors import HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet
 
-__all__ = ["PaperData", "ShiftData", "dependent_dgp", "paper_dgp", "paper_target", "shift_dgp"]
+__all__ = [
+    "DEPENDENT_DEFAULTS",
+    "PANEL_DEFAULTS",
+    "SAMPLE_DEFAULTS",
+    "SHIFT_DEFAULTS",
+    "DependentOptions",
+    "PanelOptions",
+    "PaperData",
+    "SampleOptions",
+    "ShiftData",
+    "ShiftOptions",
+    "dependent_dgp",
+    "paper_dgp",
+    "paper_target",
+    "shift_dgp",
+]
+
+
+class SampleOptions(TypedDict, total=False):
+    """The sizes of a simulated history and current round, their gold share and labels per item (documented
+    at :func:`paper_dgp` and :func:`shift_dgp`)."""
+
+    n: int
+    N: int
+    rho: float
+    labels_per_item: int | None
+
+
+SAMPLE_DEFAULTS: Mapping[str, Any] = {"n": 300, "N": 800, "rho": 0.10, "labels_per_item": None}
+"""The paper's sizes: 300 current items, 800 history items, gold on 10% of them, dense labels."""
+
+
+class PanelOptions(SampleOptions, total=False):
+    """:class:`SampleOptions` and the paper's labeler panel and rate curve (documented at
+    :func:`paper_dgp`)."""
+
+    J: int
+    k: float
+    mu_alpha: float
+    mu_beta: float
+    b0: float
+    b1: float
+
+
+PANEL_DEFAULTS: Mapping[str, Any] = {
+    **SAMPLE_DEFAULTS, "J": 10, "k": 12.0, "mu_alpha": 0.85, "mu_beta": 0.55, "b0": -0.2, "b1": 3.0,
+}
+""":func:`paper_dgp`'s defaults (the paper's design)."""
+
+
+class DependentOptions(PanelOptions, total=False):
+    """:class:`PanelOptions` and the hard items of :func:`dependent_dgp` (documented there)."""
+
+    hard_share: float
+    hard_fooled: float
+    decoy: int | None
+    current_b0: float | None
+
+
+DEPENDENT_DEFAULTS: Mapping[str, Any] = {
+    **PANEL_DEFAULTS, "mu_alpha": 0.90, "mu_beta": 0.80,
+    "hard_share": 0.2, "hard_fooled": 0.7, "decoy": 1, "current_b0": None,
+}
+""":func:`dependent_dgp`'s defaults: better labelers than :data:`PANEL_DEFAULTS`'s, and hard items."""
+
+
+class ShiftOptions(SampleOptions, total=False):
+    """:class:`SampleOptions` and the two rounds' gold rates of :func:`shift_dgp` (documented there)."""
+
+    history_rate: float
+    current_rate: float
+
+
+SHIFT_DEFAULTS: Mapping[str, Any] = {**SAMPLE_DEFAULTS, "history_rate": 0.4, "current_rate": 0.3}
+""":func:`shift_dgp`'s defaults."""
 
 
 @dataclass(frozen=True)
@@ -96,19 +181,10 @@ def _draw_round(
 def paper_dgp(
     rng: np.random.Generator | int | None = None,
     *,
-    n: int = 300,
-    N: int = 800,
-    J: int = 10,
-    rho: float = 0.10,
-    k: float = 12.0,
-    mu_alpha: float = 0.85,
-    mu_beta: float = 0.55,
-    b0: float = -0.2,
-    b1: float = 3.0,
-    labels_per_item: int | None = None,
     alpha: np.ndarray | None = None,
     beta: np.ndarray | None = None,
     current_labeler_weights: np.ndarray | None = None,
+    **options: Unpack[PanelOptions],
 ) -> PaperData:
     """Draw one replication of the paper's simulation design.
 
@@ -116,15 +192,20 @@ def paper_dgp(
     ----------
     rng : Generator, int or None
         Randomness (a seed or a Generator).
-    n, N, J : int
+    n, N, J : int, default 300, 800, 10
         Current items, history items, labelers (paper: 300, 800, 10).
-    rho : float
+    rho : float, default 0.10
         Share of history items with gold (paper: 0.05 to 0.10).
-    k : float
+    k : float, default 12.0
         Beta concentration of the labelers' parameters: alpha_j ~ Beta(k mu_alpha,
         k (1 - mu_alpha)), beta_j ~ Beta(k mu_beta, k (1 - mu_beta)); smaller is
         more heterogeneous (paper: five levels from 3 to 150).
-    labels_per_item : int or None
+    mu_alpha, mu_beta : float, default 0.85, 0.55
+        Mean sensitivity and specificity of the labelers.
+    b0, b1 : float, default -0.2, 3.0
+        The rate curve: Y ~ Bernoulli(sigmoid(b0 + b1 X)), X ~ N(0, 1), in
+        both rounds (``mu0`` is its mean, :func:`paper_target`).
+    labels_per_item : int or None, default None
         None (default): every labeler labels every item (dense). Otherwise each
         item gets that many distinct labelers drawn uniformly.
     alpha, beta : arrays, optional
@@ -142,11 +223,22 @@ def paper_dgp(
     >>> d.history.n_items, d.current.n_items, d.history.n_labelers
     (800, 300, 10)
     """
+    o = options_of("paper_dgp", options, PanelOptions, PANEL_DEFAULTS)
+    n: int = o["n"]
+    N: int = o["N"]
+    J: int = o["J"]
+    rho: float = o["rho"]
+    k: float = o["k"]
+    b0: float = o["b0"]
+    b1: float = o["b1"]
+    labels_per_item: int | None = o["labels_per_item"]
     if not 0 < rho <= 1:
         raise HeroEvalError(f"rho must be in (0, 1], got {rho!r}")
     if labels_per_item is not None and not 1 <= labels_per_item <= J:
         raise HeroEvalError(f"labels_per_item must be in [1, J={J}], got {labels_per_item!r}")
     gen = np.random.default_rng(rng)
+    mu_alpha: float = o["mu_alpha"]
+    mu_beta: float = o["mu_beta"]
     a = gen.beta(k * mu_alpha, k * (1 - mu_alpha), J) if alpha is None else np.asarray(alpha, dtype=float)
     b = gen.beta(k * mu_beta, k * (1 - mu_beta), J) if beta is None else np.asarray(beta, dtype=float)
 
@@ -169,22 +261,9 @@ def paper_dgp(
 def dependent_dgp(
     rng: np.random.Generator | int | None = None,
     *,
-    n: int = 300,
-    N: int = 800,
-    J: int = 10,
-    rho: float = 0.10,
-    k: float = 12.0,
-    mu_alpha: float = 0.90,
-    mu_beta: float = 0.80,
-    b0: float = -0.2,
-    b1: float = 3.0,
-    labels_per_item: int | None = None,
-    hard_share: float = 0.2,
-    hard_fooled: float = 0.7,
-    decoy: int | None = 1,
     alpha: np.ndarray | None = None,
     beta: np.ndarray | None = None,
-    current_b0: float | None = None,
+    **options: Unpack[DependentOptions],
 ) -> PaperData:
     """The paper's design with errors that labelers share: hard items.
 
@@ -214,6 +293,25 @@ def dependent_dgp(
     the labelers' behaviour given the gold label unchanged. ``mu0`` is then
     the current round's population rate.
 
+    Parameters
+    ----------
+    rng : Generator, int or None
+        Randomness (a seed or a Generator).
+    n, N, J, rho, k, b0, b1, labels_per_item, alpha, beta
+        As in :func:`paper_dgp`, with the same defaults (``alpha`` and
+        ``beta`` fix the labelers' rates on the items that are not hard).
+    mu_alpha, mu_beta : float, default 0.90, 0.80
+        Mean sensitivity and specificity of the labelers on the items that
+        are not hard.
+    hard_share : float, default 0.2
+        Share of hard items, in [0, 1].
+    hard_fooled : float, default 0.7
+        Probability that a labeler is fooled on a hard item, in [0, 1].
+    decoy : {1, 0, None}, default 1
+        The label a fooled labeler gives (None: the wrong label ``1 - Y``).
+    current_b0 : float or None, default None
+        The current round's intercept (None: ``b0``).
+
     Examples
     --------
     >>> from heroeval.simulate import dependent_dgp
@@ -221,6 +319,19 @@ def dependent_dgp(
     >>> d.history.n_items, d.current.n_items
     (800, 300)
     """
+    o = options_of("dependent_dgp", options, DependentOptions, DEPENDENT_DEFAULTS)
+    n: int = o["n"]
+    N: int = o["N"]
+    J: int = o["J"]
+    rho: float = o["rho"]
+    k: float = o["k"]
+    b0: float = o["b0"]
+    b1: float = o["b1"]
+    labels_per_item: int | None = o["labels_per_item"]
+    hard_share: float = o["hard_share"]
+    hard_fooled: float = o["hard_fooled"]
+    decoy: int | None = o["decoy"]
+    current_b0: float | None = o["current_b0"]
     if decoy not in (None, 0, 1):
         raise HeroEvalError(f"decoy must be 0, 1 or None, got {decoy!r}")
     if not 0 <= hard_share <= 1 or not 0 <= hard_fooled <= 1:
@@ -230,6 +341,8 @@ def dependent_dgp(
     if labels_per_item is not None and not 1 <= labels_per_item <= J:
         raise HeroEvalError(f"labels_per_item must be in [1, J={J}], got {labels_per_item!r}")
     gen = np.random.default_rng(rng)
+    mu_alpha: float = o["mu_alpha"]
+    mu_beta: float = o["mu_beta"]
     a = gen.beta(k * mu_alpha, k * (1 - mu_alpha), J) if alpha is None else np.asarray(alpha, dtype=float)
     b = gen.beta(k * mu_beta, k * (1 - mu_beta), J) if beta is None else np.asarray(beta, dtype=float)
     hq = hard_share * hard_fooled
@@ -242,6 +355,8 @@ def dependent_dgp(
     a_marg = (1 - hq) * a + (hq if decoy == 1 else 0.0)
     b_marg = (1 - hq) * b + (hq if decoy == 0 else 0.0)
     return PaperData(hist, cur, a_marg, b_marg, _target(cb0, b1), float(yc.mean()))
+
+
 @dataclass(frozen=True)
 class ShiftData:
     """One replication of :func:`shift_dgp`: history, current round and the true parameters."""
@@ -265,12 +380,7 @@ def shift_dgp(
     current_beta: np.ndarray | None = None,
     history_pool: np.ndarray | None = None,
     current_pool: np.ndarray | None = None,
-    n: int = 300,
-    N: int = 800,
-    rho: float = 0.10,
-    labels_per_item: int | None = None,
-    history_rate: float = 0.4,
-    current_rate: float = 0.3,
+    **options: Unpack[ShiftOptions],
 ) -> ShiftData:
     """History and current round whose labelers may change between them (drift, new labelers).
 
@@ -285,6 +395,26 @@ def shift_dgp(
     ``history_rate`` and ``current_rate``; a share ``rho`` of history items
     has gold. Labeler ids are ``"L00"``, ``"L01"``, ...
 
+    Parameters
+    ----------
+    rng : Generator, int or None
+        Randomness (a seed or a Generator).
+    alpha, beta : arrays of length J
+        The history's sensitivities and specificities, one per labeler.
+    current_alpha, current_beta : arrays of length J, optional
+        The current round's (default: the history's).
+    history_pool, current_pool : integer arrays, optional
+        The labelers (indices into ``alpha``) of each round (default: all).
+    n, N : int, default 300, 800
+        Current items, history items.
+    rho : float, default 0.10
+        Share of history items with gold.
+    labels_per_item : int or None, default None
+        Distinct labelers per item, drawn uniformly from its round's pool
+        (None: every labeler of the pool).
+    history_rate, current_rate : float, default 0.4, 0.3
+        The rounds' gold rates.
+
     Examples
     --------
     >>> import numpy as np
@@ -293,6 +423,13 @@ def shift_dgp(
     >>> d.current.n_items, d.history.n_labelers
     (300, 4)
     """
+    o = options_of("shift_dgp", options, ShiftOptions, SHIFT_DEFAULTS)
+    n: int = o["n"]
+    N: int = o["N"]
+    rho: float = o["rho"]
+    labels_per_item: int | None = o["labels_per_item"]
+    history_rate: float = o["history_rate"]
+    current_rate: float = o["current_rate"]
     a = np.asarray(alpha, dtype=float)
     b = np.asarray(beta, dtype=float)
     J = a.size

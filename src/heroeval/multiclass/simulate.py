@@ -1,18 +1,46 @@
-"""Simulated K-class / ordinal annotation rounds (for tests and the ordinal simulation study)."""
+"""Simulated K-class / ordinal annotation rounds (for tests and the ordinal simulation study).
+
+:func:`simulate_rounds`'s optional keywords are declared once, as :class:`RoundsOptions` with
+:data:`ROUNDS_DEFAULTS` beside it (:mod:`heroeval.core.options`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 import numpy.typing as npt
 
+from heroeval.core.options import options_of
 from heroeval.multiclass import confusion_model
 from heroeval.multiclass.data import MultiClassData, multiclass_from_arrays
 
-__all__ = ["SimulatedRounds", "simulate_rounds"]
+__all__ = ["ROUNDS_DEFAULTS", "RoundsOptions", "SimulatedRounds", "simulate_rounds"]
 
 FloatArray = npt.NDArray[np.float64]
+
+
+class RoundsOptions(TypedDict, total=False):
+    """:func:`simulate_rounds`'s keyword options (documented there)."""
+
+    K: int
+    J: int
+    n_history: int
+    n_current: int
+    labels_per_item: int
+    rho: float
+    sharpness: tuple[float, float]
+    structure: str
+    ordinal: bool
+
+
+ROUNDS_DEFAULTS: Mapping[str, Any] = {
+    "K": 5, "J": 10, "n_history": 800, "n_current": 300, "labels_per_item": 3, "rho": 0.10,
+    "sharpness": (0.8, 2.0), "structure": "ordinal", "ordinal": True,
+}
+""":func:`simulate_rounds`'s defaults."""
 
 
 @dataclass(frozen=True)
@@ -27,17 +55,9 @@ class SimulatedRounds:
 def simulate_rounds(
     rng: np.random.Generator,
     *,
-    K: int = 5,
-    J: int = 10,
-    n_history: int = 800,
-    n_current: int = 300,
-    labels_per_item: int = 3,
-    rho: float = 0.10,
     prevalence_history: FloatArray | None = None,
     prevalence_current: FloatArray | None = None,
-    sharpness: tuple[float, float] = (0.8, 2.0),
-    structure: str = "ordinal",
-    ordinal: bool = True,
+    **options: Unpack[RoundsOptions],
 ) -> SimulatedRounds:
     """A history (gold on a random share ``rho``) and a current round from one labeler pool.
 
@@ -46,7 +66,40 @@ def simulate_rounds(
     drawn as Dirichlet rows centred on that ordinal row (``"full"``); labels
     per item are drawn from distinct random labelers. Classes are 1..K. The
     history and current prevalences default to a mild and a shifted profile.
+
+    Parameters
+    ----------
+    rng : Generator
+        Randomness.
+    prevalence_history, prevalence_current : arrays of length K, optional
+        The rounds' class prevalences (default: weights rising linearly from 1
+        for class 1 to 2 for class K in the history, falling in the current
+        round).
+    K, J : int, default 5, 10
+        Classes, labelers.
+    n_history, n_current : int, default 800, 300
+        Items of each round.
+    labels_per_item : int, default 3
+        Distinct labelers per item, drawn uniformly.
+    rho : float, default 0.10
+        Share of history items with gold (at least one item has it).
+    sharpness : (float, float), default (0.8, 2.0)
+        The range of the labelers' ``t_j``.
+    structure : {"ordinal", "full"}, default "ordinal"
+        The labelers' confusion matrices, as above.
+    ordinal : bool, default True
+        Whether the returned data declare their classes ordered.
     """
+    o = options_of("simulate_rounds", options, RoundsOptions, ROUNDS_DEFAULTS)
+    K: int = o["K"]
+    J: int = o["J"]
+    n_history: int = o["n_history"]
+    n_current: int = o["n_current"]
+    labels_per_item: int = o["labels_per_item"]
+    rho: float = o["rho"]
+    sharpness: tuple[float, float] = o["sharpness"]
+    structure: str = o["structure"]
+    ordinal: bool = o["ordinal"]
     if prevalence_history is None:
         prevalence_history = np.linspace(1.0, 2.0, K) / np.linspace(1.0, 2.0, K).sum()
     if prevalence_current is None:
