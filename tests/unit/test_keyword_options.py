@@ -11,10 +11,14 @@ import pytest
 import heroeval as he
 from heroeval.core.options import option_names, options_of
 from heroeval.estimators.registry import ESTIMATE_DEFAULTS, EstimateKeywords, estimate_methods
+from heroeval.inference.gold_plan import EXPERT_PLAN_DEFAULTS, ExpertPlanOptions, expert_labels
+from heroeval.inference.planning import PLAN_DEFAULTS, PlanOptions, plan
 from heroeval.ingest.options import COLUMN_DEFAULTS, ROW_DEFAULTS, ColumnOptions, RowOptions
 from heroeval.ingest.read import COMPACT_DEFAULTS, READ_DEFAULTS, CompactOptions, ReadOptions
 from heroeval.multiclass.data import MULTICLASS_READ_DEFAULTS, MultiClassReadOptions, read_multiclass
+from heroeval.report.page_data import PAGE_DEFAULTS, REPORT_DEFAULTS, PageOptions, ReportOptions, report_data
 from heroeval.stage_a.settings import EM_DEFAULTS, EM_SETTING_KEYS, EMOptions, EMSettings
+from heroeval.workflows.benchmark import BENCHMARK_DEFAULTS, BenchmarkOptions, run_benchmark
 from heroeval.workflows.options import (
     CALIBRATE_DASK_DEFAULTS,
     CALIBRATE_DEFAULTS,
@@ -32,6 +36,8 @@ PAIRS = [
     (MultiClassReadOptions, MULTICLASS_READ_DEFAULTS), (EstimateKeywords, ESTIMATE_DEFAULTS),
     (StageAOptions, STAGE_A_DEFAULTS), (CalibrateOptions, CALIBRATE_DEFAULTS),
     (CalibrateDaskOptions, CALIBRATE_DASK_DEFAULTS), (EstimateCallOptions, ESTIMATE_CALL_DEFAULTS),
+    (BenchmarkOptions, BENCHMARK_DEFAULTS), (PlanOptions, PLAN_DEFAULTS), (ExpertPlanOptions, EXPERT_PLAN_DEFAULTS),
+    (PageOptions, PAGE_DEFAULTS), (ReportOptions, REPORT_DEFAULTS),
 ]
 
 
@@ -81,6 +87,11 @@ def _current() -> he.AnnotationSet:
                                  labler_col="labeler_id"), "read_annotations", "labeler_col"),
     (lambda: read_multiclass(pd.DataFrame({"item_id": [1], "labeler_id": ["a"], "label": [1]}), missin="drop"),
      "read_multiclass", "missing"),
+    (lambda: plan(he.calibrate(_history()), mu=0.3, half_width=0.05, labels_per_iten=2), "plan", "labels_per_item"),
+    (lambda: expert_labels(he.calibrate(_history()), mu=0.3, half_width=0.05, round_items=100, n_cm=100),
+     "expert_labels", "n_mc"),
+    (lambda: report_data(_current(), he.calibrate(_history()), titel="x"), "report_data", "title"),
+    (lambda: run_benchmark(None, resample=2), "run_benchmark", "resamples"),  # type: ignore[arg-type]
 ])
 def test_unknown_keyword_names_the_function_and_the_closest_name(call, name: str, hint: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(TypeError, match=rf"{name}\(\) got an unexpected keyword argument .*did you mean '{hint}'"):
@@ -108,3 +119,30 @@ def test_keywords_still_reach_the_fit() -> None:
     assert tight.settings["tol"] == 1e-8
     with pytest.raises(he.HeroEvalError, match="tol must be a positive number"):
         he.calibrate(hist, tol=-1.0)
+
+
+def test_plan_and_report_defaults_passed_explicitly_change_nothing() -> None:
+    cal = he.calibrate(_history())
+    a = plan(cal, mu=0.3, half_width=0.05, n_mc=20_000)
+    b = plan(cal, mu=0.3, half_width=0.05, **{**PLAN_DEFAULTS, "n_mc": 20_000})
+    assert a == b
+    ea = expert_labels(cal, mu=0.3, half_width=0.06, round_items=200, n_mc=5000)
+    eb = expert_labels(cal, mu=0.3, half_width=0.06, round_items=200, **{**EXPERT_PLAN_DEFAULTS, "n_mc": 5000})
+    assert ea.to_dict() == eb.to_dict()
+    cur = _current()
+    est = he.estimate(cur, cal, method="all", recommend=True)
+    da = report_data(cur, cal, est)
+    db = report_data(cur, cal, est, **dict(PAGE_DEFAULTS))
+    da.pop("generated"), db.pop("generated")
+    assert da == db
+
+
+def test_report_estimate_options_go_with_estimates_none() -> None:
+    cal = he.calibrate(_history())
+    cur = _current()
+    est = he.estimate(cur, cal, method="all", recommend=True)
+    with pytest.raises(he.HeroEvalError, match=r"estimate options \['ridge'\] go with estimates=None"):
+        report_data(cur, cal, est, ridge=0.1)
+    d = report_data(cur, cal, recommend=False, truth=0.35, title="t")  # computed here, without the recommendation
+    assert d["title"] == "t" and d["truth"] == 0.35
+    assert d["primary"] == "hero1" and report_data(cur, cal)["primary"] == "recommended"

@@ -29,20 +29,22 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Unpack
 
 import numpy as np
 import numpy.typing as npt
 from scipy.special import expit, logit
 from scipy.stats import norm
 
+from heroeval.core.options import options_of
 from heroeval.errors import HeroEvalError
 from heroeval.estimators.ppi import PSEUDO
-from heroeval.inference.planning import _draw_sets, _pool
+from heroeval.inference.planning import DrawOptions, _draw_sets, _pool
 from heroeval.inference.select import DEFAULT_MIX, inclusion_probabilities
 from heroeval.stage_a.calibration import Calibration
 
-__all__ = ["ExpertPlan", "expert_labels"]
+__all__ = ["EXPERT_PLAN_DEFAULTS", "ExpertPlan", "ExpertPlanOptions", "expert_labels"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -91,20 +93,37 @@ def _simulate_posteriors(cal: Calibration, mu: float, labels_per_item: int | Non
     return out
 
 
+class ExpertPlanOptions(DrawOptions, total=False):
+    """:func:`expert_labels`' keyword options; defaults in :data:`EXPERT_PLAN_DEFAULTS`."""
+
+    labels_per_item: int | None
+    mix: float
+
+
+EXPERT_PLAN_DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    "confidence_level": 0.95, "labels_per_item": None, "pool": None, "mix": DEFAULT_MIX, "n_mc": 20_000, "rng": 0,
+})
+""":class:`ExpertPlanOptions`' defaults."""
+
+
 def expert_labels(
     calibration: Calibration,
     *,
     mu: float,
     half_width: float,
     round_items: int,
-    confidence_level: float = 0.95,
-    labels_per_item: int | None = None,
-    pool: Sequence[str] | Mapping[str, float] | None = None,
-    mix: float = DEFAULT_MIX,
-    n_mc: int = 20_000,
-    rng: np.random.Generator | int | None = 0,
+    **options: Unpack[ExpertPlanOptions],
 ) -> ExpertPlan:
-    """How many expert labels in a round of ``round_items`` items give a half-width of ``half_width`` (module docstring)."""
+    """How many expert labels in a round of ``round_items`` items give a half-width of ``half_width`` (module docstring).
+
+    The keyword options (:class:`ExpertPlanOptions`): ``confidence_level`` (0.95); ``labels_per_item`` and
+    ``pool`` as :func:`heroeval.inference.planning.hero1_variance` takes them (default: every labeler); ``mix``,
+    the active design's uniform share (:func:`heroeval.inference.select.inclusion_probabilities`); ``n_mc``
+    (20 000) simulated items drawn with seed ``rng`` (0).
+    """
+    o = options_of("expert_labels", options, ExpertPlanOptions, EXPERT_PLAN_DEFAULTS)
+    confidence_level, labels_per_item, pool = o["confidence_level"], o["labels_per_item"], o["pool"]
+    mix, n_mc, rng = o["mix"], o["n_mc"], o["rng"]
     if not isinstance(calibration, Calibration):
         raise HeroEvalError(f"calibration must be a Calibration, got {type(calibration).__name__}")
     if not 0 < mu < 1:

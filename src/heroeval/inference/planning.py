@@ -32,19 +32,24 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 import numpy.typing as npt
 from scipy.stats import norm
 
+from heroeval.core.options import options_of
 from heroeval.errors import HeroEvalError
 from heroeval.estimators.score_equation import psi
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import scoring
 from heroeval.stage_a.calibration import Calibration
 
-__all__ = ["Plan", "PlanRow", "bound_items", "hero1_variance", "plan", "simulate_round"]
+__all__ = [
+    "PLAN_DEFAULTS", "DrawOptions", "Plan", "PlanOptions", "PlanRow", "bound_items", "hero1_variance", "plan",
+    "simulate_round",
+]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -258,6 +263,31 @@ class Plan:
         return "\n".join(lines)
 
 
+class DrawOptions(TypedDict, total=False):
+    """The planning functions' shared keyword options: the interval's ``confidence_level`` and how the
+    simulated items are labelled (``pool``, ``n_mc``, ``rng``: see :func:`hero1_variance`)."""
+
+    confidence_level: float
+    pool: Sequence[str] | Mapping[str, float] | None
+    n_mc: int
+    rng: np.random.Generator | int | None
+
+
+class PlanOptions(DrawOptions, total=False):
+    """:func:`plan`'s keyword options (documented there); defaults in :data:`PLAN_DEFAULTS`."""
+
+    power: float
+    labels_per_item: int | Sequence[int] | None
+    score_r2: float
+
+
+PLAN_DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    "confidence_level": 0.95, "pool": None, "n_mc": 200_000, "rng": 0, "power": 0.8, "labels_per_item": None,
+    "score_r2": 0.0,
+})
+""":class:`PlanOptions`' defaults."""
+
+
 def plan(
     calibration: Calibration,
     *,
@@ -265,14 +295,8 @@ def plan(
     half_width: float | None = None,
     difference: float | None = None,
     n_items: int | None = None,
-    power: float = 0.8,
-    confidence_level: float = 0.95,
-    labels_per_item: int | Sequence[int] | None = None,
-    pool: Sequence[str] | Mapping[str, float] | None = None,
-    score_r2: float = 0.0,
-    n_mc: int = 200_000,
-    rng: np.random.Generator | int | None = 0,
     bound: float | None = None,
+    **options: Unpack[PlanOptions],
 ) -> Plan:
     """How many current items HERO-1 needs, for one or several labels-per-item values.
 
@@ -290,10 +314,13 @@ def plan(
     calibration : Calibration
     mu : float
         Guessed rate (of round A for a difference).
+    power : float, default 0.8
+        The power of the test (``difference``) or of the bound (``bound``).
+    confidence_level : float, default 0.95
     labels_per_item : int or sequence of int, optional
         Labelers per item (one row each); default: every labeler of the pool.
     pool, n_mc, rng
-        See :func:`hero1_variance`.
+        See :func:`hero1_variance` (defaults: every labeler, 200 000 simulated items, seed 0).
     score_r2 : float, default 0
         With covariates (HERO-2): share of the score variance they explain
         (HERO-2's ``details["score_r2"]`` on an earlier round); scales the
@@ -308,6 +335,9 @@ def plan(
     >>> p.rows[0].n_items > p.rows[1].n_items
     True
     """
+    o = options_of("plan", options, PlanOptions, PLAN_DEFAULTS)
+    power, confidence_level, labels_per_item = o["power"], o["confidence_level"], o["labels_per_item"]
+    pool, score_r2, n_mc, rng = o["pool"], o["score_r2"], o["n_mc"], o["rng"]
     goals = [g for g, v in (("half_width", half_width), ("difference", difference), ("given_n", n_items),
                             ("bound", bound)) if v is not None]
     if len(goals) != 1:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from heroeval.errors import HeroEvalError
 from heroeval.estimators.collection import EstimateCollection
@@ -35,7 +35,7 @@ from heroeval.estimators.table import METHOD_TITLES
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.report.figures import MAX_PLOTTED_LABELERS, as_float, forest_svg, labeler_map_svg, pool_svg
 from heroeval.report.markup import esc, json_script, num, page_start, table_html, td
-from heroeval.report.page_data import comparison_report_data, report_data
+from heroeval.report.page_data import PageOptions, ReportOptions, comparison_report_data, report_data
 from heroeval.stage_a.calibration import Calibration
 
 __all__ = ["build_comparison_report", "build_report", "render_html", "write_report"]
@@ -357,15 +357,17 @@ def render_html(d: Mapping[str, Any]) -> str:
 
 
 def build_report(current: AnnotationSet, calibration: Calibration, estimates: EstimateCollection | None = None,
-                 **kwargs: Any) -> str:
+                 *, history: AnnotationSet | None = None, **options: Unpack[ReportOptions]) -> str:
     """The HTML page of a one-round report; arguments as :func:`report_data`."""
-    return render_html(report_data(current, calibration, estimates, **kwargs))
+    return render_html(report_data(current, calibration, estimates, history=history, **options))
 
 
 def build_comparison_report(comparison: Any, round_a: AnnotationSet, round_b: AnnotationSet,
-                            calibration: Calibration, **kwargs: Any) -> str:
+                            calibration: Calibration, *, history: AnnotationSet | None = None,
+                            **options: Unpack[PageOptions]) -> str:
     """The HTML page of a two-round report; arguments as :func:`comparison_report_data`."""
-    return render_html(comparison_report_data(comparison, round_a, round_b, calibration, **kwargs))
+    return render_html(comparison_report_data(comparison, round_a, round_b, calibration, history=history,
+                                              **options))
 
 
 def write_report(path: str | Path, page: str) -> Path:

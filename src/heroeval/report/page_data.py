@@ -7,12 +7,14 @@ import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from types import MappingProxyType
+from typing import Any, TypedDict, TypeVar, Unpack
 
 import numpy as np
 
 from heroeval.checks.dependence import error_correlation
 from heroeval.checks.model_checks import DEPENDENCE_ALPHA
+from heroeval.core.options import option_names, options_of
 from heroeval.errors import HeroEvalError, HeroEvalWarning
 from heroeval.estimators.collection import EstimateCollection
 from heroeval.estimators.results import EstimateResult, jsonable, rate_interval
@@ -22,8 +24,12 @@ from heroeval.ingest.annotations import AnnotationSet, IngestReport
 from heroeval.stage_a.calibration import Calibration
 from heroeval.version import __version__
 from heroeval.workflows.api import estimate as run_estimate
+from heroeval.workflows.options import ESTIMATE_CALL_DEFAULTS, EstimateCallOptions
 
-__all__ = ["ORDER", "T", "collect_warnings", "comparison_report_data", "label_of", "report_data", "saved_dependence"]
+__all__ = [
+    "ORDER", "PAGE_DEFAULTS", "REPORT_DEFAULTS", "PageOptions", "ReportOptions", "T", "collect_warnings",
+    "comparison_report_data", "label_of", "report_data", "saved_dependence",
+]
 
 
 T = TypeVar("T")
@@ -335,19 +341,45 @@ def _estimate_recording(current: AnnotationSet, calibration: Calibration, histor
     return res, warns
 
 
+class PageOptions(TypedDict, total=False):
+    """A report page's keyword options (documented at :func:`report_data`); defaults in :data:`PAGE_DEFAULTS`."""
+
+    title: str | None
+    warnings: Sequence[str]
+    confidence_level: float
+    ci_method: str
+    sources: Mapping[str, str] | None
+
+
+PAGE_DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    "title": None, "warnings": (), "confidence_level": 0.95, "ci_method": "auto", "sources": None,
+})
+""":class:`PageOptions`' defaults."""
+
+
+class ReportOptions(PageOptions, EstimateCallOptions, total=False):
+    """:func:`report_data`'s keyword options: the page's, the reference ``truth``, and
+    :func:`heroeval.estimate`'s (``recommend`` and :class:`~heroeval.workflows.options.EstimateCallOptions`),
+    which apply when the report computes the estimates."""
+
+    truth: float | None
+    recommend: bool
+
+
+_ESTIMATE_OPTIONS = frozenset((*option_names(EstimateCallOptions), "recommend"))
+REPORT_DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    **PAGE_DEFAULTS, **ESTIMATE_CALL_DEFAULTS, "truth": None, "recommend": True,
+})
+""":class:`ReportOptions`' defaults (the estimate options' are :func:`heroeval.estimate`'s, but ``recommend``)."""
+
+
 def report_data(
     current: AnnotationSet,
     calibration: Calibration,
     estimates: EstimateCollection | None = None,
     *,
     history: AnnotationSet | None = None,
-    title: str | None = None,
-    warnings: Sequence[str] = (),
-    truth: float | None = None,
-    confidence_level: float = 0.95,
-    ci_method: str = "auto",
-    sources: Mapping[str, str] | None = None,
-    **estimate_kwargs: Any,
+    **options: Unpack[ReportOptions],
 ) -> dict[str, Any]:
     """The numbers of a one-round report, as a JSON-ready dict (what the HTML page shows and embeds).
 
@@ -372,8 +404,13 @@ def report_data(
         The estimates' interval (labeler intervals are always logit).
     sources : mapping, optional
         Input file names by role, shown (escaped) in the header.
+    recommend, ridge, tie, rng, new_labelers, exclude_new_labelers, on_shift, drift_check
+        :func:`heroeval.estimate`'s options (``recommend`` defaults to True here), when ``estimates`` is omitted.
     """
-    warns = list(warnings)
+    o = options_of("report_data", options, ReportOptions, REPORT_DEFAULTS)
+    title, confidence_level, ci_method, truth = o["title"], o["confidence_level"], o["ci_method"], o["truth"]
+    estimate_kwargs = {k: v for k, v in options.items() if k in _ESTIMATE_OPTIONS}
+    warns = list(o["warnings"])
     if estimates is None:
         estimates, recorded = _estimate_recording(current, calibration, history, estimate_kwargs)
         warns += recorded
@@ -384,7 +421,7 @@ def report_data(
         warns.append(f"Model checks saved with the calibration: {saved['reading']} (dependence test p = "
                      f"{saved['value']:.3g})")
     d = _base(calibration, title or f"HERO evaluation report: {current.name}", confidence_level, ci_method, warns,
-              truth, sources)
+              truth, o["sources"])
     block = _estimates_block(estimates, confidence_level, ci_method)
     d.update(
         kind="estimate",
@@ -406,18 +443,17 @@ def comparison_report_data(
     calibration: Calibration,
     *,
     history: AnnotationSet | None = None,
-    title: str | None = None,
-    warnings: Sequence[str] = (),
-    confidence_level: float = 0.95,
-    ci_method: str = "auto",
-    sources: Mapping[str, str] | None = None,
+    **options: Unpack[PageOptions],
 ) -> dict[str, Any]:
-    """The numbers of a two-round report (``comparison`` from :func:`heroeval.compare` with several methods)."""
+    """The numbers of a two-round report (``comparison`` from :func:`heroeval.compare` with several methods);
+    the page's options as :func:`report_data` takes them."""
+    o = options_of("comparison_report_data", options, PageOptions, PAGE_DEFAULTS)
+    title, confidence_level, ci_method = o["title"], o["confidence_level"], o["ci_method"]
 
     if not isinstance(comparison, ComparisonCollection):
         raise HeroEvalError("the comparison report needs a ComparisonCollection (compare(..., method=[...]))")
     d = _base(calibration, title or f"HERO comparison report: {round_a.name} - {round_b.name}", confidence_level,
-              ci_method, warnings, None, sources)
+              ci_method, o["warnings"], None, o["sources"])
     rounds = {}
     for key, ds, res in (("a", round_a, comparison.a), ("b", round_b, comparison.b)):
         rounds[key] = {"name": ds.name, "n_items": ds.n_items, "n_labels": ds.n_annotations,

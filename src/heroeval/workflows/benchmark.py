@@ -41,14 +41,16 @@ import json
 import math
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, TypedDict, Unpack
 
 import numpy as np
 import pandas as pd
 
+from heroeval.core.options import options_of
 from heroeval.core.parallel import run_chunks
 from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError, HeroEvalWarning
 from heroeval.estimators.collection import EstimateCollection
@@ -58,7 +60,7 @@ from heroeval.ingest.read import read_annotations
 from heroeval.stage_a.settings import check_shrink
 from heroeval.workflows.api import calibrate, estimate
 
-__all__ = ["BenchmarkData", "load_folder", "run_benchmark", "summarize_benchmark"]
+__all__ = ["BENCHMARK_DEFAULTS", "BenchmarkData", "BenchmarkOptions", "load_folder", "run_benchmark", "summarize_benchmark"]
 
 #: ``shift="rate"``: odds factor of a gold-positive item being drawn into the current round
 RATE_SHIFT_ODDS = 3.0
@@ -266,23 +268,38 @@ def _task(args: tuple[_Cell, Sequence[int]]) -> list[dict[str, Any]]:
     return out
 
 
-def run_benchmark(
-    data: BenchmarkData,
-    *,
-    resamples: int = 20,
-    rhos: Sequence[float] = (0.05, 0.10),
-    n: int = 200,
-    shifts: Sequence[str] = SHIFTS,
-    seed: int = 2026,
-    workers: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    split: str = "random",
-    auto: bool = True,
-    first_resample: int = 0,
-    rate_odds: float = RATE_SHIFT_ODDS,
-    shrink: Literal["none", "eb"] = "none",
-) -> pd.DataFrame:
+class BenchmarkOptions(TypedDict, total=False):
+    """:func:`run_benchmark`'s keyword options (documented there); defaults in :data:`BENCHMARK_DEFAULTS`."""
+
+    resamples: int
+    rhos: Sequence[float]
+    n: int
+    shifts: Sequence[str]
+    seed: int
+    workers: int | None
+    progress: Callable[[int, int], None] | None
+    split: str
+    auto: bool
+    first_resample: int
+    rate_odds: float
+    shrink: Literal["none", "eb"]
+
+
+BENCHMARK_DEFAULTS: Mapping[str, Any] = MappingProxyType({
+    "resamples": 20, "rhos": (0.05, 0.10), "n": 200, "shifts": SHIFTS, "seed": 2026, "workers": None,
+    "progress": None, "split": "random", "auto": True, "first_resample": 0, "rate_odds": RATE_SHIFT_ODDS,
+    "shrink": "none",
+})
+""":class:`BenchmarkOptions`' defaults."""
+
+
+def run_benchmark(data: BenchmarkData, **options: Unpack[BenchmarkOptions]) -> pd.DataFrame:
     """Every method on ``resamples`` splits per (rho, shift); one row per resample and method.
+
+    The keyword options (:class:`BenchmarkOptions`, defaults in :data:`BENCHMARK_DEFAULTS`): ``resamples``
+    (20) splits for each history gold share in ``rhos`` ((0.05, 0.10)) and each shift in ``shifts``, current
+    rounds of up to ``n`` (200) items, splits seeded by ``seed`` (2026), run on ``workers`` processes (default:
+    all cores) with ``progress(done, total)`` called as chunks finish; the others below.
 
     ``shifts`` defaults to all three: ``"none"`` (random splits), ``"half"``
     (pool shift) and ``"rate"`` (rate shift); see the module docstring.
@@ -311,6 +328,10 @@ def run_benchmark(
     ``shrink``: Stage A's prior (:func:`heroeval.calibrate`'s ``shrink``), for
     every method that uses the calibration.
     """
+    o = options_of("run_benchmark", options, BenchmarkOptions, BENCHMARK_DEFAULTS)
+    resamples, rhos, n, shifts, seed = o["resamples"], o["rhos"], o["n"], o["shifts"], o["seed"]
+    workers, progress, split, auto = o["workers"], o["progress"], o["split"], o["auto"]
+    first_resample, rate_odds, shrink = o["first_resample"], o["rate_odds"], o["shrink"]
     if split not in ("random", "groups"):
         raise HeroEvalError(f"split must be 'random' or 'groups', got {split!r}")
     if split == "groups" and data.groups is None:
