@@ -178,6 +178,26 @@ def _draw_round(
     return ds, y
 
 
+def _labeler_panel(o: Mapping[str, Any], alpha: np.ndarray | None, beta: np.ndarray | None,
+                   rng: np.random.Generator | int | None) -> tuple[np.random.Generator, np.ndarray, np.ndarray]:
+    """A simulated panel's checks (``rho``, ``labels_per_item``), its generator, and the labelers' sensitivities
+    and specificities: ``alpha`` and ``beta`` when given, else drawn from Beta(k mu, k (1 - mu)), in this order."""
+    J: int = o["J"]
+    rho: float = o["rho"]
+    k: float = o["k"]
+    labels_per_item: int | None = o["labels_per_item"]
+    if not 0 < rho <= 1:
+        raise HeroEvalError(f"rho must be in (0, 1], got {rho!r}")
+    if labels_per_item is not None and not 1 <= labels_per_item <= J:
+        raise HeroEvalError(f"labels_per_item must be in [1, J={J}], got {labels_per_item!r}")
+    gen = np.random.default_rng(rng)
+    mu_alpha: float = o["mu_alpha"]
+    mu_beta: float = o["mu_beta"]
+    a = gen.beta(k * mu_alpha, k * (1 - mu_alpha), J) if alpha is None else np.asarray(alpha, dtype=float)
+    b = gen.beta(k * mu_beta, k * (1 - mu_beta), J) if beta is None else np.asarray(beta, dtype=float)
+    return gen, a, b
+
+
 def paper_dgp(
     rng: np.random.Generator | int | None = None,
     *,
@@ -227,20 +247,10 @@ def paper_dgp(
     n: int = o["n"]
     N: int = o["N"]
     J: int = o["J"]
-    rho: float = o["rho"]
-    k: float = o["k"]
     b0: float = o["b0"]
     b1: float = o["b1"]
     labels_per_item: int | None = o["labels_per_item"]
-    if not 0 < rho <= 1:
-        raise HeroEvalError(f"rho must be in (0, 1], got {rho!r}")
-    if labels_per_item is not None and not 1 <= labels_per_item <= J:
-        raise HeroEvalError(f"labels_per_item must be in [1, J={J}], got {labels_per_item!r}")
-    gen = np.random.default_rng(rng)
-    mu_alpha: float = o["mu_alpha"]
-    mu_beta: float = o["mu_beta"]
-    a = gen.beta(k * mu_alpha, k * (1 - mu_alpha), J) if alpha is None else np.asarray(alpha, dtype=float)
-    b = gen.beta(k * mu_beta, k * (1 - mu_beta), J) if beta is None else np.asarray(beta, dtype=float)
+    gen, a, b = _labeler_panel(o, alpha, beta, rng)
 
     if current_labeler_weights is not None:
         w = np.asarray(current_labeler_weights, dtype=float)
@@ -254,7 +264,7 @@ def paper_dgp(
     design = _Design(a, b, b0, b1, labels_per_item)
     cw = None if current_labeler_weights is None else np.asarray(current_labeler_weights, float)
     cur, yc = _draw_round(gen, design, n, None, weights=cw)
-    hist, _ = _draw_round(gen, design, N, rho)
+    hist, _ = _draw_round(gen, design, N, o["rho"])
     return PaperData(hist, cur, a, b, _target(b0, b1), float(yc.mean()))
 
 
@@ -322,9 +332,6 @@ def dependent_dgp(
     o = options_of("dependent_dgp", options, DependentOptions, DEPENDENT_DEFAULTS)
     n: int = o["n"]
     N: int = o["N"]
-    J: int = o["J"]
-    rho: float = o["rho"]
-    k: float = o["k"]
     b0: float = o["b0"]
     b1: float = o["b1"]
     labels_per_item: int | None = o["labels_per_item"]
@@ -336,21 +343,13 @@ def dependent_dgp(
         raise HeroEvalError(f"decoy must be 0, 1 or None, got {decoy!r}")
     if not 0 <= hard_share <= 1 or not 0 <= hard_fooled <= 1:
         raise HeroEvalError(f"hard_share and hard_fooled must be in [0, 1], got {hard_share!r}, {hard_fooled!r}")
-    if not 0 < rho <= 1:
-        raise HeroEvalError(f"rho must be in (0, 1], got {rho!r}")
-    if labels_per_item is not None and not 1 <= labels_per_item <= J:
-        raise HeroEvalError(f"labels_per_item must be in [1, J={J}], got {labels_per_item!r}")
-    gen = np.random.default_rng(rng)
-    mu_alpha: float = o["mu_alpha"]
-    mu_beta: float = o["mu_beta"]
-    a = gen.beta(k * mu_alpha, k * (1 - mu_alpha), J) if alpha is None else np.asarray(alpha, dtype=float)
-    b = gen.beta(k * mu_beta, k * (1 - mu_beta), J) if beta is None else np.asarray(beta, dtype=float)
+    gen, a, b = _labeler_panel(o, alpha, beta, rng)
     hq = hard_share * hard_fooled
 
     design = _Design(a, b, b0, b1, labels_per_item, hard_share, hard_fooled, decoy)
     cb0 = b0 if current_b0 is None else float(current_b0)
     cur, yc = _draw_round(gen, replace(design, b0=cb0), n, None)
-    hist, _ = _draw_round(gen, design, N, rho)
+    hist, _ = _draw_round(gen, design, N, o["rho"])
     # marginal P(z = 1 | Y = 1) and P(z = 0 | Y = 0)
     a_marg = (1 - hq) * a + (hq if decoy == 1 else 0.0)
     b_marg = (1 - hq) * b + (hq if decoy == 0 else 0.0)

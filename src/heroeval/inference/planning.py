@@ -175,10 +175,7 @@ def hero1_variance(
     b = np.asarray(cal.beta)
     n_sets = math.comb(idx.size, k)
     if (shares is None or k == idx.size) and n_sets * 2**k <= ENUMERATE_MAX:
-        combos = np.array(list(itertools.combinations(idx.tolist(), k)), dtype=np.int64)
-        pats = np.array(list(itertools.product([0, 1], repeat=k)), dtype=np.int8)
-        sets = np.repeat(combos, len(pats), axis=0)
-        z = np.tile(pats, (len(combos), 1))
+        sets, z = _all_patterns(idx, k)
         aa, bb = np.clip(a[sets], 1e-12, 1), np.clip(b[sets], 1e-12, 1)
         p1 = np.prod(np.where(z == 1, aa, 1 - aa), axis=1)
         p0 = np.prod(np.where(z == 1, 1 - bb, bb), axis=1)
@@ -408,6 +405,13 @@ def plan(
                 float(score_r2), tuple(rows), tuple(notes))
 
 
+def _all_patterns(idx: npt.NDArray[np.int64], k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int8]]:
+    """Every set of ``k`` labelers of the pool ``idx`` with every label pattern on it: (sets, labels), one row each."""
+    combos = np.array(list(itertools.combinations(idx.tolist(), k)), dtype=np.int64)
+    pats = np.array(list(itertools.product([0, 1], repeat=k)), dtype=np.int8)
+    return np.repeat(combos, len(pats), axis=0), np.tile(pats, (len(combos), 1))
+
+
 def _class_patterns(
     cal: Calibration, k: int | None, pool: Sequence[str] | Mapping[str, float] | None, n_mc: int,
     rng: np.random.Generator | int | None,
@@ -421,10 +425,7 @@ def _class_patterns(
     b = np.clip(np.asarray(cal.beta), 1e-12, 1)
     n_sets = math.comb(idx.size, kk)
     if (shares is None or kk == idx.size) and n_sets * 2**kk <= ENUMERATE_MAX:
-        combos = np.array(list(itertools.combinations(idx.tolist(), kk)), dtype=np.int64)
-        pats = np.array(list(itertools.product([0, 1], repeat=kk)), dtype=np.int8)
-        sets = np.repeat(combos, len(pats), axis=0)
-        z = np.tile(pats, (len(combos), 1))
+        sets, z = _all_patterns(idx, kk)
         w1 = np.prod(np.where(z == 1, a[sets], 1 - a[sets]), axis=1) / n_sets
         w0 = np.prod(np.where(z == 1, 1 - b[sets], b[sets]), axis=1) / n_sets
         return sets, z, w1, w0, True

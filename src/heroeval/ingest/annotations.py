@@ -280,16 +280,10 @@ class AnnotationSet:
                 "label": np.asarray(label),
             }
         )
-        gold_df = None
-        if gold is not None:
-            gi, gv = as_pair(gold)
-            gold_df = pd.DataFrame({"item_id": ids_to_str(pd.Series(gi)), "gold": gv})
+        gold_df = None if gold is None else item_frame(gold, "gold")
         round_df = None
         if item_round is not None:
-            ri, rv = as_pair(item_round)
-            round_df = pd.DataFrame({"item_id": ids_to_str(pd.Series(ri)), "round": rv})
-            ann["item_id"] = ids_to_str(ann["item_id"])
-            ann = ann.merge(round_df, on="item_id", how="left", validate="many_to_one")
+            ann, round_df = with_item_rounds(ann, item_round)
         cov_df = None
         if covariates is not None:
             ci, cm = covariates
@@ -426,6 +420,20 @@ def as_pair(x: Any) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
         return np.asarray(list(x.keys())), np.asarray(list(x.values()))
     a, b = x
     return np.asarray(a), np.asarray(b)
+
+
+def item_frame(pairs: Any, column: str) -> pd.DataFrame:
+    """A per-item table ``item_id`` (as text) and ``column`` from a mapping or an (ids, values) pair."""
+    ids, values = as_pair(pairs)
+    return pd.DataFrame({"item_id": ids_to_str(pd.Series(ids)), column: values})
+
+
+def with_item_rounds(ann: pd.DataFrame, item_round: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The annotations ``ann`` (``item_id`` made text) with a ``round`` column from ``item_round`` (a mapping
+    or an (ids, rounds) pair; one round per item), and that per-item table."""
+    rounds = item_frame(item_round, "round")
+    ann = ann.assign(item_id=ids_to_str(ann["item_id"]))
+    return ann.merge(rounds, on="item_id", how="left", validate="many_to_one"), rounds
 
 
 def repeated_pair_error(where: str, item: Any, labeler: Any, n_dup: int) -> DataError:

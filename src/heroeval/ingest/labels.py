@@ -96,13 +96,10 @@ def parse_binary(s: pd.Series, t: LoadedTable, col: str, what: str) -> tuple[npt
 
 
 def _bad_value(t: LoadedTable, col: str, what: str, bad: npt.NDArray[np.bool_], s: pd.Series) -> None:
-    rows = np.flatnonzero(bad)
-    r = int(rows[0])
-    value = s.iloc[r]
-    value = value.item() if hasattr(value, "item") else value
+    where, value, count = t.first_bad(bad, s)
     raise DataError(
-        f"{t.where(r)}: {what} {value!r} in column {col!r} is not binary "
-        f"(expected 0/1 or true/false); {rows.size} such row(s) in all. "
+        f"{where}: {what} {value!r} in column {col!r} is not binary "
+        f"(expected 0/1 or true/false); {count} such row(s) in all. "
         "Recode other values with label_map= (e.g. {'A': 1, 'B': 0, 'tie': None}), or read multi-class labels "
         "with heroeval.multiclass (classes=)."
     )

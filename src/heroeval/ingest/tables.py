@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from heroeval.errors import DataError
@@ -50,6 +51,14 @@ class LoadedTable:
         if self.from_file_with_header:
             return f"{self.source}, row {row + 1} (line {row + 2})"
         return f"{self.source}, row {row + 1}"
+
+    def first_bad(self, bad: npt.NDArray[np.bool_], values: pd.Series) -> tuple[str, Any, int]:
+        """Where the first row flagged in ``bad`` is, its value in ``values`` (a Python scalar), and how many
+        rows are flagged: what a reader's error about a bad cell names."""
+        rows = np.flatnonzero(bad)
+        r = int(rows[0])
+        value = values.iloc[r]
+        return self.where(r), value.item() if hasattr(value, "item") else value, int(rows.size)
 
 
 def load_table(obj: TableLike, role: str, string_cols: Sequence[str] = (),
@@ -254,20 +263,22 @@ def side_tables(
     gold_col: str | None, covariate_item_col: str | None, encoding: str | None = None,
 ) -> tuple[LoadedTable | None, str | None, LoadedTable | None]:
     """Load the gold and covariate tables and resolve their item (and gold) columns: (gold table, gold column, covariates)."""
-    gold_t = None
-    if gold is not None:
-        gcols = [c for c in (gold_item_col, item_col, *ITEM_COLUMNS) if c]
-        gdf, gsrc, ghdr = load_table(gold, "gold", string_cols=gcols, encoding=encoding)
-        g_item = gold_item_col if gold_item_col is not None else (item_col if item_col in gdf.columns else None)
-        gold_t = LoadedTable("gold", gsrc, gdf, resolve_column(gdf, g_item, ITEM_COLUMNS, "gold item", gsrc), ghdr)
-        gold_col = resolve_column(gdf, gold_col, GOLD_COLUMNS, "gold", gsrc)
-    cov_t = None
-    if covariates is not None:
-        ccols = [c for c in (covariate_item_col, item_col, *ITEM_COLUMNS) if c]
-        cdf, csrc, chdr = load_table(covariates, "covariates", string_cols=ccols, encoding=encoding)
-        c_item = covariate_item_col if covariate_item_col is not None else (item_col if item_col in cdf.columns else None)
-        cov_t = LoadedTable("covariates", csrc, cdf, resolve_column(cdf, c_item, ITEM_COLUMNS, "covariate item", csrc), chdr)
+    gold_t = None if gold is None else _item_table(gold, "gold", gold_item_col, item_col, encoding)
+    if gold_t is not None:
+        gold_col = resolve_column(gold_t.df, gold_col, GOLD_COLUMNS, "gold", gold_t.source)
+    cov_t = None if covariates is None else _item_table(covariates, "covariates", covariate_item_col, item_col, encoding)
     return gold_t, gold_col, cov_t
+
+
+def _item_table(obj: TableLike, role: str, own_item_col: str | None, item_col: str | None,
+                encoding: str | None) -> LoadedTable:
+    """A per-item side table (gold, covariates) loaded, its item column resolved: its own ``own_item_col``, else
+    the annotations' ``item_col`` when it has one, else a recognised name."""
+    cols = [c for c in (own_item_col, item_col, *ITEM_COLUMNS) if c]
+    df, src, hdr = load_table(obj, role, string_cols=cols, encoding=encoding)
+    item = own_item_col if own_item_col is not None else (item_col if item_col in df.columns else None)
+    what = "gold item" if role == "gold" else "covariate item"
+    return LoadedTable(role, src, df, resolve_column(df, item, ITEM_COLUMNS, what, src), hdr)
 
 
 def _check_cells(t: LoadedTable, cols: Sequence[str]) -> None:

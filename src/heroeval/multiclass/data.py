@@ -13,7 +13,7 @@ import pandas as pd
 
 from heroeval.core.options import options_of
 from heroeval.errors import DataError, HeroEvalError
-from heroeval.ingest.annotations import AnnotationSet, as_pair, build_annotation_set
+from heroeval.ingest.annotations import AnnotationSet, build_annotation_set, item_frame, with_item_rounds
 from heroeval.ingest.coding import ids_to_str
 from heroeval.ingest.options import COLUMN_DEFAULTS, ColumnOptions, Columns, Duplicates, Missing, RowRules
 from heroeval.ingest.tables import LoadedTable, TableLike, annotation_table, file_stem, side_tables
@@ -133,13 +133,10 @@ def _parser(classes: tuple[str, ...]) -> Any:
                 codes[unmatched] = keys[unmatched].map(lookup)
         bad = ~missing & codes.isna().to_numpy(dtype=bool)
         if bad.any():
-            rows = np.flatnonzero(bad)
-            r = int(rows[0])
-            value = s.iloc[r]
-            value = value.item() if hasattr(value, "item") else value
+            where, value, count = t.first_bad(bad, s)
             raise DataError(
-                f"{t.where(r)}: {what} {value!r} in column {col!r} is not one of the classes {list(classes)}; "
-                f"{rows.size} such row(s) in all (give every class in --classes / classes=)"
+                f"{where}: {what} {value!r} in column {col!r} is not one of the classes {list(classes)}; "
+                f"{count} such row(s) in all (give every class in --classes / classes=)"
             )
         out = np.zeros(len(s), dtype=np.int8)
         ok = ~missing
@@ -273,16 +270,12 @@ def multiclass_from_arrays(
     series = [ann["label"]]
     gold_t = None
     if gold is not None:
-        gi, gv = as_pair(gold)
-        gdf = pd.DataFrame({"item_id": ids_to_str(pd.Series(gi)), "gold": gv})
+        gdf = item_frame(gold, "gold")
         gold_t = LoadedTable("gold", name, gdf, "item_id", False)
         series.append(gdf["gold"])
     rnd = None
     if item_round is not None:
-        ri, rv = as_pair(item_round)
-        rdf = pd.DataFrame({"item_id": ids_to_str(pd.Series(ri)), "round": rv})
-        ann["item_id"] = ids_to_str(ann["item_id"])
-        ann = ann.merge(rdf, on="item_id", how="left", validate="many_to_one")
+        ann, _ = with_item_rounds(ann, item_round)
         rnd = "round"
     cl = _resolve_classes(classes, ordinal, series, name)
     aset = build_annotation_set(LoadedTable("annotations", name, ann, "item_id", False),

@@ -97,6 +97,44 @@ def _pair_grams(
     return [o.reshape(P, P) for o in outs]
 
 
+@dataclass(frozen=True)
+class _ExtendedRows:
+    """The items' complete-data score differences as CSR pieces: one "extended" row per item holding its
+    (item, code) entries for alpha, the same for beta, and one for its group's mu."""
+
+    ptr: npt.NDArray[np.int64]  # row pointers (N + 1)
+    col: npt.NDArray[np.int64]  # parameter column of each entry
+    u: FloatArray  # complete-data score difference d_r (Y=1 minus Y=0)
+    item_of: npt.NDArray[np.int64]  # item of each (item, code) entry of A
+    a_at: npt.NDArray[np.int64]  # positions of the alpha entries
+    b_at: npt.NDArray[np.int64]  # positions of the beta entries
+    m_at: npt.NDArray[np.int64]  # position of each item's mu entry
+    ext_len: npt.NDArray[np.int64]  # entries per item (2 k + 1)
+
+
+def _extended_rows(d: two_coin.Design, ua: FloatArray, ub: FloatArray, pg: FloatArray) -> _ExtendedRows:
+    J, N, A = d.n_labelers, d.n_items, d.A
+    k = np.diff(A.indptr)
+    code = A.indices.astype(np.int64)
+    cnt = A.data
+    ext_len = 2 * k + 1
+    ptr = np.zeros(N + 1, dtype=np.int64)
+    np.cumsum(ext_len, out=ptr[1:])
+    item_of = np.repeat(np.arange(N), k)
+    a_at = ptr[item_of] + (np.arange(code.size) - A.indptr[item_of])
+    b_at = a_at + k[item_of]
+    m_at = ptr[1:] - 1
+    col = np.empty(ptr[-1], dtype=np.int64)
+    u = np.empty(ptr[-1])
+    col[a_at] = code // 2
+    col[b_at] = J + code // 2
+    col[m_at] = 2 * J + d.group
+    u[a_at] = cnt * ua[code]
+    u[b_at] = -cnt * ub[code]
+    u[m_at] = 1 / (pg * (1 - pg))
+    return _ExtendedRows(ptr, col, u, item_of, a_at, b_at, m_at, ext_len)
+
+
 def scores_and_information(
     d: two_coin.Design, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gamma: FloatArray, gram: bool = True
 ) -> ScoreInfo:
@@ -112,27 +150,9 @@ def scores_and_information(
     # Gram of per-item scores takes count * (w / count)^2, and a row's score is one item's
     per_item = w if d.count is None else w / d.count
     # one "extended" row per item: its (item, code) entries for alpha, the same for beta, one for mu
-    A = d.A
-    k = np.diff(A.indptr)
-    code = A.indices.astype(np.int64)
-    cnt = A.data
-    ext_len = 2 * k + 1
-    ptr = np.zeros(N + 1, dtype=np.int64)
-    np.cumsum(ext_len, out=ptr[1:])
-    item_of = np.repeat(np.arange(N), k)
-    pos = np.arange(code.size) - A.indptr[item_of]
-    a_at = ptr[item_of] + pos
-    b_at = a_at + k[item_of]
-    m_at = ptr[1:] - 1
-    col = np.empty(ptr[-1], dtype=np.int64)
-    u = np.empty(ptr[-1])  # complete-data score difference d_r (Y=1 minus Y=0)
+    r = _extended_rows(d, ua, ub, pg)
+    ptr, col, u, item_of, a_at, b_at, m_at, ext_len = r.ptr, r.col, r.u, r.item_of, r.a_at, r.b_at, r.m_at, r.ext_len
     s_scale = np.empty(ptr[-1])  # posterior weight turning d_r's pieces into the score s_r
-    col[a_at] = code // 2
-    col[b_at] = J + code // 2
-    col[m_at] = 2 * J + d.group
-    u[a_at] = cnt * ua[code]
-    u[b_at] = -cnt * ub[code]
-    u[m_at] = 1 / (pg * (1 - pg))
     s_scale[a_at] = g[item_of]
     s_scale[b_at] = -(1 - g[item_of])
     s_scale[m_at] = 0.0
@@ -193,27 +213,10 @@ def information(d: two_coin.Design, alpha: FloatArray, beta: FloatArray, prev: F
     p = np.clip(prev, two_coin.EPS, 1 - two_coin.EPS)
     pg = p[d.group]
     w = np.ones(N) if d.weight is None else d.weight
-    A = d.A
-    k = np.diff(A.indptr)
-    code = A.indices.astype(np.int64)
-    cnt = A.data
-    ptr = np.zeros(N + 1, dtype=np.int64)
-    np.cumsum(2 * k + 1, out=ptr[1:])
-    item_of = np.repeat(np.arange(N), k)
-    a_at = ptr[item_of] + (np.arange(code.size) - A.indptr[item_of])
-    b_at = a_at + k[item_of]
-    m_at = ptr[1:] - 1
-    col = np.empty(ptr[-1], dtype=np.int64)
-    u = np.empty(ptr[-1])
-    col[a_at] = code // 2
-    col[b_at] = J + code // 2
-    col[m_at] = 2 * J + d.group
-    u[a_at] = cnt * ua[code]
-    u[b_at] = -cnt * ub[code]
-    u[m_at] = 1 / (pg * (1 - pg))
-    U = sp.csr_matrix((u, col, ptr), shape=(N, P))
+    r = _extended_rows(d, ua, ub, pg)
+    U = sp.csr_matrix((r.u, r.col, r.ptr), shape=(N, P))
     g = gamma
-    Uw = sp.csr_matrix((u * np.repeat(g * (1 - g) * w, 2 * k + 1), col, ptr), shape=(N, P))
+    Uw = sp.csr_matrix((r.u * np.repeat(g * (1 - g) * w, r.ext_len), r.col, r.ptr), shape=(N, P))
     missing = np.asarray((U.T @ Uw).toarray())
     H: FloatArray = _complete_diagonal(d, alpha, beta, g, w, ia, ib, pg) - missing
     return H
