@@ -209,7 +209,7 @@ def solve_score(L: np.ndarray, shift: float = 0.0) -> tuple[float, str]:
             lo = mid
         else:
             hi = mid
-    return 0.5 * (lo + hi), "interior"
+    return 0.5 * (lo + hi), "ok"
 
 
 def hero1(Zc: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> tuple[float, str]:

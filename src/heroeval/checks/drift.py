@@ -429,7 +429,7 @@ def _drift_stats(data: AnnotationSet, cal: Calibration, significance: float,
     r = p_obs - expected
     infl = res.influence
     assert infl is not None
-    interior = res.status == "interior"
+    interior = res.status == "ok"
     if not interior:
         notes.append(f"HERO-1 estimate on the boundary ({res.status}): its uncertainty is not propagated")
 

@@ -248,7 +248,7 @@ def em_status(p: float) -> str:
         return "boundary_0"
     if p > 1 - scoring.BOUND_TOL:
         return "boundary_1"
-    return "interior"
+    return "ok"
 
 
 def with_history(cal: Calibration, history: AnnotationSet | None) -> Calibration:

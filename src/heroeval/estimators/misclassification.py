@@ -257,7 +257,7 @@ def rogan_gladen(
     current_if = np.asarray(np.bincount(item_of[ok], weights=wcur[k_of[ok]] * cur_vals, minlength=cur.n_items),
                             dtype=np.float64) * float(cur.n_items)
     raw = mu
-    status = "interior"
+    status = "ok"
     if mu <= 0.0 or mu >= 1.0:
         status = "boundary_0" if mu <= 0.0 else "boundary_1"
         mu = min(max(mu, 0.0), 1.0)

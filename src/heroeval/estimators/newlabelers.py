@@ -160,7 +160,7 @@ def hero1_anchored(
     elif mu > 1 - scoring.BOUND_TOL:
         status = "boundary_1"
     else:
-        status = "interior"
+        status = "ok"
     new_idx = np.flatnonzero(~known)
     details: dict[str, Any] = {
         "new_labelers": {

@@ -193,11 +193,13 @@ class EstimateResult:
     n_items, n_annotations, n_labelers : int
         Current-round data the estimate used.
     status : str
-        ``"interior"`` for a root inside (0, 1); ``"boundary_0"`` or
+        One vocabulary in every view (the recommended estimate adds
+        ``"unreliable"``): ``"ok"`` for an estimate inside (0, 1) (a root of
+        the score equation, or a method without one); ``"boundary_0"`` or
         ``"boundary_1"`` when the score equation has no interior root and the
         estimate sits on the boundary (for EM methods: a prevalence within 1e-6
         of 0 or 1); ``"unidentified"`` (estimate NaN) when no current label
-        carries information; ``"ok"`` for methods without a root.
+        carries information. (heroeval 0.1 wrote ``"interior"`` for ``"ok"``.)
     convergence : ConvergenceInfo or None
         For methods that run an EM (dawid_skene, hero_joint).
     details : mapping

@@ -34,7 +34,7 @@ def solve_score(L: FloatArray, offset: float = 0.0, weights: FloatArray | None =
     their gold items by class to another rate.
 
     Returns the root and a status: ``"unidentified"`` (estimate NaN) when no
-    item's labels carry information (every L_i = 0), ``"interior"``, ``"boundary_0"`` when the
+    item's labels carry information (every L_i = 0), ``"ok"``, ``"boundary_0"`` when the
     mean score is already <= offset at mu = 0 (estimate 0), ``"boundary_1"``
     when it is >= offset at mu = 1 (estimate 1).
     """
@@ -54,4 +54,4 @@ def solve_score(L: FloatArray, offset: float = 0.0, weights: FloatArray | None =
     if not f1 < 0:
         return 1.0, "boundary_1"
     root = brentq(f, 0.0, 1.0, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
-    return float(root), "interior"
+    return float(root), "ok"

@@ -85,7 +85,7 @@ class MultiClassEstimate:
     def status(self) -> str:
         if any(s == "unidentified" for s in self.component_status):
             return "unidentified"
-        return "boundary" if any(s.startswith("boundary") for s in self.component_status) else "interior"
+        return "boundary" if any(s.startswith("boundary") for s in self.component_status) else "ok"
 
     def _influence(self, w: FloatArray) -> Influence | None:
         if self.current is None:
@@ -325,7 +325,7 @@ def _component_status(p: FloatArray, tol: float = 0.0) -> tuple[str, ...]:
         elif v >= 1 - tol:
             out.append("boundary_1")
         else:
-            out.append("interior")
+            out.append("ok")
     return tuple(out)
 
 

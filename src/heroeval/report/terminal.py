@@ -17,6 +17,7 @@ from heroeval.estimators.table import EstimateRow
 from heroeval.ingest.annotations import IngestReport
 from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.fit import NUMBA_MIN_ANNOTATIONS
+from heroeval.workflows.strata import StrataEstimate
 
 
 def _ci_cell(row: EstimateRow) -> str:
@@ -128,7 +129,7 @@ def _f(x: float, signed: bool = False) -> str:
 
 def _status(r: EstimateResult, say: Callable[[str], str] = str) -> str:
     parts = []
-    if r.status not in ("ok", "interior"):
+    if r.status != "ok":
         parts.append(f"[yellow]{r.status}[/yellow]")
     if r.convergence is not None:
         c = r.convergence
@@ -449,3 +450,32 @@ def checks_tables(cal: Calibration) -> list[Table]:
         t = Table(title=f"Model check note: {escape(note)}", title_justify="left")
         out.append(t)
     return out
+
+
+def strata_table(se: StrataEstimate, ci_method: str = "auto", say: Callable[[str], str] = str) -> Table:
+    """Rates per stratum (:class:`~heroeval.workflows.strata.StrataEstimate`): one row per stratum with its
+    recommended (or only) estimate and its family-wise interval; the family-wise level in the title, the
+    skipped strata as rows with the reason."""
+    t = Table(title=f"Rates per {escape(se.by)}: {escape(se.family_text())}", title_justify="left")
+    t.add_column(escape(se.by))
+    t.add_column("method")
+    t.add_column("estimate", justify="right")
+    t.add_column("SE", justify="right")
+    t.add_column(f"{100 * se.confidence_level:g} % family-wise CI", justify="center")
+    t.add_column("items", justify="right")
+    t.add_column("status / notes")
+    for r in se.records(ci_method):
+        if r["status"] == "skipped":
+            t.add_row(escape(str(r["stratum"])), "-", "-", "", "", str(r["n_items"]),
+                      f"[dim]skipped: {escape(say(str(r['notes'])))}[/dim]")
+            continue
+        unreliable = r["status"] == "unreliable"
+        method = escape(str(r["method"])) + (" (recommended)" if r["recommended"] else "")
+        if unreliable:
+            method = f"[bold red]UNRELIABLE: {method}[/bold red]"
+        status = "; ".join(x for x in (r["status"] if r["status"] not in ("ok", "interior") else "",
+                                       say(str(r["notes"]))) if x)
+        t.add_row(escape(str(r["stratum"])), method, f"{r['estimate']:.4f}", _f(r["standard_error"]),
+                  f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}] ({escape(str(r['ci_method']))})", str(r["n_items"]),
+                  escape(status))
+    return t
