@@ -11,7 +11,7 @@ gold sample is drawn by the design and revealed, and every estimate with
 current gold is computed on it:
 
 * ``hero1_ppi`` (the recommended estimate with current gold: ``auto``'s
-  choice, run through heroeval.choice.recommend_with_gold), ``prior_ppi``,
+  choice, run through heroeval.choice.with_gold.recommend_with_gold), ``prior_ppi``,
   ``mv_ppi`` (PPI++ with the majority vote as predictor, as ppi_py does),
   ``gold_only`` (Wilson, finite-population corrected) and ``gold_cp``
   (Clopper–Pearson on the gold, no correction), plus HERO-1 without gold for
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from heroeval.choice.auto import recommend_with_gold
+from heroeval.choice.with_gold import recommend_with_gold
 from heroeval.core.parallel import run_chunks
 from heroeval.errors import HeroEvalWarning
 from heroeval.estimators.common import align, log_likelihood_ratios

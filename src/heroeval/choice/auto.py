@@ -38,7 +38,6 @@ from heroeval.checks.model_checks import (
 from heroeval.errors import ConvergenceWarning, HeroEvalError
 from heroeval.estimators.inversion import InversionTest
 from heroeval.estimators.misclassification import rogan_gladen
-from heroeval.estimators.ppi import gold_estimates, gold_sample
 from heroeval.estimators.records import Recommendation
 from heroeval.estimators.registry import estimate_methods
 from heroeval.estimators.results import EstimateResult
@@ -50,7 +49,7 @@ from heroeval.stage_a.fit import fit_stage_a
 from heroeval.stage_a.settings import EMSettings, em_settings_of
 
 __all__ = ["DEFAULT_RULE", "AutoRule", "Recommendation", "bias_bound", "choose", "past_round_transport",
-           "rate_shift_z", "recommend", "recommend_with_gold", "transport_test"]
+           "rate_shift_z", "recommend", "transport_test"]
 
 def _candidate(current: AnnotationSet, calibration: Calibration, method: str, weight: float | None,
                exclude_new_labelers: bool, rows: list[dict[str, Any]]) -> EstimateResult | None:
@@ -126,6 +125,24 @@ def recommend(
     calibration's own weight are taken from it rather than run again.
     """
     rule = DEFAULT_RULE if rule is None else rule
+    rec = _recommend(current, calibration, exclude_new_labelers, candidates, rule, computed)
+    own_w = float(calibration.settings.get("history_weight", 1.0))
+    if (calibration.history is None and rec.method == "hero1" and rec.history_weight in (None, own_w)
+            and "hero_joint" in candidates):
+        rec = replace(rec, reason=rec.reason + STAND_IN)
+    return rec
+
+
+STAND_IN = ("; hero1 stands in for hero_joint here: hero_joint refits Stage A with this round and needs the "
+            "history itself, which a calibration file does not hold (given the history instead, hero_joint, "
+            "judged by the same HERO-1 mock rounds, takes this place)")
+"""Appended to the reason when the recommendation is HERO-1 because only a calibration was given: why the same
+round with its history recommends ``hero_joint`` instead (issue #38)."""
+
+
+def _recommend(current: AnnotationSet, calibration: Calibration, exclude_new_labelers: bool,
+               candidates: Sequence[str], rule: AutoRule, computed: Mapping[str, EstimateResult] | None,
+               ) -> Recommendation:
     cal = calibration
     checks: ModelChecks | None = cal.checks
     hist = cal.history
@@ -730,71 +747,3 @@ def _boundary_recommendation(
               "(hero plan --bound); mock-round bias "
               f"checks need an interior estimate ({checks.folds} folds of {checks.n_gold} gold items); {dep_txt}")
     return Recommendation(first[0], first[1], r, reason, rows)
-
-
-def recommend_with_gold(
-    current: AnnotationSet,
-    calibration: Calibration,
-    *,
-    exclude_new_labelers: bool = False,
-    candidates: Sequence[str] = CANDIDATES,
-) -> Recommendation:
-    """The recommended estimate when the current round has gold items: HERO-1's posteriors rectified by them.
-
-    The gold items (a uniform random sample, or drawn by a recorded design)
-    make ``hero1_ppi`` unbiased for this round's rate whatever the rate
-    shift, pool shift or labeler dependence, so it is chosen outright; the
-    mock rounds of the history are not needed. The same gold measures every
-    silver-only candidate's error on this very round: ``table`` lists each
-    candidate's estimate, its difference from the rectified estimate
-    (``current_bias``) and that difference's standard error (the rectified
-    estimate's, which dominates). When HERO-1 has no posterior (unidentified
-    round) the majority-vote predictor is rectified instead, and failing
-    that the gold alone is reported.
-    """
-    gs = gold_sample(current)
-    if gs is None:
-        raise HeroEvalError("recommend_with_gold needs gold items in the current round")
-    chosen = None
-    why_not: list[str] = []
-    for m in ("hero1_ppi", "mv_ppi", "gold_only"):
-        res, skipped = gold_estimates(current, calibration, [m], exclude_new_labelers=exclude_new_labelers,
-                                      skip_errors=True)
-        if m in res:
-            chosen = (m, res[m])
-            break
-        why_not.append(f"{m}: {skipped[m]}")
-    assert chosen is not None  # gold_only always runs on a round with gold
-    m, r = chosen
-    ref, ref_se = r.estimate, r.standard_error
-    rows: list[dict[str, Any]] = [{"method": m, "history_weight": None, "estimate": r.estimate,
-                                   "standard_error": ref_se, "current_bias": 0.0, "current_bias_se": 0.0}]
-    biased: list[str] = []
-    shown: list[str] = []
-    for c in candidates:
-        if c == "hero_joint" and calibration.history is None:
-            continue
-        x = _candidate(current, calibration, c, None, exclude_new_labelers, rows)
-        if x is None:
-            continue
-        b = x.estimate - ref
-        rows.append({"method": c, "history_weight": None, "estimate": x.estimate,
-                     "standard_error": x.standard_error, "current_bias": b, "current_bias_se": ref_se})
-        if math.isfinite(b):
-            shown.append(f"{c} {b:+.3f}")
-            if math.isfinite(ref_se) and ref_se > 0 and abs(b) > float(norm.ppf(0.975)) * ref_se:
-                biased.append(c)
-    lam = r.details.get("lambda", math.nan)
-    what = {"hero1_ppi": f"HERO-1's per-item posteriors rectified by them (PPI++, lambda = {lam:.2f})",
-            "mv_ppi": f"the majority vote rectified by them (PPI++, lambda = {lam:.2f}; HERO-1 has no posterior here)",
-            "gold_only": "their mean (no predictor could be computed)"}[m]
-    reason = (f"{m}: {gs.describe()}; {what}, unbiased for this round's rate whatever the shift or the labelers' "
-              "dependence")
-    if shown:
-        reason += (f"; each candidate's error measured on this round's gold (estimate minus {m}, SE "
-                   f"{ref_se:.2g}): " + ", ".join(shown))
-    if biased:
-        reason += f"; significantly off at 5 %: {', '.join(biased)}"
-    if why_not:
-        reason += "; " + "; ".join(why_not)
-    return Recommendation(m, None, r, reason, rows)

@@ -33,7 +33,7 @@ from heroeval.checks.drift import check_drift
 from heroeval.checks.fold_refits import FoldFitter, Params, fold_fits_shared
 from heroeval.checks.model_checks import CheckSettings, run_checks, run_checks_on_gold
 from heroeval.choice.auto import recommend as _recommend
-from heroeval.choice.auto import recommend_with_gold
+from heroeval.choice.with_gold import recommend_with_gold
 from heroeval.core.options import options_of
 from heroeval.errors import HeroEvalError, MultipleRoundsWarning
 from heroeval.estimators.collection import EstimateCollection
@@ -377,7 +377,7 @@ def estimate(
         (majority vote rectified) and ``gold_only``. ``method="all"`` adds
         ``hero1_ppi``, ``mv_ppi`` and ``gold_only`` when the round has gold,
         and the recommended estimate is then ``hero1_ppi``
-        (:func:`heroeval.choice.auto.recommend_with_gold`). Without current
+        (:func:`heroeval.choice.with_gold.recommend_with_gold`). Without current
         gold nothing changes.
     calibration : Calibration, optional
         From :func:`calibrate` or :func:`load_calibration`. If omitted,
