@@ -152,12 +152,14 @@ def estimate_cmd(
     current_gold: CurGoldOpt = None,
     design: DesignOpt = None,
     csv_out: Annotated[Path | None, typer.Option("--csv", help="Also write the estimates table as CSV to this file: the rows shown (recommended first), with estimate, SE, interval and its method, status and notes.")] = None,
+    by: Annotated[str | None, typer.Option("--by", help="Rates per stratum: a column of the current labels file giving each item's stratum (topic, harm category, query). Each stratum is estimated as a round alone, with intervals simultaneous over the strata at --confidence-level (Bonferroni); strata with fewer than 2 items are listed as skipped.")] = None,
 ) -> None:
     """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals.
 
     With --method all (the default) or 'auto' in the list, the recommended
     estimate comes first: the method the model checks on the history's gold
-    expect to err least for this round.
+    expect to err least for this round. With --by COLUMN: one rate per
+    stratum of the round, with family-wise intervals.
     """
     from rich.markup import escape
 
@@ -177,6 +179,9 @@ def estimate_cmd(
         raise typer.Exit(2)
     if classes is not None or ordinal:
         from heroeval.cli import multiclass as _mc  # multi-class labels only: SciPy's stats and more
+        if by is not None:
+            err("--by is not available for multi-class labels yet")
+            raise typer.Exit(2)
         if csv_out is not None:
             err("--csv is not available for multi-class labels yet")
             raise typer.Exit(2)
@@ -196,6 +201,66 @@ def estimate_cmd(
     if bootstrap and history is None:
         err("--bootstrap refits Stage A: it needs --history and --gold, not a calibration file")
         raise typer.Exit(2)
+    if by is not None:  # rates per stratum: the round's items split by the column, each estimated alone
+        from heroeval.cli.inputs import _columns_of, _has_column
+        from heroeval.errors import DataError
+        from heroeval.stage_a.calibration import load_calibration
+        from heroeval.workflows.api import calibrate, estimate_by
+
+        if bootstrap or alternative is not Alternative.two_sided:
+            err("--by does not go with --bootstrap or a one-sided --alternative yet")
+            raise typer.Exit(2)
+        if not _has_column(current, by):
+            err(f"--by {by!r}: no such column in {current} (columns: {', '.join(map(str, _columns_of(current)))})")
+            raise typer.Exit(2)
+
+        def go_by() -> tuple[AnnotationSet, AnnotationSet | None, Any]:
+            lm = parse_label_map(label_map)
+            with busy("reading and calibrating"):  # the current round with --by as its round column
+                try:
+                    cur = read_current(current, covariates=covariates, item_col=item_col, labeler_col=labeler_col,
+                                       label_col=label_col, round_col=by, duplicates=duplicates, label_map=lm,
+                                       name="current", title="Ingest: current round", encoding=encoding,
+                                       gold=current_gold, design=design, gold_col=gold_col,
+                                       gold_item_col=gold_item_col)
+                except DataError as exc:  # an item in two strata: say it in --by's words
+                    msg = str(exc)
+                    if "an item must belong to one round" not in msg:
+                        raise
+                    msg = msg.replace("; pass round_col=False to ignore the column", "")
+                    raise DataError(msg.replace(" round ", " stratum ")) from None
+                hist = None
+                if calibration is not None:
+                    cal = load_calibration(calibration)
+                else:
+                    assert history is not None
+                    hist = read(history, gold=gold, covariates=history_covariates, name="history",
+                                item_col=item_col, labeler_col=labeler_col, label_col=label_col, round_col=round_col,
+                                duplicates=duplicates, label_map=lm, gold_col=gold_col, gold_item_col=gold_item_col,
+                                encoding=encoding)
+                    cal = calibrate(hist, history_weight=hw, checks=not cur.has_gold)
+            ms = _methods(method)
+            rec = ms == "all" or "auto" in ms
+            ms = ms if ms == "all" else [m for m in ms if m != "auto"]
+            return cur, hist, estimate_by(cur, cal, by=by, method=ms, rng=seed, recommend=rec,
+                                          on_shift=on_shift.value, new_labelers=rule,  # type: ignore[arg-type]
+                                          drift_check=drift_check, confidence_level=confidence_level, ridge=ridge,
+                                          tie=tie.value)
+
+        cur, hist, strata = run(go_by)
+        if csv_out is not None:
+            strata.to_frame(ci_method.value).to_csv(csv_out)
+            print(f"rates per stratum written to {csv_out}", file=sys.stderr)
+        if fmt is Format.json:
+            sout = strata.to_dict(ci_method.value)
+            sout["ingest"] = {"current": cur.report.to_dict(),
+                              "history": None if hist is None else hist.report.to_dict()}
+            print(json.dumps(sout, indent=1))
+            return
+        con = console()
+        _render.print_all(con, *ingest_tables())
+        _render.print_all(con, _render.strata_table(strata, ci_method=ci_method.value, say=to_cli))
+        return
 
     def go() -> tuple[AnnotationSet, AnnotationSet | None, EstimateCollection, dict[str, Any]]:
         lm = parse_label_map(label_map)
@@ -209,8 +274,8 @@ def estimate_cmd(
         # the recommended estimate with every method, or when 'auto' is in the list; not for a list without it
         recommend = ms == "all" or "auto" in ms
         ms = ms if ms == "all" else [m for m in ms if m != "auto"]
-        res = estimate(cur, cal, method=ms, rng=seed, recommend=recommend, on_shift=on_shift.value,
-                       new_labelers=rule, drift_check=drift_check, **kw)  # type: ignore[arg-type]
+        res = estimate(cur, cal, method=ms, rng=seed, recommend=recommend, on_shift=on_shift.value,  # type: ignore[call-overload]
+                       new_labelers=rule, drift_check=drift_check, **kw)  # type: ignore[misc]
         if isinstance(res, EstimateResult):  # pragma: no cover - a list always gives a collection
             res = EstimateCollection({res.method: res}, ingest=cur.report)
         boot: dict[str, Any] = {}

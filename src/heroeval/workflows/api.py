@@ -24,7 +24,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Unpack, cast
+from typing import Any, Unpack, cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -69,8 +69,9 @@ from heroeval.workflows.options import (
     CalibrateOptions,
     EstimateCallOptions,
 )
+from heroeval.workflows.strata import Strata, StrataEstimate, StratumResult, strata_estimate
 
-__all__ = ["DRIFT_METHODS", "calibrate", "calibrate_dask", "estimate", "warn_multiple_rounds"]
+__all__ = ["DRIFT_METHODS", "calibrate", "calibrate_dask", "estimate", "estimate_by", "warn_multiple_rounds"]
 
 DRIFT_METHODS = frozenset({"hero1", "hero2", "hero_joint", "auto"})
 """Methods that trust the calibration's sensitivities on the current round: :func:`estimate` checks drift with them."""
@@ -354,6 +355,7 @@ def calibrate_dask(
     return replace(cal, checks=model_checks)
 
 
+@overload
 def estimate(
     current: AnnotationSet,
     calibration: Calibration | None = None,
@@ -361,8 +363,34 @@ def estimate(
     method: str | Sequence[str] = "hero1",
     history: AnnotationSet | None = None,
     recommend: bool = False,
+    by: None = None,
     **options: Unpack[EstimateCallOptions],
-) -> EstimateResult | EstimateCollection:
+) -> EstimateResult | EstimateCollection: ...
+
+
+@overload
+def estimate(
+    current: AnnotationSet,
+    calibration: Calibration | None = None,
+    *,
+    method: str | Sequence[str] = "hero1",
+    history: AnnotationSet | None = None,
+    recommend: bool = False,
+    by: Strata,
+    **options: Unpack[EstimateCallOptions],
+) -> StrataEstimate: ...
+
+
+def estimate(
+    current: AnnotationSet,
+    calibration: Calibration | None = None,
+    *,
+    method: str | Sequence[str] = "hero1",
+    history: AnnotationSet | None = None,
+    recommend: bool = False,
+    by: Strata | None = None,
+    **options: Unpack[EstimateCallOptions],
+) -> EstimateResult | EstimateCollection | StrataEstimate:
     """Estimate the current round's gold rate by one method, several, or ``"all"``.
 
     Parameters
@@ -418,6 +446,15 @@ def estimate(
         (:func:`heroeval.check_drift`), which warns with a
         :class:`~heroeval.TransportabilityWarning` on drift; a collection
         keeps the check in ``EstimateCollection.drift``.
+    by : str, mapping or pandas Series, optional
+        Rates per stratum (harm category, topic, query): each stratum of the
+        round estimated alone, with intervals simultaneous over the strata at
+        95 % (Bonferroni); returns a
+        :class:`~heroeval.workflows.strata.StrataEstimate`. A mapping (or a
+        Series indexed by item id) gives each item's stratum; a column name
+        means the round's own round column, read with
+        ``read_annotations(path, round_col=by)``. See :func:`estimate_by`
+        (which also takes the level and the adjustment).
 
     A "current round" whose round column names several rounds is estimated
     as one (pooled) round, with a :class:`~heroeval.errors.MultipleRoundsWarning`.
@@ -432,6 +469,9 @@ def estimate(
     >>> sorted(res)
     ['dawid_skene', 'gold_proportion', 'hero1', 'hero_joint', 'majority_vote', 'rogan_gladen']
     """
+    if by is not None:
+        return estimate_by(current, calibration, by=by, method=method, history=history, recommend=recommend,
+                           **options)
     o = options_of("estimate", options, EstimateCallOptions, ESTIMATE_CALL_DEFAULTS)
     ridge, tie, rng, on_shift, drift_check = o["ridge"], o["tie"], o["rng"], o["on_shift"], o["drift_check"]
     data = check_current(current)
@@ -503,3 +543,56 @@ def estimate(
         recommended = replace(recommended, result=replace(r, notes=(*r.notes, note)),
                               reason=f"{recommended.reason}; {note}")
     return replace(res, recommended=recommended)
+
+
+def estimate_by(
+    current: AnnotationSet,
+    calibration: Calibration | None = None,
+    *,
+    by: Strata,
+    method: str | Sequence[str] = "hero1",
+    history: AnnotationSet | None = None,
+    recommend: bool = False,
+    confidence_level: float = 0.95,
+    adjust: str = "bonferroni",
+    **options: Unpack[EstimateCallOptions],
+) -> StrataEstimate:
+    """Rates per stratum of the current round, with family-wise (simultaneous) intervals over the strata.
+
+    Each stratum of ``current`` is estimated as a round alone, by :func:`estimate` on its items with this
+    calibration, history, ``method``, ``recommend`` and ``options``: its estimate, status and recommended
+    method are the ones :func:`estimate` (and ``hero estimate``) give on that stratum. The calibration is
+    made once (from ``history`` when omitted), and the model checks the recommendation needs are run once
+    when the calibration has none (:func:`heroeval.workflows.strata.strata_estimate`).
+
+    Parameters
+    ----------
+    by : str, mapping or pandas Series
+        Each item's stratum: a mapping item id -> stratum, a Series indexed by item id, or the name of the
+        column read as the round's round column (``read_annotations(path, round_col=by)``; the name only
+        labels the output). :mod:`heroeval.workflows.strata` says how each form is checked.
+    confidence_level : float, default 0.95
+        The family-wise level: the strata's intervals cover all their rates at once at this level.
+    adjust : {"bonferroni", "sidak", "none"}, default "bonferroni"
+        How each stratum's level is set from it (``1 - (1 - L) / K``, ``L ** (1 / K)``, or ``L``: marginal);
+        the module docstring says why Bonferroni is the default.
+    method, history, recommend, options
+        As in :func:`estimate`.
+
+    Returns
+    -------
+    StrataEstimate
+        Strata with fewer than 2 items, or whose estimate failed, are in ``skipped`` with the reason.
+    """
+    if calibration is None:
+        if history is None:
+            raise HeroEvalError("pass a calibration or a history to calibrate from")
+        calibration = calibrate(history)
+    cal = with_history(check_calibration(calibration), history)
+    wants = recommend or method == "auto" or (not isinstance(method, str) and "auto" in method)
+
+    def one(sub: AnnotationSet, c: Calibration) -> StratumResult:
+        return estimate(sub, c, method=method, history=history, recommend=recommend, **options)
+
+    return strata_estimate(current, by, cal, one, recommends=wants, confidence_level=confidence_level,
+                           adjust=adjust)
