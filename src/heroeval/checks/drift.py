@@ -312,10 +312,12 @@ def check_drift(
     if warn and out.drift_detected:
         who = (f"labeler(s) {list(flagged)} behave differently from their calibration" if flagged
                else "no single labeler is identified, but the labelers jointly disagree with the calibration")
+        # the call with what the user has: the flagged labelers by name (CLI: rewritten to hero drift's option)
+        drop = repr(list(flagged)) if flagged else "<the DriftCheck heroeval.check_drift returns>"
         warnings.warn(
             f"labeler drift in {current.name!r}: {who} (overall p = {out.overall_p:.2g}); HERO assumes "
             "sensitivities and specificities transport from the history. Re-estimate without them: "
-            "heroeval.checks.drift.reestimate_without(current, calibration, check.flagged)",
+            f"heroeval.checks.drift.reestimate_without(<this round>, <its calibration>, {drop})",
             TransportabilityWarning,
             stacklevel=2,
         )

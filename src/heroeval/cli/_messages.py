@@ -44,6 +44,7 @@ _PHRASES: tuple[tuple[str, str], ...] = (
     (r"give exactly one of half_width, difference, n_items or bound",
      "give exactly one of --half-width, --difference, --n-items or --bound"),
     (r"compare two rounds with heroeval\.compare", "compare two rounds with hero compare"),
+    (r"\(ci_method='score'; confidence_interval\(alternative='less'\)\)", "(--ci-method score; --alternative less)"),
     (r"mapped to None by label_map", "mapped to drop by --label-map"),
 )
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import math
 import sys
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from heroeval.errors import HeroEvalError, HeroEvalWarning
+from heroeval.cli.console import run
+from heroeval.errors import HeroEvalError
 
 if TYPE_CHECKING:  # annotations only (strings at run time)
     from rich.console import Console
@@ -46,23 +46,10 @@ def _console() -> Console:
 
 
 def _run(fn: Callable[[], T]) -> T:
-    """Run ``fn``; a heroeval error becomes a message on stderr and exit code 2."""
-    from rich.console import Console
-    from rich.markup import escape
-
-    caught: list[warnings.WarningMessage] = []
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", HeroEvalWarning)
-            return fn()
-    except HeroEvalError as exc:
-        Console(stderr=True, highlight=False).print(f"[bold red]error:[/bold red] {escape(str(exc))}", soft_wrap=True)
-        raise typer.Exit(2) from None
-    finally:
-        for w in caught:
-            if issubclass(w.category, HeroEvalWarning):
-                Console(stderr=True, highlight=False).print(
-                    f"[yellow]warning ({w.category.__name__}):[/yellow] {escape(str(w.message))}", soft_wrap=True)
+    """Run ``fn``; a heroeval error becomes a message on stderr and exit code 2, and errors and warnings are
+    told in the CLI's words (:func:`heroeval.cli.console.run`, as every other command)."""
+    out: T = run(fn)
+    return out
 
 
 def _f(x: Any, fmt: str = ".4f") -> str:

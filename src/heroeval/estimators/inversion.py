@@ -61,7 +61,12 @@ def check_alternative(alternative: str) -> str:
 
 
 class InversionTest:
-    """A test statistic for mu = mu0, decreasing in mu0; ``center`` is a point where it is 0 (or the boundary)."""
+    """A test statistic for mu = mu0, decreasing in mu0; ``center`` is a point where it is 0 (or the boundary).
+
+    The test is what a result's interval inverts: ``result.test(mu0)`` (:meth:`p_value`) is the p-value of
+    "the rate is ``mu0``", the same test, so ``mu0`` lies in the ``1 - alpha`` interval exactly when the
+    p-value is at least ``alpha``.
+    """
 
     center: float
 
@@ -70,6 +75,34 @@ class InversionTest:
 
     def interval(self, confidence_level: float, alternative: str = "two-sided") -> tuple[float, float]:
         return invert(self.stat, self.center, confidence_level, alternative)
+
+    def p_value(self, mu0: float, alternative: str = "two-sided") -> float:
+        """The p-value of the rate being ``mu0``: the smallest ``alpha`` whose ``1 - alpha`` interval (this
+        test's, for ``alternative``) leaves ``mu0`` out, found by bisection on the level to 1e-10 (0 when it is
+        below that, NaN when the test has no finite interval)."""
+        check_alternative(alternative)
+        if isinstance(mu0, bool) or not (isinstance(mu0, (int, float)) and 0 <= mu0 <= 1):
+            raise HeroEvalError(f"mu0 must be a rate in [0, 1], got {mu0!r}")
+
+        def inside(level: float) -> bool:
+            lo, hi = self.interval(level, alternative)
+            return bool(lo <= mu0 <= hi)
+
+        lo_level, hi_level = 1e-10, 1 - 1e-10
+        if not math.isfinite(self.interval(0.5, alternative)[0]):
+            return math.nan
+        if inside(lo_level):
+            return 1.0
+        if not inside(hi_level):
+            return 0.0
+        for _ in range(40):  # inside(level) grows with the level: the intervals nest
+            mid = (lo_level + hi_level) / 2
+            lo_level, hi_level = (lo_level, mid) if inside(mid) else (mid, hi_level)
+        return 1.0 - hi_level
+
+    def __call__(self, mu0: float, alternative: str = "two-sided") -> float:
+        """``test(mu0)``: :meth:`p_value`."""
+        return self.p_value(mu0, alternative)
 
 
 @dataclass

@@ -140,6 +140,9 @@ def dawid_skene(
     """
     data = check_current(current)
     check_em_settings(tol, max_iter, criterion)
+    if data.n_items < 2:  # one item cannot tell its labelers' errors from the rate: no estimate, no standard error
+        raise HeroEvalError(f"dawid_skene needs at least 2 items in the current round; {data.name!r} has "
+                            f"{data.n_items}")
     d = two_coin.make_design(
         data.item_ptr,
         data.labeler,

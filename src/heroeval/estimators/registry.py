@@ -25,6 +25,7 @@ from heroeval.estimators.common import (
 from heroeval.estimators.control_variate import hero2
 from heroeval.estimators.methods import dawid_skene, gold_proportion, hero1, hero_joint, majority_vote
 from heroeval.estimators.misclassification import rogan_gladen
+from heroeval.estimators.ppi import ALL_GOLD_METHODS
 from heroeval.estimators.results import EstimateResult
 from heroeval.estimators.table import METHODS
 from heroeval.ingest.annotations import AnnotationSet
@@ -97,7 +98,9 @@ class Estimator:
 ESTIMATORS: Mapping[str, Estimator] = MappingProxyType({
     "majority_vote": Estimator("majority_vote", lambda d, c, o: majority_vote(d, tie=o.tie, rng=o.rng),
                                new_labelers_estimate=True),
-    "dawid_skene": Estimator("dawid_skene", lambda d, c, o: dawid_skene(d), new_labelers_estimate=True),
+    "dawid_skene": Estimator("dawid_skene", lambda d, c, o: dawid_skene(d), new_labelers_estimate=True,
+                             missing=lambda d, c: "needs at least 2 items in the current round"
+                             if d.n_items < 2 else None),
     "gold_proportion": Estimator("gold_proportion",
                                  lambda d, c, o: gold_proportion(d, c, exclude_new_labelers=o.exclude)),
     "rogan_gladen": Estimator("rogan_gladen", lambda d, c, o: rogan_gladen(d, c, exclude_new_labelers=o.exclude)),
@@ -149,7 +152,10 @@ def estimate_methods(
             raise HeroEvalError("method 'auto' (the recommended estimate) is chosen by heroeval.estimate, "
                                 "not by the estimators' dispatch")
         if m not in METHODS:
-            raise HeroEvalError(f"unknown method {m!r}; choose from {list(METHODS)}, 'auto' or 'all'")
+            also = (f"; {m!r} is one of the methods for a round with gold of its own ({', '.join(ALL_GOLD_METHODS)}), "
+                    "which heroeval.estimate runs" if m in ALL_GOLD_METHODS else
+                    f", or with gold in the current round {', '.join(ALL_GOLD_METHODS)}")
+            raise HeroEvalError(f"unknown method {m!r}; choose from {list(METHODS)}, 'auto' or 'all'{also}")
     results: dict[str, EstimateResult] = {}
     skipped: dict[str, str] = {}
     rule = dispatch_rule(data, cal, o["new_labelers"], o["exclude_new_labelers"])

@@ -40,6 +40,11 @@ def solve_score(L: FloatArray, offset: float = 0.0, weights: FloatArray | None =
     """
     if L.size == 0:
         raise ValueError("no items")
+    if weights is not None:  # an item of weight 0 adds nothing (and 0 * inf, at a boundary, would be NaN)
+        keep = np.asarray(weights) > 0
+        if not keep.any():
+            return float("nan"), "unidentified"
+        L, weights = L[keep], np.asarray(weights)[keep]
     if not np.any(np.abs(L) > 1e-12):
         # every item's labels are equally likely under Y=1 and Y=0: the data say nothing about mu
         return float("nan"), "unidentified"

@@ -25,6 +25,9 @@ import pandas as pd
 __all__ = ["FRAME_COLUMNS", "METHODS", "METHOD_TITLES", "EstimateRow", "EstimatesTable", "method_title"]
 
 METHODS = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1", "hero2", "hero_joint")
+"""The methods of ``method="all"``, in its order. A round with gold labels of its own also has the current-gold
+methods (``hero1_ppi``, ``prior_ppi``, ``mv_ppi``, ``gold_only``: :data:`heroeval.estimators.ppi.ALL_GOLD_METHODS`),
+and every round the recommended estimate ``"auto"``."""
 METHOD_TITLES = {
     "majority_vote": "Majority vote",
     "dawid_skene": "Dawid-Skene (current only)",

@@ -90,6 +90,20 @@ def forest_svg(rows: Sequence[Mapping[str, Any]], *, xlabel: str, ref: float | N
     return svg_img(fig, alt, fig_id)
 
 
+def _label_offsets(x: np.ndarray, y: np.ndarray, near: float = 0.025) -> list[tuple[int, int]]:
+    """Text offsets (points) for the map's labels: a label whose point is within ``near`` of an earlier one
+    takes the next free corner, so close labelers' numbers do not print over each other."""
+    corners = [(7, 5), (7, -11), (-13, 5), (-13, -11), (0, 12), (0, -17)]
+    placed: list[tuple[float, float, int]] = []
+    out = []
+    for xi, yi in zip(x.tolist(), y.tolist(), strict=True):
+        taken = {k for px, py, k in placed if abs(px - xi) < near and abs(py - yi) < near}
+        k = next((c for c in range(len(corners)) if c not in taken), len(placed) % len(corners))
+        placed.append((xi, yi, k))
+        out.append(corners[k])
+    return out
+
+
 def labeler_map_svg(labelers: Sequence[Mapping[str, Any]], fig_id: str) -> str:
     plt = mpl()
     fig, ax = plt.subplots(figsize=(6.4, 5.4), layout="constrained")
@@ -106,10 +120,11 @@ def labeler_map_svg(labelers: Sequence[Mapping[str, Any]], fig_id: str) -> str:
             ax.plot([slo, shi], [y, y], color="#888888", lw=1, zorder=1)
         if math.isfinite(tlo) and math.isfinite(thi):
             ax.plot([x, x], [tlo, thi], color="#888888", lw=1, zorder=1)
-    sc = ax.scatter(spec, sens, s=size, c=gold, cmap="viridis", edgecolors="#333333", linewidths=0.6, zorder=2,
-                    alpha=0.9)
-    for r, x, y in zip(shown, spec, sens, strict=True):
-        ax.annotate(str(int(r["index"])), (x, y), xytext=(7, 5), textcoords="offset points", fontsize=7, zorder=3,
+    varied = bool(gold.size) and float(np.nanmax(gold) - np.nanmin(gold)) > 0
+    sc = ax.scatter(spec, sens, s=size, c=gold if varied else "#3b75af", cmap="viridis" if varied else None,
+                    edgecolors="#333333", linewidths=0.6, zorder=2, alpha=0.9)
+    for r, x, y, (dx, dy) in zip(shown, spec, sens, _label_offsets(spec, sens), strict=True):
+        ax.annotate(str(int(r["index"])), (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=7, zorder=3,
                     bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
     lo = float(min(0.4, np.nanmin(np.r_[sens, spec], initial=1.0) - 0.05))
     ax.plot([lo, 1.0], [1.0, lo], color="#bbbbbb", ls="--", lw=0.8)
@@ -120,9 +135,13 @@ def labeler_map_svg(labelers: Sequence[Mapping[str, Any]], fig_id: str) -> str:
     ax.set_xlabel("specificity  P(label 0 | gold 0)")
     ax.set_ylabel("sensitivity  P(label 1 | gold 1)")
     ax.set_aspect("equal")
-    cb = fig.colorbar(sc, ax=ax, shrink=0.8)
-    cb.set_label("gold items the labeler labelled")
-    ax.set_title("marker area: history labels; numbers: labeler table rows", fontsize=8)
+    if varied:  # a colour bar only when the colours say something
+        cb = fig.colorbar(sc, ax=ax, shrink=0.8)
+        cb.set_label("gold items the labeler labelled")
+        ax.set_title("marker area: history labels; numbers: labeler table rows", fontsize=8)
+    else:
+        each = f"; each labelled {int(gold[0])} gold items" if gold.size and math.isfinite(gold[0]) else ""
+        ax.set_title(f"marker area: history labels; numbers: labeler table rows{each}", fontsize=8)
     return svg_img(fig, "Labeler map: each labeler's sensitivity against specificity with intervals", fig_id)
 
 

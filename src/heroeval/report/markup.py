@@ -19,7 +19,7 @@ CSS = """
 * { box-sizing: border-box; }
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; color: var(--fg);
        margin: 0; background: #f6f7f9; }
-main { max-width: 1120px; margin: 0 auto; padding: 24px 28px 48px; background: #fff; }
+main { max-width: max(1120px, 84vw); margin: 0 auto; padding: 24px 28px 48px; background: #fff; }
 h1 { font-size: 1.6em; margin: 0 0 4px; }
 h2 { font-size: 1.25em; margin: 36px 0 8px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
 h3 { font-size: 1.05em; margin: 20px 0 6px; }

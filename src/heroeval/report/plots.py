@@ -17,7 +17,13 @@ _STYLE = {
     "hero1": ("#1f77b4", "D"),
     "hero2": ("#d62728", "^"),
     "hero_joint": ("#2ca02c", "P"),
+    "rogan_gladen": ("#8c564b", "X"),
+    "auto": ("#17becf", "*"),  # the recommended estimate, scored by the benchmark as method "auto"
 }
+
+
+def _title(method: str) -> str:
+    return METHOD_TITLES.get(method, "recommended (auto)" if method == "auto" else method)
 
 
 def plot_sweep(summary: pd.DataFrame, x: str, out: Path, title: str, *, logx: bool = False) -> list[Path]:
@@ -42,7 +48,7 @@ def plot_sweep(summary: pd.DataFrame, x: str, out: Path, title: str, *, logx: bo
                 continue
             xs = gm[x].astype(float)
             for ax, col in zip(axes, ("rmse", "abs_bias"), strict=True):
-                ax.plot(xs, gm[col], color=color, marker=marker, label=METHOD_TITLES[m])
+                ax.plot(xs, gm[col], color=color, marker=marker, label=_title(m))
         for ax, lab in zip(axes, ("RMSE", "|bias|"), strict=True):
             ax.set_xlabel({"rho": "history gold rate rho", "k": "Beta concentration k (larger = more homogeneous)",
                            "labels_per_item": "labels per item"}.get(x, x))
@@ -83,7 +89,8 @@ def plot_benchmark(summary: pd.DataFrame, out: Path, title: str) -> list[Path]:
         for rho, shift in settings:
             row = summary[(summary["rho"] == rho) & (summary["shift"] == shift) & (summary["method"] == m)]
             vals.append(float(row["rmse"].iloc[0]) if len(row) else np.nan)
-        ax.bar(np.arange(len(settings)) + j * width, vals, width, color=_STYLE[m][0], label=METHOD_TITLES[m])
+        ax.bar(np.arange(len(settings)) + j * width, vals, width, color=_STYLE[m][0],
+               label=_title(m))
     ax.set_xticks(np.arange(len(settings)) + 0.4 - width / 2)
     ax.set_xticklabels([f"rho={r:g}\nshift={sh}" for r, sh in settings])
     ax.set_ylabel("RMSE against the current round's gold rate")

@@ -3,8 +3,9 @@
 Like the evaluation report (:mod:`heroeval.report.html`) the page is one
 self-contained file under a strict content-security policy (no script runs,
 nothing is fetched), every string from the data is escaped, and the figures
-name rounds and labelers by their number in the tables (``R1``, ``L1``), never
-by their names. The numbers are embedded as JSON (``id="hero-data"``).
+name rounds by their names (cut to 18 characters, drawn as plain text, never as
+mathtext) and labelers by their number in the tables (``L1``). The numbers are
+embedded as JSON (``id="hero-data"``).
 
 Examples
 --------
@@ -42,6 +43,17 @@ def trend_report_data(trend: Trend, truth: Mapping[str, float] | None = None,
     return d
 
 
+def _tick(name: Any, width: int = 18) -> str:
+    """A round's name as a plot label (issue #38: the plots said R1-R6), cut to ``width`` characters."""
+    s = str(name)
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _plain(labels: Any) -> None:
+    for t in labels:  # a name is text, not mathtext ($, _ and ^ as written)
+        t.set_parse_math(False)
+
+
 def _rate_plot(d: Mapping[str, Any]) -> str:
     plt = mpl()
     rows = d["rounds"]
@@ -61,8 +73,9 @@ def _rate_plot(d: Mapping[str, Any]) -> str:
     gm = np.array([as_float(r.get("gold_mean")) for r in rows])
     if np.isfinite(gm).any():
         ax.plot(x, gm, "x", color="#7f7f7f", label="mean of the round's gold labels")
-    ax.set_xticks(x, [f"R{k}" for k in x])
-    ax.set_xlabel("round (numbered as in the table)")
+    ax.set_xticks(x, [_tick(r["round"]) for r in rows], rotation=30, ha="right", fontsize=7)
+    _plain(ax.get_xticklabels())
+    ax.set_xlabel("round")
     ax.set_ylabel("rate")
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
@@ -72,7 +85,6 @@ def _rate_plot(d: Mapping[str, Any]) -> str:
 def _diff_plot(d: Mapping[str, Any]) -> str:
     plt = mpl()
     rows = d["differences"]
-    num = {r["round"]: k for k, r in enumerate(d["rounds"], start=1)}
     fig, ax = plt.subplots(figsize=(6.0, 0.35 * len(rows) + 1.2))
     y = np.arange(len(rows))[::-1]
     est = np.array([as_float(r["difference"]) for r in rows])
@@ -81,7 +93,8 @@ def _diff_plot(d: Mapping[str, Any]) -> str:
     ok = np.isfinite(lo)
     ax.errorbar(est[ok], y[ok], xerr=[est[ok] - lo[ok], hi[ok] - est[ok]], fmt="D", color="#2ca02c", capsize=3)
     ax.axvline(0, color="#7f7f7f", linestyle="--", linewidth=1)
-    ax.set_yticks(y, [f"R{num[r['round']]} − R{num[r['reference']]}" for r in rows])
+    ax.set_yticks(y, [f"{_tick(r['round'])} − {_tick(r['reference'])}" for r in rows], fontsize=7)
+    _plain(ax.get_yticklabels())
     ax.set_xlabel("difference of rates")
     fig.tight_layout()
     return svg_img(fig, "Differences between rounds with simultaneous intervals", "fig-diff")
@@ -103,7 +116,8 @@ def _drift_plot(d: Mapping[str, Any]) -> str:
     im = ax.imshow(np.clip(z, -6, 6), cmap="RdBu_r", vmin=-6, vmax=6, aspect="auto")
     for i, j in zip(*np.nonzero(flag), strict=True):
         ax.text(j, i, "●", ha="center", va="center", fontsize=7, color="black")
-    ax.set_xticks(range(len(rounds)), [f"R{k}" for k in range(1, len(rounds) + 1)])
+    ax.set_xticks(range(len(rounds)), [_tick(r) for r in rounds], rotation=30, ha="right", fontsize=7)
+    _plain(ax.get_xticklabels())
     ax.set_yticks(range(len(labs)), [f"L{k}" for k in range(1, len(labs) + 1)])
     fig.colorbar(im, ax=ax, label="drift z (observed − expected positive rate)")
     fig.tight_layout()
@@ -143,12 +157,11 @@ def _diffs_table(d: Mapping[str, Any]) -> str:
 
 
 def _drift_table(d: Mapping[str, Any]) -> str:
-    num = {r["round"]: k for k, r in enumerate(d["rounds"], start=1)}
     lnum = {lab: k for k, lab in enumerate(d["labelers"], start=1)}
     rows = []
     for r in d["drift"][:2000]:
         cls = ' class="bad"' if r["flagged"] else ""
-        rows.append(f"<tr><td>R{num.get(r['round'], '?')}</td><td>L{lnum.get(r['labeler'], '?')}</td>"
+        rows.append(f"<tr><td class=\"name\">{esc(r['round'])}</td><td>L{lnum.get(r['labeler'], '?')}</td>"
                     f"<td class=\"name\">{esc(r['labeler'])}</td>{td(r['n_labels'], None, 'd')}"
                     f"{td(r['observed'])}{td(r['expected'])}{td(r['z'], None, '+.2f')}"
                     f"{td(r['p_adjusted'], None, '.3g')}<td{cls}>{'drift' if r['flagged'] else ''}</td>"
@@ -168,8 +181,7 @@ def render_trend(d: Mapping[str, Any]) -> str:
                  "calibrated errors), so the rates and differences share one parameter covariance.</p>")
     parts.append('<h2 id="rates">Rates</h2>')
     if d["rounds"]:
-        parts.append(f"<figure>{_rate_plot(d)}<figcaption>Each round's rate with its simultaneous interval; rounds "
-                     "are numbered as in the table. Diamonds: the true rate when given; crosses: the mean of the "
+        parts.append(f"<figure>{_rate_plot(d)}<figcaption>Each round's rate with its simultaneous interval. Diamonds: the true rate when given; crosses: the mean of the "
                      "round's few gold labels.</figcaption></figure>")
     parts.append(_rates_table(d))
     ref = "the previous round" if d["baseline"] == "previous" else esc(d["baseline"])

@@ -35,7 +35,7 @@ from heroeval.checks.model_checks import CheckSettings, run_checks, run_checks_o
 from heroeval.choice.auto import recommend as _recommend
 from heroeval.choice.with_gold import recommend_with_gold
 from heroeval.core.options import options_of
-from heroeval.errors import HeroEvalError, MultipleRoundsWarning
+from heroeval.errors import HeroEvalError, HeroEvalWarning, MultipleRoundsWarning
 from heroeval.estimators.collection import EstimateCollection
 from heroeval.estimators.common import (
     check_calibration,
@@ -71,7 +71,10 @@ from heroeval.workflows.options import (
 )
 from heroeval.workflows.strata import Strata, StrataEstimate, StratumResult, strata_estimate
 
-__all__ = ["DRIFT_METHODS", "calibrate", "calibrate_dask", "estimate", "estimate_by", "warn_multiple_rounds"]
+__all__ = [
+    "DRIFT_METHODS", "SMALL_ROUND", "calibrate", "calibrate_dask", "estimate", "estimate_by", "warn_multiple_rounds",
+    "warn_small_round",
+]
 
 DRIFT_METHODS = frozenset({"hero1", "hero2", "hero_joint", "auto"})
 """Methods that trust the calibration's sensitivities on the current round: :func:`estimate` checks drift with them."""
@@ -85,6 +88,27 @@ def warn_multiple_rounds(current: AnnotationSet) -> None:
             f"the current round {current.name!r} holds {current.n_rounds} rounds ({shown}); they are estimated as "
             "one round, so the rate is their pooled rate. Pass one round at a time (filter its rows by the round "
             "column), or compare two rounds with heroeval.compare."), stacklevel=3)
+
+
+SMALL_ROUND = 10
+"""Fewer current items than this: :func:`estimate` warns that every standard error rests on the spread of a
+handful of items."""
+
+
+def warn_small_round(current: AnnotationSet) -> None:
+    """Warn when the current round is too small for its standard errors to mean much (issue #38: a one-item
+    round gave no warning)."""
+    n = current.n_items
+    if n >= SMALL_ROUND:
+        return
+    what = ("one item: no standard error can be estimated from the spread of one item, and Dawid-Skene is not "
+            "computed" if n == 1 else
+            f"{n} items: every standard error rests on the spread of {n} items, so the Wald and logit intervals "
+            "are rough")
+    warnings.warn(HeroEvalWarning(
+        f"the current round {current.name!r} has {what}; the score-test intervals and one-sided bounds "
+        "(ci_method='score'; confidence_interval(alternative='less')) hold best at small counts. Label more items "
+        "(hero plan says how many)."), stacklevel=3)
 
 
 def _drift(current: AnnotationSet, cal: Calibration, hero1: EstimateResult | None = None) -> DriftCheck | str:
@@ -476,6 +500,7 @@ def estimate(
     ridge, tie, rng, on_shift, drift_check = o["ridge"], o["tie"], o["rng"], o["on_shift"], o["drift_check"]
     data = check_current(current)
     warn_multiple_rounds(data)
+    warn_small_round(data)
     if calibration is None:
         if history is None:
             raise HeroEvalError("pass a calibration or a history to calibrate from")
