@@ -102,3 +102,41 @@ def test_unknown_method_lists_the_current_gold_methods() -> None:
     with pytest.raises(he.HeroEvalError) as exc:
         he.estimate(cur, history=hist, method=["nope", "hero1"])
     assert all(m in str(exc.value) for m in ALL_GOLD_METHODS)
+
+
+def test_every_table_command_writes_csv(tmp_path: Path) -> None:
+    """Issue #38: CSV export of any table: compare, drift, plan, store estimate and store trend take --csv, as
+    hero estimate does; each file is the result's to_frame()."""
+    ex = example_paths()
+    runner = CliRunner()
+    cal = tmp_path / "c.json"
+    assert runner.invoke(app, ["calibrate", str(ex["history"]), "--gold", str(ex["gold"]), "-o", str(cal)]).exit_code == 0
+    cur = str(ex["current"])
+    runs = {
+        "compare": ["compare", cur, cur, "--calibration", str(cal), "--method", "hero1,majority_vote"],
+        "drift": ["drift", cur, "--calibration", str(cal)],
+        "plan": ["plan", "--calibration", str(cal), "--mu", "0.6", "--half-width", "0.05", "--labels-per-item", "3,5"],
+    }
+    for name, args in runs.items():
+        out = tmp_path / f"{name}.csv"
+        r = runner.invoke(app, [*args, "--csv", str(out)])
+        assert r.exit_code == 0, (name, r.output)
+        frame = pd.read_csv(out)
+        assert len(frame) >= 1, name
+    assert list(pd.read_csv(tmp_path / "plan.csv")["labels_per_item"]) == [3, 5]
+    assert {"hero1", "majority_vote"} <= set(pd.read_csv(tmp_path / "compare.csv").iloc[:, 0])
+    db = str(tmp_path / "s.duckdb")
+    hist = pd.read_csv(ex["history"])
+    for model, part in list(hist.groupby("round"))[:3]:
+        f = tmp_path / f"{model}.csv"
+        part.drop(columns="round").to_csv(f, index=False)
+        assert runner.invoke(app, ["store", "add", str(f), "--gold", str(ex["gold"]), "--store", db]).exit_code == 0
+    r = runner.invoke(app, ["store", "estimate", cur, "--store", db, "--csv", str(tmp_path / "se.csv")])
+    assert r.exit_code == 0, r.output
+    assert pd.read_csv(tmp_path / "se.csv").iloc[0, 0] == "recommended"
+    r = runner.invoke(app, ["store", "trend", "--store", db, "--no-drift", "--csv", str(tmp_path / "tr.csv")])
+    assert r.exit_code == 0, r.output
+    assert len(pd.read_csv(tmp_path / "tr.csv")) == 3
+    r = runner.invoke(app, ["plan", "--calibration", str(cal), "--mu", "0.6", "--half-width", "0.05",
+                            "--csv", str(tmp_path / "nowhere" / "p.csv")])
+    assert r.exit_code == 2 and "--csv" in r.stderr

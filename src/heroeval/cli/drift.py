@@ -13,6 +13,7 @@ from heroeval.cli.inputs import read, read_current
 from heroeval.cli.options import (
     FILES,
     CalOpt,
+    CsvOpt,
     Duplicates,
     DupOpt,
     EncodingOpt,
@@ -32,6 +33,7 @@ from heroeval.cli.options import (
     check_sources,
     new_labeler_rule,
     parse_label_map,
+    write_csv,
 )
 
 
@@ -56,6 +58,7 @@ def drift_cmd(
     gold_col: GoldColOpt = None,
     gold_item_col: GoldItemColOpt = None,
     encoding: EncodingOpt = None,
+    csv_out: CsvOpt = None,
 ) -> None:
     """Labeler drift check: does each labeler's current positive rate match its calibration?"""
     import numpy as np
@@ -110,6 +113,7 @@ def drift_cmd(
         return chk, before, after, aside
 
     chk, before, after, aside = run(go)
+    write_csv(chk.to_frame(), csv_out, "drift table")
     if fmt is Format.json:
         out = chk.to_dict()
         if after is not None:

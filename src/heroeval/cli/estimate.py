@@ -20,6 +20,7 @@ from heroeval.cli.options import (
     CiMethod,
     CiOpt,
     ClassesOpt,
+    CsvOpt,
     CurGoldOpt,
     DesignOpt,
     Duplicates,
@@ -52,6 +53,7 @@ from heroeval.cli.options import (
     new_labeler_rule,
     parse_history_weight,
     parse_label_map,
+    write_csv,
 )
 from heroeval.errors import HeroEvalError
 
@@ -350,6 +352,7 @@ def compare_cmd(
     encoding: EncodingOpt = None,
     a_gold: Annotated[Path | None, typer.Option(help="Expert (gold) labels on some items of round A: item_id, gold (and optionally pi), as hero estimate --current-gold reads them. With gold in both rounds the estimates with current gold (hero1_ppi, mv_ppi, gold_only) are compared too.")] = None,
     b_gold: Annotated[Path | None, typer.Option(help="Expert (gold) labels on some items of round B (see --a-gold).")] = None,
+    csv_out: CsvOpt = None,
 ) -> None:
     """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values.
 
@@ -433,6 +436,7 @@ def compare_cmd(
         return cc, a, b
 
     cc, a, b = run(go)
+    write_csv(cc.to_frame(confidence_level), csv_out, "comparison table")
     if fmt is Format.json:
         out = cc.to_dict(confidence_level)
         out["ingest"] = {"a": a.report.to_dict(), "b": b.report.to_dict()}

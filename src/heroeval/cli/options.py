@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -80,6 +81,21 @@ MapOpt = Annotated[str | None, typer.Option(help="Recode labels, e.g. 'A=1,B=0,t
 ClassesOpt = Annotated[str | None, typer.Option(help="Multi-class labels: the class order, comma-separated (e.g. 1,2,3,4,5).")]
 OrdinalOpt = Annotated[bool, typer.Option(help="Multi-class labels that are ordered grades (Likert); enables --structure ordinal.")]
 StructureOpt = Annotated[str, typer.Option(help="Multi-class confusion structure: full, symmetric, ordinal or auto (BIC).")]
+
+
+CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Also write the table as CSV to this file (the rows the terminal shows; stdout may be the JSON).")]
+
+
+def write_csv(frame: Any, path: Path | None, what: str) -> None:
+    """Write a result's ``to_frame()`` as CSV (``--csv``) and say so on stderr (stdout may hold the JSON)."""
+    if path is None:
+        return
+    try:
+        frame.to_csv(path)
+    except OSError as exc:
+        err(f"cannot write the {what} to {str(path)!r} (--csv): {exc.strerror or exc}")
+        raise typer.Exit(2) from None
+    print(f"{what} written to {path}", file=sys.stderr)
 
 
 def check_output(path: Path | None, option: str, what: str) -> None:

@@ -15,6 +15,7 @@ from heroeval.cli.console import console, err, ingest_tables, run
 from heroeval.cli.inputs import read_current
 from heroeval.cli.options import (
     FILES,
+    CsvOpt,
     Duplicates,
     DupOpt,
     EncodingOpt,
@@ -29,6 +30,7 @@ from heroeval.cli.options import (
     check_output,
     parse_floats,
     parse_label_map,
+    write_csv,
 )
 from heroeval.errors import HeroEvalError
 
@@ -54,6 +56,7 @@ def plan_cmd(
     fmt: FmtOpt = Format.table,
     expert_labels: Annotated[bool, typer.Option("--expert-labels", help="Instead: how many expert (gold) labels in the current round give --half-width, for the uniform and active designs of 'hero select' and for the gold alone (needs --round-items).")] = False,
     round_items: Annotated[int | None, typer.Option(help="With --expert-labels: items in the current round.")] = None,
+    csv_out: CsvOpt = None,
 ) -> None:
     """Plan a round: items (per labels-per-item) for a CI half-width or to detect a difference.
 
@@ -124,6 +127,7 @@ def plan_cmd(
 
     notes: list[str] = []
     p = run(go)
+    write_csv(p.to_frame(), csv_out, "plan table")
     if fmt is Format.json:
         print(json.dumps(p.to_dict(), indent=1))
         return

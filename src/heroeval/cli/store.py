@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from heroeval.cli.console import run
+from heroeval.cli.options import CsvOpt, write_csv
 from heroeval.errors import HeroEvalError
 
 if TYPE_CHECKING:  # annotations only (strings at run time)
@@ -235,6 +236,7 @@ def estimate_cmd(
     confidence_level: Annotated[float, typer.Option(help="Confidence level.")] = 0.95,
     wait: WaitOpt = 5.0,
     as_json: JsonOpt = False,
+    csv_out: CsvOpt = None,
 ) -> None:
     """Estimate a round against the store's history (the cached calibration, or a refit when the history changed)."""
     from rich.markup import escape
@@ -250,6 +252,7 @@ def estimate_cmd(
     res = se.estimates
     if isinstance(res, EstimateResult):  # pragma: no cover - a list gives a collection
         res = EstimateCollection({res.method: res}, ingest=se.data.report)
+    write_csv(res.table(confidence_level).to_frame(), csv_out, "estimates table")  # as hero estimate --csv
     if as_json:
         out = res.to_dict(confidence_level)
         out["calibration"] = {"key": se.calibration.key, "status": se.calibration.status,
@@ -374,6 +377,7 @@ def trend_cmd(
     report: Annotated[Path | None, typer.Option(help="Write the HTML trend report here.")] = None,
     wait: WaitOpt = 5.0,
     as_json: JsonOpt = False,
+    csv_out: CsvOpt = None,
 ) -> None:
     """Each round's rate with simultaneous intervals, the differences, and the labelers' drift round by round."""
     from rich.markup import escape
@@ -388,6 +392,7 @@ def trend_cmd(
                                            adjust=adjust, drift=drift)
         return tr, _truth(truth)
     tr, tmap = _run(go)
+    write_csv(tr.to_frame(tmap), csv_out, "trend table")
     if report is not None:
         _run(lambda: write_report(report, build_trend_report(tr, truth=tmap)))
     if as_json:

@@ -37,6 +37,7 @@ from typing import Any, TypedDict, Unpack
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 from scipy.stats import norm
 
 from heroeval.core.options import options_of
@@ -230,6 +231,11 @@ class Plan:
         return {"goal": self.goal, "mu": self.mu, "target": self.target, "confidence_level": self.confidence_level,
                 "power": self.power, "score_r2": self.score_r2, "rows": [r.to_dict() for r in self.rows],
                 "notes": list(self.notes)}
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per labels-per-item value (index ``labels_per_item``): the per-item information, the history's
+        variance, the items needed (inf when history-limited), the half-width and whether it was enumerated."""
+        return pd.DataFrame([r.to_dict() for r in self.rows]).set_index("labels_per_item")
 
     def summary(self) -> str:
         if self.goal == "bound":
