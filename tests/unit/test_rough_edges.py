@@ -140,3 +140,20 @@ def test_every_table_command_writes_csv(tmp_path: Path) -> None:
     r = runner.invoke(app, ["plan", "--calibration", str(cal), "--mu", "0.6", "--half-width", "0.05",
                             "--csv", str(tmp_path / "nowhere" / "p.csv")])
     assert r.exit_code == 2 and "--csv" in r.stderr
+
+
+def test_one_status_vocabulary_in_every_view() -> None:
+    """Issue #38: status words mixed 'ok' and 'interior'; now every method says 'ok' for an estimate inside (0, 1),
+    and to_frame(), summary() and to_dict() carry the same word as the result."""
+    from tests.conftest import simulate
+
+    s = simulate(3)
+    cal = he.calibrate(s.history, checks=True)
+    vocab = {"ok", "boundary_0", "boundary_1", "unidentified", "unreliable"}
+    for cur in (s.current, s.current.take_items(range(12))):
+        res = he.estimate(cur, cal, method="all", recommend=True, history=s.history)
+        frame = res.to_frame()
+        assert set(frame["status"]) <= vocab, set(frame["status"])
+        for m, r in res.results.items():
+            assert r.status in vocab and r.to_dict()["status"] == r.status == frame.loc[m, "status"]
+        assert "interior" not in res.summary()
