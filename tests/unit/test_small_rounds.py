@@ -77,3 +77,30 @@ def test_recommended_test_matches_its_bias_aware_interval(checked: tuple[Sim, he
     if ci.method != "logit":  # an interval the test inverts (score, bias-aware, hull)
         assert r.test(ci.low) == pytest.approx(0.1, abs=1e-6)
         assert r.test(ci.high) == pytest.approx(0.1, abs=1e-6)
+
+
+def test_each_interval_is_computed_once_per_result(checked: tuple[Sim, he.Calibration],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #38 (fast display): the views of a result (table, to_frame, to_dict, summary) share its intervals;
+    a score-test inversion runs once per (level, method, alternative)."""
+    from heroeval.estimators.inversion import ScoreTest
+
+    s, cal = checked
+    calls: list[float] = []
+    real = ScoreTest.interval
+    monkeypatch.setattr(ScoreTest, "interval", lambda self, lv, alt="two-sided": calls.append(lv) or real(self, lv, alt))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", he.HeroEvalWarning)
+        res = he.estimate(s.current.take_items(range(12)), cal, method="all")  # small: "auto" takes the score test
+    assert isinstance(res, EstimateCollection)
+    res.to_frame()
+    first = len(calls)
+    assert first > 0
+    for _ in range(3):
+        res.to_frame()
+        res.table().to_frame()
+        res.summary()
+        for r in res.results.values():
+            r.to_dict()
+    assert len(calls) <= 3 * first  # the one-sided bounds of to_dict at most add their own, once
+    assert first <= 3 * sum(r.test is not None for r in res.results.values())  # two-sided, less, greater at most

@@ -224,6 +224,10 @@ class EstimateResult:
     notes: tuple[str, ...] = ()
     influence: Influence | None = field(default=None, repr=False, compare=False)
     test: InversionTest | None = field(default=None, repr=False, compare=False)
+    _intervals: dict[tuple[float, str, str], ConfidenceInterval] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    """Intervals already computed, by (level, method, alternative): a score-test inversion is done once per result
+    however many views (table, JSON, to_frame, report) show it (issue #38). A result is immutable, so is this."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
@@ -290,6 +294,12 @@ class EstimateResult:
         """
         level = check_level(confidence_level)
         check_alternative(alternative)
+        key = (level, method, alternative)
+        if key not in self._intervals:
+            self._intervals[key] = self._interval(level, method, alternative)
+        return self._intervals[key]
+
+    def _interval(self, level: float, method: str, alternative: str) -> ConfidenceInterval:
         m = self.interval_method(method)
         if m == "score":
             if self.test is None:
