@@ -55,7 +55,7 @@ def triviaqa(folder: Path) -> tuple[list[tuple[Path, Path]], Path]:
     for model, part in hist.groupby("round"):
         f = folder / f"{model}.csv"
         part.drop(columns="round").to_csv(f, index=False)
-        rounds.append((f, Path(ex["history_gold"])))
+        rounds.append((f, Path(ex["gold"])))
     cur = folder / "current.csv"
     pd.read_csv(ex["current"]).to_csv(cur, index=False)
     return rounds, cur
