@@ -79,3 +79,25 @@ def test_trend_report_renders_and_names_stay_text(browser: Any, tmp_path: Path, 
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "trend-report.png"), full_page=True)
     page.close()
+
+
+def test_trend_tables_fit_a_wide_screen(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Issue #38: the trend's rates table scrolled sideways at 2,000 px (the page was 1,120 px wide at most); the
+    page now grows with the screen, so at 2,000 px every table fits (at 1,280 px a table may still scroll)."""
+    st = he.Store(tmp_path / "wide.duckdb")
+    truth = {}
+    for k in range(6):
+        s = simulate(31 + k, J=5, N=120, n=10, covariates=False, hist_prev=0.3 + 0.05 * k)
+        name = f"model-version-{k}-long-name"
+        h = s.history
+        st.add(h, name=name, model=f"model-{k}", date=f"2026-0{k + 1}-01")
+        truth[name] = 0.3 + 0.05 * k
+    out = write_report(tmp_path / "wide.html", build_trend_report(st.trend(), truth=truth))
+    page = browser.new_page()
+    page.set_viewport_size({"width": 2000, "height": 1000})
+    page.goto(Path(out).as_uri())
+    page.wait_for_load_state("load")
+    widths = page.eval_on_selector_all("div.scroll", "els => els.map(e => [e.scrollWidth, e.clientWidth])")
+    assert widths and all(sw <= cw for sw, cw in widths), widths
+    ticks = page.eval_on_selector("#hero-data", "e => e.textContent")
+    assert "model-version-0-long-name" in ticks
