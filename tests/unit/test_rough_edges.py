@@ -74,6 +74,7 @@ def test_labeler_map_colour_bar_only_when_gold_counts_differ(monkeypatch: pytest
     monkeypatch.setattr(matplotlib.figure.Figure, "colorbar",
                         lambda self, *a, **k: bars.append(1) or real(self, *a, **k))
     labeler_map_svg(_labelers([20, 20, 20]), "m1")
+    labeler_map_svg(_labelers([152, 155, 158]), "m1b")  # a few per cent apart: colour says nothing
     assert bars == []
     labeler_map_svg(_labelers([5, 20, 40]), "m2")
     assert bars == [1]

@@ -120,7 +120,10 @@ def labeler_map_svg(labelers: Sequence[Mapping[str, Any]], fig_id: str) -> str:
             ax.plot([slo, shi], [y, y], color="#888888", lw=1, zorder=1)
         if math.isfinite(tlo) and math.isfinite(thi):
             ax.plot([x, x], [tlo, thi], color="#888888", lw=1, zorder=1)
-    varied = bool(gold.size) and float(np.nanmax(gold) - np.nanmin(gold)) > 0
+    # colour by gold overlap only when it differs enough to matter (the largest at least 1.5x the smallest);
+    # otherwise one colour, and the title gives the range
+    g_lo, g_hi = (float(np.nanmin(gold)), float(np.nanmax(gold))) if gold.size else (math.nan, math.nan)
+    varied = bool(gold.size) and g_hi >= 1.5 * max(g_lo, 1.0)
     sc = ax.scatter(spec, sens, s=size, c=gold if varied else "#3b75af", cmap="viridis" if varied else None,
                     edgecolors="#333333", linewidths=0.6, zorder=2, alpha=0.9)
     for r, x, y, (dx, dy) in zip(shown, spec, sens, _label_offsets(spec, sens), strict=True):
@@ -140,7 +143,8 @@ def labeler_map_svg(labelers: Sequence[Mapping[str, Any]], fig_id: str) -> str:
         cb.set_label("gold items the labeler labelled")
         ax.set_title("marker area: history labels; numbers: labeler table rows", fontsize=8)
     else:
-        each = f"; each labelled {int(gold[0])} gold items" if gold.size and math.isfinite(gold[0]) else ""
+        each = ("" if not (gold.size and math.isfinite(g_lo)) else f"; each labelled {int(g_lo)} gold items"
+                if g_lo == g_hi else f"; each labelled {int(g_lo)}–{int(g_hi)} gold items")
         ax.set_title(f"marker area: history labels; numbers: labeler table rows{each}", fontsize=8)
     return svg_img(fig, "Labeler map: each labeler's sensitivity against specificity with intervals", fig_id)
 
