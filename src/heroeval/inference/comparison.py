@@ -255,8 +255,11 @@ def compare(
     Both rounds are estimated with the same calibration, so their errors
     share the history's: the difference's variance is
     ``Var_a,current + Var_b,current + Var(history term of a - history term of b)``.
-    Labeler pools may differ between the rounds. Extra keyword arguments go
-    to :func:`~heroeval.estimate`.
+    Labeler pools may differ between the rounds. Extra keyword arguments are
+    the estimators' options (``ridge``, ``tie``, ``rng``, ``new_labelers``,
+    ``exclude_new_labelers``, ``on_shift``), as
+    :func:`~heroeval.estimators.registry.estimate_methods` takes them; the
+    drift check is :func:`heroeval.check_drift`'s (``hero compare`` runs it).
 
     With current gold in both rounds (``read_annotations(..., gold=...)``)
     the estimates that use it (``hero1_ppi``, ``prior_ppi``, ``mv_ppi``,
