@@ -76,6 +76,8 @@ class Alternative(str, Enum):
 
 
 AltOpt = Annotated[Alternative, typer.Option(help="two-sided interval, or a one-sided bound: less = 'the rate is at most ...' (upper bound), greater = 'at least ...'.")]
+MarginOpt = Annotated[float | None, typer.Option(help="A verdict on B against A with this margin (e.g. 0.01 for one point): with --verdict less, 'B's rate is not above A's by more than the margin' (0: B's rate is lower); greater: not below; two-sided: within the margin (0: they differ).")]
+VerdictOpt = Annotated[Alternative, typer.Option("--verdict", help="The verdict's alternative for B against A (with --margin): less, greater or two-sided.")]
 
 
 class OnShift(str, Enum):
@@ -353,6 +355,8 @@ def compare_cmd(
     a_gold: Annotated[Path | None, typer.Option(help="Expert (gold) labels on some items of round A: item_id, gold (and optionally pi), as hero estimate --current-gold reads them. With gold in both rounds the estimates with current gold (hero1_ppi, mv_ppi, gold_only) are compared too.")] = None,
     b_gold: Annotated[Path | None, typer.Option(help="Expert (gold) labels on some items of round B (see --a-gold).")] = None,
     csv_out: CsvOpt = None,
+    margin: MarginOpt = None,
+    verdict_alt: VerdictOpt = Alternative.less,
 ) -> None:
     """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values.
 
@@ -364,6 +368,7 @@ def compare_cmd(
     from heroeval.checks.drift import check_drift
     from heroeval.estimators.ppi import ALL_GOLD_METHODS
     from heroeval.inference.comparison import ComparisonCollection, compare
+    from heroeval.inference.verdict import verdict
     from heroeval.report import terminal as _render
     from heroeval.report.html import build_comparison_report, write_report
     from heroeval.report.page_data import collect_warnings
@@ -437,8 +442,13 @@ def compare_cmd(
 
     cc, a, b = run(go)
     write_csv(cc.to_frame(confidence_level), csv_out, "comparison table")
+    verdicts = {} if margin is None else run(lambda: {
+        m: verdict(c, margin, verdict_alt.value, confidence_level)
+        for m, c in (cc.comparisons.items() if isinstance(cc, ComparisonCollection) else [(cc.method, cc)])})
     if fmt is Format.json:
         out = cc.to_dict(confidence_level)
+        if verdicts:
+            out["verdict"] = {m: v.to_dict() for m, v in verdicts.items()}
         out["ingest"] = {"a": a.report.to_dict(), "b": b.report.to_dict()}
         if a.has_gold or b.has_gold:
             out["ingest"]["current_gold"] = {"a": _current_gold_json(a, a_gold), "b": _current_gold_json(b, b_gold)}
@@ -451,6 +461,10 @@ def compare_cmd(
         if gold_txt:
             con.print(escape(gold_txt), soft_wrap=True)
     _render.print_all(con, _render.comparison_table(cc, confidence_level))
+    if verdicts:  # one per method: they rest on different assumptions and may disagree (docs/guide.md)
+        con.print(f"Verdict on B against A (margin {margin:g}), by method:")
+        for m, v in verdicts.items():
+            con.print(escape(f"  {m}: {v.text}"), soft_wrap=True)
     if isinstance(cc, ComparisonCollection):
         for m, why in cc.skipped.items():
             if m in ALL_GOLD_METHODS:
