@@ -5,6 +5,7 @@ estimate; the unknown-method error lists the current-gold methods."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -158,3 +159,16 @@ def test_one_status_vocabulary_in_every_view() -> None:
         for m, r in res.results.items():
             assert r.status in vocab and r.to_dict()["status"] == r.status == frame.loc[m, "status"]
         assert "interior" not in res.summary()
+
+
+def test_store_commands_take_format_json_as_every_command(tmp_path: Path) -> None:
+    """The store's commands took only --json where every other hero command takes -f/--format json."""
+    ex = example_paths()
+    runner = CliRunner()
+    db = str(tmp_path / "s.duckdb")
+    assert runner.invoke(app, ["store", "add", str(ex["current"]), "--name", "now", "--store", db]).exit_code == 0
+    for args in (["store", "list"], ["store", "log"], ["store", "show", "now"], ["store", "pins"]):
+        a = runner.invoke(app, [*args, "--store", db, "-f", "json"])
+        b = runner.invoke(app, [*args, "--store", db, "--json"])
+        assert a.exit_code == 0 and b.exit_code == 0, (args, a.output)
+        assert json.loads(a.stdout) == json.loads(b.stdout)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from heroeval.cli.console import run
-from heroeval.cli.options import CsvOpt, write_csv
+from heroeval.cli.options import CsvOpt, Format, write_csv
 from heroeval.errors import HeroEvalError
 
 if TYPE_CHECKING:  # annotations only (strings at run time)
@@ -37,6 +37,7 @@ T = TypeVar("T")
 StoreOpt = Annotated[Path, typer.Option("--store", "-s", help="The store file (created by the first add).")]
 WaitOpt = Annotated[float, typer.Option(help="Seconds to wait while another process has the store open.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON on stdout instead of tables.")]
+StoreFmtOpt = Annotated[Format | None, typer.Option("--format", "-f", help="table, or json (the same as --json), as every hero command takes it.")]
 DEFAULT_STORE = Path("hero.duckdb")
 
 
@@ -79,7 +80,7 @@ def add_cmd(
     label_col: Annotated[str | None, typer.Option(help="Label column.")] = None,
     store: StoreOpt = DEFAULT_STORE,
     wait: WaitOpt = 5.0,
-    as_json: JsonOpt = False,
+    as_json: JsonOpt = False, fmt: StoreFmtOpt = None,
 ) -> None:
     """Add a round (one transaction). The same content added again is reported, not duplicated."""
     from rich.markup import escape
@@ -92,7 +93,7 @@ def add_cmd(
                                            date=date, tags=tag or (), role=role, split_rounds=split_rounds,
                                            item_col=item_col, labeler_col=labeler_col, label_col=label_col)
     res = _run(go)
-    if as_json:
+    if as_json or fmt is Format.json:
         _dump({"added": [r.to_dict() for r in res.added],
                "duplicates": [{"name": a, "stored_as": r.name, "content_hash": r.content_hash}
                               for a, r in res.duplicates]})
@@ -105,7 +106,7 @@ def add_cmd(
 
 
 @store_app.command("list")
-def list_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonOpt = False) -> None:
+def list_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonOpt = False, fmt: StoreFmtOpt = None) -> None:
     """The rounds in the store, in the order added."""
     from rich.markup import escape
     from rich.table import Table
@@ -113,7 +114,7 @@ def list_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: Json
     from heroeval.store import Store
 
     rl = _run(lambda: Store(store, wait=wait).rounds())
-    if as_json:
+    if as_json or fmt is Format.json:
         _dump(rl.to_dict())
         return
     t = Table(title=f"{len(rl)} rounds in {escape(str(store))}", title_justify="left")
@@ -128,7 +129,7 @@ def list_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: Json
 
 @store_app.command("show")
 def show_cmd(name: Annotated[str, typer.Argument(help="The round.")], store: StoreOpt = DEFAULT_STORE,
-             wait: WaitOpt = 5.0, as_json: JsonOpt = False) -> None:
+             wait: WaitOpt = 5.0, as_json: JsonOpt = False, fmt: StoreFmtOpt = None) -> None:
     """One round: its metadata, sizes, content hash and the ingest report of its add."""
     from rich.markup import escape
 
@@ -136,7 +137,7 @@ def show_cmd(name: Annotated[str, typer.Argument(help="The round.")], store: Sto
     from heroeval.store import Store
 
     r = _run(lambda: Store(store, wait=wait).round(name))
-    if as_json:
+    if as_json or fmt is Format.json:
         _dump(r.to_dict())
         return
     con = _console()
@@ -174,14 +175,14 @@ def role_cmd(name: Annotated[str, typer.Argument(help="The round.")],
 
 
 @store_app.command("log")
-def log_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonOpt = False) -> None:
+def log_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonOpt = False, fmt: StoreFmtOpt = None) -> None:
     """The audit log: adds, duplicate adds, removals, role changes, pins."""
     from rich.markup import escape
 
     from heroeval.store import Store
 
     rows = _run(lambda: Store(store, wait=wait).log())
-    if as_json:
+    if as_json or fmt is Format.json:
         _dump(rows)
         return
     con = _console()
@@ -235,7 +236,7 @@ def estimate_cmd(
     refit: Annotated[bool, typer.Option(help="Refit Stage A even when a cached fit matches.")] = False,
     confidence_level: Annotated[float, typer.Option(help="Confidence level.")] = 0.95,
     wait: WaitOpt = 5.0,
-    as_json: JsonOpt = False,
+    as_json: JsonOpt = False, fmt: StoreFmtOpt = None,
     csv_out: CsvOpt = None,
 ) -> None:
     """Estimate a round against the store's history (the cached calibration, or a refit when the history changed)."""
@@ -253,7 +254,7 @@ def estimate_cmd(
     if isinstance(res, EstimateResult):  # pragma: no cover - a list gives a collection
         res = EstimateCollection({res.method: res}, ingest=se.data.report)
     write_csv(res.table(confidence_level).to_frame(), csv_out, "estimates table")  # as hero estimate --csv
-    if as_json:
+    if as_json or fmt is Format.json:
         out = res.to_dict(confidence_level)
         out["calibration"] = {"key": se.calibration.key, "status": se.calibration.status,
                               "rounds": list(se.calibration.rounds), "seconds": se.calibration.seconds}
@@ -282,7 +283,7 @@ def pin_cmd(name: Annotated[str, typer.Argument(help="A name for the pinned cali
 
 
 @store_app.command("pins")
-def pins_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonOpt = False) -> None:
+def pins_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonOpt = False, fmt: StoreFmtOpt = None) -> None:
     """The pinned calibrations."""
     from rich.markup import escape
     from rich.table import Table
@@ -290,7 +291,7 @@ def pins_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: Json
     from heroeval.store import Store
 
     rows = _run(lambda: Store(store, wait=wait).pins())
-    if as_json:
+    if as_json or fmt is Format.json:
         _dump(rows)
         return
     t = Table(title="Pinned calibrations", title_justify="left")
@@ -376,7 +377,7 @@ def trend_cmd(
     truth: Annotated[Path | None, typer.Option(help="JSON of true rates by round name, shown beside the estimates.")] = None,
     report: Annotated[Path | None, typer.Option(help="Write the HTML trend report here.")] = None,
     wait: WaitOpt = 5.0,
-    as_json: JsonOpt = False,
+    as_json: JsonOpt = False, fmt: StoreFmtOpt = None,
     csv_out: CsvOpt = None,
 ) -> None:
     """Each round's rate with simultaneous intervals, the differences, and the labelers' drift round by round."""
@@ -395,7 +396,7 @@ def trend_cmd(
     write_csv(tr.to_frame(tmap), csv_out, "trend table")
     if report is not None:
         _run(lambda: write_report(report, build_trend_report(tr, truth=tmap)))
-    if as_json:
+    if as_json or fmt is Format.json:
         _dump(tr.to_dict(tmap))
         return
     con = _console()
