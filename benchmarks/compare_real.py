@@ -34,8 +34,8 @@ import pandas as pd
 
 import heroeval as he
 from heroeval.core.parallel import run_chunks
-from heroeval.errors import HeroEvalWarning
-from heroeval.inference.comparison import ComparisonCollection
+from heroeval.errors import HeroEvalError, HeroEvalWarning
+from heroeval.inference.comparison import Comparison
 from heroeval.workflows.benchmark import BenchmarkData, load_folder
 
 from benchmarks.real_data import BINARY
@@ -92,23 +92,30 @@ def _cell(job: tuple[str, str, str, int, float, int, Sequence[int]]) -> list[dic
         if got is None:
             continue
         hist, a, b, ta, tb = got
+        truth = ta - tb
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", HeroEvalWarning)
             warnings.simplefilter("ignore", RuntimeWarning)
             cal = he.calibrate(hist)
-            cc = he.compare(a, b, cal, method=METHODS, history=hist)
-        assert isinstance(cc, ComparisonCollection)
-        for m, c in cc.comparisons.items():
-            ci = c.confidence_interval(0.95)
-            truth = ta - tb
-            rows.append({"set": data.name, "scenario": scenario, "resample": r, "method": m, "truth": truth,
-                         "estimate": c.estimate, "ci_low": ci.low, "ci_high": ci.high,
-                         "covered": bool(ci.low <= truth <= ci.high), "width": ci.high - ci.low,
-                         "rejects": bool(c.p_value < 0.05), "n_a": a.n_items, "n_b": b.n_items})
+            for m in METHODS:  # one at a time: compare(method=[...]) stops at a method it cannot compare
+                base = {"set": data.name, "scenario": scenario, "resample": r, "method": m, "truth": truth,
+                        "n_a": a.n_items, "n_b": b.n_items}
+                try:
+                    c = he.compare(a, b, cal, method=m, history=hist)
+                except HeroEvalError as exc:  # counted, with the reason (e.g. no influence values at a boundary)
+                    rows.append({**base, "failed": str(exc)[:200]})
+                    continue
+                assert isinstance(c, Comparison)
+                ci = c.confidence_interval(0.95)
+                rows.append({**base, "estimate": c.estimate, "ci_low": ci.low, "ci_high": ci.high,
+                             "covered": bool(ci.low <= truth <= ci.high), "width": ci.high - ci.low,
+                             "rejects": bool(c.p_value < 0.05), "failed": ""})
     return rows
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    failed = (df["failed"] != "").groupby([df["scenario"], df["method"]], sort=False).sum().rename("failed")
+    df = df[df["failed"] == ""]
     g = df.groupby(["scenario", "method"], sort=False)
     per_set = df.groupby(["set", "scenario", "method"]).agg(coverage=("covered", "mean")).reset_index()
     worst = per_set.groupby(["scenario", "method"]).coverage.min().rename("worst_set_coverage")
@@ -116,7 +123,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
                 rejects=("rejects", "mean")).join(worst)
     err = (df["estimate"] - df["truth"]) ** 2
     out["rmse"] = np.sqrt(err.groupby([df["scenario"], df["method"]]).mean())
-    return out.reset_index()
+    return out.join(failed).reset_index()
 
 
 def main() -> None:
