@@ -172,3 +172,27 @@ def test_store_commands_take_format_json_as_every_command(tmp_path: Path) -> Non
         b = runner.invoke(app, [*args, "--store", db, "--json"])
         assert a.exit_code == 0 and b.exit_code == 0, (args, a.output)
         assert json.loads(a.stdout) == json.loads(b.stdout)
+
+
+def test_compare_skips_a_method_it_cannot_compare(monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/compare_real.py found compare(method=[...]) stopping at 'rogan_gladen: no influence values,
+    cannot compare'; a list now skips that method with the reason (a single method still raises)."""
+    from heroeval.inference import comparison
+    from tests.conftest import simulate
+
+    s = simulate(2)
+    cal = he.calibrate(s.history)
+    real = comparison._compare_results
+
+    def fussy(a: he.EstimateResult, b: he.EstimateResult) -> comparison.Comparison:
+        if a.method == "rogan_gladen":
+            raise he.HeroEvalError("rogan_gladen: no influence values, cannot compare")
+        return real(a, b)
+
+    monkeypatch.setattr(comparison, "_compare_results", fussy)
+    a, b = s.current.take_items(range(70)), s.current.take_items(range(70, 150))
+    cc = he.compare(a, b, cal, method=["hero1", "rogan_gladen"])
+    assert isinstance(cc, comparison.ComparisonCollection)
+    assert list(cc) == ["hero1"] and "no influence values" in cc.skipped["rogan_gladen"]
+    with pytest.raises(he.HeroEvalError, match="no influence values"):
+        he.compare(a, b, cal, method="rogan_gladen")

@@ -310,12 +310,23 @@ def compare(
         gb, sb = gold_estimates(round_b, calibration, gold_wanted, exclude_new_labelers=excl, skip_errors=quiet)
         ra = replace(ra, results={**ra.results, **ga}, skipped={**ra.skipped, **sa})
         rb = replace(rb, results={**rb.results, **gb}, skipped={**rb.skipped, **sb})
-    comps = {m: _compare_results(ra[m], rb[m]) for m in ra if m in rb}
+    comps: dict[str, Comparison] = {}
+    cannot: dict[str, str] = {}
+    for m in ra:
+        if m not in rb:
+            continue
+        try:
+            comps[m] = _compare_results(ra[m], rb[m])
+        except HeroEvalError as exc:  # e.g. no influence values: skipped with the reason, as estimate skips
+            if single:
+                raise
+            cannot[m] = str(exc)
     if single:
         return comps[str(method)]
     skipped = {m: why for m, why in {**rb.skipped, **ra.skipped}.items()}
     skipped.update({m: "computed for only one of the rounds" for m in set(ra) ^ set(rb)})
     skipped.update(one_sided)
+    skipped.update(cannot)
     return ComparisonCollection(comps, ra, rb, skipped)
 
 
