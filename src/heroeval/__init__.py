@@ -41,7 +41,7 @@ _PUBLIC: dict[str, str] = {
     "hero1_anchored": "heroeval.estimators.newlabelers",
     "bootstrap": "heroeval.inference.comparison",
     "classifier_metrics": "heroeval.inference.comparison",
-    "compare": "heroeval.inference.comparison",
+    "compare": "heroeval.workflows.comparing",
     "plan": "heroeval.inference.planning",
     "AnnotationSet": "heroeval.ingest.annotations",
     "read_annotations": "heroeval.ingest.read",
@@ -174,9 +174,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly ("
     from heroeval.inference.comparison import (
         classifier_metrics as classifier_metrics,
     )
-    from heroeval.inference.comparison import (
-        compare as compare,
-    )
     from heroeval.inference.planning import Plan as Plan
     from heroeval.inference.planning import plan as plan
     from heroeval.ingest.annotations import (
@@ -204,6 +201,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly ("
     from heroeval.workflows.api import calibrate as calibrate
     from heroeval.workflows.api import calibrate_dask as calibrate_dask
     from heroeval.workflows.api import estimate as estimate
+    from heroeval.workflows.comparing import (
+        compare as compare,
+    )
 
 __all__ = ["__version__", *_PUBLIC]
 

@@ -34,10 +34,11 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "v0.1"
 VOLATILE = {"created", "heroeval_version", "token", "source", "sources", "path"}
 ADDED = {"ci_alternative", "upper_bound", "lower_bound", "bound_method", "ci_text", "ci_method",
          "boundary", "test", "min_attainable_p", "family_size", "chi2_p", "min_p_test", "new_labelers_set_aside",
-         "items", "status", "gold_scores", "rounds", "past_error", "past_error_se", "gold_labels"}
+         "items", "status", "gold_scores", "rounds", "past_error", "past_error_se", "gold_labels", "recommended"}
 """Keys added after 0.1 (issue 19: one-sided bounds; issue 23: the drift check's tests; issue 18: the checks' per-item
 arrays, the recommendation's status and the past-round check; issue 22: the calibration's gold scores, null in a 0.1
-file; issue 38: the gold items' labels, which reproduce Rogan–Gladen's standard error after a reload); ignored only
+file; issue 38: the gold items' labels, which reproduce Rogan–Gladen's standard error after a reload; issue 40: hero
+compare's recommended difference, null with a 0.1 calibration file, which has no model checks); ignored only
 where 0.1's
 output did not have them."""
 

@@ -72,7 +72,7 @@ def test_results_in_a_notebook(sim: tuple[he.AnnotationSet, he.AnnotationSet, he
     cf = col.to_frame()
     assert next(iter(cf.index)) == "recommended" and set(col) <= set(cf.index)
     assert "<table" in col._repr_html_() and "Recommended" in repr(col)
-    c = he.compare(cur, cur.take_items(range(100)), cal)
+    c = he.compare(cur, cur.take_items(range(100)), cal, method="hero1")
     assert "p_value=" in repr(c) and "standard_error=" in repr(c) and "ci_95=" in repr(c)
     assert c.to_frame().loc["hero1", "difference"] == c.estimate and "<table" in c._repr_html_()
     cc = he.compare(cur, cur.take_items(range(100)), cal, method=["hero1", "majority_vote"])

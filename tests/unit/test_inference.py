@@ -209,7 +209,7 @@ def test_compare_a_round_with_itself(calibration: he.Calibration, sim: Sim) -> N
 
 def test_compare_subtracts_history_terms(calibration: he.Calibration) -> None:
     s2 = simulate(2, cur_prev=0.5)
-    c = he.compare(s2.current, simulate(1).current, calibration)
+    c = he.compare(s2.current, simulate(1).current, calibration, method="hero1")
     assert isinstance(c, he.Comparison)
     ia, ib = c.a.influence, c.b.influence
     assert ia is not None and ib is not None

@@ -182,14 +182,14 @@ def test_compare_skips_a_method_it_cannot_compare(monkeypatch: pytest.MonkeyPatc
 
     s = simulate(2)
     cal = he.calibrate(s.history)
-    real = comparison._compare_results
+    real = comparison.difference
 
     def fussy(a: he.EstimateResult, b: he.EstimateResult) -> comparison.Comparison:
         if a.method == "rogan_gladen":
             raise he.HeroEvalError("rogan_gladen: no influence values, cannot compare")
         return real(a, b)
 
-    monkeypatch.setattr(comparison, "_compare_results", fussy)
+    monkeypatch.setattr(comparison, "difference", fussy)
     a, b = s.current.take_items(range(70)), s.current.take_items(range(70, 150))
     cc = he.compare(a, b, cal, method=["hero1", "rogan_gladen"])
     assert isinstance(cc, comparison.ComparisonCollection)

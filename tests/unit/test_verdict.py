@@ -87,8 +87,8 @@ def test_level_and_power_by_simulation() -> None:
         cal = he.calibrate(h.history)
         worse = shift_dgp(s + 1, alpha=alpha_, beta=beta_, current_rate=0.35, N=10, n=300)
         better = shift_dgp(s + 2, alpha=alpha_, beta=beta_, current_rate=0.22, N=10, n=300)
-        c1 = he.compare(h.current, worse.current, cal)
-        c2 = he.compare(h.current, better.current, cal)
+        c1 = he.compare(h.current, worse.current, cal, method="hero1")
+        c2 = he.compare(h.current, better.current, cal, method="hero1")
         assert isinstance(c1, Comparison) and isinstance(c2, Comparison)
         at_margin.append(verdict(c1, 0.05, "less").decided)  # population B - A = 0.05: the null's boundary
         power.append(verdict(c2, 0.0, "less").decided)

@@ -67,7 +67,8 @@ if TYPE_CHECKING:
     from heroeval.estimators.results import EstimateResult
 
 __all__ = ["CANDIDATES", "MOCK_METHODS", "WEIGHT_GRID", "CheckSettings", "class_weights", "mock_key",
-           "past_round_errors", "rate_matched_mock", "round_folds", "run_checks", "transport_excess"]
+           "paired_mock_difference", "past_round_errors", "rate_matched_mock", "round_folds", "run_checks", "transport_excess",
+           "transport_spread"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -492,6 +493,33 @@ def transport_excess(errors: npt.ArrayLike, error_se: npt.ArrayLike, allowed: fl
     return int(e.size), q, float(chi2.sf(q, e.size)), max(0.0, float(np.mean(d2 - s2)))
 
 
+def transport_spread(errors: npt.ArrayLike, error_se: npt.ArrayLike,
+                     extra_var: float | npt.ArrayLike = 0.0) -> tuple[int, float, float, float]:
+    """How much a method's error varied from past round to past round beyond their noise: ``(K, Q, p, tau2)``.
+
+    What a *difference* of two rounds carries: an error common to every round cancels in ``A - B``, the part that
+    varies from round to round does not. With ``e_k`` and ``s_k^2 = error_se_k^2 + extra_var`` as in
+    :func:`transport_excess`, weights ``w_k = 1 / s_k^2`` and their weighted mean ``e_w``, Cochran's ``Q = sum_k
+    w_k (e_k - e_w)^2`` is chi-squared with ``K - 1`` degrees of freedom when the rounds share one error, and
+    DerSimonian & Laird's ``tau2 = max(0, (Q - (K - 1)) / (sum w - sum w^2 / sum w))`` estimates the variance of a
+    round's own error about it; two new rounds' errors then differ with variance ``2 tau2``. ``(K, nan, nan, 0)``
+    with fewer than two rounds.
+    """
+    e = np.asarray(errors, dtype=np.float64)
+    s2 = np.asarray(error_se, dtype=np.float64) ** 2 + np.maximum(np.asarray(extra_var, dtype=np.float64), 0.0)
+    ok = np.isfinite(e) & np.isfinite(s2) & (s2 > 0)
+    e, s2 = e[ok], s2[ok]
+    k = int(e.size)
+    if k < 2:
+        return k, math.nan, math.nan, 0.0
+    w = 1.0 / s2
+    ew = float(w @ e / w.sum())
+    q = float(w @ (e - ew) ** 2)
+    den = float(w.sum() - (w @ w) / w.sum())
+    tau2 = max(0.0, (q - (k - 1)) / den) if den > 0 else 0.0
+    return k, q, float(chi2.sf(q, k - 1)), tau2
+
+
 def _past_rounds(
     gold_set: AnnotationSet, folds: list[npt.NDArray[np.int64]], qual: list[int], fold_fits: FoldFitsFunction,
     template: Callable[[], Calibration], grid: tuple[float, ...], candidates: Sequence[str], warm: bool,
@@ -591,9 +619,15 @@ def rate_matched_mock(checks: ModelChecks, rate: float) -> dict[str, dict[str, f
     ``(sum c)^2 / sum c^2``; empty when the checks carry no per-item arrays
     (a calibration file written before they were kept).
     """
+    return _weighted_mock(checks, rate)[0]
+
+
+def _weighted_mock(checks: ModelChecks, rate: float) -> tuple[dict[str, dict[str, float]], dict[str, FloatArray]]:
+    """:func:`rate_matched_mock`'s rows and, per row, the per-item error terms whose sum of squares is its
+    ``bias_se`` squared (the weights held fixed)."""
     it = checks.items
     if not it or not checks.mock:
-        return {}
+        return {}, {}
     y = np.asarray(it["y"], dtype=np.float64)
     yfold = np.asarray(it["y_fold"], dtype=np.float64)
     c = class_weights(y, min(max(float(rate), 0.0), 1.0))
@@ -628,6 +662,36 @@ def rate_matched_mock(checks: ModelChecks, rate: float) -> dict[str, dict[str, f
         dd = terms[key] - terms[mock_key(ROBUST_REFERENCE, None)]
         o["vs_robust"] = o["bias"] - ref["bias"]  # the same weighted truth cancels
         o["vs_robust_se"] = float(np.sqrt(dd @ dd))
+    return out, terms
+
+
+def paired_mock_difference(checks: ModelChecks, rate_a: float, rate_b: float) -> dict[str, dict[str, float]]:
+    """Every mock row's error on a difference of two rounds: ``b(rate_a) - b(rate_b)`` on the same held-out items.
+
+    The held-out gold items weighted by class to each round's rate (:func:`rate_matched_mock`) give a candidate's
+    error at that rate; both errors come from the same items, so the error of the *difference* ``A - B`` is their
+    difference and its standard error comes from the difference of the per-item error terms (items weighted to
+    both rates at once): noise the two rates share cancels, and at equal rates the difference's error is exactly
+    0 with standard error 0. Returns ``{key: {"bias", "bias_se", "vs_robust", "vs_robust_se", "n_eff_a",
+    "n_eff_b"}}`` (:func:`mock_key`; ``vs_robust``: the same for the candidate's difference from Rogan–Gladen's),
+    empty without per-item arrays.
+    """
+    oa, ta = _weighted_mock(checks, rate_a)
+    ob, tb = _weighted_mock(checks, rate_b)
+    ref = mock_key(ROBUST_REFERENCE, None)
+    out: dict[str, dict[str, float]] = {}
+    for key in oa:
+        if key not in ob:
+            continue
+        dd = ta[key] - tb[key]
+        row = {"bias": oa[key]["bias"] - ob[key]["bias"], "bias_se": float(np.sqrt(dd @ dd)),
+               "n_eff_a": oa[key]["n_eff"], "n_eff_b": ob[key]["n_eff"], "vs_robust": math.nan,
+               "vs_robust_se": math.nan}
+        if key != ref and ref in ta and ref in tb:
+            dr = dd - (ta[ref] - tb[ref])
+            row["vs_robust"] = row["bias"] - (oa[ref]["bias"] - ob[ref]["bias"])
+            row["vs_robust_se"] = float(np.sqrt(dr @ dr))
+        out[key] = row
     return out
 
 

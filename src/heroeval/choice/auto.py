@@ -49,7 +49,7 @@ from heroeval.stage_a.fit import fit_stage_a
 from heroeval.stage_a.settings import EMSettings, em_settings_of
 
 __all__ = ["DEFAULT_RULE", "AutoRule", "Recommendation", "bias_bound", "choose", "past_round_transport",
-           "rate_shift_z", "recommend", "transport_test"]
+           "rate_shift_z", "recommend", "transport_test", "with_checks"]
 
 def _candidate(current: AnnotationSet, calibration: Calibration, method: str, weight: float | None,
                exclude_new_labelers: bool, rows: list[dict[str, Any]]) -> EstimateResult | None:
@@ -133,6 +133,21 @@ def recommend(
     return rec
 
 
+def with_checks(calibration: Calibration) -> Calibration:
+    """The calibration with its model checks: its own, or computed now from its history (started from its fit).
+
+    :class:`HeroEvalError` when it has neither (a calibration file saved without checks)."""
+    if calibration.checks is not None:
+        return calibration
+    if calibration.history is None:
+        raise HeroEvalError(
+            "method='auto' needs the model checks: calibrate with checks=True (CLI: hero calibrate "
+            "saves them) or pass the history"
+        )
+    checks = run_checks(calibration.history, em_settings=em_settings_of(calibration.settings), start=calibration)
+    return replace(calibration, checks=checks)
+
+
 STAND_IN = ("; hero1 stands in for hero_joint here: hero_joint refits Stage A with this round and needs the "
             "history itself, which a calibration file does not hold (given the history instead, hero_joint, "
             "judged by the same HERO-1 mock rounds, takes this place)")
@@ -143,18 +158,10 @@ round with its history recommends ``hero_joint`` instead (issue #38)."""
 def _recommend(current: AnnotationSet, calibration: Calibration, exclude_new_labelers: bool,
                candidates: Sequence[str], rule: AutoRule, computed: Mapping[str, EstimateResult] | None,
                ) -> Recommendation:
-    cal = calibration
-    checks: ModelChecks | None = cal.checks
+    cal = with_checks(calibration)
+    checks = cal.checks
+    assert checks is not None
     hist = cal.history
-    if checks is None:
-        if hist is None:
-            raise HeroEvalError(
-                "method='auto' needs the model checks: calibrate with checks=True (CLI: hero calibrate "
-                "saves them) or pass the history"
-            )
-        s = cal.settings
-        checks = run_checks(hist, em_settings=em_settings_of(s), start=cal)
-        cal = replace(cal, checks=checks)
     own_w = float(cal.settings.get("history_weight", 1.0))
     # HERO-1 at w = 0 is gold-only maximum likelihood without smoothing: not a candidate unless it is the user's own
     weights = (sorted({own_w, 1.0} | ({checks.chosen_weight} if checks.chosen_weight > 0 else set()))
@@ -172,7 +179,10 @@ def _recommend(current: AnnotationSet, calibration: Calibration, exclude_new_lab
             if w is not None and w not in cals:
                 assert hist is not None
                 s = cal.settings
-                cals[w] = fit_stage_a(hist, history_weight=w, em=EMSettings.from_dict(s))
+                # the same refit for every round made with this calibration: one token, so that two rounds'
+                # estimates at this weight share their history terms (a difference subtracts them)
+                cals[w] = replace(fit_stage_a(hist, history_weight=w, em=EMSettings.from_dict(s)),
+                                  token=f"{cal.token}@w={w!r}")
             c_use = cals[own_w if w is None else w]
             if computed is not None and m in computed and w in (None, own_w):
                 r: EstimateResult | None = computed[m]  # the caller's estimate: the same fit, not run again
@@ -280,7 +290,7 @@ def _recommend(current: AnnotationSet, calibration: Calibration, exclude_new_lab
                    "reported spans every candidate's bias-aware interval"
                    + (" and the past rounds' prediction interval" if pt is not None else "")
                    + ". Label some of this round's items (hero select) to pin it down")
-    return Recommendation(m, w, r, reason, rows, status)
+    return Recommendation(m, w, r, reason, rows, status, dict(results))
 
 
 REPORTED: tuple[str, ...] = ("majority_vote", "dawid_skene")
@@ -691,7 +701,7 @@ def _unscored_recommendation(
     reason = (f"{first[0]} by default: {why}; UNRELIABLE: without enough gold the checks cannot tell whether "
               "the labelers' model holds, so the interval reported spans every candidate's interval "
               "rather than trusting one model")
-    return Recommendation(first[0], own_w, r, reason, rows, "unreliable")
+    return Recommendation(first[0], own_w, r, reason, rows, "unreliable", dict(results))
 
 
 @dataclass
@@ -746,4 +756,4 @@ def _boundary_recommendation(
               "with the calibration's uncertainty included. To tighten it, label more current items "
               "(hero plan --bound); mock-round bias "
               f"checks need an interior estimate ({checks.folds} folds of {checks.n_gold} gold items); {dep_txt}")
-    return Recommendation(first[0], first[1], r, reason, rows)
+    return Recommendation(first[0], first[1], r, reason, rows, "ok", dict(results))

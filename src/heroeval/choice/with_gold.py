@@ -85,4 +85,4 @@ def recommend_with_gold(
         reason += f"; significantly off at 5 %: {', '.join(biased)}"
     if why_not:
         reason += "; " + "; ".join(why_not)
-    return Recommendation(m, None, r, reason, rows)
+    return Recommendation(m, None, r, reason, rows, "ok", {(m, None): r})

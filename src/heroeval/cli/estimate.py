@@ -367,13 +367,14 @@ def compare_cmd(
 
     from heroeval.checks.drift import check_drift
     from heroeval.estimators.ppi import ALL_GOLD_METHODS
-    from heroeval.inference.comparison import ComparisonCollection, compare
+    from heroeval.inference.comparison import ComparisonCollection
     from heroeval.inference.verdict import verdict
     from heroeval.report import terminal as _render
     from heroeval.report.html import build_comparison_report, write_report
     from heroeval.report.page_data import collect_warnings
     from heroeval.stage_a.calibration import load_calibration
     from heroeval.workflows.api import calibrate, warn_multiple_rounds
+    from heroeval.workflows.comparing import compare
 
     check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
     check_output(report, "--report", "the report")
@@ -421,8 +422,8 @@ def compare_cmd(
         def compare_rounds() -> Any:
             for r in (a, b):
                 warn_multiple_rounds(r)
-            out = compare(a, b, cal, method=wanted if wanted == "all" else list(wanted), ridge=ridge, tie=tie.value,
-                          new_labelers=rule)
+            out = compare(a, b, cal, method=wanted if wanted == "all" else list(wanted), history=hist, ridge=ridge,
+                          tie=tie.value, new_labelers=rule)
             if drift_check:  # the same check, and warning, as hero estimate gives each round
                 for r in (a, b):
                     try:
@@ -442,9 +443,11 @@ def compare_cmd(
 
     cc, a, b = run(go)
     write_csv(cc.to_frame(confidence_level), csv_out, "comparison table")
-    verdicts = {} if margin is None else run(lambda: {
-        m: verdict(c, margin, verdict_alt.value, confidence_level)
-        for m, c in (cc.comparisons.items() if isinstance(cc, ComparisonCollection) else [(cc.method, cc)])})
+    rec = cc.recommended if isinstance(cc, ComparisonCollection) else None
+    pairs = ([("recommended", rec.comparison)] if rec is not None else []) + list(
+        cc.comparisons.items() if isinstance(cc, ComparisonCollection) else [(cc.method, cc)])
+    verdicts = {} if margin is None else run(lambda: {m: verdict(c, margin, verdict_alt.value, confidence_level)
+                                                      for m, c in pairs})
     if fmt is Format.json:
         out = cc.to_dict(confidence_level)
         if verdicts:
@@ -460,15 +463,19 @@ def compare_cmd(
         gold_txt = _current_gold_text(r)
         if gold_txt:
             con.print(escape(gold_txt), soft_wrap=True)
+    if rec is not None:
+        for line in _render.recommended_difference_lines(rec, confidence_level):
+            con.print(escape(line), soft_wrap=True)
     _render.print_all(con, _render.comparison_table(cc, confidence_level))
-    if verdicts:  # one per method: they rest on different assumptions and may disagree (docs/guide.md)
-        con.print(f"Verdict on B against A (margin {margin:g}), by method:")
+    if verdicts:  # the recommended one first; the methods rest on different assumptions and may disagree
+        con.print(f"Verdict on B against A (margin {margin:g})" + (", recommended first:" if rec else ", by method:"))
         for m, v in verdicts.items():
-            con.print(escape(f"  {m}: {v.text}"), soft_wrap=True)
+            con.print(escape(f"  {m if m != 'recommended' else f'recommended ({v.method})'}: {v.text}"),
+                      soft_wrap=True)
     if isinstance(cc, ComparisonCollection):
         for m, why in cc.skipped.items():
-            if m in ALL_GOLD_METHODS:
-                con.print(escape(f"{m}: not compared ({why})"), soft_wrap=True)
+            if m in ALL_GOLD_METHODS or m == "auto":
+                con.print(escape(f"{m if m != 'auto' else 'recommended'}: not compared ({why})"), soft_wrap=True)
     if report is not None:
         con.print(f"report written to {report}")
 

@@ -188,6 +188,9 @@ class Recommendation:
     reason: str
     table: list[dict[str, Any]]
     status: str = "ok"
+    results: dict[tuple[str, float | None], EstimateResult] = field(default_factory=dict, repr=False, compare=False)
+    """Every candidate's estimate by ``(method, history weight)``, as the choice weighed it (their own intervals):
+    what the recommended difference of two rounds (:func:`heroeval.compare`) subtracts. Not in :meth:`to_dict`."""
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
         ci = self.result.confidence_interval(confidence_level)

@@ -8,6 +8,7 @@ representations before squaring rather than adding variances.
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,9 +24,11 @@ from scipy.stats import t as t_dist
 from heroeval.errors import ConvergenceWarning, HeroEvalError
 from heroeval.estimators.collection import EstimateCollection
 from heroeval.estimators.ppi import ALL_GOLD_METHODS, GOLD_METHODS, gold_estimates, split_methods
+from heroeval.estimators.records import Recommendation
 from heroeval.estimators.registry import estimate_methods
 from heroeval.estimators.results import ConfidenceInterval, EstimateResult, check_level, jsonable, rate_interval
 from heroeval.estimators.table import METHODS
+from heroeval.inference.bias_aware import bias_aware_cv
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.fit import fit_stage_a
@@ -36,10 +39,13 @@ __all__ = [
     "ClassifierMetrics",
     "Comparison",
     "ComparisonCollection",
+    "DifferenceInterval",
+    "DifferenceRecommendation",
     "MetricEstimate",
     "bootstrap",
     "classifier_metrics",
     "compare",
+    "difference",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -77,6 +83,71 @@ def _wald(est: float, se: float, level: float, lo: float = -1.0, hi: float = 1.0
 
 
 @dataclass(frozen=True)
+class DifferenceInterval:
+    """The interval of a difference ``A - B`` whose error is more than sampling noise: a union of parts.
+
+    Each part is ``(center, se, bias_bound, tau2, df)``: an estimate of ``A - B`` with standard error ``se``, a
+    bias of at most ``bias_bound`` (the model checks' paired mock-round bias of the difference plus its noise)
+    and, when past rounds were missed by more than their noise, a round-to-round variance ``tau2`` of the
+    difference whose estimate rests on ``df`` degrees of freedom. With ``s = sqrt(se^2 + tau2)`` a part's
+    two-sided interval is ``center +- s * cv(bias_bound / s)`` (:func:`~heroeval.inference.bias_aware.bias_aware_cv`,
+    Student's t at ``df`` in place of the normal when ``tau2 > 0``), its one-sided bounds ``s * q + bias_bound``
+    from the center; it covers whenever the difference's bias is at most ``bias_bound`` (Armstrong & Kolesár
+    2020). Several parts (a round the checks cannot judge: every candidate's difference) give the span of their
+    intervals. Clipped to [-1, 1].
+    """
+
+    parts: tuple[tuple[float, float, float, float, float], ...]
+    label: str = "bias-aware"
+
+    def __post_init__(self) -> None:
+        if not self.parts:
+            raise HeroEvalError("a difference interval needs at least one part")
+
+    @staticmethod
+    def _one(part: tuple[float, float, float, float, float], level: float, alternative: str) -> tuple[float, float]:
+        c, se, b, tau2, df = part
+        if not all(math.isfinite(x) for x in (c, se, b, tau2)) or se < 0 or b < 0:
+            return math.nan, math.nan
+        s = math.sqrt(se * se + max(tau2, 0.0))
+        dof = df if tau2 > 0 and df > 0 else math.inf
+        if alternative == "two-sided":
+            h = s * bias_aware_cv(b / s, level, dof) if s > 0 else b
+            return max(-1.0, c - h), min(1.0, c + h)
+        q = float(norm.ppf(level) if math.isinf(dof) else t_dist.ppf(level, dof))
+        h = s * q + b
+        return (-1.0, min(1.0, c + h)) if alternative == "less" else (max(-1.0, c - h), 1.0)
+
+    def interval(self, confidence_level: float = 0.95, alternative: str = "two-sided") -> tuple[float, float]:
+        """The span of the parts' intervals at ``confidence_level`` (``"less"``: an upper bound only)."""
+        level = check_level(confidence_level)
+        ints = [self._one(p, level, alternative) for p in self.parts]
+        if any(not (math.isfinite(lo) and math.isfinite(hi)) for lo, hi in ints):
+            return math.nan, math.nan
+        return min(i[0] for i in ints), max(i[1] for i in ints)
+
+    def p_value(self, d0: float = 0.0, alternative: str = "two-sided") -> float:
+        """The smallest ``alpha`` whose ``1 - alpha`` interval (for ``alternative``) leaves ``d0`` out: the
+        p-value of "A - B is ``d0``" by the same rule (bisection on the level to 1e-10; NaN without an interval)."""
+
+        def inside(level: float) -> bool:
+            lo, hi = self.interval(level, alternative)
+            return bool(lo <= d0 <= hi)
+
+        if not math.isfinite(self.interval(0.5, alternative)[0]):
+            return math.nan
+        lo_level, hi_level = 1e-10, 1 - 1e-10
+        if inside(lo_level):
+            return 1.0
+        if not inside(hi_level):
+            return 0.0
+        for _ in range(40):  # the intervals nest: inside(level) grows with the level
+            mid = (lo_level + hi_level) / 2
+            lo_level, hi_level = (lo_level, mid) if inside(mid) else (mid, hi_level)
+        return 1.0 - hi_level
+
+
+@dataclass(frozen=True)
 class Comparison:
     """The difference ``a - b`` of two rounds' rates by one method.
 
@@ -94,6 +165,10 @@ class Comparison:
     df: float | None = None
     """Degrees of freedom of the t interval and test (the estimates with current gold: Welch–Satterthwaite
     over the two rounds' gold samples); ``None``: the normal approximation."""
+    rule: DifferenceInterval | None = None
+    """The recommended difference's interval when the model checks found a bias to allow for (or a round they
+    cannot judge): its interval, p-value and verdict then come from it (:class:`DifferenceInterval`); ``None``:
+    ``estimate +- q * SE``."""
 
     def _quantile(self, q: float) -> float:
         return float(norm.ppf(q) if self.df is None else t_dist.ppf(q, self.df))
@@ -105,7 +180,9 @@ class Comparison:
 
     @property
     def p_value(self) -> float:
-        """Two-sided p-value for no difference (normal approximation)."""
+        """Two-sided p-value for no difference (normal approximation, or the :attr:`rule`'s)."""
+        if self.rule is not None:
+            return self.rule.p_value(0.0)
         se = self.standard_error
         if not (math.isfinite(se) and se > 0):
             return math.nan
@@ -113,7 +190,12 @@ class Comparison:
         return float(2 * (norm.sf(z) if self.df is None else t_dist.sf(z, self.df)))
 
     def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
-        """``estimate +- q * SE`` clipped to [-1, 1]: q normal (``"wald"``), or Student's t at ``df`` (``"t"``)."""
+        """``estimate +- q * SE`` clipped to [-1, 1]: q normal (``"wald"``), or Student's t at ``df`` (``"t"``);
+        with a :attr:`rule`, its interval (labelled with the rule's name)."""
+        if self.rule is not None:
+            level = check_level(confidence_level)
+            lo, hi = self.rule.interval(level)
+            return ConfidenceInterval(lo, hi, level, self.rule.label)
         if self.df is None:
             return _wald(self.estimate, self.standard_error, confidence_level)
         level = check_level(confidence_level)
@@ -128,6 +210,7 @@ class Comparison:
             {
                 **_interval_fields(self.estimate, self.standard_error, self.confidence_interval(confidence_level)),
                 "p_value": self.p_value,
+                "ci_method": self.confidence_interval(confidence_level).method,
                 "variance_current": self.variance_current,
                 "variance_history": self.variance_history,
                 **({} if self.df is None else {
@@ -156,13 +239,83 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class DifferenceRecommendation:
+    """The recommended difference ``A - B`` (``compare(..., method="auto")``): which method, its comparison, and why.
+
+    ``comparison`` is the chosen method's difference, its interval bias-aware (:class:`DifferenceInterval`) when
+    the model checks found a bias of the difference to allow for; ``a`` and ``b`` are each round's own
+    recommendation, the answer ``hero estimate`` gives that round; ``table`` lists every candidate difference with
+    its paired mock-round error and predicted root mean squared error. ``status`` is ``"unreliable"`` when either
+    round is (or ``"ok"``).
+    """
+
+    method: str
+    history_weight: float | None
+    comparison: Comparison
+    reason: str
+    table: list[dict[str, Any]]
+    status: str
+    a: Recommendation
+    b: Recommendation
+
+    @property
+    def estimate(self) -> float:
+        return self.comparison.estimate
+
+    def confidence_interval(self, confidence_level: float = 0.95) -> ConfidenceInterval:
+        return self.comparison.confidence_interval(confidence_level)
+
+    def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
+        """Shaped like ``hero estimate``'s ``"recommended"``: method, estimate, interval, status, reason, candidates;
+        and each round's own recommendation (``"a"``, ``"b"``: method, estimate, interval, status)."""
+        c = self.comparison
+        ci = c.confidence_interval(confidence_level)
+
+        def rnd(r: Recommendation) -> dict[str, Any]:
+            d = r.to_dict(confidence_level)
+            return {k: d[k] for k in ("method", "history_weight", "estimate", "ci_low", "ci_high", "ci_method",
+                                      "status")}
+
+        return _jsonable_dict({
+            "method": self.method, "history_weight": self.history_weight, "estimate": c.estimate,
+            "standard_error": c.standard_error, "ci_low": ci.low, "ci_high": ci.high,
+            "confidence_level": confidence_level, "ci_method": ci.method, "p_value": c.p_value,
+            "status": self.status, "reason": self.reason, "candidates": self.table, "a": rnd(self.a),
+            "b": rnd(self.b)})
+
+    def to_frame(self, confidence_level: float = 0.95) -> pd.DataFrame:
+        """A one-row DataFrame (index ``"recommended"``): method, A, B, A - B, SE, interval, p-value, status,
+        reason."""
+        row = {**self.comparison._row(confidence_level), "status": self.status, "reason": self.reason}
+        row["ci_method"] = self.confidence_interval(confidence_level).method
+        return pd.DataFrame([row]).rename(index={0: "recommended"})
+
+    def line(self, confidence_level: float = 0.95) -> str:
+        """One line: the recommended A - B, its interval and status."""
+        ci = self.confidence_interval(confidence_level)
+        w = "" if self.history_weight is None else f", history weight {self.history_weight:g}"
+        head = "UNRELIABLE: recommended" if self.status == "unreliable" else "Recommended"
+        return (f"{head} A - B ({self.method}{w}): {self.estimate:+.4f} [{ci.low:+.4f}, {ci.high:+.4f}] "
+                f"({100 * confidence_level:g} %, {ci.method}), status {self.status}")
+
+    def __repr__(self) -> str:
+        reason = self.reason if len(self.reason) <= 160 else self.reason[:157] + "..."
+        return f"DifferenceRecommendation({self.line()}; reason={reason!r})"
+
+    def _repr_html_(self) -> str:
+        return (f"<p><b>{html.escape(self.line())}</b></p><p>why: {html.escape(self.reason)}</p>"
+                + str(pd.DataFrame(self.table).to_html(float_format=lambda x: f"{x:.4f}", max_rows=40)))
+
+
+@dataclass(frozen=True)
 class ComparisonCollection(Mapping[str, Comparison]):
-    """Comparisons of the same two rounds by several methods."""
+    """Comparisons of the same two rounds by several methods (and the recommended one, when it was asked for)."""
 
     comparisons: Mapping[str, Comparison]
     a: EstimateCollection
     b: EstimateCollection
     skipped: Mapping[str, str] = field(default_factory=dict)
+    recommended: DifferenceRecommendation | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "comparisons", MappingProxyType(dict(self.comparisons)))
@@ -178,10 +331,15 @@ class ComparisonCollection(Mapping[str, Comparison]):
         return len(self.comparisons)
 
     def to_frame(self, confidence_level: float = 0.95) -> pd.DataFrame:
-        """One row per method (index: the method): A, B, A - B, SE, interval and p-value."""
+        """One row per method (index: the method): A, B, A - B, SE, interval and p-value; the recommended difference
+        first (index ``"recommended"``, its ``chosen`` column the method) when there is one."""
         cols = ["method", "a", "b", "difference", "standard_error", "ci_low", "ci_high", "confidence_level", "p_value"]
-        return pd.DataFrame([c._row(confidence_level) for c in self.comparisons.values()],
-                            columns=cols).set_index("method")
+        rows = [c._row(confidence_level) for c in self.comparisons.values()]
+        if self.recommended is not None:
+            rows.insert(0, {**self.recommended.comparison._row(confidence_level), "method": "recommended",
+                            "chosen": self.recommended.method, "status": self.recommended.status})
+            cols += ["chosen", "status"]
+        return pd.DataFrame(rows, columns=cols).set_index("method")
 
     def summary(self, confidence_level: float = 0.95) -> str:
         """A plain-text table of the differences A - B, one row per method, and the methods not compared."""
@@ -196,6 +354,8 @@ class ComparisonCollection(Mapping[str, Comparison]):
                  for r in rows]
         lines.insert(1, "-" * len(lines[0]))
         lines += [f"{m}: not compared ({why})" for m, why in self.skipped.items()]
+        if self.recommended is not None:
+            lines.insert(0, self.recommended.line(confidence_level))
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -206,6 +366,7 @@ class ComparisonCollection(Mapping[str, Comparison]):
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
         return {
+            "recommended": None if self.recommended is None else self.recommended.to_dict(confidence_level),
             "difference": {m: c.to_dict(confidence_level) for m, c in self.comparisons.items()},
             "skipped": dict(self.skipped),
             "a": self.a.to_dict(confidence_level),
@@ -213,7 +374,9 @@ class ComparisonCollection(Mapping[str, Comparison]):
         }
 
 
-def _compare_results(a: EstimateResult, b: EstimateResult) -> Comparison:
+def difference(a: EstimateResult, b: EstimateResult) -> Comparison:
+    """The difference ``a - b`` of two rounds' estimates by one method sharing one calibration (their history
+    terms subtracted before squaring); :class:`HeroEvalError` without influence values."""
     if a.influence is None or b.influence is None:
         raise HeroEvalError(f"{a.method}: no influence values, cannot compare")
     vc = a.influence.variance_current() + b.influence.variance_current()
@@ -280,7 +443,7 @@ def compare(
     >>> from heroeval.simulate import paper_dgp
     >>> d1, d2 = paper_dgp(1), paper_dgp(2)
     >>> cal = he.calibrate(d1.history)
-    >>> c = he.compare(d1.current, d2.current.take_items(range(300)), cal)
+    >>> c = he.compare(d1.current, d2.current.take_items(range(300)), cal, method="hero1")
     >>> c.method, round(c.standard_error, 3) > 0
     ('hero1', True)
     """
@@ -316,7 +479,7 @@ def compare(
         if m not in rb:
             continue
         try:
-            comps[m] = _compare_results(ra[m], rb[m])
+            comps[m] = difference(ra[m], rb[m])
         except HeroEvalError as exc:  # e.g. no influence values: skipped with the reason, as estimate skips
             if single:
                 raise

@@ -18,10 +18,12 @@ history parts). The verdict tests a statement about **B's rate relative to A's**
 
 Each one-sided test is ``z = (distance of A - B from the null boundary) / SE`` against the normal (or Student's t
 at the comparison's degrees of freedom, for the estimates with current gold); TOST's p-value is the larger of its
-two. The test is as honest as the comparison's standard error: it carries the shared history's uncertainty, but
-not a bias of the method (the recommended difference of issue #40 is to add that). When the test does not
-decide, :attr:`Verdict.items_factor` says how many times the current items per round would decide it at the
-same estimate with power 0.8, counting that the history's part of the variance does not shrink with more
+two. The test is as honest as the comparison's standard error: it carries the shared history's uncertainty, and a
+bias of the method only through the recommended difference (:func:`heroeval.compare` with ``method="auto"``),
+whose :class:`~heroeval.inference.comparison.DifferenceInterval` the verdict then inverts, so a bias the model
+checks allow for cannot make it decide. When the test does not decide, :attr:`Verdict.items_factor` says how
+many times the current items per round would decide it at the same estimate with power 0.8, counting that the
+history's part of the variance (and a bias bound, or a round-to-round variance) does not shrink with more
 current items (``inf``: history-limited, or the estimate points the other way).
 """
 
@@ -37,7 +39,7 @@ from scipy.stats import t as t_dist
 from heroeval.errors import HeroEvalError
 from heroeval.estimators.inversion import check_alternative
 from heroeval.estimators.results import check_level, jsonable
-from heroeval.inference.comparison import Comparison
+from heroeval.inference.comparison import Comparison, DifferenceRecommendation
 
 __all__ = ["Verdict", "verdict"]
 
@@ -77,7 +79,7 @@ def _q(p: float, df: float | None) -> float:
     return float(norm.ppf(p) if df is None else t_dist.ppf(p, df))
 
 
-def verdict(comparison: Comparison, margin: float = 0.0, alternative: str = "less",
+def verdict(comparison: Comparison | DifferenceRecommendation, margin: float = 0.0, alternative: str = "less",
             confidence_level: float = 0.95) -> Verdict:
     """The verdict on ``comparison`` (``A - B``): B's rate against A's with ``margin`` (module docstring).
 
@@ -89,12 +91,15 @@ def verdict(comparison: Comparison, margin: float = 0.0, alternative: str = "les
     >>> a = shift_dgp(1, alpha=np.full(6, 0.8), beta=np.full(6, 0.8), current_rate=0.30, N=3000, n=600)
     >>> b = shift_dgp(2, alpha=np.full(6, 0.8), beta=np.full(6, 0.8), current_rate=0.20, N=3000, n=600)
     >>> cal = he.calibrate(a.history)
-    >>> v = verdict(he.compare(a.current, b.current, cal), margin=0.0, alternative="less")
+    >>> v = verdict(he.compare(a.current, b.current, cal, method="hero1"), margin=0.0, alternative="less")
     >>> v.decided, v.text.startswith("B's rate is lower than A's")
     (True, True)
     """
+    if isinstance(comparison, DifferenceRecommendation):  # the recommended difference: its comparison and rule
+        comparison = comparison.comparison
     if not isinstance(comparison, Comparison):
-        raise HeroEvalError(f"verdict needs a Comparison (one method's A - B), got {type(comparison).__name__}")
+        raise HeroEvalError("verdict needs a Comparison (one method's A - B) or the recommended difference, got "
+                            f"{type(comparison).__name__}")
     if isinstance(margin, bool) or not (isinstance(margin, (int, float)) and math.isfinite(margin) and
                                         0 <= margin < 1):
         raise HeroEvalError(f"margin must be a number in [0, 1), got {margin!r}")
@@ -106,7 +111,17 @@ def verdict(comparison: Comparison, margin: float = 0.0, alternative: str = "les
     # distance of A - B from each null boundary, positive in the direction the alternative can conclude
     dist_less = d + m  # H1: rate_B - rate_A < m  <=>  A - B > -m
     dist_greater = m - d  # H1: rate_B - rate_A > -m  <=>  A - B < m
-    if not (math.isfinite(d) and math.isfinite(se) and se > 0):
+    rule = comparison.rule
+    if rule is not None:  # the recommended difference's bias-aware rule: the test its interval inverts
+        if alternative == "less":
+            p = rule.p_value(-m, "greater")
+        elif alternative == "greater":
+            p = rule.p_value(m, "less")
+        elif m == 0:
+            p = rule.p_value(0.0)
+        else:
+            p = max(rule.p_value(-m, "greater"), rule.p_value(m, "less"))
+    elif not (math.isfinite(d) and math.isfinite(se) and se > 0):
         p = math.nan
     elif alternative == "less":
         p = _sf(dist_less / se, df)
@@ -126,11 +141,16 @@ def verdict(comparison: Comparison, margin: float = 0.0, alternative: str = "les
 
 def _items_factor(c: Comparison, dist: float, alpha: float, two_sided: bool) -> float:
     """How many times the current items per round give power ``POWER`` at the same estimate, or inf."""
+    fixed = c.variance_history
+    if c.rule is not None:  # a bias bound and a round-to-round variance do not shrink with more items
+        _c, _se, bound, tau2, _df = c.rule.parts[0]
+        dist -= bound
+        fixed += max(tau2, 0.0)
     if not (math.isfinite(dist) and dist > 0):
         return math.inf
     z = _q(1 - alpha / 2 if two_sided else 1 - alpha, c.df) + _q(POWER, c.df)
     target = (dist / z) ** 2  # the variance that would decide it
-    room = target - c.variance_history
+    room = target - fixed
     if not (room > 0 and c.variance_current > 0):
         return math.inf
     return max(c.variance_current / room, 0.0)

@@ -93,17 +93,37 @@ def comparison_table(cc: Any, confidence_level: float = 0.95) -> Table:
     for col, just in (("method", "left"), ("A", "right"), ("B", "right"), ("A - B", "right"), ("SE", "right"),
                       (f"{100 * confidence_level:g}% CI", "center"), ("p-value", "right")):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
-    for c in cc.values():
+    rec = getattr(cc, "recommended", None)
+    rows = ([(f"recommended ({rec.comparison.a.title})", rec.comparison)] if rec is not None else []) + [
+        (c.a.title, c) for c in cc.values()]
+    for k, (title, c) in enumerate(rows):
         ci = c.confidence_interval(confidence_level)
         p = c.p_value
         ptxt = p_text(p)
         if p == p and p < 0.05:
             ptxt = f"[bold]{ptxt}[/bold]"
-        t.add_row(c.a.title, f"{c.a.estimate:.4f}", f"{c.b.estimate:.4f}", f"{c.estimate:+.4f}",
-                  _f(c.standard_error), f"[{_f(ci.low, True)}, {_f(ci.high, True)}]", ptxt)
+        t.add_row(title, f"{c.a.estimate:.4f}", f"{c.b.estimate:.4f}", f"{c.estimate:+.4f}",
+                  _f(c.standard_error), f"[{_f(ci.low, True)}, {_f(ci.high, True)}]", ptxt,
+                  style="bold" if rec is not None and k == 0 else None)
     t.caption = "majority vote's interval is for the difference of majority-label rates, not of gold rates"
+    if rec is not None:
+        t.caption += f"; the recommended row's interval: {rec.comparison.confidence_interval(confidence_level).method}"
     t.caption_justify = "left"
     return t
+
+
+def recommended_difference_lines(rec: Any, confidence_level: float = 0.95) -> list[str]:
+    """The recommended difference in words: the line, each round's own recommended estimate (as ``hero estimate``
+    gives it) and why."""
+    out = [rec.line(confidence_level)]
+    parts = []
+    for who, r in (("A", rec.a), ("B", rec.b)):
+        ci = r.result.confidence_interval(confidence_level)
+        parts.append(f"round {who}: {r.method} {r.result.estimate:.4f} [{ci.low:.4f}, {ci.high:.4f}], status "
+                     f"{r.status}")
+        out.append("  " + parts[-1] + " (its recommended estimate, as hero estimate gives it)")
+    out.append(f"  why: {rec.reason}")
+    return out
 
 
 ROGAN_GLADEN_FILE_NOTE = (

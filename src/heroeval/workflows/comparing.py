@@ -1,0 +1,131 @@
+"""``heroeval.compare``: the difference of two rounds, recommended (``method="auto"``) or by the methods asked for.
+
+The recommended difference rests on each round's own recommendation, made exactly as :func:`heroeval.estimate`
+makes it (``method="all", recommend=True``: the same candidates, new-labeler rule and model checks), so that a
+round has one answer whichever command shows it; :func:`heroeval.choice.difference.recommend_difference` then
+judges the candidate differences on the paired mock rounds. The model checks are computed once for both rounds
+when the calibration has none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from heroeval.choice.auto import with_checks
+from heroeval.choice.difference import recommend_difference
+from heroeval.errors import HeroEvalError
+from heroeval.estimators.collection import EstimateCollection
+from heroeval.estimators.common import check_calibration, dispatch_rule, has_unknown, with_history
+from heroeval.estimators.records import Recommendation
+from heroeval.inference.comparison import (
+    Comparison,
+    ComparisonCollection,
+    DifferenceRecommendation,
+)
+from heroeval.inference.comparison import compare as compare_methods
+from heroeval.ingest.annotations import AnnotationSet
+from heroeval.stage_a.calibration import Calibration
+from heroeval.workflows.api import calibrate, estimate
+
+__all__ = ["compare", "round_recommendation"]
+
+EST_KEYS = ("ridge", "tie", "rng", "new_labelers", "exclude_new_labelers", "on_shift")
+"""The options :func:`compare` passes on to each round's estimates."""
+
+
+def compare(
+    round_a: AnnotationSet,
+    round_b: AnnotationSet,
+    calibration: Calibration | None = None,
+    *,
+    method: str | Sequence[str] = "auto",
+    history: AnnotationSet | None = None,
+    **kwargs: Any,
+) -> DifferenceRecommendation | Comparison | ComparisonCollection:
+    """Difference of two rounds' gold rates (``a - b``): the recommended one, or by the methods asked for.
+
+    ``method="auto"`` (the default) returns the recommended difference, a
+    :class:`~heroeval.inference.comparison.DifferenceRecommendation`: the candidate whose difference has the
+    smallest predicted error on the model checks' paired mock rounds, its interval bias-aware when the checks
+    find a bias to allow for, ``"unreliable"`` when either round is, and the reason
+    (:mod:`heroeval.choice.difference`); with current gold in both rounds, the prediction-powered difference.
+    It needs the calibration's model checks (``calibrate(..., checks=True)``) or the history. A method name
+    returns that method's :class:`~heroeval.inference.comparison.Comparison`; a list or ``"all"`` a
+    :class:`~heroeval.inference.comparison.ComparisonCollection`, which carries the recommended difference as
+    ``recommended`` when the list holds ``"auto"`` or is ``"all"`` and the checks or the history are there (else
+    ``skipped["auto"]`` says why). Extra keyword arguments are the estimators' options (``ridge``, ``tie``,
+    ``rng``, ``new_labelers``, ``exclude_new_labelers``, ``on_shift``); see
+    :func:`heroeval.inference.comparison.compare` for how each method's difference and its variance are made.
+
+    Examples
+    --------
+    >>> import heroeval as he
+    >>> from heroeval.simulate import paper_dgp
+    >>> d1, d2 = paper_dgp(1), paper_dgp(2)
+    >>> rec = he.compare(d1.current, d2.current.take_items(range(300)), history=d1.history)
+    >>> rec.method, rec.status, rec.comparison.standard_error > 0
+    ('hero_joint', 'ok', True)
+    """
+    unknown = set(kwargs) - set(EST_KEYS)
+    if unknown:
+        raise TypeError(f"compare() got unexpected keyword argument(s) {sorted(unknown)}; it takes {list(EST_KEYS)}")
+    if calibration is None:
+        if history is None:
+            raise HeroEvalError("pass a calibration or a history to calibrate from")
+        calibration = calibrate(history)
+    cal = with_history(check_calibration(calibration), history)
+    listed = not isinstance(method, str)
+    wanted = [m for m in method if m != "auto"] if not isinstance(method, str) else method
+    auto = method == "auto" or method == "all" or (listed and "auto" in method)
+    if method == "auto":
+        return _recommended(round_a, round_b, with_checks(cal), kwargs)
+    out = compare_methods(round_a, round_b, cal, method=wanted, history=history, **kwargs)
+    if not auto or not isinstance(out, ComparisonCollection):
+        return out
+    if cal.checks is None and cal.history is None:
+        return replace(out, skipped={**out.skipped, "auto": "needs model checks (calibrate with checks=True) or the "
+                                     "history"})
+    try:
+        rec = _recommended(round_a, round_b, with_checks(cal), kwargs)
+    except HeroEvalError as exc:
+        return replace(out, skipped={**out.skipped, "auto": str(exc)})
+    return replace(out, recommended=rec)
+
+
+def round_recommendation(current: AnnotationSet, calibration: Calibration, **kwargs: Any) -> Recommendation:
+    """One round's recommendation as :func:`heroeval.estimate` makes it (``method="all", recommend=True``), with
+    the candidates' estimates (``Recommendation.results``); the drift check is left to the caller."""
+    res = estimate(current, calibration, method="all", recommend=True, drift_check=False, **kwargs)
+    assert isinstance(res, EstimateCollection)
+    if res.recommended is None:
+        raise HeroEvalError(f"round {current.name!r}: no recommended estimate ({res.skipped.get('auto', 'unknown')})")
+    return res.recommended
+
+
+def _recommended(round_a: AnnotationSet, round_b: AnnotationSet, cal: Calibration,
+                 kwargs: dict[str, Any]) -> DifferenceRecommendation:
+    """The recommended difference: each round's own recommendation, then the paired choice."""
+    a, b = round_a, round_b
+    if a.has_gold != b.has_gold:  # a one-sided gold sample cannot enter a difference: both rounds silver-only
+        a, b = _silver(a), _silver(b)
+    rec_a = round_recommendation(a, cal, **kwargs)
+    rec_b = round_recommendation(b, cal, **kwargs)
+    excl = any(dispatch_rule(r, cal, kwargs.get("new_labelers"), bool(kwargs.get("exclude_new_labelers", False)))
+               in ("exclude", "auto") or has_unknown(r, cal) for r in (a, b))
+    rec = recommend_difference(a, b, cal, rec_a, rec_b, exclude_new_labelers=excl)
+    if a is not round_a or b is not round_b:
+        who = "A" if round_a.has_gold else "B"
+        rec = replace(rec, reason=rec.reason + f"; round {who}'s expert labels are not used: a difference needs gold "
+                      "in both rounds (give the other round expert labels too)")
+    return rec
+
+
+def _silver(ds: AnnotationSet) -> AnnotationSet:
+    """The round without its gold labels (the silver-label methods ignore them anyway)."""
+    if not ds.has_gold:
+        return ds
+    return replace(ds, gold=np.full_like(ds.gold, -1), gold_pi=None)
