@@ -1,7 +1,7 @@
-"""Issue #40, the baseline: every method's difference of two rounds (A - B) on the shared binary sets.
+"""Issue #40: every method's difference of two rounds (A - B) on the shared binary sets, and the recommended one.
 
-Nothing is recommended for a difference yet (``hero compare`` lists one row per method); this measures what
-each row's 95 % interval and test do today, so the recommended difference of issue #40 has a baseline to beat.
+``auto`` is the recommended difference (``he.compare(..., method="auto")``, :mod:`heroeval.choice.difference`),
+beside each method's own row, so that it is judged against the best fixed method, majority vote included.
 
 Protocol, per set and resample (seeded by set, scenario and resample):
 
@@ -97,17 +97,30 @@ def _cell(job: tuple[str, str, str, int, float, int, Sequence[int]]) -> list[dic
             warnings.simplefilter("ignore", HeroEvalWarning)
             warnings.simplefilter("ignore", RuntimeWarning)
             cal = he.calibrate(hist)
-            for m in METHODS:  # one at a time: compare(method=[...]) stops at a method it cannot compare
+            try:  # every method and the recommended difference ("auto") in one call, on one calibration
+                cc = he.compare(a, b, cal, method=[*METHODS, "auto"], history=hist)
+            except HeroEvalError as exc:
+                cc = None
+                why = str(exc)[:200]
+            for m in [*METHODS, "auto"]:
                 base = {"set": data.name, "scenario": scenario, "resample": r, "method": m, "truth": truth,
                         "n_a": a.n_items, "n_b": b.n_items}
-                try:
-                    c = he.compare(a, b, cal, method=m, history=hist)
-                except HeroEvalError as exc:  # counted, with the reason (e.g. no influence values at a boundary)
-                    rows.append({**base, "failed": str(exc)[:200]})
+                c: Comparison | None = None
+                extra: dict[str, Any] = {}
+                if cc is None:
+                    pass
+                elif m == "auto" and cc.recommended is not None:
+                    c = cc.recommended.comparison
+                    extra = {"chosen": cc.recommended.method, "status": cc.recommended.status}
+                elif m in cc.comparisons:
+                    c = cc.comparisons[m]
+                else:
+                    why = cc.skipped.get(m, "not computed")
+                if c is None:  # counted, with the reason (e.g. no influence values at a boundary)
+                    rows.append({**base, "failed": why[:200] or "failed"})
                     continue
-                assert isinstance(c, Comparison)
                 ci = c.confidence_interval(0.95)
-                rows.append({**base, "estimate": c.estimate, "ci_low": ci.low, "ci_high": ci.high,
+                rows.append({**base, **extra, "estimate": c.estimate, "ci_low": ci.low, "ci_high": ci.high,
                              "covered": bool(ci.low <= truth <= ci.high), "width": ci.high - ci.low,
                              "rejects": bool(c.p_value < 0.05), "failed": ""})
     return rows
