@@ -228,7 +228,13 @@ def test_comparison_report_matches_compare(sim: Sim, calibration: he.Calibration
     b = sim.current.take_items(np.arange(0, sim.current.n_items, 2))
     cc = he.compare(sim.current, b, calibration, method="all")
     d = comparison_report_data(cc, sim.current, b, calibration)
-    assert d["kind"] == "comparison" and d["primary"] == "hero1"
+    # issue #40: the recommended difference first, the same numbers as compare's (and hero compare's)
+    assert d["kind"] == "comparison" and d["primary"] == "recommended" and cc.recommended is not None
+    rec, ci = d["difference"]["estimates"]["recommended"], cc.recommended.confidence_interval(0.95)
+    assert (rec["estimate"], rec["ci_low"], rec["ci_high"], rec["status"]) == (
+        cc.recommended.estimate, ci.low, ci.high, cc.recommended.status)
+    for key, r in (("a", cc.recommended.a), ("b", cc.recommended.b)):  # each round's own recommended estimate
+        assert d["rounds"][key]["estimates"]["recommended"]["estimate"] == r.result.estimate
     for m, c in cc.items():
         e = d["difference"]["estimates"][m]
         ci = c.confidence_interval(0.95)
@@ -236,7 +242,7 @@ def test_comparison_report_matches_compare(sim: Sim, calibration: he.Calibration
         assert (e["ci_low"], e["ci_high"]) == (ci.low, ci.high)
         assert e["p_value"] == c.p_value
     page = build_comparison_report(cc, sim.current, b, calibration)
-    assert page.count('data-round="difference"') == len(cc)
+    assert page.count('data-round="difference"') == len(cc) + 1
     assert 'data-round="a"' in page and 'data-round="b"' in page
     assert len(_svgs(page)) == 5  # difference, A, B, labelers, pool
     with pytest.raises(he.HeroEvalError, match="ComparisonCollection"):

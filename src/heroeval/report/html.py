@@ -134,7 +134,11 @@ def _headline_cards(d: Mapping[str, Any]) -> str:
                 f'<div class="{cls}" data-method="{esc(k)}"><div class="muted">{esc(r["label"])}: A − B</div>'
                 f'<div class="big" data-field="estimate">{num(r["estimate"], "+.4f")}</div>'
                 f'<div>{level:g}% CI [{num(r["ci_low"], "+.4f")}, {num(r["ci_high"], "+.4f")}], '
-                f'p = {num(r["p_value"])}</div></div>')
+                f'p = {num(r["p_value"])}</div>'
+                + ('<div class="warn" data-field="status"><b>UNRELIABLE</b>: do not ship on this interval '
+                   '(see why)</div>' if r.get("status") == "unreliable" else "")
+                + (f'<div class="muted" data-field="reason">why: {esc(r["reason"])}</div>' if r.get("reason") else "")
+                + '</div>')
         return f'<div class="headline">{"".join(cards)}</div>'
     block = d["rounds"]["current"]
     keys = block["order"][:1] + [k for k in ("majority_vote",) if k in block["estimates"] and k != block["order"][0]]
@@ -301,8 +305,10 @@ def render_html(d: Mapping[str, Any]) -> str:
                       fig_id="fig-forest-difference", alt="Forest plot of the difference A - B by method", diff=True)
         sections.append(("difference", "Difference A − B",
                          f"<figure>{fig}<figcaption>Each method's difference of the two rounds' rates with its "
-                         f"{100 * level:g}% Wald interval. Both rounds share one calibration; the interval counts "
-                         "that shared history once. Majority vote's difference is of majority-label rates."
+                         f"{100 * level:g}% interval (Wald; the recommended one bias-aware when the model checks "
+                         "find a bias of the difference to allow for). Both rounds share one calibration; the "
+                         "interval counts that shared history once. Majority vote's difference is of "
+                         "majority-label rates."
                          f"</figcaption></figure>{_diff_table(d)}"))
     for key, block in d["rounds"].items():
         name = block["name"]

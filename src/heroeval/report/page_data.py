@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, TypedDict, TypeVar, Unpack
@@ -454,19 +455,28 @@ def comparison_report_data(
         raise HeroEvalError("the comparison report needs a ComparisonCollection (compare(..., method=[...]))")
     d = _base(calibration, title or f"HERO comparison report: {round_a.name} - {round_b.name}", confidence_level,
               ci_method, o["warnings"], None, o["sources"])
+    rec = comparison.recommended
+    per_round = (comparison.a, comparison.b) if rec is None else (  # each round's own recommended estimate
+        replace(comparison.a, recommended=rec.a), replace(comparison.b, recommended=rec.b))
     rounds = {}
-    for key, ds, res in (("a", round_a, comparison.a), ("b", round_b, comparison.b)):
+    for key, ds, res in (("a", round_a, per_round[0]), ("b", round_b, per_round[1])):
         rounds[key] = {"name": ds.name, "n_items": ds.n_items, "n_labels": ds.n_annotations,
                        "n_labelers": ds.n_labelers, **_estimates_block(res, confidence_level, ci_method),
                        "diagnostics": _diagnostics(res)}
     order = [k for k in rounds["a"]["order"] if k in comparison.comparisons]
+    pairs = [(k, comparison.comparisons[k], label_of(k, comparison.comparisons[k].a)) for k in order]
+    if rec is not None:  # the recommended difference first, as hero compare prints it
+        order = ["recommended", *order]
+        pairs.insert(0, ("recommended", rec.comparison, f"recommended ({label_of(rec.method, rec.comparison.a)})"))
     diff = {}
-    for k in order:
-        c = comparison.comparisons[k]
+    for k, c, label in pairs:
         ci = c.confidence_interval(confidence_level)
-        diff[k] = jsonable({"key": k, "label": label_of(k, c.a), "a": c.a.estimate, "b": c.b.estimate,
+        diff[k] = jsonable({"key": k, "label": label, "a": c.a.estimate, "b": c.b.estimate,
                              "estimate": c.estimate, "standard_error": c.standard_error, "ci_low": ci.low,
-                             "ci_high": ci.high, "p_value": c.p_value, "confidence_level": confidence_level})
+                             "ci_high": ci.high, "p_value": c.p_value, "confidence_level": confidence_level,
+                             "ci_method": ci.method})
+    if rec is not None:
+        diff["recommended"].update(jsonable({"method": rec.method, "status": rec.status, "reason": rec.reason}))
     d.update(
         kind="comparison",
         primary=order[0] if order else None,
