@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import heroeval as he
-from heroeval.stage_a import calibration as cal_mod
+from heroeval.stage_a import folds as cal_mod
 from heroeval.stage_a import kernels
 
 phase = ["fit"]

@@ -33,7 +33,7 @@ import numpy as np
 from scipy.special import expit
 
 import heroeval as he
-from heroeval.stage_a import calibration as cal_mod
+from heroeval.stage_a import folds as cal_mod
 from heroeval.workflows.benchmark import load_folder, make_split
 from heroeval.workflows.demo import example_paths
 

@@ -65,6 +65,7 @@ from heroeval.stage_a.covariance import ParameterCovariance
 from heroeval.stage_a.fit import _prior_settings, _progress_callback, eb_prior_covariance, stage_a_prior
 from heroeval.stage_a.folds import FoldPriors
 from heroeval.stage_a.gold import gold_counts, gold_labels_of, initial_from_counts, score_gold_items
+from heroeval.stage_a.newton_factor import worth_reusing
 from heroeval.stage_a.prior import PriorCounts, has_prior, prior_information
 from heroeval.stage_a.settings import (
     EMSettings,
@@ -677,7 +678,9 @@ class DaskFoldFits:
             return two_coin.run_em(d, start, stop=StoppingRule(tol, max_iter, accelerate=False), posteriors=False)
         info = d.information if information is None else two_coin.guessed(information, d.information)
         return two_coin.run_em(d, start, stop=StoppingRule(tol, max_iter, criterion, accelerate), information=info,
-                               newton_after=newton_after, posteriors=False)
+                               newton_after=newton_after, posteriors=False,
+                               reuse=worth_reusing(2 * self.dh.n_labelers + self.dh.n_rounds,
+                                                   int(self.dh.n_annotations.sum())))
 
     def information(self, w: float, fit: two_coin.EMFit) -> FloatArray:
         """The observed information of the whole history at weight ``w`` at ``fit`` (probability scale)."""

@@ -15,6 +15,7 @@ from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import compression, kernels, two_coin
 from heroeval.stage_a.fit import _choose_engine, design_of, information_of, stage_a_prior
 from heroeval.stage_a.gold import gold_counts
+from heroeval.stage_a.newton_factor import worth_reusing
 from heroeval.stage_a.prior import PriorCounts, same_prior
 from heroeval.stage_a.settings import Shrink, StoppingRule, check_shrink
 
@@ -89,6 +90,8 @@ class FoldFits:
         self._design: two_coin.Design | None = None
         self._row_of_item: IntArray | None = None
         J, G = history.n_labelers, history.n_rounds
+        self.reuse = worth_reusing(2 * J + G, history.n_annotations)
+        """Whether the refits' Newton steps reuse their factors (:func:`heroeval.stage_a.two_coin.newton_steps`)."""
         if self.numba:
             # the design Stage A was fitted on, when it is this history's at weight 1 with the same pseudo-counts
             if (design is not None and design.weight is None and same_prior(design.pseudo_count, self.pseudo_count)
@@ -214,7 +217,7 @@ class FoldFits:
                              accelerate=accelerate) for s, dr, H in zip(starts, drops, informations, strict=True)]
         J = self._compact.n_labelers
         gens = [two_coin.newton_steps(J, self.prior_of(dr), two_coin._pack(*s), two_coin.guessed(H, self._exact(w, dr)), tol=tol,
-                                      budget=max_iter, fixed=None, progress=None)
+                                      budget=max_iter, fixed=None, progress=None, reuse=self.reuse)
                 for s, dr, H in zip(starts, drops, informations, strict=True)]
         done = two_coin.drive_many(gens, lambda which, xs: self._fold_sums(w, [drops[i] for i in which], xs))
         return [two_coin.newton_fit(r, J) for r in done]
@@ -244,7 +247,7 @@ class FoldFits:
         d = self.design(w, drop)
         info = information_of(d) if information is None else two_coin.guessed(information, information_of(d))
         return two_coin.run_em(d, start, stop=StoppingRule(tol, max_iter, criterion, accelerate), information=info,
-                               newton_after=newton_after, posteriors=False)
+                               newton_after=newton_after, posteriors=False, reuse=self.reuse)
 
     def information(self, w: float, fit: two_coin.EMFit) -> FloatArray:
         """The observed information of the whole history at weight ``w`` at ``fit`` (probability scale)."""

@@ -174,7 +174,7 @@ def scores_and_information(
     if not gram:
         StS = np.full((P, P), np.nan)
     # conditional expected complete-data information (diagonal)
-    H = _complete_diagonal(d, alpha, beta, g, w, ia, ib, pg) - missing
+    H = np.diag(_complete_diagonal(d, alpha, beta, g, w, ia, ib, pg)) - missing
     # per-item scores as a sparse matrix (for influence values of single parameters)
     S = sp.csr_matrix((sv * per_item[item_ext], col, ptr), shape=(N, P))
     return ScoreInfo(S, H, free_parameters(alpha, beta, prev), StS)
@@ -182,7 +182,8 @@ def scores_and_information(
 
 def _complete_diagonal(d: two_coin.Design, alpha: FloatArray, beta: FloatArray, g: FloatArray, w: FloatArray,
                        ia: FloatArray, ib: FloatArray, pg: FloatArray) -> FloatArray:
-    """The conditional expected complete-data information (diagonal), with the pseudo-count prior's curvature."""
+    """The conditional expected complete-data information (diagonal, as its diagonal), with the pseudo-count
+    prior's curvature."""
     gw = g * w
     onew = (1 - g) * w
     ga = np.asarray(d.AT @ gw)
@@ -194,7 +195,7 @@ def _complete_diagonal(d: two_coin.Design, alpha: FloatArray, beta: FloatArray, 
         ca, cb = curvature(d.pseudo_count, alpha, beta)
         Da = Da + ca
         Db = Db + cb
-    out: FloatArray = np.diag(np.concatenate([Da, Db, Dm]))
+    out: FloatArray = np.concatenate([Da, Db, Dm])
     return out
 
 
@@ -217,8 +218,9 @@ def information(d: two_coin.Design, alpha: FloatArray, beta: FloatArray, prev: F
     U = sp.csr_matrix((r.u, r.col, r.ptr), shape=(N, P))
     g = gamma
     Uw = sp.csr_matrix((r.u * np.repeat(g * (1 - g) * w, r.ext_len), r.col, r.ptr), shape=(N, P))
-    missing = np.asarray((U.T @ Uw).toarray())
-    H: FloatArray = _complete_diagonal(d, alpha, beta, g, w, ia, ib, pg) - missing
+    H: FloatArray = np.asarray((U.T @ Uw).toarray())
+    np.negative(H, out=H)  # the diagonal minus the missing information, without a dense diagonal matrix
+    H[np.diag_indices(P)] += _complete_diagonal(d, alpha, beta, g, w, ia, ib, pg)
     return H
 
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import scipy.linalg
 import scipy.sparse as sp
 from scipy.special import expit, logit
 
 from heroeval.core.squarem import Stop, squarem
+from heroeval.stage_a.newton_factor import DampedFactor, damped_factor
 from heroeval.stage_a.prior import PriorCounts, counts4, log_prior
 from heroeval.stage_a.settings import StoppingRule
 
@@ -371,6 +371,14 @@ is shorter: near the maximum the gain is far below the rounding of a sum over mi
 5e-8 in the parameters gains about 1e-9 on an objective of 1e6), and refusing steps for rounding cost the model
 checks' refits a dozen passes."""
 
+CHORD_RATE = 0.95
+"""With ``reuse`` (:func:`newton_steps`), a step on the last Newton step's factor is kept only if the EM step at
+its end is at most this share of the one at its start; otherwise the matrix is formed and factored afresh."""
+
+CHORD_FROM = 1e-4
+"""With ``reuse``, steps on a kept factor are taken only where the EM step is at most this long: far from the
+maximum they can lead a refit to another one (a cold refit on a sparse crowd of 250 labelers did)."""
+
 _NEWTON_TRIES = 6
 """Damped Newton steps tried from one point before an EM step is taken instead."""
 
@@ -403,6 +411,7 @@ def run_em(
     information: Information | None = None,
     newton_after: int = NEWTON_AFTER,
     posteriors: bool = True,
+    reuse: bool = False,
 ) -> EMFit:
     """Maximise the observed-data likelihood by EM from ``start`` (alpha, beta, prevalences), optionally
     SQUAREM-accelerated.
@@ -425,7 +434,8 @@ def run_em(
     rule is unchanged (one plain EM step moves no parameter by more than
     ``tol``), and a fit that converges within ``newton_after`` is exactly the
     SQUAREM fit; ``newton_after=0`` starts with Newton steps. ``posteriors=False`` skips the final pass for the posteriors
-    (``gamma`` is then empty and ``loglik`` the last one recorded, NaN if none).
+    (``gamma`` is then empty and ``loglik`` the last one recorded, NaN if none). ``reuse``: the Newton steps reuse
+    a factor while its steps converge fast (:func:`newton_steps`; the model checks' refits).
     """
     alpha0, beta0, prev0 = start
     tol, max_iter, criterion, accelerate = stop.tol, stop.max_iter, stop.criterion, stop.accelerate
@@ -450,7 +460,7 @@ def run_em(
         assert information is not None
         shown = None if progress is None else (lambda n, ll, ch: progress(n_done + n, ll, ch))
         gen = newton_steps(J, getattr(d, "pseudo_count", 0.0), th, information, tol=tol, budget=budget,
-                           fixed=fixed, progress=shown)
+                           fixed=fixed, progress=shown, reuse=reuse)
         return drive(gen, lambda x: em_sums(d, *_unpack(x, J)))
 
     newton = information is not None and accelerate and criterion == "parameters"
@@ -513,6 +523,7 @@ def newton_steps(
     budget: int,
     fixed: FixedLabelers | None,
     progress: Progress | None,
+    reuse: bool = False,
 ) -> Generator[FloatArray, Sums, _NewtonResult]:
     """Safeguarded Newton steps on the logits from ``th`` until one EM step moves no parameter by more than ``tol``.
 
@@ -543,6 +554,16 @@ def newton_steps(
     the iteration goes on from there until it has converged again. Parameters
     whose weighted count is below :data:`UNIDENTIFIED_COUNT` are left out of
     the stopping rule (the likelihood is flat in them).
+
+    With ``reuse``, after a kept Newton step the next steps solve that step's
+    damped factor (:class:`heroeval.stage_a.newton_factor.DampedFactor`) with
+    the gradient at their own point: one pass each, without forming the
+    information or factoring it again. Such a step is kept while the EM step
+    shrinks by :data:`CHORD_RATE` or more and the objective does not go down;
+    otherwise (or when the parameters left out at the clip change) the
+    matrix is formed and factored at the point. The fit stops by the same
+    rule, and not right after a step on a kept factor longer than ``tol``
+    (its error is a share of that step, where a Newton step's is its square).
     """
     n_eval = 0
     trace: list[float] = []
@@ -577,6 +598,8 @@ def newton_steps(
     xm, grad, ll = at(x, (yield x))
     damp = 0.0
     steps = 0
+    chord: DampedFactor | None = None  # with reuse, the factor of the last Newton step kept
+    chord_size = 0.0  # how far the last step taken on a kept factor moved (0: the last step was not one)
     while True:
         trace.append(ll)
         ch = dist(xm, x)
@@ -601,10 +624,22 @@ def newton_steps(
                     x, xm, grad, ll = cand, xm2, grad2, ll2
                     continue
                 refused |= snap
-            if ch <= tol:
+            if ch <= tol and chord_size <= (1 - CHORD_RATE) * tol:
                 return _NewtonResult(xm, True, ch, n_eval, steps, tuple(trace))
         if n_eval >= budget:
             return _NewtonResult(x, False, ch, n_eval, steps, tuple(trace))
+        cand_c = None if chord is None or ch > CHORD_FROM else _chord_point(chord, x, xm, grad)
+        if cand_c is not None:  # a step on the kept factor, kept while the EM step shrinks by CHORD_RATE or more
+            steps += 1
+            xm2, grad2, ll2 = at(cand_c, (yield cand_c))
+            ch2 = dist(xm2, cand_c)
+            if (ll2 >= ll or (ll2 >= ll - LL_ROUNDING * abs(ll) and ch2 < ch)) and ch2 <= CHORD_RATE * ch:
+                chord_size = dist(cand_c, x)
+                x, xm, grad, ll = cand_c, xm2, grad2, ll2
+                continue
+            if n_eval >= budget:
+                return _NewtonResult(x, False, ch, n_eval, steps, tuple(trace))
+        chord, chord_size = None, 0.0  # a Newton step from here on the matrix formed here
         a, b, p = _unpack(x, J)
         I_ff, g_f, free = newton_system(x, grad, information(a, b, p), None if fixed is None else fixed.mask)
         moved = False
@@ -612,7 +647,7 @@ def newton_steps(
             sol = _damped_solve(I_ff, g_f, damp)
             if sol is None or n_eval >= budget:
                 break
-            s_f, damp = sol
+            s_f, damp, fac = sol
             step = xm - x  # parameters outside the Newton system take their EM step
             step[free] = s_f
             steps += 1
@@ -630,6 +665,8 @@ def newton_steps(
                     damp = damp / 4 if damp > 1e-8 else 0.0
                 elif ratio < 0.25:
                     damp = max(4 * damp, 1e-4)
+                if reuse and fac is not None:
+                    chord = replace(fac, free=free, out=_clip_out(x, grad))
                 x, xm, grad, ll = cand, xm2, grad2, ll2
                 moved = True
                 break
@@ -690,17 +727,39 @@ def newton_system(x: FloatArray, grad: FloatArray, info: FloatArray,
     """
     pr = expit(x)
     D = pr * (1 - pr)
-    m = info * D[:, None] * D[None, :]
-    m[np.diag_indices_from(m)] -= grad * (1 - 2 * pr)
-    # a logit at the clip stays out of the system only while the objective pushes it outwards
-    out = (np.abs(x) >= _LOGIT_MAX - NEWTON_BOUND) & (grad * np.sign(x) >= 0)
-    scale = np.abs(np.diag(m))
+    shift = grad * (1 - 2 * pr)
+    diag = np.diagonal(info) * D * D - shift  # the matrix's diagonal, as the matrix has it
+    out = _clip_out(x, grad)
+    scale = np.abs(diag)
     free = ~out & (scale > 1e-14 * max(float(scale.max(initial=0.0)), 1e-300))
     if fixed is not None:
         J = fixed.size
         free[:J] &= ~fixed
         free[J:2 * J] &= ~fixed
-    return m[np.ix_(free, free)], grad[free], free
+    # only the rows and columns in the system (a third of them are at the clip on a large sparse crowd)
+    at = np.flatnonzero(free)
+    Df = D[at]
+    m = info[np.ix_(at, at)] * Df[:, None] * Df[None, :]
+    m[np.diag_indices_from(m)] -= shift[at]
+    return m, grad[free], free
+
+
+def _clip_out(x: FloatArray, grad: FloatArray) -> npt.NDArray[np.bool_]:
+    """Logits at the clip that the objective pushes outwards: a logit there stays out of the Newton system only
+    while the gradient points outwards."""
+    out: npt.NDArray[np.bool_] = (np.abs(x) >= _LOGIT_MAX - NEWTON_BOUND) & (grad * np.sign(x) >= 0)
+    return out
+
+
+def _chord_point(f: DampedFactor, x: FloatArray, xm: FloatArray, grad: FloatArray) -> FloatArray | None:
+    """The step from ``x`` on a kept factor ``f`` (its parameters, the rest their EM step to ``xm``), or None when
+    the parameters the system leaves out at the clip are no longer those it was formed without."""
+    if f.free is None or f.out is None or not np.array_equal(_clip_out(x, grad), f.out):
+        return None
+    step = xm - x
+    step[f.free] = f.solve(grad[f.free])
+    out: FloatArray = np.clip(x + step, -_LOGIT_MAX, _LOGIT_MAX)
+    return out
 
 
 def newton_point(alpha: FloatArray, beta: FloatArray, prev: FloatArray, grad: FloatArray,
@@ -717,23 +776,13 @@ def newton_point(alpha: FloatArray, beta: FloatArray, prev: FloatArray, grad: Fl
     return _unpack(np.clip(x, -_LOGIT_MAX, _LOGIT_MAX), alpha.size)
 
 
-def _damped_solve(H: FloatArray, g: FloatArray, damp: float) -> tuple[FloatArray, float] | None:
+def _damped_solve(H: FloatArray, g: FloatArray, damp: float) -> tuple[FloatArray, float, DampedFactor | None] | None:
     """``(H + damp diag(H))^-1 g`` by Cholesky, with ``damp`` raised until the matrix is positive definite.
 
-    Returns the step and the damping used, or None if none up to 1e6 works.
+    Returns the step, the damping used and the factor (None for an empty system), or None if no damping up to
+    1e6 works (:func:`damped_factor`).
     """
     if g.size == 0:
-        return np.zeros(0), damp
-    s = 1.0 / np.sqrt(np.abs(np.diag(H)))
-    Hs = H * s[:, None] * s[None, :]
-    lam = damp
-    while lam <= 1e6:
-        try:
-            cf = scipy.linalg.cho_factor(Hs + lam * np.eye(g.size), check_finite=False)
-            out: FloatArray = s * scipy.linalg.cho_solve(cf, s * g, check_finite=False)
-            if np.isfinite(out).all():
-                return out, lam
-        except np.linalg.LinAlgError:
-            pass
-        lam = max(1e-8, 10 * lam)
-    return None
+        return np.zeros(0), damp, None
+    sol = damped_factor(H, g, damp)
+    return None if sol is None else (sol[1], sol[0].damp, sol[0])
