@@ -28,7 +28,8 @@ from heroeval.checks.model_checks import (
 )
 from heroeval.cli import app
 from heroeval.estimators.results import EstimateResult
-from heroeval.inference.comparison import Comparison, DifferenceInterval, DifferenceRecommendation
+from heroeval.inference.comparison import Comparison, DifferenceRecommendation
+from heroeval.inference.difference_interval import DifferenceInterval
 from heroeval.inference.verdict import verdict
 from heroeval.simulate import dependent_dgp, paper_dgp
 

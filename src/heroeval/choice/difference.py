@@ -48,7 +48,8 @@ from heroeval.errors import HeroEvalError
 from heroeval.estimators.ppi import gold_estimates
 from heroeval.estimators.records import Recommendation
 from heroeval.estimators.results import EstimateResult
-from heroeval.inference.comparison import Comparison, DifferenceInterval, DifferenceRecommendation, difference
+from heroeval.inference.comparison import Comparison, DifferenceRecommendation, difference
+from heroeval.inference.difference_interval import DifferenceInterval
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
 

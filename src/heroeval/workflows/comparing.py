@@ -117,6 +117,10 @@ def _recommended(round_a: AnnotationSet, round_b: AnnotationSet, cal: Calibratio
     excl = any(dispatch_rule(r, cal, kwargs.get("new_labelers"), bool(kwargs.get("exclude_new_labelers", False)))
                in ("exclude", "auto") or has_unknown(r, cal) for r in (a, b))
     rec = recommend_difference(a, b, cal, rec_a, rec_b, exclude_new_labelers=excl)
+    for who, r in (("A", rec_a), ("B", rec_b)):  # new labelers: the same rule and note as hero estimate's
+        notes = [n for n in r.result.notes if n.startswith("new labelers left out")]
+        if notes:
+            rec = replace(rec, reason=rec.reason + f"; round {who}: {notes[0]}")
     if a is not round_a or b is not round_b:
         who = "A" if round_a.has_gold else "B"
         rec = replace(rec, reason=rec.reason + f"; round {who}'s expert labels are not used: a difference needs gold "
