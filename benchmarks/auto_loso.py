@@ -64,6 +64,7 @@ import pandas as pd
 
 from heroeval.checks.model_checks import CANDIDATES, DEPENDENCE_ALPHA
 from heroeval.choice.auto import DEFAULT_RULE, AutoRule, bias_bound, choose, hull_interval, transport_test
+from heroeval.choice.rounds import choose_by_rounds
 from heroeval.inference.bias_aware import BiasAwareTest
 from heroeval.simulate import paper_target
 
@@ -117,6 +118,12 @@ def replay(auto_row: pd.Series, rule: AutoRule, rows: list[dict[str, Any]] | Non
     dep = _num(auto_row["dependence_p"])
     got = choose(rows, dependent=bool(math.isfinite(dep) and dep < DEPENDENCE_ALPHA), first=first,
                  n_current=int(auto_row["n_current"]), rule=rule)
+    rc = None if rule.rounds_min is None else choose_by_rounds(rows, rule.round_candidates, rule.rounds_min, first)
+    if rc is not None:  # the history's rounds decide (heroeval.choice.rounds)
+        b = rc.row
+        lo, hi = rc.test().interval(0.95)
+        pick = b["method"] if b["method"] not in ("hero1", "hero_joint") else f"{b['method']}@{b['history_weight']:g}"
+        return b["estimate"], lo, hi, pick
     if got is None:
         return auto_row["estimate"], auto_row["ci_low"], auto_row["ci_high"], str(auto_row["picked"])
     best, _, bias_aware = got

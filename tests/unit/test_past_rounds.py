@@ -45,6 +45,11 @@ from heroeval.stage_a.settings import EMSettings
 
 from .test_rate_shift import _auto_loso
 
+MOCK = AutoRule(rounds_min=None)
+"""The rule with the past-round check as a widening only (before issue #39): these tests are about that check.
+With rounds_min (the default) the history's rounds choose and size the estimate instead
+(tests/unit/test_rounds_choice.py)."""
+
 
 def rounds_history(seed: int, *, n_rounds: int = 4, n: int = 250, shift_sd: float = 0.0, rho: float = 0.15,
                    gold_per_round: list[int] | None = None) -> tuple[he.AnnotationSet, he.AnnotationSet, float]:
@@ -240,8 +245,8 @@ def test_record_round_trip_and_old_files() -> None:
 def test_recommendation_words_and_switch() -> None:
     hist, cur, _ = rounds_history(11, n_rounds=4, shift_sd=1.5, rho=0.2)
     cal = he.calibrate(hist, checks=True)
-    rec = recommend(cur, cal)
-    off = recommend(cur, cal, rule=AutoRule(transport_level=None))
+    rec = recommend(cur, cal, rule=MOCK)
+    off = recommend(cur, cal, rule=AutoRule(transport_level=None, rounds_min=None))
     assert rec.method == off.method and rec.result.estimate == off.result.estimate  # the choice is untouched
     assert "past rounds" in rec.reason and "past rounds" in off.reason
     best = next(r for r in rec.table if r["method"] == rec.method and r["history_weight"] == rec.history_weight)
@@ -271,7 +276,7 @@ def test_replay_reproduces_the_widened_interval() -> None:
     hist, cur, _ = rounds_history(11, n_rounds=4, shift_sd=1.5, rho=0.2)
     cal = he.calibrate(hist, checks=True)
     assert cal.checks is not None
-    for rule in (AutoRule(), AutoRule(transport_level=None)):
+    for rule in (MOCK, AutoRule(transport_level=None, rounds_min=None), AutoRule()):
         rec = recommend(cur, cal, rule=rule)
         ci = rec.result.confidence_interval(0.95)
         row = pd.Series({"status": rec.result.status, "candidates": json.dumps(rec.to_dict()["candidates"]),
@@ -280,7 +285,7 @@ def test_replay_reproduces_the_widened_interval() -> None:
         est, lo, hi, _ = mod.replay(row, rule)
         assert est == pytest.approx(rec.result.estimate, abs=1e-12)
         assert (lo, hi) == (pytest.approx(ci.low, abs=1e-9), pytest.approx(ci.high, abs=1e-9))
-    assert isinstance(recommend(cur, cal).result.test, PredictiveTest)
+    assert isinstance(recommend(cur, cal, rule=MOCK).result.test, PredictiveTest)
 
 
 def test_terminal_table_lists_every_round() -> None:
@@ -300,7 +305,7 @@ def test_switched_off_in_the_api_and_the_cli(tmp_path: Path) -> None:
     hist, cur, _ = rounds_history(4, n_rounds=3, n=150, rho=0.2)
     cal = he.calibrate(hist, checks=True, check_rounds=False)
     assert cal.checks is not None and cal.checks.rounds == []
-    assert "past rounds" not in recommend(cur, cal).reason
+    assert "past rounds" not in recommend(cur, cal, rule=MOCK).reason
     # the CLI: --no-past-rounds, and the default keeps the check (with the history's round column)
     items = hist.item_ids[hist.annotation_item]
     pd.DataFrame({"item_id": items, "labeler_id": hist.labeler_ids[hist.labeler], "label": hist.label,
@@ -323,9 +328,10 @@ def test_html_report_names_the_check() -> None:
     cal = he.calibrate(hist, checks=True)
     res = he.estimate(cur, cal, method="all", recommend=True, drift_check=False)
     assert isinstance(res, he.EstimateCollection) and res.recommended is not None
-    assert res.recommended.status == "unreliable"
+    # the default: the history's rounds choose the estimate and size its interval (issue #39)
+    assert res.recommended.status == "ok"
     page = build_report(cur, cal, res)
-    assert "Past rounds: " in page and "UNRELIABLE and its interval carries that transport error" in page
+    assert "Past rounds: " in page and "is a prediction interval over rounds that carries their excess" in page
 
 
 def test_every_candidate_weight_is_checked() -> None:
@@ -337,15 +343,15 @@ def test_every_candidate_weight_is_checked() -> None:
         assert cal.checks is not None
         assert {r["history_weight"] for r in cal.checks.rounds if r["method"] == "hero1"} == (
             {1.0, w} | ({cal.checks.chosen_weight} if cal.checks.chosen_weight > 0 else set()))
-        rec = recommend(cur, cal)
+        rec = recommend(cur, cal, rule=MOCK)
         assert "past rounds: with each of the history's 4 rounds" in rec.reason
     # the chosen method without past-round rows (as at a weight outside the grid): said, and nothing applied
     cal = he.calibrate(hist, checks=True)
-    first = recommend(cur, cal)
+    first = recommend(cur, cal, rule=MOCK)
     assert cal.checks is not None
     judged_by = "hero1" if first.method == "hero_joint" else first.method  # hero_joint is judged by HERO-1's rows
     kept = [r for r in cal.checks.rounds if r["method"] != judged_by]
-    rec = recommend(cur, dataclasses.replace(cal, checks=dataclasses.replace(cal.checks, rounds=kept)))
+    rec = recommend(cur, dataclasses.replace(cal, checks=dataclasses.replace(cal.checks, rounds=kept)), rule=MOCK)
     assert rec.method == first.method and "past rounds: not checked for" in rec.reason
     assert "transport_sd" not in rec.result.details
 
@@ -355,11 +361,11 @@ def test_unreliable_twice_keeps_the_wider_interval() -> None:
     past rounds' prediction interval too, and the reason says so."""
     hist, cur, _ = rounds_history(11, n_rounds=4, shift_sd=1.5, rho=0.2)
     cal = he.calibrate(hist, checks=True)
-    pt = recommend(cur, cal).result.confidence_interval(0.95)
-    both = recommend(cur, cal, rule=AutoRule(min_effective_gold=1e9))
+    pt = recommend(cur, cal, rule=MOCK).result.confidence_interval(0.95)
+    both = recommend(cur, cal, rule=AutoRule(min_effective_gold=1e9, rounds_min=None))
     ci = both.result.confidence_interval(0.95)
     assert both.status == "unreliable"
     assert ci.low <= pt.low + 1e-12 and ci.high >= pt.high - 1e-12
     assert "and the past rounds' prediction interval" in both.reason
-    off = recommend(cur, cal, rule=AutoRule(transport_level=None))
+    off = recommend(cur, cal, rule=AutoRule(transport_level=None, rounds_min=None))
     assert "reported, not applied" in off.reason and "within" not in off.reason.split("past rounds:")[1]

@@ -99,6 +99,9 @@ design it was picked with a mock bias of +0.03 and erred by +0.11).
 MOCK_METHODS: tuple[str, ...] = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1")
 """Methods whose error on the mock rounds the checks report."""
 
+CURRENT_ONLY: tuple[str, ...] = ("majority_vote", "dawid_skene")
+"""Methods that read the current round's labels alone: on a past round they need no refit of Stage A."""
+
 MIN_GOLD_PER_FOLD = 4
 
 ROBUST_REFERENCE = "rogan_gladen"
@@ -397,7 +400,7 @@ def run_checks_on_gold(
         # each fold's influence values average to that fold's linear term; pooled: one array
         add("rogan_gladen", None, est, np.concatenate(rg_if), y_all, "per fold")
     all_gold = history.take_items(gold_items, name="mock round (all gold items)")
-    for mname in ("majority_vote", "dawid_skene"):
+    for mname in CURRENT_ONLY:
         if mname in candidates:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
@@ -531,7 +534,8 @@ def _past_rounds(
     rounds' other items stay); each round's gold items then form a mock round with the round's own gold
     rate, and each candidate estimates it from their silver labels alone: HERO-1 at each weight of ``grid``
     by the score equation on the refit's log-likelihood ratios, the gold-proportion calibration and
-    Rogan–Gladen from the other rounds' gold counts. The error's standard error ``error_se`` is the mock's
+    Rogan–Gladen from the other rounds' gold counts, majority vote and current-only Dawid–Skene from the
+    round's silver labels alone (they use no history). The error's standard error ``error_se`` is the mock's
     (the estimate's influence values paired with the gold labels); ``calib_var`` is the variance the
     estimate takes from the other rounds' gold counts (gold-proportion and Rogan–Gladen; None for HERO-1,
     whose refits carry no covariance).
@@ -573,6 +577,13 @@ def _past_rounds(
                     if not isinstance(r, Mapping) and r.influence is not None:
                         vh = r.variance_history
                         out.append((meth, None, r.estimate, r.influence.current, vh if math.isfinite(vh) else None))
+            for meth in CURRENT_ONLY:  # read this round's silver labels only: no Stage A, nothing to leave out
+                if meth in candidates:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", ConvergenceWarning)
+                        cr = _current_only(m_k.take_items(at), meth)
+                    if cr.influence is not None:
+                        out.append((meth, None, cr.estimate, cr.influence.current, None))
             for meth, w, est, infl, cv in out:
                 if not math.isfinite(est):
                     continue

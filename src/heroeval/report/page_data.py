@@ -273,13 +273,18 @@ def _dependence_checks(history: AnnotationSet | None, res: EstimateCollection,
         e = [float(x) for x in row["past_error"]]
         rms = math.sqrt(sum(x * x for x in e) / len(e))
         fired = "transport_sd" in rec.result.details
+        by_rounds = "rounds_judged" in rec.result.details
+        reading = ("the recommended estimate was chosen by these errors (the smallest estimated error on a new "
+                   "round among the candidates), and its interval is a prediction interval over rounds that "
+                   f"carries their excess error ({math.sqrt(float(rec.result.details['round_ms'])):.3g})"
+                   if by_rounds else
+                   "beyond its noise: rounds differ in ways the other rounds' gold does not see, so the "
+                   "recommended estimate is UNRELIABLE and its interval carries that transport error"
+                   if fired else "within its noise (and the bias its interval allows): the history's "
+                   "rounds transport to one another")
         out.append({"name": f"Past rounds: {rec.method}'s error on each of the history's {len(e)} rounds with its "
                             "gold left out of Stage A (root mean square)",
-                    "value": rms, "format": "r", "ok": not fired,
-                    "reading": ("beyond its noise: rounds differ in ways the other rounds' gold does not see, so the "
-                                "recommended estimate is UNRELIABLE and its interval carries that transport error"
-                                if fired else "within its noise (and the bias its interval allows): the history's "
-                                "rounds transport to one another")})
+                    "value": rms, "format": "r", "ok": not fired, "reading": reading})
     h1, hj = res.results.get("hero1"), res.results.get("hero_joint")
     if h1 is not None and hj is not None and math.isfinite(h1.standard_error):
         gap = hj.estimate - h1.estimate
