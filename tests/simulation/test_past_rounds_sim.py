@@ -1,4 +1,5 @@
-"""The past-round check by simulation (slow): it rarely fires when rounds share the labelers' behaviour, and
+"""The past-round check by simulation (slow), as a widening of the mock-round rule (rounds_min=None; the
+out-of-round choice that replaces it by default is simulated in test_rounds_choice_sim.py): it rarely fires when rounds share the labelers' behaviour, and
 when every round changes the labelers' specificities (a content shift the other rounds' gold cannot see) it
 restores much of the recommended interval's coverage. Fixed seeds; the real rounds are measured in
 docs/research/robustness.md section 7 ("Past rounds")."""
@@ -29,7 +30,7 @@ def _study(shift_sd: float, reps: int) -> dict[str, np.ndarray]:
         for s in range(reps):
             hist, cur, truth = rounds_history(2000 + s, n_rounds=4, shift_sd=shift_sd)
             cal = he.calibrate(hist, checks=True)
-            for tag, rule in (("on", AutoRule()), ("off", AutoRule(transport_level=None))):
+            for tag, rule in (("on", AutoRule(rounds_min=None)), ("off", AutoRule(transport_level=None, rounds_min=None))):
                 rec = recommend(cur, cal, rule=rule)
                 lo, hi = rec.result.confidence_interval(0.95)
                 out[f"cov_{tag}"].append(float(lo <= truth <= hi))

@@ -133,7 +133,7 @@ class RoundsChoice:
     def test(self) -> PredictiveTest:
         """The chosen estimate's interval: a prediction interval over rounds."""
         return PredictiveTest(float(self.row["estimate"]), float(self.row["standard_error"]), 0.0, self.tau2,
-                              self.k)
+                              self.k, label="prediction interval over past rounds")
 
 
 def choose_by_rounds(rows: Sequence[dict[str, Any]], candidates: Sequence[str], min_rounds: int,
@@ -192,9 +192,12 @@ def rounds_recommendation(rc: RoundsChoice, results: Mapping[tuple[str, float | 
     r = results[(m, w)]
     before = r.confidence_interval(0.95)
     test = rc.test()
+    # majority vote's own interval is for the majority-label rate; this one is for the gold rate, since the past
+    # rounds' errors are against their gold
+    kept = tuple(n for n in r.notes if "majority-label rate" not in n)
     r = replace(r, test=test, details={**r.details, "round_ms": rc.tau2, "rounds_judged": rc.k},
-                notes=(*r.notes, f"prediction interval over {rc.k} past rounds: their excess error "
-                                 f"{math.sqrt(rc.tau2):.3g} added in quadrature"))
+                notes=(*kept, f"prediction interval for the gold rate over {rc.k} past rounds: their excess error "
+                              f"{math.sqrt(rc.tau2):.3g} added in quadrature"))
     after = r.confidence_interval(0.95)
     wtxt = f" (history weight {w:g})" if w is not None else ""
     judged = sorted((x for x in rows if "round_rmse" in x), key=lambda x: x["round_rmse"])
