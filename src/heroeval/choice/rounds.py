@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from heroeval.checks.model_checks import transport_spread
 from heroeval.estimators.records import Recommendation
 from heroeval.estimators.results import EstimateResult
 from heroeval.inference.bias_aware import PredictiveTest
@@ -83,12 +84,7 @@ def random_effects_ms(errors: FloatArray, noise: FloatArray) -> float:
     subtracting it makes the figure err on the side of a wider interval when few rounds pin ``mu`` down.
     """
     e, v = np.asarray(errors, dtype=np.float64), np.asarray(noise, dtype=np.float64)
-    k = e.size
-    w = 1.0 / v
-    mu_fe = float(w @ e / w.sum())
-    q = float(w @ (e - mu_fe) ** 2)
-    den = float(w.sum() - (w @ w) / w.sum())
-    tau2 = max(0.0, (q - (k - 1)) / den) if k > 1 and den > 0 else 0.0
+    tau2 = transport_spread(e, np.sqrt(v))[3]  # Cochran's Q and DerSimonian-Laird, as the difference uses them
     ws = 1.0 / (v + tau2)
     mu = float(ws @ e / ws.sum())
     return mu * mu + 1.0 / float(ws.sum()) + tau2
