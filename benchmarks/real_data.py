@@ -88,6 +88,72 @@ def round_sets(data_dir: Path, n: int, only: Sequence[str] = ()) -> list[tuple[B
     return out
 
 
+def trec_topic_groups(data: BenchmarkData) -> pd.Series:
+    """trec2011_crowd: each item's TREC topic (query), the item_id's part before the first ``_``."""
+    ids = pd.Index(pd.unique(pd.concat([data.labels["item_id"], data.gold["item_id"]])), name="item_id")
+    return pd.Series(ids.str.split("_", n=1).str[0], index=ids, name="topic")
+
+
+def _named(data: BenchmarkData, grouping: str) -> BenchmarkData:
+    return replace(data, name=f"{data.name}:{grouping}")
+
+
+def grouped_sets(data_dir: Path, n: int, only: Sequence[str] = ()) -> list[tuple[BenchmarkData, int]]:
+    """Every shared binary set with a natural grouping of its items, its groups set, with its current-round size.
+
+    Each set is named ``<folder>:<grouping>``; ``only`` keeps those whose full
+    name or folder is listed (all when empty). With ``split="groups"`` a set of
+    more than ``group_blocks`` (10) groups has them dealt into blocks
+    (``heroeval.workflows.benchmark.deal_blocks``), one round each.
+
+    * ``triviaqa_llm_judges:exam_taker``: the 9 answering models (as
+      :func:`round_sets`), n = 400;
+    * ``triviaqa_llm_judges:question``: ``items.csv``'s ``question_id``, 400
+      questions each answered by the 9 models;
+    * ``mre_treat:batch``: four consecutive blocks of batches
+      (:func:`mre_batch_groups`, as :func:`round_sets`);
+    * ``mre_treat:relation``: ``items.csv``'s ``UMLS_seed_relation``, the term
+      pair's distant-supervision seed (12 relations; gold on 6 of them, and on
+      all but ``may treat`` every gold label is 0);
+    * ``trec2011_crowd:topic``: the TREC topic, the item_id's part before the
+      first ``_`` (:func:`trec_topic_groups`; 46 topics, 30 of them with gold);
+    * ``zencrowd:mention``: the entity mention (its candidate URIs are the items);
+    * ``product_er:left_id``: the left product of the pair;
+    * ``snow_rte:task``: the RTE-1 task subset (CD, IE, IR, MT, PP, QA, RC).
+
+    Every set in its binary view, loaded as :func:`main` does (labels.csv and
+    gold.csv; trec2011_crowd needs no binary suffix, its gold is binarized).
+    Left out, having no item grouping: the worker files of zencrowd
+    (``labels_full.csv``'s India / US flags), trec2011_crowd's ``source`` (the
+    labeler's team) and ``round`` (the k-th label of an item), possent_zheng's
+    qualification test and the two weather_sentiment crowds group LABELERS or
+    labels, not items (and weather_sentiment is 5-class); adultcontent2's
+    ``items.csv`` holds one URL per item, sentiment_polarity's only the text,
+    and bluebirds, duchenne and snow_temp have no ``items.csv``.
+    """
+    def want(folder: str, grouping: str) -> bool:
+        return not only or folder in only or f"{folder}:{grouping}" in only
+
+    out: list[tuple[BenchmarkData, int]] = []
+    if want("triviaqa_llm_judges", "exam_taker"):
+        out.append((_named(load_folder(data_dir / "triviaqa_llm_judges", group_col="exam_taker"), "exam_taker"), 400))
+    if want("triviaqa_llm_judges", "question"):
+        out.append((_named(load_folder(data_dir / "triviaqa_llm_judges", group_col="question_id"), "question"), n))
+    if want("mre_treat", "batch"):
+        mre = load_folder(data_dir / "mre_treat")
+        out.append((_named(replace(mre, groups=mre_batch_groups(data_dir / "mre_treat")), "batch"), n))
+    if want("mre_treat", "relation"):
+        out.append((_named(load_folder(data_dir / "mre_treat", group_col="UMLS_seed_relation"), "relation"), n))
+    if want("trec2011_crowd", "topic"):
+        trec = load_folder(data_dir / "trec2011_crowd")
+        out.append((_named(replace(trec, groups=trec_topic_groups(trec)), "topic"), n))
+    for folder, col, grouping in (("zencrowd", "mention", "mention"), ("product_er", "left_id", "left_id"),
+                                  ("snow_rte", "task", "task")):
+        if want(folder, grouping):
+            out.append((_named(load_folder(data_dir / folder, group_col=col), grouping), n))
+    return out
+
+
 def rounds(a: argparse.Namespace) -> None:
     """Leave one real round out: triviaqa's 9 answering models, mre_treat's 4 blocks of batches; 3 resamples a round."""
     out = Path(a.out)

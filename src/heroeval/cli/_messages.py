@@ -46,6 +46,7 @@ _PHRASES: tuple[tuple[str, str], ...] = (
     (r"compare two rounds with heroeval\.compare", "compare two rounds with hero compare"),
     (r"\(ci_method='score'; confidence_interval\(alternative='less'\)\)", "(--ci-method score; --alternative less)"),
     (r"mapped to None by label_map", "mapped to drop by --label-map"),
+    (r"group_blocks must be an integer >= 2, or None to", "--group-blocks must be an integer >= 2, or 0 to"),
 )
 
 PARAMETER_OPTIONS: dict[str, str] = {

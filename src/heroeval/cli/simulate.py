@@ -108,6 +108,7 @@ def benchmark_cmd(
     shrink: Annotated[Shrink, typer.Option(help="Stage A's prior in every split (as hero calibrate --shrink).")] = Shrink.none,
     split: Annotated[str, typer.Option(help="random splits, or groups: leave one real round out (needs --group-col).")] = "random",
     group_col: Annotated[str | None, typer.Option(help="Column of items.csv that groups items into real rounds.")] = None,
+    group_blocks: Annotated[int, typer.Option(help="--split groups: more groups than this are dealt into this many blocks (a seeded shuffle, the same in every split), each block a round; 0 keeps every group a round of its own.")] = 10,
     seed: Annotated[int, typer.Option(help="Seed of the splits.")] = 2026,
     workers: Annotated[int | None, typer.Option(help="Processes (default: all cores).")] = None,
     out: Annotated[Path | None, typer.Option(help="Folder for resamples.csv.gz, summary.csv and a figure.")] = None,
@@ -128,7 +129,8 @@ def benchmark_cmd(
         t0 = time.perf_counter()
         with progress("benchmark", fmt is Format.table) as tick:
             df = run_benchmark(data, resamples=resamples, rhos=rhos, n=n, shifts=shifts, seed=seed, workers=workers,
-                               split=split, progress=tick, rate_odds=rate_odds, shrink=shrink.value)
+                               split=split, progress=tick, rate_odds=rate_odds, shrink=shrink.value,
+                               group_blocks=None if group_blocks == 0 else group_blocks)
         return df, summarize_benchmark(df), time.perf_counter() - t0
 
     df, summ, secs = run(go)

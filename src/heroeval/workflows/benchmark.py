@@ -33,6 +33,19 @@ resample's current round comes from one group, and the history is every
 other group, each kept as a round of its own (as a store of rounds keeps
 them), so the model checks can also judge each method on the history's past
 rounds.
+
+Many small groups (TREC topics, trivia questions, entity mentions): a data
+set with more than ``group_blocks`` (:data:`GROUP_BLOCKS`, 10) groups has its
+groups dealt into ``group_blocks`` blocks first (:func:`deal_blocks`: a
+shuffle seeded by the run's seed and the data's name, the same in every
+resample), and each block acts as one group: the current round is one block
+(up to ``n`` of its gold items), the history is the other blocks, one round
+each. Leaving out one tiny group would give a current round of a few items;
+a block holds about 1/``group_blocks`` of the data. The default 10 keeps every
+existing set of real rounds as it was (triviaqa's 9 answering models,
+mre_treat's 4 blocks of batches: at most 10 groups, each its own round) and
+gives 10 history-or-current rounds, as many as a store of rounds typically
+holds; ``group_blocks=None`` never deals.
 """
 
 from __future__ import annotations
@@ -41,6 +54,7 @@ import json
 import math
 import os
 import warnings
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,11 +74,14 @@ from heroeval.ingest.read import read_annotations
 from heroeval.stage_a.settings import check_shrink
 from heroeval.workflows.api import calibrate, estimate
 
-__all__ = ["BENCHMARK_DEFAULTS", "BenchmarkData", "BenchmarkOptions", "load_folder", "run_benchmark", "summarize_benchmark"]
+__all__ = ["BENCHMARK_DEFAULTS", "GROUP_BLOCKS", "BenchmarkData", "BenchmarkOptions", "deal_blocks", "load_folder",
+           "run_benchmark", "summarize_benchmark"]
 
 #: ``shift="rate"``: odds factor of a gold-positive item being drawn into the current round
 RATE_SHIFT_ODDS = 3.0
 SHIFTS = ("none", "half", "rate")
+#: ``split="groups"``: a data set with more item groups than this has them dealt into this many blocks (module docstring)
+GROUP_BLOCKS = 10
 
 
 @dataclass(frozen=True)
@@ -148,6 +165,59 @@ def _text_covariates(
     return out
 
 
+def _check_group_blocks(group_blocks: object) -> None:
+    if group_blocks is not None and (isinstance(group_blocks, bool) or not isinstance(group_blocks, (int, np.integer))
+                                     or group_blocks < 2):
+        raise HeroEvalError(f"group_blocks must be an integer >= 2, or None to keep every group a round of its own; "
+                            f"got {group_blocks!r}")
+
+
+def deal_blocks(data: BenchmarkData, group_blocks: int | None = GROUP_BLOCKS, seed: int = 2026) -> pd.Series | None:
+    """``split="groups"`` with many groups: each group's block, a Series group -> ``"block<k>of<B>"``.
+
+    None when the labelled items fall in at most ``group_blocks`` groups (or
+    ``group_blocks`` is None): each group is then a round of its own, as
+    before. Otherwise the groups of labelled items are shuffled by a generator
+    seeded by ``seed`` and the data's name (not by the resample: every
+    resample sees the same blocks), those holding gold items first, and dealt
+    in turn into ``group_blocks`` blocks, as cards are: the blocks partition
+    the groups, hold as many groups each within one, and each holds a group
+    with gold items while there are at least as many of those as blocks.
+    """
+    _check_group_blocks(group_blocks)
+    if data.groups is None:
+        raise HeroEvalError(f"{data.name}: dealing groups into blocks needs item groups (load_folder(group_col=...))")
+    if group_blocks is None:
+        return None
+    groups = data.groups.reindex(pd.unique(data.labels["item_id"])).dropna().astype(str).unique()
+    if groups.size <= group_blocks:
+        return None
+    with_gold = set(data.groups.reindex(data.gold["item_id"]).dropna().astype(str))
+    rng = np.random.default_rng([seed, zlib.crc32(data.name.encode())])
+    order = [*rng.permutation(sorted(g for g in groups if g in with_gold)),
+             *rng.permutation(sorted(g for g in groups if g not in with_gold))]
+    blocks = [f"block{i % group_blocks + 1}of{group_blocks}" for i in range(len(order))]
+    return pd.Series(blocks, index=pd.Index([str(g) for g in order], name="group"), name="block")
+
+
+def _units(data: BenchmarkData, seed: int, group_blocks: int | None) -> tuple[pd.Series, list[str]]:
+    """``split="groups"``: item_id -> its round (its group, or its group's block), and the rounds that take turns as
+    the current round (those with gold items; sorted groups, or the blocks in order)."""
+    assert data.groups is not None
+    blocks = deal_blocks(data, group_blocks, seed)
+    if blocks is None:
+        units, names = data.groups, [str(g) for g in np.sort(data.groups.unique())]
+    else:
+        assert group_blocks is not None
+        units = data.groups.astype(str).map(blocks)
+        names = [f"block{k + 1}of{group_blocks}" for k in range(group_blocks)]
+    with_gold = set(units.reindex(data.gold["item_id"]).dropna().astype(str))
+    names = [g for g in names if g in with_gold]
+    if not names:
+        raise DataError(f"{data.name}: no item group holds gold items with labels; split='groups' needs some")
+    return units, names
+
+
 @dataclass(frozen=True)
 class Split:
     """One resample of the protocol: the history (gold revealed on a share), the current round, its true rate."""
@@ -160,19 +230,24 @@ class Split:
 
 def make_split(
     data: BenchmarkData, r: int, rho: float, n: int, shift: str, seed: int, split: str = "random",
-    rate_odds: float = RATE_SHIFT_ODDS,
+    rate_odds: float = RATE_SHIFT_ODDS, group_blocks: int | None = GROUP_BLOCKS,
 ) -> Split:
-    """Resample r of the protocol (module docstring), the same for every method and every caller."""
+    """Resample r of the protocol (module docstring), the same for every method and every caller.
+
+    ``split="groups"``: the rounds are the data's groups, or their blocks
+    (:func:`deal_blocks`) when there are more than ``group_blocks`` groups;
+    resample r's current round is the (r mod G)-th of those with gold items.
+    """
     rng = np.random.default_rng([seed, r, int(rho * 1000)])
     gold_items = data.gold["item_id"].to_numpy()
     lab = data.labels
     group = ""
+    units = None
     if split == "groups":
-        assert data.groups is not None
-        names = np.sort(data.groups.unique())
-        group = str(names[r % names.size])
-        in_group = data.groups.reindex(lab["item_id"]).to_numpy() == group
-        g_gold = data.gold[data.groups.reindex(data.gold["item_id"]).to_numpy() == group]["item_id"].to_numpy()
+        units, names = _units(data, seed, group_blocks)
+        group = names[r % len(names)]
+        in_group = units.reindex(lab["item_id"]).to_numpy() == group
+        g_gold = data.gold[units.reindex(data.gold["item_id"]).to_numpy() == group]["item_id"].to_numpy()
         cur_items = set(rng.choice(g_gold, min(n, g_gold.size), replace=False).tolist())
         is_cur = lab["item_id"].isin(cur_items).to_numpy()
         hist_lab, cur_lab = lab[~in_group], lab[is_cur]
@@ -201,9 +276,8 @@ def make_split(
         hcov = cov[cov["item_id"].isin(set(hist_item_ids))]
         ccov = cov[cov["item_id"].isin(set(cur_lab["item_id"]))]
     round_col: str | Literal[False] = False
-    if split == "groups":  # the history keeps its real rounds
-        assert data.groups is not None
-        hist_lab = hist_lab.assign(round=data.groups.reindex(hist_lab["item_id"]).astype(str).to_numpy())
+    if units is not None:  # split="groups": the history keeps its real rounds
+        hist_lab = hist_lab.assign(round=units.reindex(hist_lab["item_id"]).astype(str).to_numpy())
         round_col = "round"
     hist = read_annotations(hist_lab, gold=reveal, covariates=hcov, round_col=round_col, name="history")
     cur = read_annotations(cur_lab, covariates=ccov, round_col=False, name="current")
@@ -226,12 +300,13 @@ class _Cell:
     auto: bool = True
     rate_odds: float = RATE_SHIFT_ODDS
     shrink: Literal["none", "eb"] = "none"
+    group_blocks: int | None = GROUP_BLOCKS
 
 
 def _one_resample(cell: _Cell, r: int) -> list[dict[str, Any]]:
     data, rho, shift, split, auto = cell.data, cell.rho, cell.shift, cell.split, cell.auto
     warnings.simplefilter("ignore", ConvergenceWarning)
-    sp = make_split(data, r, rho, cell.n, shift, cell.seed, split, cell.rate_odds)
+    sp = make_split(data, r, rho, cell.n, shift, cell.seed, split, cell.rate_odds, cell.group_blocks)
     hist, cur, truth, group = sp.history, sp.current, sp.truth, sp.group
     cal = calibrate(hist, checks=auto, shrink=cell.shrink)
     res = estimate(cur, cal, method="all", ridge=1.0, exclude_new_labelers=True, recommend=auto,
@@ -283,12 +358,13 @@ class BenchmarkOptions(TypedDict, total=False):
     first_resample: int
     rate_odds: float
     shrink: Literal["none", "eb"]
+    group_blocks: int | None
 
 
 BENCHMARK_DEFAULTS: Mapping[str, Any] = MappingProxyType({
     "resamples": 20, "rhos": (0.05, 0.10), "n": 200, "shifts": SHIFTS, "seed": 2026, "workers": None,
     "progress": None, "split": "random", "auto": True, "first_resample": 0, "rate_odds": RATE_SHIFT_ODDS,
-    "shrink": "none",
+    "shrink": "none", "group_blocks": GROUP_BLOCKS,
 })
 """:class:`BenchmarkOptions`' defaults."""
 
@@ -318,6 +394,13 @@ def run_benchmark(data: BenchmarkData, **options: Unpack[BenchmarkOptions]) -> p
     r takes group r mod G as the current round (up to ``n`` of its gold items)
     and every other group as history, so the current round differs from the
     history as a real next round would (prevalence, labeler pool, content).
+    With more than ``group_blocks`` (10) groups, the groups are first dealt
+    into ``group_blocks`` blocks (:func:`deal_blocks`, the same blocks in
+    every resample), and each block is a round: the current round one block,
+    the history the others; column ``group`` names the block
+    (``"block3of10"``). ``None``: every group is a round, however many.
+    Groups (or blocks) without gold items stay in the history. Ignored by
+    ``split="random"``.
 
     ``rate_odds`` (``shift="rate"``): the factor on a gold-positive item's odds
     of being drawn into the current round (inverted when the gold rate is
@@ -331,11 +414,14 @@ def run_benchmark(data: BenchmarkData, **options: Unpack[BenchmarkOptions]) -> p
     o = options_of("run_benchmark", options, BenchmarkOptions, BENCHMARK_DEFAULTS)
     resamples, rhos, n, shifts, seed = o["resamples"], o["rhos"], o["n"], o["shifts"], o["seed"]
     workers, progress, split, auto = o["workers"], o["progress"], o["split"], o["auto"]
-    first_resample, rate_odds, shrink = o["first_resample"], o["rate_odds"], o["shrink"]
+    first_resample, rate_odds, shrink, group_blocks = o["first_resample"], o["rate_odds"], o["shrink"], o["group_blocks"]
     if split not in ("random", "groups"):
         raise HeroEvalError(f"split must be 'random' or 'groups', got {split!r}")
     if split == "groups" and data.groups is None:
         raise HeroEvalError(f"{data.name}: split='groups' needs item groups (load_folder(group_col=...))")
+    _check_group_blocks(group_blocks)
+    if split == "groups":
+        _units(data, seed, group_blocks)  # a data set without gold in any group fails here, not in every worker
     if not (isinstance(resamples, int) and resamples >= 2):
         raise HeroEvalError(f"resamples must be an integer >= 2, got {resamples!r}")
     if not (isinstance(first_resample, int) and first_resample >= 0):
@@ -359,7 +445,8 @@ def run_benchmark(data: BenchmarkData, **options: Unpack[BenchmarkOptions]) -> p
     per = max(1, resamples // (2 * (workers or os.cpu_count() or 1)))
     end = first_resample + resamples
     check_shrink(shrink)
-    jobs = [(_Cell(data, rho, n, s, seed, split, auto, float(rate_odds), shrink), list(range(i, min(i + per, end))))
+    jobs = [(_Cell(data, rho, n, s, seed, split, auto, float(rate_odds), shrink, group_blocks),
+             list(range(i, min(i + per, end))))
             for rho in rhos for s in shifts for i in range(first_resample, end, per)]
     rows = run_chunks(_task, jobs, [len(j[1]) for j in jobs], workers, progress)
     return pd.DataFrame(rows).sort_values(["rho", "shift", "resample", "method"], kind="stable").reset_index(drop=True)
