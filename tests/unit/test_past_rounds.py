@@ -324,7 +324,7 @@ def test_switched_off_in_the_api_and_the_cli(tmp_path: Path) -> None:
 
 
 def test_html_report_names_the_check() -> None:
-    hist, cur, _ = rounds_history(11, n_rounds=4, shift_sd=1.5, rho=0.2)
+    hist, cur, _ = rounds_history(11, n_rounds=5, shift_sd=1.5, rho=0.2)
     cal = he.calibrate(hist, checks=True)
     res = he.estimate(cur, cal, method="all", recommend=True, drift_check=False)
     assert isinstance(res, he.EstimateCollection) and res.recommended is not None
