@@ -144,6 +144,8 @@ def benchmark_cmd(
         print(json.dumps({"seconds": secs, "summary": json.loads(summ.to_json(orient="records"))}, indent=1))
         return
     con = console()
+    how = ("" if split != "groups" else f"; split by {group_col}: each current round is a group (or block of groups) "
+           "the history does not hold; shift half = the current round keeps half of the labelers")
     con.print(_render.benchmark_table(summ, f"{summ['dataset'].iloc[0]}: {resamples} resamples per setting; "
-                                            "target = the current items' gold rate"))
+                                            "target = the current items' gold rate" + how))
     con.print(f"done in {secs:.1f} s" + (f"; written to {out}" if out is not None else ""))
