@@ -274,3 +274,27 @@ def test_estimate_writes_the_table_as_csv(files: dict[str, Path], tmp_path: Path
     assert "estimates table written to" in r.stderr
     bad = runner.invoke(app, [*args, "--csv", str(tmp_path / "no" / "such" / "x.csv")])
     assert bad.exit_code == 2 and "--csv" in bad.stderr
+
+
+def test_compare_pairs_option(files: dict[str, Path], tmp_path: Path) -> None:
+    """--pairs maps both rounds' items to prompts: the JSON says the difference is paired; a bad file is named."""
+    cur = pd.read_csv(files["current"])
+    ids = sorted(cur["item_id"].astype(str).unique())
+    half = len(ids) // 2
+    a_ids, b_ids = set(ids[:half]), set(ids[half: 2 * half])
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    cur[cur["item_id"].astype(str).isin(a_ids)].to_csv(a, index=False)
+    cur[cur["item_id"].astype(str).isin(b_ids)].to_csv(b, index=False)
+    pairs = tmp_path / "pairs.csv"
+    pd.DataFrame({"item_id": ids[: 2 * half], "prompt_id": [f"p{i % half}" for i in range(2 * half)]}).to_csv(
+        pairs, index=False)
+    base = ["compare", str(a), str(b), "--history", str(files["history"]), "--gold", str(files["gold"]),
+            "--method", "hero1", "--format", "json"]
+    r = runner.invoke(app, [*base, "--pairs", str(pairs)])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)["difference"]["hero1"]
+    assert d["pairing"] == {"key": "prompt_id", "shared_prompts": half, "prompts_a": half, "prompts_b": half}
+    r0 = runner.invoke(app, base)  # disjoint item ids: unpaired
+    assert r0.exit_code == 0 and "pairing" not in json.loads(r0.stdout)["difference"]["hero1"]
+    r = runner.invoke(app, [*base, "--pairs", str(pairs), "--pair-col", "question"])
+    assert r.exit_code != 0 and "pairs.csv" in r.output and "'question'" in r.output

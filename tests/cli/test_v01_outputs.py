@@ -32,7 +32,7 @@ from heroeval.workflows.demo import example_paths
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "v0.1"
 VOLATILE = {"created", "heroeval_version", "token", "source", "sources", "path"}
-ADDED = {"ci_alternative", "upper_bound", "lower_bound", "bound_method", "ci_text", "ci_method",
+ADDED = {"pairing", "ci_alternative", "upper_bound", "lower_bound", "bound_method", "ci_text", "ci_method",
          "boundary", "test", "min_attainable_p", "family_size", "chi2_p", "min_p_test", "new_labelers_set_aside",
          "items", "status", "gold_scores", "rounds", "past_error", "past_error_se", "gold_labels", "recommended"}
 """Keys added after 0.1 (issue 19: one-sided bounds; issue 23: the drift check's tests; issue 18: the checks' per-item
@@ -113,7 +113,7 @@ def test_cli_json_outputs_equal_0_1(name: str) -> None:
         "estimate": ["estimate", cur, "--calibration", cal, "--covariates", str(ex["current_covariates"]),
                      "--method", "all", "-f", "json"],
         "compare": ["compare", cur, cur, "--calibration", cal, "--method", "hero1,rogan_gladen,majority_vote",
-                    "-f", "json"],
+                    "-f", "json", "--unpaired"],  # A and B are one file: 0.1 treated them as independent rounds
         "drift": ["drift", cur, "--calibration", cal, "-f", "json"],
         "plan": ["plan", "--calibration", cal, "--half-width", "0.03", "--mu", "0.6", "-f", "json"],
     }[name]

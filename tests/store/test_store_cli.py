@@ -69,3 +69,27 @@ def test_errors_exit_2_with_the_file_named(files: Path) -> None:
     assert r.exit_code == 2 and "bad.duckdb" in r.stderr
     r = CliRunner().invoke(app, ["store", "show", "nope"])
     assert r.exit_code == 2 and "no store at hero.duckdb" in r.stderr
+
+
+def test_trend_and_estimate_give_each_round_one_answer(files: Path) -> None:
+    """Issue #40: for every round, hero store trend and hero store estimate agree on method, estimate and status."""
+    for k in (1, 2, 3):
+        run("store", "add", f"v{k}.csv", "--gold", f"g{k}.csv")
+    tr = json.loads(run("store", "trend", "--format", "json", "--no-drift"))
+    assert tr["method"] == "auto" and [r["round"] for r in tr["rounds"]] == ["v1", "v2", "v3"]
+    for r in tr["rounds"]:
+        got = CliRunner().invoke(app, ["store", "estimate", r["round"], "--format", "json"])
+        assert got.exit_code == 0, got.output
+        rec = json.loads(got.stdout)["recommended"]  # stderr: the drift warning hero store estimate gives
+        assert (r["method"], r["status"]) == (rec["method"], rec["status"])
+        assert r["estimate"] == pytest.approx(rec["estimate"], abs=1e-12)
+        assert (r["marginal_low"], r["marginal_high"]) == pytest.approx((rec["ci_low"], rec["ci_high"]), abs=1e-12)
+        assert r["ci_low"] <= r["marginal_low"] and r["marginal_high"] <= r["ci_high"]
+    assert all(d["method"] and d["status"] in ("ok", "unreliable") for d in tr["differences"])
+    out = run("store", "trend", "--no-drift")
+    assert "recommended estimate" in out and "status" in out and "Holm" in out
+    joint = json.loads(run("store", "trend", "--format", "json", "--no-drift", "--method", "joint"))
+    assert joint["method"] == "stage_a_joint" and {r["method"] for r in joint["rounds"]} == {"stage_a_joint"}
+    assert "one joint Stage A fit" in run("store", "trend", "--no-drift", "--method", "joint")
+    r = CliRunner().invoke(app, ["store", "trend", "--method", "nope"])
+    assert r.exit_code == 2 and "method must be one of auto, joint" in r.stderr

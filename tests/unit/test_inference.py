@@ -200,7 +200,7 @@ def test_model_and_sandwich_variances_are_close_under_the_model() -> None:
 
 
 def test_compare_a_round_with_itself(calibration: he.Calibration, sim: Sim) -> None:
-    c = he.compare(sim.current, sim.current, calibration, method="hero2")
+    c = he.compare(sim.current, sim.current, calibration, method="hero2", pairs=None)  # unpaired: two independent rounds that happen to agree
     assert isinstance(c, he.Comparison)
     assert c.estimate == 0.0 and c.variance_history == pytest.approx(0.0, abs=1e-15)
     assert c.variance_current == pytest.approx(2 * c.a.variance_current)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -184,10 +185,10 @@ def test_compare_skips_a_method_it_cannot_compare(monkeypatch: pytest.MonkeyPatc
     cal = he.calibrate(s.history)
     real = comparison.difference
 
-    def fussy(a: he.EstimateResult, b: he.EstimateResult) -> comparison.Comparison:
+    def fussy(a: he.EstimateResult, b: he.EstimateResult, pairing: Any = None) -> comparison.Comparison:
         if a.method == "rogan_gladen":
             raise he.HeroEvalError("rogan_gladen: no influence values, cannot compare")
-        return real(a, b)
+        return real(a, b, pairing)
 
     monkeypatch.setattr(comparison, "difference", fussy)
     a, b = s.current.take_items(range(70)), s.current.take_items(range(70, 150))

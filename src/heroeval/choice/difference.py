@@ -50,6 +50,7 @@ from heroeval.estimators.records import Recommendation
 from heroeval.estimators.results import EstimateResult
 from heroeval.inference.comparison import Comparison, DifferenceRecommendation, difference
 from heroeval.inference.difference_interval import DifferenceInterval
+from heroeval.inference.pairing import Pairing
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
 
@@ -70,6 +71,7 @@ def recommend_difference(
     *,
     exclude_new_labelers: bool = False,
     rule: AutoRule | None = None,
+    pairing: Pairing | None = None,
 ) -> DifferenceRecommendation:
     """The difference ``A - B`` to report, and why (module docstring).
 
@@ -77,6 +79,8 @@ def recommend_difference(
     :func:`heroeval.choice.with_gold.recommend_with_gold` for a round with gold), the answers ``hero estimate``
     gives the rounds: their candidates' estimates are subtracted here, so every candidate difference uses the
     same fits as the rounds' own answers. ``calibration`` must carry the model checks those recommendations used.
+    ``pairing``: the rounds' items paired by prompt (:mod:`heroeval.inference.pairing`), used in every candidate
+    difference's current-item variance.
     """
     rule = DEFAULT_RULE if rule is None else rule
     if round_a.has_gold and round_b.has_gold:
@@ -98,7 +102,7 @@ def recommend_difference(
         if rb is None or key[0] not in shown:
             continue
         try:
-            c = difference(ra, rb)
+            c = difference(ra, rb, pairing)
         except HeroEvalError as exc:
             rows.append({"method": key[0], "history_weight": key[1], "skipped": str(exc)})
             continue
@@ -124,6 +128,8 @@ def recommend_difference(
               f"± {best['mock_bias_se']:.2g} (the {checks.n_gold} held-out gold items weighted to A's rate "
               f"{best['rate_a']:.3g} and to B's {best['rate_b']:.3g}); {dep_txt}")
     se = c.standard_error
+    if c.pairing is not None:
+        reason += "; " + c.pairing.describe()
     bound = abs(best["mock_bias"]) + rule.bias_kappa * best["mock_bias_se"] if aware else 0.0
     tau2, dof = 0.0, math.inf
     spread = _spread(best, rule)

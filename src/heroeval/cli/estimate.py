@@ -13,7 +13,7 @@ import typer
 
 from heroeval.cli._messages import to_cli
 from heroeval.cli.console import busy, console, err, ingest_tables, run
-from heroeval.cli.inputs import current_and_calibration, read, read_current
+from heroeval.cli.inputs import current_and_calibration, read, read_current, read_pairs
 from heroeval.cli.options import (
     FILES,
     CalOpt,
@@ -357,6 +357,9 @@ def compare_cmd(
     csv_out: CsvOpt = None,
     margin: MarginOpt = None,
     verdict_alt: VerdictOpt = Alternative.less,
+    pairs_file: Annotated[Path | None, typer.Option("--pairs", help="When A and B answer the same prompts: a file mapping every item id of both rounds (column item_id, or --item-col) to its prompt (--pair-col); the differences then use the pairing. Without it, items with the same id in both rounds are paired.")] = None,
+    pair_col: Annotated[str, typer.Option(help="The prompt column of --pairs.")] = "prompt_id",
+    unpaired: Annotated[bool, typer.Option("--unpaired", help="Treat the rounds' items as independent even when they share item ids (as heroeval 0.1 did).")] = False,
 ) -> None:
     """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values.
 
@@ -401,6 +404,7 @@ def compare_cmd(
         lm = parse_label_map(label_map)
         rd: dict[str, Any] = {"item_col": item_col, "labeler_col": labeler_col, "label_col": label_col,
                               "round_col": round_col, "duplicates": duplicates, "label_map": lm, "encoding": encoding}
+        prompts = None if pairs_file is None else read_pairs(pairs_file, pair_col, item_col)
         with busy("reading and calibrating"):
             gk: dict[str, Any] = {"gold_col": gold_col, "gold_item_col": gold_item_col}
             a = read_current(a_current, covariates=a_covariates, name="A", title="Ingest: round A", gold=a_gold,
@@ -423,7 +427,7 @@ def compare_cmd(
             for r in (a, b):
                 warn_multiple_rounds(r)
             out = compare(a, b, cal, method=wanted if wanted == "all" else list(wanted), history=hist, ridge=ridge,
-                          tie=tie.value, new_labelers=rule)
+                          tie=tie.value, new_labelers=rule, pairs=None if unpaired else "auto" if prompts is None else prompts)
             if drift_check:  # the same check, and warning, as hero estimate gives each round
                 for r in (a, b):
                     try:

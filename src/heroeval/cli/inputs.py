@@ -105,3 +105,34 @@ def current_and_calibration(
                     labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
                     label_map=label_map, gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding)
         return cur, hist, calibrate(hist, history_weight=history_weight, checks=checks)
+
+
+def read_pairs(path: Path, col: str, item_col: str | None = None) -> Any:
+    """``hero compare --pairs FILE --pair-col COL``: item id to prompt id, as a pandas Series (index: item id).
+
+    The file is CSV/TSV (or Parquet): one row per item of either round, its item id column (``item_col``, else
+    ``item_id``) and ``col``. :class:`HeroEvalError` names the file and what is wrong."""
+    import pandas as pd
+
+    suf = [x.lower() for x in path.suffixes]
+    try:
+        if ".parquet" in suf or ".pq" in suf:
+            df = pd.read_parquet(path)
+        else:
+            df = pd.read_csv(path, sep="\t" if ".tsv" in suf else ",", dtype=str, keep_default_na=False)
+    except (OSError, ValueError) as exc:
+        raise HeroEvalError(f"--pairs {str(path)!r}: cannot read it ({exc})") from exc
+    ic = item_col or "item_id"
+    for c in (ic, col):
+        if c not in df.columns:
+            raise HeroEvalError(f"--pairs {str(path)!r}: no column {c!r} (columns: {list(df.columns)}); "
+                                f"--pair-col names the prompt column")
+    ids, prompts = df[ic].astype(str), df[col].astype(str)
+    empty = (prompts.str.strip() == "") | df[col].isna()
+    if empty.any():
+        row = int(empty.to_numpy().nonzero()[0][0])
+        raise HeroEvalError(f"--pairs {str(path)!r}: row {row + 2} (item {ids.iloc[row]!r}) has an empty {col!r}")
+    dup = ids.duplicated(keep=False) & ~df.duplicated([ic, col], keep=False)
+    if dup.any():
+        raise HeroEvalError(f"--pairs {str(path)!r}: item {ids[dup].iloc[0]!r} has more than one {col!r}")
+    return pd.Series(prompts.to_numpy(), index=ids.to_numpy(), name=col).groupby(level=0).first()

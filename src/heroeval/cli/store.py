@@ -343,8 +343,9 @@ def trend_table(tr: Trend, truth: dict[str, float] | None) -> Table:
 
     t = Table(title=f"Rate by round ({escape(tr.method_line())})", title_justify="left")
     show_model = any(r.model not in (None, r.name) for r in tr.rounds)
-    cols = ["round", *(["model"] if show_model else []), "items", "gold", "estimate", "SE", "simultaneous CI",
-            "difference", "diff CI", "p (adj.)"]
+    auto = tr.method == "auto"
+    cols = ["round", *(["model"] if show_model else []), "items", "gold", *(["method"] if auto else []),
+            "estimate", "SE", "simultaneous CI", *(["status"] if auto else []), "difference", "diff CI", "p (adj.)"]
     for c in cols:
         t.add_column(c, justify="left" if c in ("round", "model") else "right", no_wrap=c.endswith("CI"))
     if truth is not None:
@@ -352,8 +353,10 @@ def trend_table(tr: Trend, truth: dict[str, float] | None) -> Table:
     diffs = {d.name: d for d in tr.differences}
     for r in tr.rounds:
         d = diffs.get(r.name)
+        status = r.status if r.status == "ok" else f"[bold]{r.status.upper()}[/bold]"
         row = [escape(r.name), *([escape(r.model or "")] if show_model else []), str(r.n_items), str(r.n_gold),
-               _f(r.estimate), _f(r.standard_error), f"[{_f(r.ci_low)}, {_f(r.ci_high)}]",
+               *([escape(r.method)] if auto else []), _f(r.estimate), _f(r.standard_error),
+               f"[{_f(r.ci_low)}, {_f(r.ci_high)}]", *([status] if auto else []),
                "" if d is None else _f(d.estimate, "+.4f"),
                "" if d is None else f"[{_f(d.ci_low, '+.4f')}, {_f(d.ci_high, '+.4f')}]",
                "" if d is None else _f(d.p_adjusted, ".3g")]
@@ -361,7 +364,11 @@ def trend_table(tr: Trend, truth: dict[str, float] | None) -> Table:
             row.append(_f(truth.get(r.name, math.nan)))
         t.add_row(*row)
     ref = "the previous round" if tr.baseline is None else escape(repr(tr.baseline))
-    t.caption = f"difference: each round minus {ref}; calibration {tr.calibration_key[:12]} ({tr.calibration_status})"
+    cal = ("calibration: each round's history without it, as hero store estimate" if tr.calibration_key == "per-round"
+           else f"calibration {tr.calibration_key[:12]}")
+    how = ("; the recommended difference (hero compare), p-values adjusted by "
+           f"{'none' if tr.adjust == 'none' else 'Holm'}" if auto else "")
+    t.caption = f"difference: each round minus {ref}{how}; {cal} ({tr.calibration_status})"
     t.caption_justify = "left"
     return t
 
@@ -372,6 +379,7 @@ def trend_cmd(
     store: StoreOpt = DEFAULT_STORE,
     baseline: Annotated[str | None, typer.Option(help="Differences from this round (default: from the previous one).")] = None,
     adjust: Annotated[str, typer.Option(help=f"Multiplicity: {', '.join(_ADJUSTMENTS)}.")] = "sidak",
+    method: Annotated[str, typer.Option(help="auto: each round's recommended estimate, as hero store estimate gives it (default); joint: every round from one Stage A fit.")] = "auto",
     confidence_level: Annotated[float, typer.Option(help="Simultaneous confidence level.")] = 0.95,
     drift: Annotated[bool, typer.Option("--drift/--no-drift", help="Test each round's labelers for drift against the rest of the history.")] = True,
     truth: Annotated[Path | None, typer.Option(help="JSON of true rates by round name, shown beside the estimates.")] = None,
@@ -390,7 +398,7 @@ def trend_cmd(
 
     def go() -> tuple[Trend, dict[str, float] | None]:
         tr = Store(store, wait=wait).trend(rounds or None, baseline=baseline, confidence_level=confidence_level,
-                                           adjust=adjust, drift=drift)
+                                           adjust=adjust, drift=drift, method=method)
         return tr, _truth(truth)
     tr, tmap = _run(go)
     write_csv(tr.to_frame(tmap), csv_out, "trend table")
@@ -407,6 +415,10 @@ def trend_cmd(
                   "(Holm within each round)" + ("" if not flagged else ": " + "; ".join(
                       f"{escape(r.round)}/{escape(r.labeler)}" for r in flagged[:12])
                       + (" ..." if len(flagged) > 12 else "")), soft_wrap=True)
+    bad = [r.name for r in tr.rounds if r.status != "ok"]
+    if bad:
+        con.print(f"UNRELIABLE or unavailable: {', '.join(escape(b) for b in bad)} (hero store estimate NAME says why)",
+                  soft_wrap=True)
     for n in tr.notes:
         con.print(f"note: {escape(n)}", soft_wrap=True)
     if report is not None:

@@ -29,6 +29,7 @@ from heroeval.estimators.registry import estimate_methods
 from heroeval.estimators.results import ConfidenceInterval, EstimateResult, check_level, jsonable, rate_interval
 from heroeval.estimators.table import METHODS
 from heroeval.inference.difference_interval import DifferenceInterval
+from heroeval.inference.pairing import Pairing, paired_variance_current, resolve_pairing
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.fit import fit_stage_a
@@ -86,7 +87,9 @@ class Comparison:
     """The difference ``a - b`` of two rounds' rates by one method.
 
     ``variance_current`` adds the two rounds' current-item variances (the
-    rounds' items are independent); ``variance_history`` is the variance of
+    rounds' items are independent), or, when the rounds answer the same
+    prompts (:attr:`pairing`), is the variance of the paired difference
+    (:mod:`heroeval.inference.pairing`); ``variance_history`` is the variance of
     the *difference* of their history terms, which share one calibration.
     """
 
@@ -103,6 +106,9 @@ class Comparison:
     """The recommended difference's interval when the model checks found a bias to allow for (or a round they
     cannot judge): its interval, p-value and verdict then come from it (:class:`DifferenceInterval`); ``None``:
     ``estimate +- q * SE``."""
+    pairing: Pairing | None = None
+    """How A's and B's items pair by prompt when ``variance_current`` is the paired one
+    (:mod:`heroeval.inference.pairing`); ``None``: the rounds' items are independent."""
 
     def _quantile(self, q: float) -> float:
         return float(norm.ppf(q) if self.df is None else t_dist.ppf(q, self.df))
@@ -147,6 +153,7 @@ class Comparison:
                 "ci_method": self.confidence_interval(confidence_level).method,
                 "variance_current": self.variance_current,
                 "variance_history": self.variance_history,
+                **({} if self.pairing is None else {"pairing": self.pairing.to_dict()}),
                 **({} if self.df is None else {
                     "df": self.df, "n_gold": {"a": self.a.details.get("n_gold"), "b": self.b.details.get("n_gold")}}),
             }
@@ -308,12 +315,21 @@ class ComparisonCollection(Mapping[str, Comparison]):
         }
 
 
-def difference(a: EstimateResult, b: EstimateResult) -> Comparison:
+def difference(a: EstimateResult, b: EstimateResult, pairing: Pairing | None = None) -> Comparison:
     """The difference ``a - b`` of two rounds' estimates by one method sharing one calibration (their history
-    terms subtracted before squaring); :class:`HeroEvalError` without influence values."""
+    terms subtracted before squaring); :class:`HeroEvalError` without influence values. With a ``pairing`` of
+    the rounds' items by prompt, the current-item variance is the paired one (:mod:`heroeval.inference.pairing`)
+    for the silver-label methods; the estimates with current gold, whose gold samples are drawn in each round
+    on its own, and an estimate that left items out (new labelers excluded) stay unpaired."""
     if a.influence is None or b.influence is None:
         raise HeroEvalError(f"{a.method}: no influence values, cannot compare")
     vc = a.influence.variance_current() + b.influence.variance_current()
+    vp = (paired_variance_current(a.influence, b.influence, pairing)
+          if pairing is not None and a.method not in ALL_GOLD_METHODS else math.nan)
+    if math.isfinite(vp):
+        vc = vp
+    else:
+        pairing = None
     ia, ib = a.influence, b.influence
     vh = ia.variance_history() + ib.variance_history() - 2 * ia.history_covariance(ib)
     if a.status.startswith("boundary") or b.status.startswith("boundary"):
@@ -325,7 +341,8 @@ def difference(a: EstimateResult, b: EstimateResult) -> Comparison:
         den = (va**2 / da if da > 0 else math.inf) + (vb**2 / db if db > 0 else math.inf)
         df = (va + vb) ** 2 / den if den > 0 and math.isfinite(den) else 1.0
         df = max(df, 1.0)
-    return Comparison(a.method, a.estimate - b.estimate, vc, max(vh, 0.0) if math.isfinite(vh) else vh, a, b, df)
+    return Comparison(a.method, a.estimate - b.estimate, vc, max(vh, 0.0) if math.isfinite(vh) else vh, a, b, df,
+                      pairing=pairing)
 
 
 def _one_sided_gold(round_a: AnnotationSet, round_b: AnnotationSet, methods: Sequence[str]) -> str:
@@ -345,6 +362,7 @@ def compare(
     *,
     method: str | Sequence[str] = "hero1",
     history: AnnotationSet | None = None,
+    pairs: Pairing | Mapping[Any, Any] | pd.Series | str | None = "auto",
     **kwargs: Any,
 ) -> Comparison | ComparisonCollection:
     """Difference of two rounds' gold rates (``a - b``) with an interval and a p-value.
@@ -370,6 +388,13 @@ def compare(
     naming the round without; ``method="all"`` lists them under ``skipped``
     with that reason (the silver-only methods, which ignore gold, are
     compared as usual).
+
+    ``pairs``: when A and B answer the same prompts, the difference's
+    current-item variance uses the pairing (the covariance of the paired
+    influence values; :mod:`heroeval.inference.pairing`). ``"auto"`` (the
+    default) pairs items with the same id in both rounds, a mapping from
+    item id to prompt id pairs by prompt, ``None`` treats the rounds' items
+    as independent. :attr:`Comparison.pairing` says which was used.
 
     Examples
     --------
@@ -407,13 +432,14 @@ def compare(
         gb, sb = gold_estimates(round_b, calibration, gold_wanted, exclude_new_labelers=excl, skip_errors=quiet)
         ra = replace(ra, results={**ra.results, **ga}, skipped={**ra.skipped, **sa})
         rb = replace(rb, results={**rb.results, **gb}, skipped={**rb.skipped, **sb})
+    pairing = resolve_pairing(round_a, round_b, pairs)
     comps: dict[str, Comparison] = {}
     cannot: dict[str, str] = {}
     for m in ra:
         if m not in rb:
             continue
         try:
-            comps[m] = difference(ra[m], rb[m])
+            comps[m] = difference(ra[m], rb[m], pairing)
         except HeroEvalError as exc:  # e.g. no influence values: skipped with the reason, as estimate skips
             if single:
                 raise

@@ -127,17 +127,21 @@ def _drift_plot(d: Mapping[str, Any]) -> str:
 def _rates_table(d: Mapping[str, Any]) -> str:
     truth = any(r.get("truth") is not None for r in d["rounds"])
     head = [("#", False), ("round", False), ("model", False), ("date", False), ("items", True), ("gold", True),
-            ("estimate", True), ("SE", True), ("simultaneous interval", True), ("marginal interval", True),
-            ("gold mean", True)]
+            ("method", False), ("estimate", True), ("SE", True), ("simultaneous interval", True),
+            ("marginal interval", True), ("status", False), ("gold mean", True)]
     if truth:
         head += [("truth", True), ("error", True)]
     rows = []
     for k, r in enumerate(d["rounds"], start=1):
+        status = r.get("status") or "ok"
+        bad = "" if status == "ok" else ' class="bad"'
         cells = (f"<td>R{k}</td><td class=\"name\">{esc(r['round'])}</td><td class=\"name\">{esc(r['model'] or '')}</td>"
                  f"<td>{esc(r['date'] or '')}</td>{td(r['n_items'], 'items', 'd')}{td(r['n_gold'], 'gold', 'd')}"
+                 f"<td class=\"name\" data-field=\"method\">{esc(r.get('method') or '')}</td>"
                  f"{td(r['estimate'], 'estimate')}{td(r['standard_error'], 'se')}"
                  f"<td class=\"num\" data-field=\"ci\">[{num(r['ci_low'])}, {num(r['ci_high'])}]</td>"
                  f"<td class=\"num\">[{num(r['marginal_low'])}, {num(r['marginal_high'])}]</td>"
+                 f"<td{bad} data-field=\"status\" title=\"{esc(r.get('reason') or '')}\">{esc(status)}</td>"
                  f"{td(r['gold_mean'])}")
         if truth:
             cells += td(r.get("truth"), "truth") + td(r.get("error"), "error", "+.4f")
@@ -150,10 +154,12 @@ def _diffs_table(d: Mapping[str, Any]) -> str:
     rows = [f"<tr><td>R{pos[r['round']]} − R{pos[r['reference']]}</td><td class=\"name\">{esc(r['round'])}</td>"
             f"<td class=\"name\">{esc(r['reference'])}</td>{td(r['difference'], 'difference', '+.4f')}"
             f"{td(r['standard_error'])}<td class=\"num\">[{num(r['ci_low'], '+.4f')}, {num(r['ci_high'], '+.4f')}]"
-            f"</td>{td(r['p_value'], None, '.3g')}{td(r['p_adjusted'], 'p_adjusted', '.3g')}</tr>"
+            f"</td>{td(r['p_value'], None, '.3g')}{td(r['p_adjusted'], 'p_adjusted', '.3g')}"
+            f"<td class=\"name\">{esc(r.get('method') or '')}</td><td>{esc(r.get('status') or '')}</td></tr>"
             for r in d["differences"]]
     return table_html([("", False), ("round", False), ("minus", False), ("difference", True), ("SE", True),
-                   ("simultaneous interval", True), ("p", True), ("p adjusted", True)], rows, "differences")
+                   ("simultaneous interval", True), ("p", True), ("p adjusted", True), ("method", False),
+                   ("status", False)], rows, "differences")
 
 
 def _drift_table(d: Mapping[str, Any]) -> str:
@@ -176,9 +182,16 @@ def render_trend(d: Mapping[str, Any]) -> str:
                           f"({esc(d['calibration']['status'])})") + "</header>"]
     parts.append('<nav><a href="#rates">Rates</a><a href="#differences">Differences</a>'
                  '<a href="#drift">Labeler drift</a><a href="#notes">Notes</a></nav>')
-    parts.append(f'<p class="muted" id="method">{esc(d["method_line"])}. Every round is a prevalence of one Stage A '
-                 "fit on the store's rounds (gold items with their label, the others through the labelers' "
-                 "calibrated errors), so the rates and differences share one parameter covariance.</p>")
+    if d.get("method") == "auto":
+        how = (" Every round's rate is its recommended estimate, the one hero store estimate gives it (the method "
+               "the model checks choose, its interval bias-aware where they find a bias, its status and the reason: "
+               "hover over the status); every difference is the recommended difference of hero compare, on the "
+               "calibration of the history without either round.")
+    else:
+        how = (" Every round is a prevalence of one Stage A fit on the store's rounds (gold items with their label, "
+               "the others through the labelers' calibrated errors), so the rates and differences share one "
+               "parameter covariance.")
+    parts.append(f'<p class="muted" id="method">{esc(d["method_line"])}.{esc(how)}</p>')
     parts.append('<h2 id="rates">Rates</h2>')
     if d["rounds"]:
         parts.append(f"<figure>{_rate_plot(d)}<figcaption>Each round's rate with its simultaneous interval. Diamonds: the true rate when given; crosses: the mean of the "

@@ -41,7 +41,15 @@ from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.settings import EM_SETTING_KEYS
 from heroeval.store._db import StoreError, connect, transaction
 from heroeval.store._rounds import ITEM_SEP, ROLES, RoundInfo, RoundList, content_hash, read_rounds, write_round
-from heroeval.store.trend import DriftRow, Trend, TrendSource, trend_from_fit
+from heroeval.store.trend import (
+    METHODS,
+    DriftRow,
+    Trend,
+    TrendSource,
+    trend_from_fit,
+    trend_from_recommendations,
+    trend_pairs,
+)
 from heroeval.version import __version__
 from heroeval.workflows.api import calibrate, estimate
 
@@ -503,10 +511,21 @@ class Store:
         adjust: str = "sidak",
         drift: bool = True,
         settings: Mapping[str, Any] | None = None,
+        method: str = "auto",
     ) -> Trend:
         """Each round's rate with simultaneous intervals, the differences, and the labelers round by round.
 
-        All rounds are estimated in one Stage A fit (cached like any
+        ``method="auto"`` (the default): each round's rate is its recommended
+        estimate, exactly what :meth:`estimate` (``hero store estimate``)
+        gives it (method, estimate, interval, ``"unreliable"`` status and
+        reason): its marginal interval is the recommended interval, its
+        simultaneous one the recommended interval at the adjusted level (see
+        :func:`heroeval.store.trend.trend_from_recommendations`). Each
+        difference is :func:`heroeval.compare`'s recommended difference of the
+        two rounds on the cached calibration of the history without either,
+        its p-value adjusted by Holm's method.
+
+        ``method="joint"``: all rounds are estimated in one Stage A fit (cached like any
         calibration): the trend's rounds and the history rounds, each round its
         own prevalence, gold items entering with their gold label, labelers
         sharing one sensitivity and specificity. A round's rate is its
@@ -527,6 +546,11 @@ class Store:
         for n in names:
             if n not in by:
                 raise StoreError(f"no round named {n!r} in {self.path}")
+        if method not in METHODS:
+            raise StoreError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        if method == "auto":
+            return self._auto_trend(names, by, baseline=baseline, confidence_level=confidence_level, adjust=adjust,
+                                    drift=drift, settings=settings)
         fit_names = names + [r.name for r in allr if r.in_history and r.name not in names]
         s = _settings({"checks": False, **(settings or {})})
         f = self._fit(fit_names, s)
@@ -540,6 +564,58 @@ class Store:
         return trend_from_fit(
             f.cal, [by[n] for n in names], baseline=baseline, confidence_level=confidence_level, adjust=adjust,
             source=TrendSource(str(self.path), f.key, f.status), drift=rows, notes=notes,
+            gold_means={k: float(v) for k, v in gm.items()})
+
+    def _auto_trend(self, names: list[str], by: Mapping[str, RoundInfo], *, baseline: str | None,
+                    confidence_level: float, adjust: str, drift: bool,
+                    settings: Mapping[str, Any] | None) -> Trend:
+        import warnings
+
+        from heroeval.errors import HeroEvalError, TransportabilityWarning
+        from heroeval.workflows.comparing import compare
+
+        pairs = trend_pairs(names, baseline)  # the baseline checked before any fit
+        recs: dict[str, Any] = {}
+        keys: list[str] = []
+        statuses: list[str] = []
+        for n in names:  # exactly what hero store estimate n gives
+            try:
+                with warnings.catch_warnings():  # the drift rows below report the labelers' drift
+                    warnings.simplefilter("ignore", TransportabilityWarning)
+                    se = self.estimate(n, settings=settings)
+            except HeroEvalError as exc:
+                recs[n] = str(exc)
+                continue
+            keys.append(se.calibration.key)
+            statuses.append(se.calibration.status)
+            res = se.estimates
+            rec = res.recommended if isinstance(res, EstimateCollection) else None
+            recs[n] = rec if rec is not None else (
+                res.skipped.get("auto", "no recommendation") if isinstance(res, EstimateCollection) else "none")
+        s = _settings(settings)
+        diffs: dict[tuple[str, str], Any] = {}
+        for a, b in pairs:
+            hist_names = self.history(exclude=(a, b))
+            try:
+                f = self._fit(hist_names, s, keep_history=True)
+                statuses.append(f.status)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", TransportabilityWarning)
+                    diffs[(a, b)] = compare(self.load(a), self.load(b), f.cal, method="auto", history=f.history)
+            except HeroEvalError as exc:
+                diffs[(a, b)] = str(exc)
+        rows: list[DriftRow] = []
+        notes: list[str] = []
+        if drift:
+            rows, notes = self._drift(names, by, s)  # the history without each round: the estimates' cached fits
+        with self._con() as con:
+            gm = dict(con.execute("SELECT r.name, avg(i.gold) FROM items i JOIN rounds r ON r.id = i.round_id "
+                                  "WHERE i.gold IS NOT NULL GROUP BY r.name").fetchall())
+        key = keys[0] if len(set(keys)) == 1 else "per-round"  # each round: the history without it
+        status = "fitted" if "fitted" in statuses else "cached"
+        return trend_from_recommendations(
+            [by[n] for n in names], recs, diffs, baseline=baseline, confidence_level=confidence_level,
+            adjust=adjust, source=TrendSource(str(self.path), key, status), drift=rows, notes=notes,
             gold_means={k: float(v) for k, v in gm.items()})
 
     def _drift(self, names: Sequence[str], by: Mapping[str, RoundInfo],

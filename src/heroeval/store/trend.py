@@ -20,6 +20,19 @@ L-quantile of ``max_k |Z_k|`` under the estimated correlation (Monte Carlo,
 seeded: narrower when the estimates are correlated); ``"bonferroni"`` uses
 ``z_{1 - (1 - L)/(2m)}``; ``"none"`` gives marginal intervals. The
 simulation in tests/simulation/test_store_trend_coverage.py measures it.
+
+That is ``method="joint"``. The default, ``method="auto"``
+(:func:`trend_from_recommendations`), gives each round the answer ``hero
+store estimate`` gives it: the round's recommended estimate (method chosen by
+the model checks, bias-aware interval, ``"unreliable"`` status, the reason),
+its marginal interval the recommended interval at level L and its
+simultaneous interval the recommended interval at the adjusted level
+(``L^{1/m}`` for Šidák, ``1 - (1 - L)/m`` for Bonferroni; ``"maxz"`` needs a
+joint covariance and falls back to Šidák). Each difference is
+:func:`heroeval.compare`'s recommended difference on a calibration of the
+history without either round, its simultaneous interval at the same
+adjusted level over the m - 1 differences, its p-value adjusted by Holm's
+step-down method (:func:`holm`; ``adjust="none"`` leaves them unadjusted).
 """
 
 from __future__ import annotations
@@ -27,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -39,10 +52,16 @@ from heroeval.errors import HeroEvalError
 from heroeval.stage_a.calibration import Calibration
 from heroeval.store._rounds import RoundInfo, html_table
 
-__all__ = ["ADJUSTMENTS", "DriftRow", "Trend", "TrendDifference", "TrendRound", "TrendSource", "critical_value",
-           "trend_from_fit"]
+if TYPE_CHECKING:
+    from heroeval.estimators.records import Recommendation
+    from heroeval.inference.comparison import DifferenceRecommendation
+
+__all__ = ["ADJUSTMENTS", "METHODS", "DriftRow", "Trend", "TrendDifference", "TrendRound", "TrendSource",
+           "adjusted_level", "critical_value", "holm", "trend_from_fit", "trend_from_recommendations", "trend_pairs"]
 
 ADJUSTMENTS = ("sidak", "bonferroni", "maxz", "none")
+METHODS = ("auto", "joint")
+"""``Store.trend``'s methods: each round's recommended estimate, or every round from one joint Stage A fit."""
 FloatArray = npt.NDArray[np.float64]
 _MAXZ_DRAWS = 200_000
 
@@ -85,6 +104,44 @@ def critical_value(m: int, confidence_level: float, adjust: str, cov: FloatArray
     return float(np.quantile(_maxz_draws(_corr(cov)), confidence_level))
 
 
+def adjusted_level(m: int, confidence_level: float, adjust: str) -> float:
+    """The level of each of ``m`` intervals that together cover at ``confidence_level`` (``"maxz"``: Šidák's).
+
+    >>> round(adjusted_level(5, 0.95, "sidak"), 5), round(adjusted_level(5, 0.95, "bonferroni"), 5)
+    (0.98979, 0.99)
+    """
+    if not 0 < confidence_level < 1:
+        raise HeroEvalError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+    if adjust not in ADJUSTMENTS:
+        raise HeroEvalError(f"adjust must be one of {', '.join(ADJUSTMENTS)}, got {adjust!r}")
+    m = max(int(m), 1)
+    if adjust == "none" or m == 1:
+        return float(confidence_level)
+    if adjust == "bonferroni":
+        return float(1 - (1 - confidence_level) / m)
+    return float(confidence_level ** (1.0 / m))
+
+
+def holm(p: Sequence[float] | FloatArray) -> FloatArray:
+    """Holm's step-down adjusted p-values (in the input's order; a NaN stays NaN and is not counted).
+
+    The k-th smallest of the m p-values becomes ``max_{i <= k} min(1, (m - i + 1) p_(i))``.
+
+    >>> holm([0.01, 0.04, 0.03, 0.005]).round(3).tolist()
+    [0.03, 0.06, 0.06, 0.02]
+    """
+    x = np.asarray(p, dtype=np.float64)
+    out = np.full(x.shape, math.nan)
+    ok = np.flatnonzero(np.isfinite(x))
+    m = ok.size
+    if m == 0:
+        return out
+    order = ok[np.argsort(x[ok], kind="stable")]
+    stepped = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * x[order]))
+    out[order] = stepped
+    return out
+
+
 def _adjust_p(p: FloatArray, z: FloatArray, adjust: str, cov: FloatArray | None) -> FloatArray:
     m = p.size
     if adjust == "none" or m <= 1:
@@ -114,6 +171,10 @@ class TrendRound:
     marginal_low: float
     marginal_high: float
     gold_mean: float = math.nan  # mean gold label over the round's gold items (a noisy check, not the estimate)
+    method: str = "stage_a_joint"  # the recommended method (method="auto"), or the joint fit's
+    status: str = "ok"  # "ok", "unreliable" (as hero store estimate says) or "unavailable" (no estimate)
+    reason: str = ""  # why that method (the recommendation's reason)
+    ci_method: str = "logit"  # how the interval is made
 
 
 @dataclass(frozen=True)
@@ -128,6 +189,8 @@ class TrendDifference:
     ci_high: float
     p_value: float
     p_adjusted: float
+    method: str = "stage_a_joint"  # the recommended difference's method (method="auto"), or the joint fit's
+    status: str = "ok"  # "unreliable" when either round's recommendation is; "unavailable" without a difference
 
 
 @dataclass(frozen=True)
@@ -149,8 +212,9 @@ class DriftRow:
 
 
 _ROUND_COLS = ("round", "model", "date", "n_items", "n_gold", "in_history", "estimate", "standard_error", "ci_low",
-               "ci_high", "marginal_low", "marginal_high", "gold_mean")
-_DIFF_COLS = ("round", "reference", "difference", "standard_error", "ci_low", "ci_high", "p_value", "p_adjusted")
+               "ci_high", "marginal_low", "marginal_high", "gold_mean", "method", "status", "ci_method", "reason")
+_DIFF_COLS = ("round", "reference", "difference", "standard_error", "ci_low", "ci_high", "p_value", "p_adjusted",
+              "method", "status")
 _DRIFT_COLS = ("round", "labeler", "n_labels", "observed", "expected", "z", "p_adjusted", "flagged",
                "gold_sensitivity", "gold_specificity", "n_gold_labels", "round_drift_p")
 
@@ -172,6 +236,7 @@ class Trend:
     covariance: FloatArray = field(repr=False)
     notes: tuple[str, ...] = ()
     store: str = ""
+    method: str = "stage_a_joint"  # "auto" (each round's recommended estimate) or "stage_a_joint" (one fit)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -180,7 +245,8 @@ class Trend:
     def to_frame(self, truth: Mapping[str, float] | None = None) -> pd.DataFrame:
         """One row per round; with ``truth`` (round name to true rate) a ``truth`` and an ``error`` column."""
         df = pd.DataFrame([[r.name, r.model, r.date, r.n_items, r.n_gold, r.in_history, r.estimate,
-                            r.standard_error, r.ci_low, r.ci_high, r.marginal_low, r.marginal_high, r.gold_mean]
+                            r.standard_error, r.ci_low, r.ci_high, r.marginal_low, r.marginal_high, r.gold_mean,
+                            r.method, r.status, r.ci_method, r.reason]
                            for r in self.rounds], columns=list(_ROUND_COLS))
         if truth is not None:
             df["truth"] = [float(truth.get(n, math.nan)) for n in df["round"]]
@@ -190,7 +256,7 @@ class Trend:
 
     def differences_frame(self) -> pd.DataFrame:
         return pd.DataFrame([[d.name, d.reference, d.estimate, d.standard_error, d.ci_low, d.ci_high, d.p_value,
-                              d.p_adjusted] for d in self.differences], columns=list(_DIFF_COLS))
+                              d.p_adjusted, d.method, d.status] for d in self.differences], columns=list(_DIFF_COLS))
 
     def drift_frame(self) -> pd.DataFrame:
         return pd.DataFrame([[r.round, r.labeler, r.n_labels, r.observed, r.expected, r.z, r.p_adjusted,
@@ -201,9 +267,16 @@ class Trend:
         m = len(self.rounds)
         how = {"sidak": "Šidák", "bonferroni": "Bonferroni", "maxz": "max-|z| under the estimated correlation",
                "none": "none (marginal intervals)"}[self.adjust]
-        return (f"{self.confidence_level:.0%} intervals simultaneous over {m} rates (critical value "
-                f"{self.critical_rates:.3f}) and {max(m - 1, 0)} differences ({self.critical_differences:.3f}); "
-                f"multiplicity: {how}")
+        if self.method == "auto":
+            return (f"each round's recommended estimate (as hero store estimate); {self.confidence_level:.0%} "
+                    f"intervals simultaneous over {m} rates (each at level "
+                    f"{adjusted_level(m, self.confidence_level, self.adjust):.4f}) and {max(m - 1, 0)} recommended "
+                    f"differences ({adjusted_level(m - 1, self.confidence_level, self.adjust):.4f}; p-values by "
+                    f"{'none' if self.adjust == 'none' else 'Holm'}); multiplicity: "
+                    f"{'Šidák (max-|z| needs a joint fit)' if self.adjust == 'maxz' else how}")
+        return (f"one joint Stage A fit; {self.confidence_level:.0%} intervals simultaneous over {m} rates (critical "
+                f"value {self.critical_rates:.3f}) and {max(m - 1, 0)} differences "
+                f"({self.critical_differences:.3f}); multiplicity: {how}")
 
     def to_dict(self, truth: Mapping[str, float] | None = None) -> dict[str, Any]:
         def clean(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -213,7 +286,7 @@ class Trend:
 
         return {"store": self.store, "confidence_level": self.confidence_level, "adjust": self.adjust,
                 "critical_value_rates": self.critical_rates, "critical_value_differences": self.critical_differences,
-                "baseline": self.baseline or "previous", "method": "stage_a_joint",
+                "baseline": self.baseline or "previous", "method": self.method,
                 "calibration": {"key": self.calibration_key, "status": self.calibration_status},
                 "rounds": clean(self.to_frame(truth)), "differences": clean(self.differences_frame()),
                 "drift": clean(self.drift_frame()), "notes": list(self.notes)}
@@ -308,3 +381,84 @@ def trend_from_fit(
                   for i, (a, b) in enumerate(pairs))
     return Trend(tuple(trs), diffs, tuple(drift), float(confidence_level), adjust, c_rate, c_diff, baseline,
                  source.calibration_key, source.calibration_status, cov, tuple(notes), source.store)
+
+
+def trend_pairs(names: Sequence[str], baseline: str | None) -> list[tuple[str, str]]:
+    """The trend's differences as ``(name, reference)``: each round minus the previous one, or minus ``baseline``."""
+    if baseline is not None and baseline not in names:
+        raise HeroEvalError(f"the baseline {baseline!r} is not one of the trend's rounds")
+    if baseline is None:
+        return [(names[k], names[k - 1]) for k in range(1, len(names))]
+    return [(n, baseline) for n in names if n != baseline]
+
+
+def _se(x: float | None) -> float:
+    return math.nan if x is None else float(x)
+
+
+def trend_from_recommendations(
+    rounds: Sequence[RoundInfo],
+    recommendations: Mapping[str, Recommendation | str],
+    differences: Mapping[tuple[str, str], DifferenceRecommendation | str],
+    *,
+    baseline: str | None = None,
+    confidence_level: float = 0.95,
+    adjust: str = "sidak",
+    source: TrendSource = TrendSource(),
+    drift: Sequence[DriftRow] = (),
+    notes: Sequence[str] = (),
+    gold_means: Mapping[str, float] | None = None,
+) -> Trend:
+    """The trend of ``rounds`` from each round's recommended estimate and each pair's recommended difference
+    (``method="auto"``, see the module docstring). ``recommendations`` maps a round's name to its
+    :class:`~heroeval.estimators.records.Recommendation` (or to why it has none), ``differences`` a pair
+    ``(name, reference)`` of :func:`trend_pairs` to the recommended difference ``name - reference`` (or why none)."""
+    if adjust not in ADJUSTMENTS:
+        raise HeroEvalError(f"adjust must be one of {', '.join(ADJUSTMENTS)}, got {adjust!r}")
+    names = [r.name for r in rounds]
+    pairs = trend_pairs(names, baseline)
+    m = len(names)
+    notes = list(notes)
+    if adjust == "maxz":
+        notes.append("adjust='maxz' needs the joint covariance of the rates, which the rounds' recommended "
+                     "estimates do not have: Šidák's adjustment is used instead (method='joint' has max-|z|)")
+    eff = "sidak" if adjust == "maxz" else adjust
+    lv_rate = adjusted_level(m, confidence_level, eff)
+    lv_diff = adjusted_level(len(pairs), confidence_level, eff)
+    nan = math.nan
+    trs = []
+    for r in rounds:
+        rec = recommendations[r.name]
+        gm = float((gold_means or {}).get(r.name, nan))
+        if isinstance(rec, str):
+            notes.append(f"round {r.name!r}: no recommended estimate ({rec})")
+            trs.append(TrendRound(r.name, r.model, r.date, r.n_items, r.n_gold, r.in_history, nan, nan, nan, nan,
+                                  nan, nan, gm, "none", "unavailable", rec, ""))
+            continue
+        res = rec.result
+        ci, marg = res.confidence_interval(lv_rate), res.confidence_interval(confidence_level)
+        trs.append(TrendRound(r.name, r.model, r.date, r.n_items, r.n_gold, r.in_history, float(res.estimate),
+                              _se(res.standard_error), float(ci.low), float(ci.high), float(marg.low),
+                              float(marg.high), gm, rec.method, rec.status, rec.reason, marg.method))
+    p = np.full(len(pairs), nan)
+    rows: list[tuple[float, float, float, float, str, str]] = []
+    for i, pair in enumerate(pairs):
+        d = differences[pair]
+        if isinstance(d, str):
+            notes.append(f"difference {pair[0]!r} - {pair[1]!r}: none ({d})")
+            rows.append((nan, nan, nan, nan, "none", "unavailable"))
+            continue
+        dci = d.confidence_interval(lv_diff)
+        p[i] = float(d.comparison.p_value)
+        rows.append((float(d.estimate), _se(d.comparison.standard_error), float(dci.low), float(dci.high), d.method,
+                     d.status))
+    p_adj = p if eff == "none" else holm(p)
+    diffs = tuple(TrendDifference(a, b, e, s, lo, hi, float(p[i]), float(p_adj[i]), meth, st)
+                  for i, ((a, b), (e, s, lo, hi, meth, st)) in enumerate(zip(pairs, rows, strict=True)))
+    se = np.asarray([t.standard_error for t in trs], dtype=np.float64)
+    cov = np.full((m, m), nan)  # no joint covariance: each rate's own variance only
+    np.fill_diagonal(cov, se ** 2)
+    return Trend(tuple(trs), diffs, tuple(drift), float(confidence_level), adjust,
+                 critical_value(m, confidence_level, eff), critical_value(len(pairs), confidence_level, eff),
+                 baseline, source.calibration_key, source.calibration_status, cov, tuple(notes), source.store,
+                 method="auto")

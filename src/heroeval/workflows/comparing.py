@@ -9,11 +9,12 @@ when the calibration has none.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from heroeval.choice.auto import with_checks
 from heroeval.choice.difference import recommend_difference
@@ -27,6 +28,7 @@ from heroeval.inference.comparison import (
     DifferenceRecommendation,
 )
 from heroeval.inference.comparison import compare as compare_methods
+from heroeval.inference.pairing import Pairing, resolve_pairing
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
 from heroeval.workflows.api import calibrate, estimate
@@ -44,6 +46,7 @@ def compare(
     *,
     method: str | Sequence[str] = "auto",
     history: AnnotationSet | None = None,
+    pairs: Pairing | Mapping[Any, Any] | pd.Series | str | None = "auto",
     **kwargs: Any,
 ) -> DifferenceRecommendation | Comparison | ComparisonCollection:
     """Difference of two rounds' gold rates (``a - b``): the recommended one, or by the methods asked for.
@@ -58,7 +61,9 @@ def compare(
     :class:`~heroeval.inference.comparison.ComparisonCollection`, which carries the recommended difference as
     ``recommended`` when the list holds ``"auto"`` or is ``"all"`` and the checks or the history are there (else
     ``skipped["auto"]`` says why). Extra keyword arguments are the estimators' options (``ridge``, ``tie``,
-    ``rng``, ``new_labelers``, ``exclude_new_labelers``, ``on_shift``); see
+    ``rng``, ``new_labelers``, ``exclude_new_labelers``, ``on_shift``). ``pairs``: when the rounds answer the
+    same prompts, the differences' current-item variances use the pairing (``"auto"``: items with the same id in
+    both rounds; a mapping from item id to prompt id; ``None``: unpaired; :mod:`heroeval.inference.pairing`); see
     :func:`heroeval.inference.comparison.compare` for how each method's difference and its variance are made.
 
     Examples
@@ -81,16 +86,17 @@ def compare(
     listed = not isinstance(method, str)
     wanted = [m for m in method if m != "auto"] if not isinstance(method, str) else method
     auto = method == "auto" or method == "all" or (listed and "auto" in method)
+    pairing = resolve_pairing(round_a, round_b, pairs)
     if method == "auto":
-        return _recommended(round_a, round_b, with_checks(cal), kwargs)
-    out = compare_methods(round_a, round_b, cal, method=wanted, history=history, **kwargs)
+        return _recommended(round_a, round_b, with_checks(cal), kwargs, pairing)
+    out = compare_methods(round_a, round_b, cal, method=wanted, history=history, pairs=pairing, **kwargs)
     if not auto or not isinstance(out, ComparisonCollection):
         return out
     if cal.checks is None and cal.history is None:
         return replace(out, skipped={**out.skipped, "auto": "needs model checks (calibrate with checks=True) or the "
                                      "history"})
     try:
-        rec = _recommended(round_a, round_b, with_checks(cal), kwargs)
+        rec = _recommended(round_a, round_b, with_checks(cal), kwargs, pairing)
     except HeroEvalError as exc:
         return replace(out, skipped={**out.skipped, "auto": str(exc)})
     return replace(out, recommended=rec)
@@ -107,7 +113,7 @@ def round_recommendation(current: AnnotationSet, calibration: Calibration, **kwa
 
 
 def _recommended(round_a: AnnotationSet, round_b: AnnotationSet, cal: Calibration,
-                 kwargs: dict[str, Any]) -> DifferenceRecommendation:
+                 kwargs: dict[str, Any], pairing: Pairing | None = None) -> DifferenceRecommendation:
     """The recommended difference: each round's own recommendation, then the paired choice."""
     a, b = round_a, round_b
     if a.has_gold != b.has_gold:  # a one-sided gold sample cannot enter a difference: both rounds silver-only
@@ -116,7 +122,7 @@ def _recommended(round_a: AnnotationSet, round_b: AnnotationSet, cal: Calibratio
     rec_b = round_recommendation(b, cal, **kwargs)
     excl = any(dispatch_rule(r, cal, kwargs.get("new_labelers"), bool(kwargs.get("exclude_new_labelers", False)))
                in ("exclude", "auto") or has_unknown(r, cal) for r in (a, b))
-    rec = recommend_difference(a, b, cal, rec_a, rec_b, exclude_new_labelers=excl)
+    rec = recommend_difference(a, b, cal, rec_a, rec_b, exclude_new_labelers=excl, pairing=pairing)
     for who, r in (("A", rec_a), ("B", rec_b)):  # new labelers: the same rule and note as hero estimate's
         notes = [n for n in r.result.notes if n.startswith("new labelers left out")]
         if notes:
