@@ -23,6 +23,7 @@ import json
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ from typing import Any, Literal, Unpack
 import numpy as np
 
 from heroeval.checks.drift import check_drift
+from heroeval.errors import HeroEvalError, TransportabilityWarning
 from heroeval.estimators.collection import EstimateCollection
 from heroeval.estimators.results import EstimateResult
 from heroeval.ingest.annotations import AnnotationSet
@@ -52,6 +54,7 @@ from heroeval.store.trend import (
 )
 from heroeval.version import __version__
 from heroeval.workflows.api import calibrate, estimate
+from heroeval.workflows.comparing import compare
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -569,11 +572,6 @@ class Store:
     def _auto_trend(self, names: list[str], by: Mapping[str, RoundInfo], *, baseline: str | None,
                     confidence_level: float, adjust: str, drift: bool,
                     settings: Mapping[str, Any] | None) -> Trend:
-        import warnings
-
-        from heroeval.errors import HeroEvalError, TransportabilityWarning
-        from heroeval.workflows.comparing import compare
-
         pairs = trend_pairs(names, baseline)  # the baseline checked before any fit
         recs: dict[str, Any] = {}
         keys: list[str] = []
