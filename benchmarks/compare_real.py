@@ -242,6 +242,7 @@ def main() -> None:
     ap.add_argument("--rho", type=float, default=0.10)
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--only", default=None, help="Comma-separated set names (grouped: folder or folder:grouping).")
+    ap.add_argument("--exclude", default="", help="Comma-separated folders left out (e.g. the slow large crowds).")
     ap.add_argument("--scenarios", default=",".join([*SCENARIOS, GROUPED]),
                     help=f"Comma-separated, of {', '.join([*SCENARIOS, GROUPED])}.")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -252,12 +253,15 @@ def main() -> None:
     if bad:
         ap.error(f"--scenarios: unknown {bad}")
     only = None if a.only is None else a.only.split(",")
+    skip = set(filter(None, a.exclude.split(",")))
     per_set: list[list[tuple[str, str, str, int, float, int, list[int]]]] = []
     for nm, sx in BINARY:
-        if only is None or nm in only:
+        if (only is None or nm in only) and nm not in skip:
             per_set.append([(nm, sx, sc, a.n, a.rho, a.seed, list(range(a.reps))) for sc in SCENARIOS if sc in scen])
     if GROUPED in scen:
         for d, n_g in grouped_sets(DATA, a.n, only or ()):
+            if d.name.split(":")[0] in skip:
+                continue
             per_set.append([(d.name, "", GROUPED, n_g, a.rho, a.seed, list(range(a.reps)))])
     a.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []

@@ -42,6 +42,7 @@ _PUBLIC: dict[str, str] = {
     "bootstrap": "heroeval.inference.comparison",
     "classifier_metrics": "heroeval.inference.comparison",
     "compare": "heroeval.workflows.comparing",
+    "compare_versions": "heroeval.workflows.comparing",
     "plan": "heroeval.inference.planning",
     "AnnotationSet": "heroeval.ingest.annotations",
     "read_annotations": "heroeval.ingest.read",
@@ -203,6 +204,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly ("
     from heroeval.workflows.api import estimate as estimate
     from heroeval.workflows.comparing import (
         compare as compare,
+    )
+    from heroeval.workflows.comparing import (
+        compare_versions as compare_versions,
     )
 
 __all__ = ["__version__", *_PUBLIC]

@@ -325,6 +325,7 @@ def estimate_cmd(
 def compare_cmd(
     a_current: Annotated[Path, typer.Argument(help=f"Round A's annotations, e.g. model A's outputs ({FILES}).")],
     b_current: Annotated[Path, typer.Argument(help=f"Round B's annotations, e.g. model B's outputs ({FILES}).")],
+    more: Annotated[list[Path] | None, typer.Argument(help="More rounds (model versions): each is then compared with A, with simultaneous intervals and Holm-adjusted p-values and verdicts (--adjust); one difference per version, the recommended one unless --method names one.", show_default=False)] = None,
     calibration: CalOpt = None,
     history: HistOpt = None,
     gold: GoldOpt = None,
@@ -360,11 +361,14 @@ def compare_cmd(
     pairs_file: Annotated[Path | None, typer.Option("--pairs", help="When A and B answer the same prompts: a file mapping every item id of both rounds (column item_id, or --item-col) to its prompt (--pair-col); the differences then use the pairing. Without it, items with the same id in both rounds are paired.")] = None,
     pair_col: Annotated[str, typer.Option(help="The prompt column of --pairs.")] = "prompt_id",
     unpaired: Annotated[bool, typer.Option("--unpaired", help="Treat the rounds' items as independent even when they share item ids (as heroeval 0.1 did).")] = False,
+    adjust: Annotated[str, typer.Option(help="With more than two rounds: the simultaneous intervals' adjustment, sidak, bonferroni or none (p-values are then Holm-adjusted unless none).")] = "sidak",
 ) -> None:
     """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values.
 
     With --a-gold and --b-gold (expert labels on a random sample of each
     round's items) the estimates with current gold are compared as well.
+    With more rounds (hero compare A B C ...), each is compared with A
+    with family-wise error control.
     """
     from rich.markup import escape
 
@@ -382,6 +386,28 @@ def compare_cmd(
     check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
     check_output(report, "--report", "the report")
     rule = new_labeler_rule(new_labelers, exclude_new_labelers)
+    if more:
+        from heroeval.cli.versions import compare_versions_cmd  # several versions: its own output
+
+        unsupported = [o for o, v in (("--a-gold", a_gold), ("--b-gold", b_gold), ("--report", report),
+                                      ("--a-covariates", a_covariates), ("--b-covariates", b_covariates),
+                                      ("--classes", classes), ("--ordinal", ordinal or None)) if v is not None]
+        if unsupported:
+            err(f"{', '.join(unsupported)}: not available with more than two rounds yet (compare two at a time)")
+            raise typer.Exit(2)
+        if adjust not in ("sidak", "bonferroni", "none"):
+            err(f"--adjust must be sidak, bonferroni or none, got {adjust!r}")
+            raise typer.Exit(2)
+        compare_versions_cmd(
+            [a_current, b_current, *more], calibration=calibration, history=history, gold=gold,
+            history_covariates=history_covariates, method=method, ridge=ridge, tie=tie.value, new_labelers=rule,
+            confidence_level=confidence_level, label_map=parse_label_map(label_map),
+            read_kw={"item_col": item_col, "labeler_col": labeler_col, "label_col": label_col,
+                     "round_col": round_col, "encoding": encoding},
+            gold_cols={"gold_col": gold_col, "gold_item_col": gold_item_col}, json_out=fmt is Format.json,
+            csv_out=csv_out, margin=margin, alternative=verdict_alt.value, adjust=adjust, pairs_file=pairs_file,
+            pair_col=pair_col, unpaired=unpaired, drift_check=drift_check, duplicates=duplicates)
+        return
     if classes is not None or ordinal:
         from heroeval.cli import multiclass as _mc  # multi-class labels only: SciPy's stats and more
         if a_gold is not None or b_gold is not None:

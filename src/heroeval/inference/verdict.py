@@ -30,18 +30,20 @@ current items (``inf``: history-limited, or the estimate points the other way).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scipy.stats import norm
 from scipy.stats import t as t_dist
 
+from heroeval.core.multiple import holm
 from heroeval.errors import HeroEvalError
 from heroeval.estimators.inversion import check_alternative
 from heroeval.estimators.results import check_level, jsonable
 from heroeval.inference.comparison import Comparison, DifferenceRecommendation
 
-__all__ = ["Verdict", "verdict"]
+__all__ = ["Verdict", "verdict", "verdicts_holm"]
 
 POWER = 0.8
 """The power at which :attr:`Verdict.items_factor` sizes the rounds that would decide an undecided verdict."""
@@ -105,7 +107,6 @@ def verdict(comparison: Comparison | DifferenceRecommendation, margin: float = 0
         raise HeroEvalError(f"margin must be a number in [0, 1), got {margin!r}")
     check_alternative(alternative)
     level = check_level(confidence_level)
-    alpha = 1 - level
     d, se, df = comparison.estimate, comparison.standard_error, comparison.df
     m = float(margin)
     # distance of A - B from each null boundary, positive in the direction the alternative can conclude
@@ -131,12 +132,61 @@ def verdict(comparison: Comparison | DifferenceRecommendation, margin: float = 0
         p = comparison.p_value
     else:  # TOST: both one-sided tests must reject
         p = max(_sf(dist_less / se, df), _sf(dist_greater / se, df))
-    decided = bool(p == p and p < alpha)
-    dist = (dist_less if alternative == "less" else dist_greater if alternative == "greater"
+    return _decide(comparison, m, alternative, p, level, _dist(d, m, alternative))
+
+
+def _dist(d: float, m: float, alternative: str) -> float:
+    """The distance of ``A - B`` from the null boundary, positive in the direction the test can conclude."""
+    dist_less, dist_greater = d + m, m - d
+    return (dist_less if alternative == "less" else dist_greater if alternative == "greater"
             else (min(dist_less, dist_greater) if m > 0 else abs(d)))
-    factor = math.nan if decided else _items_factor(comparison, dist, alpha, alternative == "two-sided" and m == 0)
-    return Verdict(comparison.method, d, se, m, alternative, p, level, decided, factor,
-                   _text(alternative, m, p, decided, factor, alpha))
+
+
+def _decide(comparison: Comparison, m: float, alternative: str, p: float, level: float, dist: float,
+            family: int = 1, names: tuple[str, str] = ("A", "B")) -> Verdict:
+    """The verdict at p-value ``p`` (Holm-adjusted over ``family`` comparisons when ``family > 1``)."""
+    alpha = 1 - level
+    decided = bool(p == p and p < alpha)
+    # undecided: sized at the Bonferroni level alpha / family, which Holm's first step uses (conservative)
+    factor = (math.nan if decided else
+              _items_factor(comparison, dist, alpha / family, alternative == "two-sided" and m == 0))
+    return Verdict(comparison.method, comparison.estimate, comparison.standard_error, m, alternative, p, level,
+                   decided, factor, _text(alternative, m, p, decided, factor, alpha, family, names))
+
+
+def verdicts_holm(comparisons: Sequence[Comparison | DifferenceRecommendation], margin: float = 0.0,
+                  alternative: str = "less", confidence_level: float = 0.95,
+                  names: Sequence[tuple[str, str]] | None = None, adjust: bool = True) -> list[Verdict]:
+    """The verdicts on several comparisons (each ``A - B``) with family-wise error control.
+
+    Each comparison's p-value is :func:`verdict`'s; the p-values are adjusted by Holm's step-down method
+    (:func:`heroeval.core.multiple.holm`), and a verdict decides when its adjusted p-value is below
+    ``1 - confidence_level``: the chance that *any* of the verdicts concludes a false claim is at most that,
+    whatever the comparisons' dependence (they may share a baseline round and the history). ``names`` are the
+    rounds of each comparison as ``(A, B)``, for the sentences; ``adjust=False`` leaves the p-values as they are.
+
+    >>> import heroeval as he
+    >>> from heroeval.simulate import shift_dgp
+    >>> import numpy as np
+    >>> w = [shift_dgp(s, alpha=np.full(6, 0.8), beta=np.full(6, 0.8), current_rate=r, N=3000, n=600)
+    ...      for s, r in ((1, 0.30), (2, 0.20), (3, 0.30))]
+    >>> cal = he.calibrate(w[0].history)
+    >>> cs = [he.compare(w[0].current, x.current, cal, method="hero1") for x in w[1:]]
+    >>> [v.decided for v in verdicts_holm(cs, alternative="less")]
+    [True, False]
+    """
+    raw = [verdict(c, margin, alternative, confidence_level) for c in comparisons]
+    if names is not None and len(names) != len(raw):
+        raise HeroEvalError(f"names: {len(names)} pairs for {len(raw)} comparisons")
+    p_adj = holm([v.p_value for v in raw]) if adjust else [v.p_value for v in raw]
+    family = len(raw) if adjust else 1
+    out: list[Verdict] = []
+    for k, (c, v) in enumerate(zip(comparisons, raw, strict=True)):
+        comp = c.comparison if isinstance(c, DifferenceRecommendation) else c
+        nm = ("A", "B") if names is None else (str(names[k][0]), str(names[k][1]))
+        out.append(_decide(comp, v.margin, alternative, float(p_adj[k]), v.confidence_level,
+                           _dist(comp.estimate, v.margin, alternative), family, nm))
+    return out
 
 
 def _items_factor(c: Comparison, dist: float, alpha: float, two_sided: bool) -> float:
@@ -156,17 +206,20 @@ def _items_factor(c: Comparison, dist: float, alpha: float, two_sided: bool) -> 
     return max(c.variance_current / room, 0.0)
 
 
-def _claim(alternative: str, m: float) -> str:
+def _claim(alternative: str, m: float, names: tuple[str, str] = ("A", "B")) -> str:
+    a, b = names
     if alternative == "less":
-        return "B's rate is lower than A's" if m == 0 else f"B's rate is not above A's by more than {m:g}"
+        return f"{b}'s rate is lower than {a}'s" if m == 0 else f"{b}'s rate is not above {a}'s by more than {m:g}"
     if alternative == "greater":
-        return "B's rate is higher than A's" if m == 0 else f"B's rate is not below A's by more than {m:g}"
-    return "B's rate differs from A's" if m == 0 else f"B's rate is within {m:g} of A's"
+        return f"{b}'s rate is higher than {a}'s" if m == 0 else f"{b}'s rate is not below {a}'s by more than {m:g}"
+    return f"{b}'s rate differs from {a}'s" if m == 0 else f"{b}'s rate is within {m:g} of {a}'s"
 
 
-def _text(alternative: str, m: float, p: float, decided: bool, factor: float, alpha: float) -> str:
-    claim = _claim(alternative, m)
-    ptxt = "p not available" if p != p else f"p = {p:.2g}"
+def _text(alternative: str, m: float, p: float, decided: bool, factor: float, alpha: float, family: int = 1,
+          names: tuple[str, str] = ("A", "B")) -> str:
+    claim = _claim(alternative, m, names)
+    ptxt = ("p not available" if p != p else f"p = {p:.2g}" if family == 1 else
+            f"Holm-adjusted p = {p:.2g} over {family} comparisons")
     test = ("two-sided" if alternative == "two-sided" and m == 0 else "two one-sided tests" if alternative ==
             "two-sided" else "one-sided")
     if decided:

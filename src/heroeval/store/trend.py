@@ -48,6 +48,7 @@ import pandas as pd
 from scipy.special import expit, logit
 from scipy.stats import norm
 
+from heroeval.core.multiple import ADJUSTMENTS, adjusted_level, holm
 from heroeval.errors import HeroEvalError
 from heroeval.stage_a.calibration import Calibration
 from heroeval.store._rounds import RoundInfo, html_table
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
 __all__ = ["ADJUSTMENTS", "METHODS", "DriftRow", "Trend", "TrendDifference", "TrendRound", "TrendSource",
            "adjusted_level", "critical_value", "holm", "trend_from_fit", "trend_from_recommendations", "trend_pairs"]
 
-ADJUSTMENTS = ("sidak", "bonferroni", "maxz", "none")
 METHODS = ("auto", "joint")
 """``Store.trend``'s methods: each round's recommended estimate, or every round from one joint Stage A fit."""
 FloatArray = npt.NDArray[np.float64]
@@ -102,44 +102,6 @@ def critical_value(m: int, confidence_level: float, adjust: str, cov: FloatArray
     if adjust == "sidak" or cov is None or not np.all(np.isfinite(cov)):
         return float(norm.ppf(0.5 + confidence_level ** (1.0 / m) / 2))
     return float(np.quantile(_maxz_draws(_corr(cov)), confidence_level))
-
-
-def adjusted_level(m: int, confidence_level: float, adjust: str) -> float:
-    """The level of each of ``m`` intervals that together cover at ``confidence_level`` (``"maxz"``: Šidák's).
-
-    >>> round(adjusted_level(5, 0.95, "sidak"), 5), round(adjusted_level(5, 0.95, "bonferroni"), 5)
-    (0.98979, 0.99)
-    """
-    if not 0 < confidence_level < 1:
-        raise HeroEvalError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
-    if adjust not in ADJUSTMENTS:
-        raise HeroEvalError(f"adjust must be one of {', '.join(ADJUSTMENTS)}, got {adjust!r}")
-    m = max(int(m), 1)
-    if adjust == "none" or m == 1:
-        return float(confidence_level)
-    if adjust == "bonferroni":
-        return float(1 - (1 - confidence_level) / m)
-    return float(confidence_level ** (1.0 / m))
-
-
-def holm(p: Sequence[float] | FloatArray) -> FloatArray:
-    """Holm's step-down adjusted p-values (in the input's order; a NaN stays NaN and is not counted).
-
-    The k-th smallest of the m p-values becomes ``max_{i <= k} min(1, (m - i + 1) p_(i))``.
-
-    >>> holm([0.01, 0.04, 0.03, 0.005]).round(3).tolist()
-    [0.03, 0.06, 0.06, 0.02]
-    """
-    x = np.asarray(p, dtype=np.float64)
-    out = np.full(x.shape, math.nan)
-    ok = np.flatnonzero(np.isfinite(x))
-    m = ok.size
-    if m == 0:
-        return out
-    order = ok[np.argsort(x[ok], kind="stable")]
-    stepped = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * x[order]))
-    out[order] = stepped
-    return out
 
 
 def _adjust_p(p: FloatArray, z: FloatArray, adjust: str, cov: FloatArray | None) -> FloatArray:

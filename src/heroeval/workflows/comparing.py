@@ -29,11 +29,12 @@ from heroeval.inference.comparison import (
 )
 from heroeval.inference.comparison import compare as compare_methods
 from heroeval.inference.pairing import Pairing, resolve_pairing
+from heroeval.inference.versions import VersionComparison, check_versions, versions_from
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
 from heroeval.workflows.api import calibrate, estimate
 
-__all__ = ["compare", "round_recommendation"]
+__all__ = ["compare", "compare_versions", "round_recommendation"]
 
 EST_KEYS = ("ridge", "tie", "rng", "new_labelers", "exclude_new_labelers", "on_shift")
 """The options :func:`compare` passes on to each round's estimates."""
@@ -100,6 +101,63 @@ def compare(
     except HeroEvalError as exc:
         return replace(out, skipped={**out.skipped, "auto": str(exc)})
     return replace(out, recommended=rec)
+
+
+def compare_versions(
+    rounds: Sequence[AnnotationSet],
+    calibration: Calibration | None = None,
+    *,
+    baseline: str | None = None,
+    method: str = "auto",
+    history: AnnotationSet | None = None,
+    pairs: Pairing | Mapping[Any, Any] | pd.Series | str | None = "auto",
+    confidence_level: float = 0.95,
+    adjust: str = "sidak",
+    margin: float | None = None,
+    alternative: str = "less",
+    **kwargs: Any,
+) -> VersionComparison:
+    """Every round against a baseline with family-wise error control (:mod:`heroeval.inference.versions`).
+
+    ``rounds`` are named rounds (``read_annotations(..., name=...)``); ``baseline`` is one of their names (the
+    first round when ``None``). Each other round ``X`` gets ``baseline - X`` exactly as :func:`compare` makes it
+    (``method="auto"``: the recommended difference; or one method), on one calibration whose model checks are
+    computed once; its interval at the simultaneous level (``adjust``: ``"sidak"``, ``"bonferroni"`` or
+    ``"none"``) and its p-value Holm-adjusted. With ``margin`` each version gets a verdict
+    (:func:`heroeval.inference.verdict.verdicts_holm`; ``alternative`` as in
+    :func:`heroeval.inference.verdict.verdict`, B being the version). ``pairs`` and the keyword arguments are
+    :func:`compare`'s.
+
+    Examples
+    --------
+    >>> import heroeval as he
+    >>> from heroeval.simulate import paper_dgp
+    >>> w = [paper_dgp(s) for s in (1, 2, 3)]
+    >>> rounds = [x.current.take_items(range(300), name=f"v{k}") for k, x in enumerate(w)]
+    >>> vc = he.compare_versions(rounds, history=w[0].history, margin=0.02)
+    >>> [r.version for r in vc.rows], vc.level_each > 0.97
+    (['v1', 'v2'], True)
+    """
+    names = [r.name for r in rounds]
+    check_versions(names)
+    base = names[0] if baseline is None else baseline
+    if base not in names:
+        raise HeroEvalError(f"baseline {base!r} is not one of the rounds {names}")
+    if not isinstance(method, str) or method == "all":
+        raise HeroEvalError("compare_versions reports one difference per version: method must be 'auto' or one "
+                            f"method's name, got {method!r}")
+    if calibration is None:
+        if history is None:
+            raise HeroEvalError("pass a calibration or a history to calibrate from")
+        calibration = calibrate(history)
+    cal = with_history(check_calibration(calibration), history)
+    if method == "auto" and (cal.checks is not None or cal.history is not None):
+        cal = with_checks(cal)  # once for every version
+    by = dict(zip(names, rounds, strict=True))
+    out = {v: compare(by[base], by[v], cal, method=method, history=history, pairs=pairs, **kwargs)
+           for v in names if v != base}
+    return versions_from(base, out, confidence_level=confidence_level, adjust=adjust, margin=margin,
+                         alternative=alternative)
 
 
 def round_recommendation(current: AnnotationSet, calibration: Calibration, **kwargs: Any) -> Recommendation:
