@@ -42,7 +42,6 @@ _PUBLIC: dict[str, str] = {
     "bootstrap": "heroeval.inference.comparison",
     "classifier_metrics": "heroeval.inference.comparison",
     "compare": "heroeval.workflows.comparing",
-    "compare_versions": "heroeval.workflows.comparing",
     "plan": "heroeval.inference.planning",
     "AnnotationSet": "heroeval.ingest.annotations",
     "read_annotations": "heroeval.ingest.read",
@@ -58,6 +57,7 @@ _PUBLIC: dict[str, str] = {
 """The public names (``__all__``) and the modules that define them: imported on first use (PEP 562)."""
 
 _ALSO: dict[str, str] = {
+    "compare_versions": "heroeval.workflows.comparing",
     "DriftCheck": "heroeval.estimators.records",
     "CalibrationFileError": "heroeval.errors",
     "ConvergenceWarning": "heroeval.errors",
