@@ -15,8 +15,9 @@ from heroeval.errors import HeroEvalError
 
 
 def round_names(paths: list[Path]) -> list[str]:
-    """Each round's name: its file's stem, or the whole path where two stems are the same."""
-    stems = [p.stem for p in paths]
+    """Each round's name: its file's stem (without a compression suffix), or the whole path where two are the
+    same."""
+    stems = [(Path(p.stem) if p.suffix in (".gz", ".bz2", ".xz", ".zst") else p).stem for p in paths]
     names = stems if len(set(stems)) == len(stems) else [str(p) for p in paths]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
