@@ -21,8 +21,9 @@ Protocol, per set and resample (seeded by set, scenario and resample):
 Scenario ``grouped`` (the rounds differ in content): on every set with a natural item grouping
 (:func:`benchmarks.real_data.grouped_sets`: answering models, batches, queries, topics, tasks; groups dealt into
 blocks as ``hero benchmark --split groups`` does), A and B are up to ``n`` gold items of two distinct blocks drawn
-at random per resample, and the history is every other block (gold revealed on ``rho`` of its items), so A, B
-and the history differ in content and in rate as real rounds do.
+at random per resample, and the history is every other block (gold revealed on ``rho`` of its items), each block
+a round of it (so that the past-round check can see how the methods' errors vary between rounds), so A, B and
+the history differ in content and in rate as real rounds do.
 
 Leave-one-set-out: the row ``auto_loso`` is the recommended difference under the single-round rule's constants
 chosen with the held-out set left out (``benchmarks/results/research/robustness/shift/loso_choices.csv``, from
@@ -76,13 +77,19 @@ def loso_rule(set_name: str) -> AutoRule:
     return by_name[str(choices.loc[set_name])]
 
 
-def _history(data: BenchmarkData, held: set[Any], rho: float, rng: np.random.Generator) -> he.AnnotationSet:
+def _history(data: BenchmarkData, held: set[Any], rho: float, rng: np.random.Generator,
+             rounds: pd.Series | None = None) -> he.AnnotationSet:
+    """Every labelled item not held out, gold revealed on ``rho`` of them; ``rounds`` (item -> round) keeps the
+    history's rounds, so that the recommended estimate can use its out-of-round evidence."""
     lab = data.labels
     hist_lab = lab[~lab["item_id"].isin(held)]
     hist_items = hist_lab["item_id"].unique()
     hg = data.gold[data.gold["item_id"].isin(set(hist_items))]
     reveal = hg.sample(n=min(max(round(rho * hist_items.size), 1), len(hg)), random_state=int(rng.integers(2**31)))
-    return he.read_annotations(hist_lab, gold=reveal, round_col=False)
+    if rounds is None:
+        return he.read_annotations(hist_lab, gold=reveal, round_col=False)
+    hist_lab = hist_lab.assign(round=hist_lab["item_id"].map(rounds).astype(str).to_numpy())
+    return he.read_annotations(hist_lab, gold=reveal, round_col="round")
 
 
 def _grouped_rounds(data: BenchmarkData, r: int, n: int, rho: float, seed: int
@@ -104,7 +111,7 @@ def _grouped_rounds(data: BenchmarkData, r: int, n: int, rho: float, seed: int
     a_items = rng.choice(a_pool, min(n, a_pool.size), replace=False)
     b_items = rng.choice(b_pool, min(n, b_pool.size), replace=False)
     held = set(block.index[block.isin([ka, kb])])
-    hist = _history(data, held, rho, rng)
+    hist = _history(data, held, rho, rng, rounds=block)  # the history keeps its blocks as rounds
     lab = data.labels
     a = he.read_annotations(lab[lab["item_id"].isin(set(a_items))], round_col=False, name="A")
     b = he.read_annotations(lab[lab["item_id"].isin(set(b_items))], round_col=False, name="B")
