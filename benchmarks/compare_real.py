@@ -230,6 +230,7 @@ def _cell(job: tuple[str, str, str, int, float, int, Sequence[int]]) -> list[dic
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.assign(failed=df["failed"].fillna(""))  # a CSV read back has NaN for ""
     failed = (df["failed"] != "").groupby([df["scenario"], df["method"]], sort=False).sum().rename("failed")
     df = df[df["failed"] == ""]
     g = df.groupby(["scenario", "method"], sort=False)
