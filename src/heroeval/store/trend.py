@@ -90,17 +90,9 @@ def critical_value(m: int, confidence_level: float, adjust: str, cov: FloatArray
     >>> round(critical_value(9, 0.95, "bonferroni"), 3)
     2.773
     """
-    if not 0 < confidence_level < 1:
-        raise HeroEvalError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
-    if adjust not in ADJUSTMENTS:
-        raise HeroEvalError(f"adjust must be one of {', '.join(ADJUSTMENTS)}, got {adjust!r}")
-    m = max(int(m), 1)
-    if adjust == "none" or m == 1:
-        return float(norm.ppf(0.5 + confidence_level / 2))
-    if adjust == "bonferroni":
-        return float(norm.ppf(1 - (1 - confidence_level) / (2 * m)))
-    if adjust == "sidak" or cov is None or not np.all(np.isfinite(cov)):
-        return float(norm.ppf(0.5 + confidence_level ** (1.0 / m) / 2))
+    level = adjusted_level(m, confidence_level, adjust)  # checks both; "maxz" gives Šidák's level
+    if adjust != "maxz" or max(int(m), 1) == 1 or cov is None or not np.all(np.isfinite(cov)):
+        return float(norm.ppf(0.5 + level / 2))
     return float(np.quantile(_maxz_draws(_corr(cov)), confidence_level))
 
 
