@@ -227,7 +227,9 @@ def test_ppi_uses_the_history_prior(dgp):
         warnings.simplefilter("ignore")
         r = ppi(cur, cal)
         r0 = ppi(cur, replace(cal, gold_scores=None))
-    assert r.estimate == pytest.approx(r0.estimate, abs=1e-12)  # the prior moves only the variance
+    # without the history's gold scores the tuning is the round's own slope; with them it is moderated
+    assert r0.details["lambda"] == pytest.approx(r.details["lambda_round"], abs=1e-12)
+    assert r0.details["lambda_prior_items"] == 0.0 and r.details["lambda_prior_items"] > 0
     assert "history_prior_items" in r.details and "history_prior_items" not in r0.details
     k, n = 20, d.current.n_items
     unit = (1 - k / n) / k

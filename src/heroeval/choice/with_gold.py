@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from scipy.stats import norm
@@ -12,6 +13,7 @@ from scipy.stats import norm
 from heroeval.checks.model_checks import CANDIDATES
 from heroeval.choice.auto import _candidate
 from heroeval.errors import HeroEvalError
+from heroeval.estimators.common import align, has_unknown
 from heroeval.estimators.ppi import gold_estimates, gold_sample
 from heroeval.estimators.records import Recommendation
 from heroeval.ingest.annotations import AnnotationSet
@@ -38,11 +40,19 @@ def recommend_with_gold(
     (``current_bias``) and that difference's standard error (the rectified
     estimate's, which dominates). When HERO-1 has no posterior (unidentified
     round) the majority-vote predictor is rectified instead, and failing
-    that the gold alone is reported.
+    that the gold alone is reported, and the result's notes say so.
+
+    Labelers new to the calibration are handled as without gold: with
+    ``exclude_new_labelers`` their labels are left out of every candidate
+    (:func:`heroeval.estimate`'s default adds the note that says so);
+    without it, :class:`~heroeval.errors.UnknownLabelerError` names them.
+    The predictor is never switched because of them.
     """
     gs = gold_sample(current)
     if gs is None:
         raise HeroEvalError("recommend_with_gold needs gold items in the current round")
+    if not exclude_new_labelers and has_unknown(current, calibration):
+        align(current, calibration, False)  # raises UnknownLabelerError naming them, as without gold
     chosen = None
     why_not: list[str] = []
     for m in ("hero1_ppi", "mv_ppi", "gold_only"):
@@ -85,4 +95,6 @@ def recommend_with_gold(
         reason += f"; significantly off at 5 %: {', '.join(biased)}"
     if why_not:
         reason += "; " + "; ".join(why_not)
+        # not a silent switch: the result's notes say which predictor was given up, and why
+        r = replace(r, notes=(*r.notes, f"{m} is reported because " + "; ".join(why_not)))
     return Recommendation(m, None, r, reason, rows, "ok", {(m, None): r})

@@ -28,7 +28,11 @@ finite population the gold was drawn from). With residuals
 which for a uniform sample is ``(1 - k/n) s_r^2 / k``. ``lam`` minimises it:
 the weighted least-squares slope of y on f over S with weights
 ``(1 - pi_i) / pi_i^2``, clipped to [0, 1] (``lam = 0`` is the gold-only
-mean, ``lam = 1`` plain PPI).
+mean, ``lam = 1`` plain PPI). For the posterior predictors the slope is
+moderated by the same predictor's moments on the history's gold items, worth
+:data:`PRIOR_ITEMS` of them (:func:`tuned_lambda`, :func:`tuning_prior`), so
+that a round whose sampled gold is all one class (slope 0 on its own) still
+uses the judges; ``details["lambda_round"]`` keeps the round's own slope.
 
 **History term.** ``f`` depends on the calibration's parameters ``theta``
 (and, for ``"hero1"``, on HERO-1's estimate, itself a function of theta
@@ -101,6 +105,8 @@ __all__ = [
     "ppi",
     "rectify",
     "split_methods",
+    "tuned_lambda",
+    "tuning_prior",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -235,18 +241,34 @@ class Rectified:
         """Degrees of freedom of the t interval: k - 1, plus the prior's worth when it was used (moderated t)."""
         return float(max(self.residual.size - 1, 1)) + self.prior_items
 
-def _tuned_lambda(f: FloatArray, gs: GoldSample) -> float:
-    """PPI++ power tuning: the weighted LS slope of y on f over the gold, weights (1 - pi)/pi^2, clipped to [0, 1]."""
+def tuned_lambda(f: FloatArray, gs: GoldSample, prior: tuple[float, float, float] | None = None) -> float:
+    """PPI++ power tuning: the weighted LS slope of y on f over the gold, weights (1 - pi)/pi^2, clipped to [0, 1].
+
+    ``prior=(c_h, v_h, m)`` moderates the slope with the same predictor's
+    covariance with the gold ``c_h`` and variance ``v_h`` on the history's gold
+    items, worth ``m`` gold items (:func:`tuning_prior`):
+    ``(k c + m c_h) / (k v + m v_h)`` with ``c, v`` the round's own weighted
+    moments. Without it a round whose sampled gold is all one class has
+    ``c = 0`` and the tuning drops to 0: the judges are ignored and the estimate
+    is the gold's mean (0 when every sampled label is 0). Any fixed weight keeps
+    the estimate unbiased; a weight borrowed from the history only changes its
+    variance, which the round's residuals then measure.
+    """
     fs = f[gs.index]
     v = (1 - gs.pi) / gs.pi**2
+    c_h, v_h, m = (0.0, 0.0, 0.0) if prior is None else prior
+    k = float(gs.k)
     if gs.k < 2 or v.sum() <= 0:
+        k, c, var = 0.0, 0.0, 0.0
+    else:
+        fb = float(np.sum(v * fs) / v.sum())
+        yb = float(np.sum(v * gs.y) / v.sum())
+        var = float(np.sum(v * (fs - fb) ** 2) / v.sum())
+        c = float(np.sum(v * (fs - fb) * (gs.y - yb)) / v.sum())
+    den = k * var + m * v_h
+    if den <= 1e-12 * max(k + m, 1e-300):
         return 0.0
-    fb = float(np.sum(v * fs) / v.sum())
-    yb = float(np.sum(v * gs.y) / v.sum())
-    sxx = float(np.sum(v * (fs - fb) ** 2))
-    if sxx <= 1e-12 * max(v.sum(), 1e-300):
-        return 0.0
-    return float(min(max(np.sum(v * (fs - fb) * (gs.y - yb)) / sxx, 0.0), 1.0))
+    return float(min(max((k * c + m * c_h) / den, 0.0), 1.0))
 
 
 def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: float = PSEUDO,
@@ -283,7 +305,7 @@ def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: flo
     s2_h, m = (math.nan, 0.0) if prior is None else (float(prior[0]), float(prior[1]))
     if prior is not None and not (math.isfinite(s2_h) and s2_h >= 0 and math.isfinite(m) and m >= 0):
         raise HeroEvalError(f"prior must be (residual variance >= 0, items >= 0), got {prior!r}")
-    lm = _tuned_lambda(f, gs) if lam is None else float(lam)
+    lm = tuned_lambda(f, gs) if lam is None else float(lam)
     w = gs.weights
     r = gs.y - lm * f[gs.index]
     rbar = float(np.sum(w * r) / np.sum(w))
@@ -317,6 +339,25 @@ def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: flo
         else:
             target = var_raw
     return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, target, phi, r, var_raw, unit, s2_h, m, conflict)
+
+
+def tuning_prior(calibration: Calibration, mu: float, items: float | None = None) -> tuple[float, float, float] | None:
+    """The posterior predictor's covariance with the gold and its variance on the history's gold items, and their
+    worth in gold items: the prior of :func:`tuned_lambda`.
+
+    The predictor is ``sigmoid(logit mu + L)`` at the round's rate ``mu``
+    over the calibration's kept gold items (:func:`history_prior` uses the
+    same items); the worth is ``min(items, n_gold)`` (default
+    :data:`PRIOR_ITEMS`). ``None`` without the record.
+    """
+    gsc = calibration.gold_scores
+    if gsc is None or gsc.y.size < 2:
+        return None
+    f = item_posterior(gsc.llr, mu)
+    fc = f - f.mean()
+    c = float(np.mean(fc * (gsc.y - gsc.y.mean())))
+    v = float(np.mean(fc**2))
+    return c, v, min(PRIOR_ITEMS if items is None else float(items), float(gsc.n_gold))
 
 
 def history_prior(calibration: Calibration, lam: float, mu: float,
@@ -553,7 +594,10 @@ def ppi(
         details["prior_rate"] = mu
     m = min(max(mu, _MU_CLIP), 1 - _MU_CLIP)
     f = item_posterior(L, m)
-    rect = rectify(f, gs, lam)
+    tp = tuning_prior(cal, m)
+    if lam is None:
+        details.update(lambda_round=tuned_lambda(f, gs), lambda_prior_items=0.0 if tp is None else tp[2])
+    rect = rectify(f, gs, tuned_lambda(f, gs, tp) if lam is None else lam)
     hp = history_prior(cal, rect.lam, m)
     if hp is not None and rect.lam > 0:
         rect = rectify(f, gs, rect.lam, pseudo=PSEUDO_WITH_PRIOR, prior=hp)

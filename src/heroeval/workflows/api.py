@@ -45,7 +45,7 @@ from heroeval.estimators.common import (
     with_history,
 )
 from heroeval.estimators.ppi import ALL_GOLD_METHODS, GOLD_METHODS, gold_estimates, split_methods
-from heroeval.estimators.records import DriftCheck
+from heroeval.estimators.records import DriftCheck, Recommendation
 from heroeval.estimators.registry import estimate_methods
 from heroeval.estimators.results import EstimateResult
 from heroeval.ingest.annotations import AnnotationSet
@@ -514,9 +514,14 @@ def estimate(
         if drift_check and method in ("hero1_ppi", "prior_ppi"):
             _drift(data, cal)
         return got[method]
+    # the choice's candidates use calibrated labelers only (HERO-1's row estimates the new ones)
+    anchored = rule == "auto" or (rule == "estimate" and has_unknown(data, cal))
     if method == "auto":
-        rec = (recommend_with_gold(data, cal, exclude_new_labelers=excl) if has_gold
-               else _recommend(data, cal, exclude_new_labelers=excl))
+        excl_rec = rule == "exclude" or anchored
+        rec = (recommend_with_gold(data, cal, exclude_new_labelers=excl_rec) if has_gold
+               else _recommend(data, cal, exclude_new_labelers=excl_rec))
+        if anchored:
+            rec = _anchored(rec, data)
         auto = {"method": rec.method, "history_weight": rec.history_weight, "reason": rec.reason,
                 "status": rec.status, "candidates": rec.table}
         if drift_check:
@@ -550,24 +555,29 @@ def estimate(
     res = replace(res, drift=drift)
     if not recommend:
         return res
-    # the choice's candidates use calibrated labelers only (HERO-1's row estimates the new ones)
-    anchored = rule == "auto" or (rule == "estimate" and has_unknown(data, cal))
     if has_gold:  # the round's own gold decides: no model checks needed
-        return replace(res, recommended=recommend_with_gold(data, cal, exclude_new_labelers=rule == "exclude" or anchored))
-    if cal.checks is None and cal.history is None:
+        recommended = recommend_with_gold(data, cal, exclude_new_labelers=rule == "exclude" or anchored)
+    elif cal.checks is None and cal.history is None:
         return replace(res, skipped={**res.skipped,
                                      "auto": "needs model checks (calibrate with checks=True) or the history"})
-    recommended = _recommend(data, cal, exclude_new_labelers=rule == "exclude" or anchored,
-                             computed=None if anchored else _reusable(own, tie=tie, ridge=ridge, on_shift=on_shift))
-    if anchored:
-        # the choice's candidates use calibrated labelers only: say so beside HERO-1's estimate of the new ones
-        r = recommended.result
-        note = (f"new labelers left out of the recommended estimate ({r.n_items} of {data.n_items} items, "
-                f"{r.n_labelers} of {data.n_labelers} labelers): only HERO-1 estimates labelers new to the "
-                "calibration, and its row does")
-        recommended = replace(recommended, result=replace(r, notes=(*r.notes, note)),
-                              reason=f"{recommended.reason}; {note}")
-    return replace(res, recommended=recommended)
+    else:
+        recommended = _recommend(data, cal, exclude_new_labelers=rule == "exclude" or anchored,
+                                 computed=None if anchored else _reusable(own, tie=tie, ridge=ridge,
+                                                                          on_shift=on_shift))
+    return replace(res, recommended=_anchored(recommended, data) if anchored else recommended)
+
+
+def _anchored(recommended: Recommendation, data: AnnotationSet) -> Recommendation:
+    """The recommendation with the note that labelers new to the calibration were left out of it.
+
+    The same note with and without current gold, for ``method="auto"`` and for the collection's
+    ``recommended``: the candidates use calibrated labelers only (HERO-1's own row estimates the new ones).
+    """
+    r = recommended.result
+    note = (f"new labelers left out of the recommended estimate ({r.n_items} of {data.n_items} items, "
+            f"{r.n_labelers} of {data.n_labelers} labelers): only HERO-1 estimates labelers new to the "
+            "calibration, and its row does")
+    return replace(recommended, result=replace(r, notes=(*r.notes, note)), reason=f"{recommended.reason}; {note}")
 
 
 def estimate_by(

@@ -1,0 +1,130 @@
+"""Issue #41: a few expert labels that pay off: no degenerate answers, no silent switch of predictor."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import heroeval as he
+from heroeval.choice.with_gold import recommend_with_gold
+from heroeval.errors import UnknownLabelerError
+from heroeval.estimators.ppi import PRIOR_ITEMS, GoldSample, item_posterior, ppi, tuned_lambda, tuning_prior
+
+
+def _world(seed: int, n_hist: int = 1000, n_cur: int = 300, mu_cur: float = 0.06, J: int = 6,
+           new_labeler: bool = False):
+    gen = np.random.default_rng(seed)
+    a = gen.uniform(0.65, 0.9, J + 1)
+    b = gen.uniform(0.7, 0.95, J + 1)
+
+    def draw(m: int, mu: float, prefix: str, labelers: int, rho: float | None):
+        y = (gen.random(m) < mu).astype(np.int8)
+        item = np.repeat(np.arange(m), labelers)
+        lab = np.tile(np.arange(labelers), m)
+        z = (gen.random(item.size) < np.where(y[item] == 1, a[lab], 1 - b[lab])).astype(np.int8)
+        ids = np.array([f"{prefix}{i:04d}" for i in range(m)])
+        gold = None
+        if rho is not None:
+            g = np.flatnonzero(gen.random(m) < rho)
+            gold = (ids[g], y[g])
+        return he.AnnotationSet.from_arrays(ids[item], [f"L{j}" for j in lab], z, gold=gold, name=prefix), y, ids
+
+    hist, _, _ = draw(n_hist, 0.3, "h", J, 0.15)
+    cur, y, ids = draw(n_cur, mu_cur, "c", J + 1 if new_labeler else J, None)
+    return hist, cur, y, ids, gen
+
+
+# ---------------------------------------------------------------- the tuning's history prior
+
+
+def test_tuned_lambda_closed_form_and_plain_computation():
+    rng = np.random.default_rng(4)
+    n, k = 200, 30
+    f = rng.random(n)
+    y = (rng.random(n) < f).astype(float)
+    idx = np.sort(rng.choice(n, k, replace=False))
+    gs = GoldSample(idx, y[idx], np.full(k, k / n), "uniform", n)
+    # the round alone: the least-squares slope, clipped to [0, 1]
+    slope = np.polyfit(f[idx], y[idx], 1)[0]
+    assert tuned_lambda(f, gs) == pytest.approx(min(max(slope, 0.0), 1.0), rel=1e-10)
+    # moderated: (k cov + m c_h) / (k var + m v_h), plain moments
+    c_h, v_h, m = 0.05, 0.08, 20.0
+    fs, ys = f[idx], y[idx]
+    c = np.mean((fs - fs.mean()) * (ys - ys.mean()))
+    v = np.mean((fs - fs.mean()) ** 2)
+    want = (k * c + m * c_h) / (k * v + m * v_h)
+    assert tuned_lambda(f, gs, (c_h, v_h, m)) == pytest.approx(min(max(want, 0.0), 1.0), rel=1e-10)
+    # one-class gold: the round's slope is 0, the prior's is kept in proportion to its weight
+    gs0 = GoldSample(idx, np.zeros(k), np.full(k, k / n), "uniform", n)
+    assert tuned_lambda(f, gs0) == 0.0
+    assert tuned_lambda(f, gs0, (c_h, v_h, m)) == pytest.approx(m * c_h / (k * v + m * v_h), rel=1e-10)
+
+
+def test_tuning_prior_is_the_history_gold_moments():
+    hist, _, _, _, _ = _world(1)
+    cal = he.calibrate(hist)
+    gsc = cal.gold_scores
+    assert gsc is not None
+    mu = 0.2
+    f = 1 / (1 + np.exp(-(np.log(mu / (1 - mu)) + gsc.llr)))
+    c, v, m = tuning_prior(cal, mu)
+    assert c == pytest.approx(np.cov(gsc.y, f, ddof=0)[0, 1], rel=1e-10)
+    assert v == pytest.approx(np.var(f), rel=1e-10)
+    assert m == min(PRIOR_ITEMS, gsc.n_gold)
+    np.testing.assert_allclose(f, item_posterior(gsc.llr, mu))
+
+
+def test_all_zero_gold_still_uses_the_judges_and_covers():
+    """A low-rate round whose uniform gold sample is all 0: the judges are used (lambda > 0, the estimate is not
+    the gold's 0), and over such rounds the interval covers the rate."""
+    covered, n_rounds, lams, est = 0, 0, [], []
+    for seed in range(60):
+        hist, cur, y, ids, gen = _world(100 + seed)
+        pick = np.sort(gen.choice(cur.n_items, 30, replace=False))
+        if y[pick].sum() > 0:
+            continue
+        cal = he.calibrate(hist)
+        n_rounds += 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = ppi(cur.with_gold(ids[pick], y[pick]), cal)
+        ci = r.confidence_interval()
+        covered += ci.low <= y.mean() <= ci.high
+        lams.append(r.details["lambda"])
+        est.append(r.estimate)
+        assert r.details["lambda_round"] == 0.0
+        if n_rounds >= 12:
+            break
+    assert n_rounds >= 8
+    assert min(lams) > 0.2  # the tuning no longer drops to 0
+    assert np.mean(np.asarray(est) > 0) >= 0.75  # and the estimate is not the gold's 0
+    assert covered / n_rounds >= 0.9
+
+
+# ---------------------------------------------------------------- new labelers with gold: no silent switch
+
+
+def test_new_labelers_with_gold_handled_as_without_gold():
+    hist, cur, y, ids, gen = _world(7, mu_cur=0.3, new_labeler=True)
+    cal = he.calibrate(hist)
+    pick = np.sort(gen.choice(cur.n_items, 40, replace=False))
+    cg = cur.with_gold(ids[pick], y[pick])
+    with pytest.raises(UnknownLabelerError, match="not in the calibration"):
+        recommend_with_gold(cg, cal)
+    with pytest.raises(UnknownLabelerError):
+        he.estimate(cg, cal, method="auto", new_labelers="error", drift_check=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for rule in (None, "estimate"):
+            r = he.estimate(cg, cal, method="auto", new_labelers=rule, drift_check=False)
+            assert r.method == "hero1_ppi"
+            assert any("new labelers left out of the recommended estimate" in x for x in r.notes)
+            assert "new labelers left out" in r.details["auto"]["reason"]
+        col = he.estimate(cg, cal, method="all", recommend=True, drift_check=False)
+        assert col.recommended.method == "hero1_ppi"
+        assert col.recommended.result.estimate == pytest.approx(r.estimate, abs=1e-12)
+        # the same note without gold
+        r0 = he.estimate(cur, cal, method="auto", history=hist, drift_check=False)
+        assert any("new labelers left out of the recommended estimate" in x for x in r0.notes)
