@@ -105,6 +105,32 @@ def add_cmd(
         con.print(escape(line), soft_wrap=True)
 
 
+@store_app.command("gold")
+def gold_cmd(
+    name: Annotated[str, typer.Argument(help="The stored round.")],
+    gold: Annotated[Path, typer.Argument(help="Expert labels on some of its items: item_id, gold (and optionally pi), as hero estimate --current-gold reads them.")],
+    design: Annotated[Path | None, typer.Option(help="The design's inclusion probabilities (item_id, pi), e.g. hero select's file, when the gold file has no pi column.")] = None,
+    gold_col: Annotated[str | None, typer.Option(help="Gold label column.")] = None,
+    gold_item_col: Annotated[str | None, typer.Option(help="Item id column of the gold file.")] = None,
+    store: StoreOpt = DEFAULT_STORE,
+    wait: WaitOpt = 5.0,
+    as_json: JsonOpt = False, fmt: StoreFmtOpt = None,
+) -> None:
+    """Add expert labels to a stored round (one transaction); its estimates then use them as current gold."""
+    from rich.markup import escape
+
+    from heroeval.store import Store
+
+    res = _run(lambda: Store(store, wait=wait).add_gold(name, gold, design=design, gold_col=gold_col,
+                                                        gold_item_col=gold_item_col))
+    if as_json or fmt is Format.json:
+        _dump(res.to_dict())
+        return
+    con = _console()
+    for line in res.lines():
+        con.print(escape(line), soft_wrap=True)
+
+
 @store_app.command("list")
 def list_cmd(store: StoreOpt = DEFAULT_STORE, wait: WaitOpt = 5.0, as_json: JsonOpt = False, fmt: StoreFmtOpt = None) -> None:
     """The rounds in the store, in the order added."""
@@ -235,6 +261,8 @@ def estimate_cmd(
     history: Annotated[bool | None, typer.Option("--history/--no-history", help="Load the history for hero_joint (default: when it is small).")] = None,
     refit: Annotated[bool, typer.Option(help="Refit Stage A even when a cached fit matches.")] = False,
     confidence_level: Annotated[float, typer.Option(help="Confidence level.")] = 0.95,
+    current_gold: Annotated[Path | None, typer.Option(help="Expert labels on some of the round's items for this estimate (not stored; hero store gold stores them).")] = None,
+    design: Annotated[Path | None, typer.Option(help="With --current-gold: the design's inclusion probabilities (item_id, pi).")] = None,
     wait: WaitOpt = 5.0,
     as_json: JsonOpt = False, fmt: StoreFmtOpt = None,
     csv_out: CsvOpt = None,
@@ -249,7 +277,7 @@ def estimate_cmd(
 
     ms: str | list[str] = "all" if method == "all" else [m.strip() for m in method.split(",") if m.strip()]
     se = _run(lambda: Store(store, wait=wait).estimate(target, method=ms, history=history, covariates=covariates,
-                                                       refit=refit))
+                                                       refit=refit, current_gold=current_gold, design=design))
     res = se.estimates
     if isinstance(res, EstimateResult):  # pragma: no cover - a list gives a collection
         res = EstimateCollection({res.method: res}, ingest=se.data.report)

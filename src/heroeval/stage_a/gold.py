@@ -55,7 +55,9 @@ class GoldScores:
 
     def to_dict(self) -> dict[str, Any]:
         return {"n_gold": self.n_gold, "y": [int(v) for v in self.y],
-                "llr": [round(float(v), 10) for v in np.clip(self.llr, -700.0, 700.0)]}
+                # exact (shortest round-trip repr): the tuning of the estimates with current gold depends on
+                # these, so a calibration read back from its file must give the same estimate as the fit itself
+                "llr": [float(v) for v in np.clip(self.llr, -700.0, 700.0)]}
 
     @classmethod
     def from_dict(cls, d: Any) -> GoldScores:
@@ -91,7 +93,7 @@ def score_gold_items(history: AnnotationSet, alpha: npt.NDArray[np.float64], bet
     has = lens > 0
     if vals.size:
         llr[has] = np.add.reduceat(vals, offs[has])
-    return GoldScores(history.gold[g].astype(np.float64), llr, n_gold)
+    return GoldScores(history.gold[g].astype(np.float64), np.clip(llr, -700.0, 700.0), n_gold)  # as saved
 
 
 def gold_information(ds: AnnotationSet, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:

@@ -33,15 +33,30 @@ from typing import Any, Literal, Unpack
 import numpy as np
 
 from heroeval.checks.drift import check_drift
-from heroeval.errors import HeroEvalError, TransportabilityWarning
+from heroeval.errors import HeroEvalError, HeroEvalWarning, TransportabilityWarning
 from heroeval.estimators.collection import EstimateCollection
-from heroeval.estimators.results import EstimateResult
 from heroeval.ingest.annotations import AnnotationSet
-from heroeval.ingest.read import ReadOptions, read_annotations
+from heroeval.ingest.read import read_annotations
 from heroeval.ingest.tables import TableLike
 from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.settings import EM_SETTING_KEYS
 from heroeval.store._db import StoreError, connect, transaction
+from heroeval.store._gold import (
+    GoldAdded,
+    drop_design,
+    same_annotations,
+    with_expert_labels,
+    with_stored_design,
+    write_gold,
+)
+from heroeval.store._results import (
+    AddResult,
+    RoundReadOptions,
+    StoreCalibration,
+    StoreEstimate,
+    gold_rates,
+    one_round,
+)
 from heroeval.store._rounds import ITEM_SEP, ROLES, RoundInfo, RoundList, content_hash, read_rounds, write_round
 from heroeval.store.trend import (
     METHODS,
@@ -60,6 +75,7 @@ __all__ = [
     "DEFAULT_SETTINGS",
     "HISTORY_IN_MEMORY",
     "AddResult",
+    "GoldAdded",
     "RoundReadOptions",
     "Store",
     "StoreCalibration",
@@ -95,56 +111,6 @@ def _key(rounds: Sequence[RoundInfo], settings: Mapping[str, Any]) -> str:
     body = json.dumps({"rounds": sorted([r.name, r.content_hash] for r in rounds), "settings": dict(settings)},
                       sort_keys=True)
     return hashlib.sha256(body.encode()).hexdigest()
-
-
-class RoundReadOptions(ReadOptions, total=False):
-    """:meth:`Store.add`'s reader options: a round's ``covariates`` and :func:`heroeval.read_annotations`' own."""
-
-    covariates: TableLike | None
-
-
-@dataclass(frozen=True)
-class AddResult:
-    """What an add did: the rounds added and the content already in the store (not added again)."""
-
-    added: tuple[RoundInfo, ...]
-    duplicates: tuple[tuple[str, RoundInfo], ...] = ()  # (name asked for, the stored round with the same content)
-
-    def lines(self) -> list[str]:
-        out = [f"added round {r.name!r}: {r.n_items} items, {r.n_annotations} labels, {r.n_gold} gold"
-               f"{' (history)' if r.in_history else ''}" for r in self.added]
-        out += [f"round {asked!r} not added: the same content is stored as round {r.name!r} "
-                f"(content hash {r.content_hash[:12]}); nothing changed" for asked, r in self.duplicates]
-        return out
-
-
-@dataclass(frozen=True)
-class StoreCalibration:
-    """A Stage A fit from the store: the calibration, the rounds it used, and whether it was cached or fitted now."""
-
-    calibration: Calibration
-    key: str
-    rounds: tuple[str, ...]
-    settings: Mapping[str, Any]
-    status: Literal["cached", "fitted"]
-    seconds: float
-
-    def line(self) -> str:
-        how = "reused the cached fit" if self.status == "cached" else f"fitted now ({self.seconds:.1f} s; cached)"
-        return (f"calibration {self.key[:12]} on {len(self.rounds)} rounds "
-                f"({self.calibration.n_history_items} items, {self.calibration.n_gold_items} gold): {how}")
-
-
-@dataclass(frozen=True)
-class StoreEstimate:
-    """A round estimated against the store's history."""
-
-    round: str
-    data: AnnotationSet
-    estimates: EstimateCollection | EstimateResult
-    calibration: StoreCalibration
-    history_loaded: bool
-    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -236,10 +202,10 @@ class Store:
         if split_rounds and ds.n_rounds > 1:
             for g, rname in enumerate(ds.round_ids):
                 sub = ds.take_items(np.flatnonzero(ds.item_round == g), name=rname)
-                sub = _one_round(sub)
+                sub = one_round(sub)
                 parts.append(((name or "") + rname if name else rname, sub, model or rname))
         else:
-            parts.append((base, _one_round(ds), model))
+            parts.append((base, one_round(ds), model))
         added, dups = [], []
         for pname, pds, pmodel in parts:
             info = self._add_one(pds, pname, pmodel, date, tuple(tags), role, source)
@@ -255,6 +221,14 @@ class Store:
             raise StoreError("a round needs a non-empty name")
         chash = content_hash(ds)
         ingest = json.dumps(ds.report.to_dict())
+        twins = (self._twins(ds, [r.name for r in self.rounds() if r.content_hash != chash])
+                 if self.path.exists() else [])
+        if twins:
+            warnings.warn(f"round {name!r} holds the same annotations as round(s) {', '.join(map(repr, twins))} "
+                          "(other gold or covariates): it is one round stored twice. Estimating one against a "
+                          "history holding the other would calibrate it on its own labels, so the store leaves such "
+                          "twins out of each other's calibrations; to add expert labels to a stored round, use "
+                          "hero store gold NAME FILE (Store.add_gold)", HeroEvalWarning, stacklevel=3)
         with self._con(write=True) as con:
             def body() -> RoundInfo | tuple[str, RoundInfo]:
                 same = con.execute(f"SELECT {_COLS} FROM rounds WHERE content_hash = ?", [chash]).fetchone()
@@ -307,6 +281,7 @@ class Store:
                                      "would keep them from being reproduced. Unpin them, or force the removal.")
                 con.execute("DELETE FROM annotations WHERE round_id = ?", [r.id])
                 con.execute("DELETE FROM items WHERE round_id = ?", [r.id])
+                drop_design(con, r.id)
                 con.execute("DELETE FROM rounds WHERE id = ?", [r.id])
                 _log(con, "remove", name, r.content_hash, {"items": r.n_items, "annotations": r.n_annotations,
                                                            "gold": r.n_gold, "pins_affected": pins})
@@ -339,7 +314,51 @@ class Store:
         wanted = [names] if isinstance(names, str) else list(names)
         with self._con() as con:
             infos = [_round(con, n) for n in wanted]
-            return read_rounds(con, infos, name=name or ",".join(wanted), namespaced=len(infos) > 1)
+            ds = read_rounds(con, infos, name=name or ",".join(wanted), namespaced=len(infos) > 1)
+            return with_stored_design(con, infos[0].id, ds) if len(infos) == 1 else ds
+
+    def add_gold(self, name: str, gold: TableLike, *, design: TableLike | None = None, gold_col: str | None = None,
+                 gold_item_col: str | None = None, encoding: str | None = None) -> GoldAdded:
+        """Add expert labels to a stored round's items (one transaction): ``hero store gold NAME FILE``.
+
+        ``gold`` is read as ``hero estimate --current-gold`` reads it (``item_id``,
+        ``gold``, optionally ``pi``, the inclusion probabilities of ``hero select``'s
+        design; or ``design``, a separate table of them). Items the round does not
+        have, or a label contradicting gold the round already holds, are a
+        :class:`StoreError` and nothing changes. The round's content hash changes
+        with its gold, so cached calibrations that used it are refitted. A round of
+        role ``auto`` that had no gold joins the history of the other rounds'
+        calibrations (:attr:`GoldAdded.joined_history`); it is always left out of
+        the calibration that estimates it.
+        """
+        stored = self.load(name)
+        before = self.round(name)
+        ds, n_new, n_again = with_expert_labels(stored, gold, design=design, gold_col=gold_col,
+                                                gold_item_col=gold_item_col, encoding=encoding)
+        chash = content_hash(ds)
+        with self._con(write=True) as con:
+            def body() -> RoundInfo:
+                r = _round(con, name)
+                if r.content_hash != before.content_hash:
+                    raise StoreError(f"round {name!r} changed while its gold was read; retry")
+                other = con.execute("SELECT name FROM rounds WHERE content_hash = ? AND id <> ?", [chash, r.id]).fetchone()
+                if other is not None:
+                    raise StoreError(f"with these expert labels round {name!r} would hold the same content as round "
+                                     f"{other[0]!r}; nothing was changed")
+                write_gold(con, r.id, ds)
+                con.execute("UPDATE rounds SET content_hash = ?, n_gold = ? WHERE id = ?", [chash, ds.n_gold, r.id])
+                _log(con, "gold", name, chash, {"new": n_new, "already": n_again, "gold": ds.n_gold,
+                                                "design": ds.gold_pi is not None, "previous_hash": r.content_hash})
+                return _round(con, name)
+            after: RoundInfo = transaction(con, self.path, body)
+        return GoldAdded(after, n_new, n_again, ds.gold_pi is not None, after.in_history and not before.in_history)
+
+    def _twins(self, data: AnnotationSet, names: Sequence[str]) -> list[str]:
+        """History rounds among ``names`` that hold ``data``'s annotations (a round stored twice)."""
+        by = {r.name: r for r in self.rounds()}
+        cand = [by[n] for n in names if n in by and by[n].n_items == data.n_items
+                and by[n].n_annotations == data.n_annotations and by[n].n_labelers == data.n_labelers]
+        return same_annotations(data, [(r, self.load(r.name)) for r in cand])
 
     def history(self, *, exclude: Sequence[str] = ()) -> tuple[str, ...]:
         """The names of the history rounds (role ``history``, or ``auto`` with gold), minus ``exclude``."""
@@ -454,6 +473,8 @@ class Store:
         covariates: TableLike | None = None,
         refit: bool = False,
         settings: Mapping[str, Any] | None = None,
+        current_gold: TableLike | None = None,
+        design: TableLike | None = None,
         **kwargs: Any,
     ) -> StoreEstimate:
         """Estimate a round (a stored round's name, a file or an AnnotationSet) against the store's history.
@@ -467,6 +488,14 @@ class Store:
         has at most :data:`HISTORY_IN_MEMORY` annotations (``True`` always,
         ``False`` never: then the recommended estimate comes from the
         calibration's saved model checks).
+
+        ``current_gold`` (and ``design``): expert labels on some of the round's
+        items for this estimate, read as :meth:`add_gold` reads them but not
+        stored; a stored round's own gold is used as current gold in any case.
+        A history round that holds the same annotations as the round (the round
+        stored twice, e.g. re-added under another name with its gold) is left
+        out of the calibration, with a note: it would calibrate the round on its
+        own labels.
         """
         notes: list[str] = []
         stored = isinstance(target, str) and self._has_round(target)
@@ -479,9 +508,20 @@ class Store:
         else:
             data = read_annotations(target, covariates=covariates, round_col=False, name="current")
             rname = str(target)
+        if current_gold is not None:
+            data, n_new, _ = with_expert_labels(data, current_gold, design=design)
+            notes.append(f"{n_new} expert label(s) given for this estimate ({data.n_gold} gold items in all; not stored)")
+        elif design is not None:
+            raise StoreError("design goes with current_gold (the expert labels of the selected items)")
         hist_names = self.history(exclude=(rname,) if stored else ())
         if stored and rname not in hist_names and self.round(rname).in_history:
             notes.append(f"round {rname!r} is in the history: it was left out of the calibration that estimates it")
+        twins = self._twins(data, hist_names)
+        if twins:
+            hist_names = tuple(n for n in hist_names if n not in twins)
+            notes.append(f"history round(s) {', '.join(map(repr, twins))} hold the same annotations as {rname!r} (the "
+                         "round stored twice): left out of its calibration, which would otherwise calibrate the "
+                         "round on its own labels. Add expert labels to the round itself: hero store gold")
         s = _settings(settings)
         if history is None:
             n_hist = sum(r.n_annotations for r in self.rounds() if r.name in hist_names)
@@ -637,9 +677,9 @@ class Store:
                 except Exception as exc:  # a round the check cannot test (one labeler, none known)
                     notes.append(f"drift of {n!r} not tested: {exc}")
                     continue
-            gold_rates = _gold_rates(data)
+            rates = gold_rates(data)
             for k, lab in enumerate(dc.labeler_ids):
-                sens, spec, ng = gold_rates.get(lab, (math.nan, math.nan, 0))
+                sens, spec, ng = rates.get(lab, (math.nan, math.nan, 0))
                 rows.append(DriftRow(n, lab, int(dc.n_annotations[k]), float(dc.observed[k]), float(dc.expected[k]),
                                      float(dc.z[k]), float(dc.p_adjusted[k]), lab in dc.flagged, sens, spec, ng,
                                      float(dc.overall_p)))
@@ -723,27 +763,3 @@ def _round(con: Any, name: str) -> RoundInfo:
 def _log(con: Any, action: str, rnd: str | None, chash: str | None, detail: Mapping[str, Any]) -> None:
     seq = int(con.execute("SELECT coalesce(max(seq), 0) + 1 FROM log").fetchone()[0])
     con.execute("INSERT INTO log VALUES (?, ?, ?, ?, ?, ?)", [seq, _now(), action, rnd, chash, json.dumps(detail)])
-
-
-def _one_round(ds: AnnotationSet) -> AnnotationSet:
-    """The set with a single round (the store's round is the unit; a file's round column named it)."""
-    if ds.n_rounds == 1 and ds.round_ids == ("all",):
-        return ds
-    return AnnotationSet(ds.item_ids, ds.labeler_ids, ds.item_ptr, ds.labeler, ds.label, ds.gold,
-                         np.zeros(ds.n_items, dtype=np.int32), ("all",), ds.covariates, ds.covariate_names, ds.report,
-                         ds.name, ds.repeated_pairs)
-
-
-def _gold_rates(ds: AnnotationSet) -> dict[str, tuple[float, float, int]]:
-    """Each labeler's sensitivity and specificity on the round's gold items, and its number of gold labels."""
-    g = ds.gold[ds.annotation_item]
-    on = g >= 0
-    out: dict[str, tuple[float, float, int]] = {}
-    for j, lab in enumerate(ds.labeler_ids):
-        m = on & (ds.labeler == j)
-        pos, neg = m & (g == 1), m & (g == 0)
-        npos, nneg = int(pos.sum()), int(neg.sum())
-        sens = float(ds.label[pos].mean()) if npos else math.nan
-        spec = float(1 - ds.label[neg].mean()) if nneg else math.nan
-        out[str(lab)] = (sens, spec, npos + nneg)
-    return out
