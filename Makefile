@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 # functions outside cli/ with 10 or more parameters (a **options group counts as one)
 SHAPE_RULES := private,all,sys-path,em-keys,readme,kernel-size,module-size,signatures
 
-.PHONY: demo test test-fast test-browser lint typecheck bench clean
+.PHONY: demo test test-fast test-browser lint typecheck bench bench-install clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -50,6 +50,13 @@ lint: $(VENV)/.installed-test
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy
+
+$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test,benchmark]'
+	touch $@ $(VENV)/.installed $(VENV)/.installed-test
+
+## make bench-install: the benchmarks' extra peers (ppi_py for benchmarks/current_gold.py)
+bench-install: $(VENV)/.installed-bench
 
 ## make bench: Stage A timing against crowd-kit (installs crowd-kit in its own venv)
 bench: $(VENV)/.installed

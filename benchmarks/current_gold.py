@@ -38,22 +38,42 @@ from heroeval.core.parallel import run_chunks
 from heroeval.errors import HeroEvalWarning
 from heroeval.estimators.common import align, log_likelihood_ratios
 from heroeval.estimators.ppi import clopper_pearson, gold_estimates
+from heroeval.inference.gold_plan import expert_labels
 from heroeval.inference.select import select_items
 from heroeval.workflows.api import calibrate, estimate
 from heroeval.workflows.benchmark import load_folder, make_split
 
-from benchmarks.real_data import BINARY, round_sets
+from benchmarks.real_data import BINARY, grouped_sets, round_sets
 
-KS = (20, 50, 100)
+PLAN_RESAMPLES = 10
+"""Resamples whose calibration also runs the model checks, for the plan's cross-fitted spread (hero calibrate saves
+them); the plan's predicted half-width at each k is recorded there (the ``plan`` rows)."""
+PLAN_SKIP = ("adultcontent2_binary",)
+"""Sets whose model checks are too slow to run per resample here (825 labelers: 315 s a calibration, issue #43)."""
+
+
+def _ppi_py(y_gold, f_gold, f_rest):
+    """ppi_py's PPI++ mean interval (power-tuned lambda; the package run as its users run it), 95 %."""
+    import ppi_py
+
+    if f_rest.size == 0 or y_gold.size < 2:
+        return math.nan, math.nan, math.nan
+    lo, hi = ppi_py.ppi_mean_ci(y_gold.astype(float), f_gold.astype(float), f_rest.astype(float), alpha=0.05)
+    est = float(np.ravel(ppi_py.ppi_mean_pointestimate(y_gold.astype(float), f_gold.astype(float),
+                                                      f_rest.astype(float)))[0])
+    return est, float(np.ravel(lo)[0]), float(np.ravel(hi)[0])
+
+KS = (10, 20, 50, 100)
 DESIGNS = ("uniform", "active")
 SHIFTS = ("none", "half", "rate")
 
 
 def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS, n: int = 200) -> list[dict]:
     """One resample's rows; ``shift="groups"``: the real rounds' split (leave group ``r mod G`` out)."""
-    groups = shift == "groups"
+    groups = shift in ("groups", "grouped")
     sp = make_split(data, r, 0.10, n, "none" if groups else shift, seed, "groups" if groups else "random")
-    cal = calibrate(sp.history)
+    with_plan = r < PLAN_RESAMPLES and data.name not in PLAN_SKIP
+    cal = calibrate(sp.history, checks=with_plan)
     al = align(sp.current, cal, True)
     cur = al.data
     gold = data.gold.set_index("item_id")["gold"]
@@ -73,6 +93,13 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS, n: int = 20
     ci = h1.confidence_interval()
     rows.append({**base, "k": 0, "design": "none", "method": "hero1", "estimate": h1.estimate,
                  "se": h1.standard_error, "ci_low": ci.low, "ci_high": ci.high, "interval": ci.method})
+    # the majority-vote share of each item (ppi_py's predictor here)
+    ones = np.add.reduceat(cur.label.astype(float), cur.item_ptr[:-1])
+    mv_share = ones / np.diff(cur.item_ptr)
+    plan = None
+    if with_plan and 0 < h1.estimate < 1:
+        plan = expert_labels(cal, mu=float(min(max(h1.estimate, 0.01), 0.99)), half_width=0.05, round_items=n,
+                             n_mc=5000)
     for k in ks:
         if k >= n:
             continue
@@ -109,6 +136,17 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS, n: int = 20
                              "gold_mean": dd.get("gold_mean", math.nan), "gold_neff": dd.get("gold_effective_n", math.nan),
                              "small_rule": bool(dd.get("small_sample_rule", False)), "sigma2_hist": s2h,
                              "n_gold_hist": int(h_y.size)})
+            if design == "uniform":
+                rest = np.setdiff1d(np.arange(n), pos)
+                est, lo, hi = _ppi_py(y[pos], mv_share[pos], mv_share[rest])
+                rows.append({**base, "k": k, "design": design, "method": "ppi_py_mv", "estimate": est,
+                             "se": math.nan, "ci_low": lo, "ci_high": hi, "interval": "ppi_py", "lambda": math.nan,
+                             "k_drawn": pos.size})
+                if plan is not None:  # the plan's predicted half-width at k, with HERO-1's estimate as the guess
+                    hw = plan.half_width_at(k)
+                    rows.append({**base, "k": k, "design": design, "method": "plan", "estimate": math.nan,
+                                 "se": math.nan, "ci_low": -hw, "ci_high": hw, "interval": "plan",
+                                 "lambda": math.nan, "k_drawn": pos.size})
             # Clopper-Pearson on the gold alone (uniform design only: unweighted)
             if design == "uniform":
                 lo, hi = clopper_pearson(float(y[pos].sum()), float(pos.size), 0.95)
@@ -124,6 +162,14 @@ def _rounds_job(job: tuple) -> list[dict]:
     warnings.simplefilter("ignore", RuntimeWarning)
     data, n = next(x for x in round_sets(Path(folder), 200, [name]) if x[0].name == name)
     return [row for r in rs for row in one(data, r, "groups", seed, n=n)]
+
+
+def _grouped_job(job: tuple) -> list[dict]:
+    folder, name, rs, seed = job
+    warnings.simplefilter("ignore", HeroEvalWarning)
+    warnings.simplefilter("ignore", RuntimeWarning)
+    data, n = next(x for x in grouped_sets(Path(folder), 200, [name]) if x[0].name == name)
+    return [row for r in rs for row in one(data, r, "grouped", seed, n=n)]
 
 
 def _job(job: tuple) -> list[dict]:
@@ -160,6 +206,9 @@ def main() -> None:
     ap.add_argument("--groups", action="store_true",
                     help="the real rounds instead (benchmarks/real_data.round_sets: triviaqa's answering models, "
                          "mre_treat's blocks of batches; resample r leaves round r mod G out): rounds_*.csv")
+    ap.add_argument("--grouped", action="store_true",
+                    help="the grouped protocol instead (benchmarks/real_data.grouped_sets: history and round made of "
+                         "different item groups, 8 groupings): grouped_*.csv")
     a = ap.parse_args()
     warnings.simplefilter("ignore", HeroEvalWarning)
     warnings.simplefilter("ignore", RuntimeWarning)
@@ -167,7 +216,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     t0 = time.perf_counter()
-    for name, suffix in ([] if a.groups else BINARY):
+    for name, suffix in ([] if a.groups or a.grouped else BINARY):
         if a.only and name not in a.only.split(","):
             continue
         t = time.perf_counter()
@@ -182,13 +231,46 @@ def main() -> None:
         jobs = [(a.data, name, list(range(0, half)), a.seed), (a.data, name, list(range(half, a.resamples)), a.seed)]
         rows.extend(run_chunks(_rounds_job, jobs, [len(j[2]) for j in jobs], workers=a.workers))
         print(f"{name} rounds: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+    if a.grouped:
+        names = [d.name for d, _ in grouped_sets(Path(a.data), 200)]
+        for name in names:
+            if a.only and name not in a.only.split(",") and name.split(":")[0] not in a.only.split(","):
+                continue
+            t = time.perf_counter()
+            half = a.resamples // 2
+            jobs = [(a.data, name, list(range(0, half)), a.seed), (a.data, name, list(range(half, a.resamples)), a.seed)]
+            rows.extend(run_chunks(_grouped_job, jobs, [len(j[2]) for j in jobs], workers=a.workers))
+            print(f"{name} grouped: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     df = pd.DataFrame(rows).sort_values(["dataset", "shift", "resample", "k", "design", "method"], kind="stable")
-    prefix = "rounds_" if a.groups else ""
+    prefix = "rounds_" if a.groups else "grouped_" if a.grouped else ""
     df.to_csv(out / f"{prefix}resamples.csv.gz", index=False)
     summ = summarize(df)
     summ.to_csv(out / f"{prefix}summary.csv", index=False)
     print(f"total {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     print(tables(summ))
+    print(plan_table(df))
+
+
+def plan_table(df: pd.DataFrame) -> str:
+    """The plan's predicted half-width at k against the recommended interval's half-width obtained on the same
+    resamples (uniform design; the resamples with the plan rows)."""
+    d = df[df["design"] == "uniform"].copy()
+    d["width"] = d["ci_high"] - d["ci_low"]
+    keys = ["dataset", "shift", "resample", "k"]
+    p = d[d["method"] == "plan"].set_index(keys)["width"]
+    if p.empty:
+        return ""
+    o = d[d["method"] == "auto"].set_index(keys)["width"]
+    j = pd.concat([p.rename("plan"), o.rename("obtained")], axis=1).dropna().reset_index()
+    cell = j.groupby(["dataset", "shift", "k"]).agg(plan=("plan", "mean"), obtained=("obtained", "mean")).reset_index()
+    cell["ratio"] = cell["obtained"] / cell["plan"]
+    out = ["| data set | obtained / planned half-width (mean over shifts and k) | range over cells | cells |",
+           "|---|---|---|---|"]
+    for ds, g in cell.groupby("dataset"):
+        out.append(f"| {ds} | {g['ratio'].mean():.3f} | {g['ratio'].min():.2f}–{g['ratio'].max():.2f} | {len(g)} |")
+    out.append(f"| all | {cell.groupby('dataset')['ratio'].mean().mean():.3f} | {cell['ratio'].min():.2f}–"
+               f"{cell['ratio'].max():.2f} | {len(cell)} |")
+    return "\n".join(out)
 
 
 def _geo(x: pd.Series) -> float:
@@ -201,6 +283,7 @@ def tables(s: pd.DataFrame) -> str:
     out: list[str] = []
     # 1. coverage of the recommended interval, by shift, k and design
     rec = s[s["method"] == "auto"]
+    s = s[s["method"] != "plan"]  # the plan's rows are predicted widths, not intervals (plan_table)
     out.append("| shift | design | k | mean coverage | min cell | cells |\n|---|---|---|---|---|---|")
     for (sh, de, k), g in rec.groupby(["shift", "design", "k"]):
         out.append(f"| {sh} | {de} | {k} | {g['coverage'].mean():.3f} | {g['coverage'].min():.2f} | {len(g)} |")
@@ -233,6 +316,18 @@ def tables(s: pd.DataFrame) -> str:
         k_eq = 1.0 / ((1.0 / k - 1.0 / n) * rho**2 + 1.0 / n) if math.isfinite(rho) else math.nan
         out.append(f"| {k} | {de} | {rho:.3f} | {cp:.3f} | {_geo(g['auto'] / g['mv_ppi']):.3f} | "
                    f"{_geo(g['prior_ppi'] / g['auto']):.3f} | {k_eq:.0f} (n = {n:.0f}) | {len(g)} |")
+    out.append("")
+    # 3b. against ppi_py's PPI++ with the majority-vote share (uniform design), and the recommended interval's
+    # coverage next to ppi_py's, per k
+    out.append("| k | HERO-PPI / ppi_py PPI++ (MV share), width (geo. mean) | cells | coverage HERO-PPI | "
+               "coverage ppi_py |\n|---|---|---|---|---|")
+    wu = w[w["design"] == "uniform"]
+    for k, g in wu[wu["k"] > 0].groupby("k"):
+        if "ppi_py_mv" not in g:
+            break
+        cu = rec[(rec["k"] == k) & (rec["design"] == "uniform")]["coverage"].mean()
+        cp = s[(s["k"] == k) & (s["method"] == "ppi_py_mv")]["coverage"].mean()
+        out.append(f"| {k} | {_geo(g['auto'] / g['ppi_py_mv']):.3f} | {len(g)} | {cu:.3f} | {cp:.3f} |")
     out.append("")
     # 4. active vs uniform
     a = w[w["design"] == "active"].set_index(["dataset", "shift", "k"])["auto"]

@@ -57,7 +57,7 @@ from heroeval.estimators.registry import estimate_methods
 from heroeval.estimators.score_equation import psi, solve_score
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
-from heroeval.stage_a.checks_record import ModelChecks
+from heroeval.stage_a.checks_record import ModelChecks, class_weights
 from heroeval.stage_a.fit import fit_stage_a
 from heroeval.stage_a.folds import FoldFits
 from heroeval.stage_a.gold import gold_counts
@@ -601,15 +601,6 @@ def _past_rounds(
 def mock_key(method: str, weight: float | None) -> str:
     """The key of a mock row's per-item arrays in ``ModelChecks.items`` (``"hero1@0.1"``, ``"rogan_gladen"``)."""
     return method if weight is None else f"{method}@{weight:g}"
-
-
-def class_weights(y: FloatArray, rate: float) -> FloatArray:
-    """Weights that give gold items of rate ``mean(y)`` the rate ``rate``: ``rate / ybar`` on a positive,
-    ``(1 - rate) / (1 - ybar)`` on a negative (1 everywhere when the gold has one class only)."""
-    ybar = float(y.mean())
-    if not 0.0 < ybar < 1.0:
-        return np.ones_like(y)
-    return np.where(y == 1, rate / ybar, (1.0 - rate) / (1.0 - ybar))
 
 
 def rate_matched_mock(checks: ModelChecks, rate: float) -> dict[str, dict[str, float]]:

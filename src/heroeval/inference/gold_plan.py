@@ -1,34 +1,44 @@
 """Planning expert labels in the current round: how many gold items for a half-width h, from the history alone.
 
 The estimate with current gold (:mod:`heroeval.estimators.ppi`) has current
-variance ``(1/n^2) sum_U (1 - pi_i) / pi_i * Var(y_i - lam f_i | labels)``.
-Under the calibration's two-coin model the posterior ``f_i`` at the round's
-rate is calibrated, so the tuned ``lam`` is 1 and
-``Var(y_i - f_i | labels) = f_i (1 - f_i)``. Its distribution over items is
-simulated from the calibration (Monte Carlo: each item's gold label drawn at
-rate ``mu``, its labelers from the pool as :func:`heroeval.inference.planning.hero1_variance`
-draws them, their labels from their sensitivities and specificities). Then
+variance ``(1/n^2) sum_U (1 - pi_i) / pi_i * Var(y_i - lam f_i | labels)``:
+what it costs is the spread of the residual ``y - lam f`` of the predictor
+``f`` (the posterior at the round's rate ``mu``). That spread is **measured**
+on the history's gold, weighted by class to the round's rate ``mu``
+(:func:`heroeval.stage_a.checks_record.class_weights`):
 
-* uniform design (``pi = k / n``): ``Var = (1/k - 1/n) S^2`` with
-  ``S^2 = max(E[f (1 - f)], floor)``, the floor being the estimator's own
-  (``PSEUDO / (k + 2 PSEUDO)``), so ``k = S^2 / ((h / z)^2 + S^2 / n)``;
-* active design: ``pi_i`` from :func:`heroeval.inference.select.inclusion_probabilities`
-  on the simulated posteriors, ``Var = (1/n) E[(1/pi - 1) f (1 - f)]``,
-  solved for k by bisection;
-* gold only (a useless predictor, the worst case): ``S^2 = mu (1 - mu)``.
+* with the model checks (``hero calibrate`` saves them), on their held-out
+  gold items with **cross-fitted** log-likelihood ratios (each item's
+  labelers calibrated without it): the residual spread a new round's gold
+  will show, labeler dependence included;
+* without them, on the calibration's own gold scores (in-sample, so
+  optimistic: those items helped fit the labelers), and the notes say so.
 
-The history's term (the predictor's dependence on the calibration) is
-second order here and left out; so is the t quantile's excess over z (a few
-per cent at k = 30). **The model figure is optimistic when labelers err
-together** (LLM judges): the posteriors are then over-confident and the
-residual variance larger; the gold-only row bounds it.
+``lam`` is the weighted least-squares slope there (clipped to [0, 1]). The
+uniform design's variance is the estimator's own rule at ``k`` gold items,
+``(1/k - 1/n) max((k S^2 + m S_h^2) / (k + m), floor)`` with the history
+prior ``S_h^2`` worth ``m`` items (:func:`heroeval.estimators.ppi.history_prior`)
+and the t quantile at ``k - 1 + m`` degrees of freedom, so
+``k`` solves ``t_{k-1+m} sqrt(Var(k)) = h`` (bisection); the active design
+draws ``pi_i`` (:func:`heroeval.inference.select.inclusion_probabilities`)
+over the same weighted items, ``Var = (1/n) E[(1/pi - 1) (r - r_bar)^2]``.
+Beside them:
+
+* the **model** row (the labelers independent given the gold): each item's
+  labels simulated from the calibration's sensitivities and specificities,
+  ``Var(y - f) = f (1 - f)``; optimistic when labelers err together (LLM
+  judges), which the notes say when the checks reject independence;
+* **gold only** (a useless predictor, the worst case): ``S^2 = mu (1 - mu)``.
+
+The history's term (the predictor's dependence on the calibration) is second
+order here and left out.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Unpack
 
@@ -36,15 +46,33 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import expit, logit
 from scipy.stats import norm
+from scipy.stats import t as t_dist
 
 from heroeval.core.options import options_of
 from heroeval.errors import HeroEvalError
-from heroeval.estimators.ppi import PSEUDO
+from heroeval.estimators.ppi import PSEUDO, PSEUDO_WITH_PRIOR, history_prior, item_posterior
 from heroeval.inference.planning import DrawOptions, _draw_sets, _pool
 from heroeval.inference.select import DEFAULT_MIX, inclusion_probabilities
 from heroeval.stage_a.calibration import Calibration
+from heroeval.stage_a.checks_record import class_weights
 
-__all__ = ["EXPERT_PLAN_DEFAULTS", "ExpertPlan", "ExpertPlanOptions", "expert_labels"]
+__all__ = [
+    "DEPENDENCE_WARN",
+    "EXPERT_PLAN_DEFAULTS",
+    "THIN_GOLD",
+    "ExpertPlan",
+    "ExpertPlanOptions",
+    "MeasuredResiduals",
+    "expert_labels",
+    "measured_residuals",
+]
+
+THIN_GOLD = 30
+"""Below this many gold items behind the measured spread the plan says the HERO-PPI rows are uncertain."""
+
+DEPENDENCE_WARN = 0.01
+"""The plan warns that the model row is optimistic when the checks' dependence test has a p-value below this
+(the level at which ``method="auto"`` treats the labelers' model as wrong)."""
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -59,6 +87,15 @@ class ExpertPlan:
     confidence_level: float
     rows: tuple[dict[str, Any], ...]
     notes: tuple[str, ...]
+    _halves: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def half_width_at(self, k: int, design: str = "uniform (HERO-PPI)") -> float:
+        """The half-width the plan predicts with ``k`` expert labels by ``design`` (a row's name)."""
+        if design not in self._halves:
+            raise HeroEvalError(f"no design {design!r} in this plan; it has {list(self._halves)}")
+        if not 1 <= k <= self.round_items:
+            raise HeroEvalError(f"k must be in [1, {self.round_items}], got {k!r}")
+        return float(self._halves[design](float(k)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"mu": self.mu, "half_width": self.half_width, "round_items": self.round_items,
@@ -70,7 +107,7 @@ class ExpertPlan:
                  f"{'design':>22}  {'residual var':>12}  {'expert labels':>13}  {'half-width at it':>16}"]
         for r in self.rows:
             k = f"{math.ceil(r['expert_labels'])}"
-            lines.append(f"{r['design']:>22}  {r['residual_variance']:>12.4f}  {k:>13}  {r['half_width']:>16.4f}")
+            lines.append(f"{r['design']:>22}  {r['residual_variance']:>12.3g}  {k:>13}  {r['half_width']:>16.4f}")
         lines.extend(self.notes)
         return "\n".join(lines)
 
@@ -91,6 +128,57 @@ def _simulate_posteriors(cal: Calibration, mu: float, labels_per_item: int | Non
     L = np.where(z, np.log(a[sets]) - np.log1p(-b[sets]), np.log1p(-a[sets]) - np.log(b[sets])).sum(axis=1)
     out: FloatArray = expit(logit(mu) + L)
     return out
+
+
+@dataclass(frozen=True)
+class MeasuredResiduals:
+    """The predictor's residuals on the history's gold at the round's rate: what ``k`` expert labels will cost."""
+
+    y: FloatArray
+    f: FloatArray
+    weight: FloatArray  # class weights to the round's rate
+    lam: float
+    variance: float  # weighted residual spread S^2
+    evidence: str  # "cross-fitted" (the model checks' held-out gold) or "in-sample" (the calibration's gold scores)
+    n_gold: int
+
+    @property
+    def residual(self) -> FloatArray:
+        r: FloatArray = self.y - self.lam * self.f
+        return r
+
+
+def measured_residuals(calibration: Calibration, mu: float) -> MeasuredResiduals | None:
+    """The posterior predictor's residuals on the history's gold weighted to rate ``mu`` (module docstring).
+
+    Cross-fitted when the calibration carries its model checks (their held-out
+    gold items' log-likelihood ratios at the calibration's history weight, else
+    at weight 1), in-sample from its gold scores otherwise; ``None`` with
+    neither, or when the gold has one class only.
+    """
+    ch = calibration.checks
+    own_w = float(calibration.settings.get("history_weight", 1.0))
+    y = llr = None
+    evidence = ""
+    if ch is not None and "y" in ch.items:
+        for hw in (own_w, 1.0):
+            key = f"hero1@{hw:g}:llr"
+            if key in ch.items:
+                y, llr, evidence = np.asarray(ch.items["y"], float), np.asarray(ch.items[key], float), "cross-fitted"
+                break
+    if y is None and calibration.gold_scores is not None:
+        y, llr, evidence = calibration.gold_scores.y, calibration.gold_scores.llr, "in-sample"
+    if y is None or llr is None or y.size < 2 or not 0 < float(y.mean()) < 1:
+        return None
+    f = item_posterior(llr, mu)
+    w = class_weights(y, mu)
+    w = w / w.sum()
+    fb, yb = float(w @ f), float(w @ y)
+    sxx = float(w @ (f - fb) ** 2)
+    lam = float(min(max(float(w @ ((f - fb) * (y - yb))) / sxx, 0.0), 1.0)) if sxx > 1e-12 else 0.0
+    r = y - lam * f
+    var = float(w @ (r - float(w @ r)) ** 2) * y.size / max(y.size - 1, 1)
+    return MeasuredResiduals(y, f, w, lam, var, evidence, int(y.size))
 
 
 class ExpertPlanOptions(DrawOptions, total=False):
@@ -135,41 +223,87 @@ def expert_labels(
     if not 0 < confidence_level < 1:
         raise HeroEvalError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
     n = int(round_items)
-    z = float(norm.ppf(0.5 + confidence_level / 2))
-    target = (half_width / z) ** 2
+    q = 0.5 + confidence_level / 2
+    z = float(norm.ppf(q))
     f = _simulate_posteriors(calibration, mu, labels_per_item, pool, n_mc, rng)
     s = f * (1 - f)
 
-    def uniform_var(k: float, s2: float) -> float:
-        return (1 / k - 1 / n) * max(s2, PSEUDO / (k + 2 * PSEUDO))
-
-    def active_var(k: float) -> float:
-        # the simulated items stand for the round: shares p_i scaled to a round of n items
-        pi = np.minimum(inclusion_probabilities(f, k * f.size / n, "active", mix), 1.0)
-        v = float(np.mean((1 / pi - 1) * s)) / n
-        floor = float(np.mean((1 - pi) / pi)) / n * PSEUDO / (k + 2 * PSEUDO)  # the estimator's floor, in expectation
-        return max(v, floor)
-
-    def solve(var: Any) -> float:
-        if var(float(n)) > target:
+    def solve(half: Any) -> float:
+        """The smallest k (continuous, in [1, n]) whose half-width ``half(k)`` reaches the target; inf if none."""
+        if half(float(n)) > half_width:
             return math.inf
         lo, hi = 1.0, float(n)
-        if var(lo) <= target:
+        if half(lo) <= half_width:
             return lo
         for _ in range(60):
             mid = (lo + hi) / 2
-            lo, hi = (lo, mid) if var(mid) <= target else (mid, hi)
+            lo, hi = (lo, mid) if half(mid) <= half_width else (mid, hi)
         return hi
 
-    rows = []
+    def active_var(k: float, pf: FloatArray, r2: FloatArray) -> float:
+        # the items stand for the round: shares p_i scaled to a round of n items
+        pi = np.minimum(inclusion_probabilities(pf, k * pf.size / n, "active", mix), 1.0)
+        v = float(np.mean((1 / pi - 1) * r2)) / n
+        floor = float(np.mean((1 - pi) / pi)) / n * PSEUDO / (k + 2 * PSEUDO)  # the estimator's floor, in expectation
+        return max(v, floor)
+
+    def z_half(var: Any) -> Any:
+        return lambda k: z * math.sqrt(var(k))
+
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    meas = measured_residuals(calibration, mu)
+    if meas is not None:
+        prior = history_prior(calibration, meas.lam, mu)
+        s2h, m = (math.nan, 0.0) if prior is None else prior
+
+        def uniform_measured(k: float) -> float:
+            spread = (k * meas.variance + m * s2h) / (k + m) if m > 0 else meas.variance
+            floor = (PSEUDO_WITH_PRIOR / (k + 2 * PSEUDO_WITH_PRIOR) if m > 0 else PSEUDO / (k + 2 * PSEUDO))
+            return (1 / k - 1 / n) * max(spread, floor)
+
+        def t_half(k: float) -> float:
+            return float(t_dist.ppf(q, max(k - 1, 1) + m)) * math.sqrt(uniform_measured(k))
+
+        gen = np.random.default_rng(rng)
+        pop = gen.choice(meas.y.size, n_mc, p=meas.weight)
+        rc = meas.residual - float(meas.weight @ meas.residual)
+        rows.append({"design": "uniform (HERO-PPI)", "residual_variance": meas.variance, "evidence": meas.evidence,
+                     "half": t_half})
+        rows.append({"design": "active (HERO-PPI)", "residual_variance": meas.variance, "evidence": meas.evidence,
+                     "half": z_half(lambda k: active_var(k, meas.f[pop], rc[pop] ** 2))})
+        how = (f"cross-fitted on the model checks' {meas.n_gold} held-out gold items" if meas.evidence == "cross-fitted"
+               else f"on the calibration's {meas.n_gold} gold items in-sample (no model checks saved: optimistic, "
+                    "as those items helped fit the labelers; hero calibrate saves the checks)")
+        notes.append(f"the HERO-PPI rows use the predictor's residual spread measured {how}, weighted to a rate of "
+                     f"{mu:g} (lambda {meas.lam:.2f}), with the estimator's own variance rule"
+                     + (f" (the history prior worth {m:g} items and t at k - 1 + {m:g} df)" if m > 0 else ""))
+        if meas.n_gold < THIN_GOLD:
+            notes.append(f"only {meas.n_gold} gold items measure the residual spread: the HERO-PPI rows are uncertain "
+                         "(the gold-only row bounds them)")
     es = float(np.mean(s))
-    for name, var, s2 in (("uniform (HERO-PPI)", lambda k: uniform_var(k, es), es),
-                          ("active (HERO-PPI)", active_var, es),
-                          ("gold only", lambda k: uniform_var(k, mu * (1 - mu)), mu * (1 - mu))):
-        k = solve(var)
-        hw = z * math.sqrt(var(min(math.ceil(k), n))) if math.isfinite(k) else math.nan
-        rows.append({"design": name, "residual_variance": s2, "expert_labels": k, "half_width": hw})
-    notes = ("model-based: under the calibration's model (labelers independent given the gold) the posteriors are "
-             "calibrated; where labelers err together (LLM judges) the residual variance is larger and the HERO rows "
-             "optimistic; the gold-only row is the bound for a useless predictor",)
-    return ExpertPlan(float(mu), float(half_width), n, float(confidence_level), tuple(rows), notes)
+    rows.append({"design": "uniform, model" if meas is not None else "uniform (HERO-PPI)", "residual_variance": es,
+                 "evidence": "model",
+                 "half": z_half(lambda k: (1 / k - 1 / n) * max(es, PSEUDO / (k + 2 * PSEUDO)))})
+    if meas is None:
+        rows.append({"design": "active (HERO-PPI)", "residual_variance": es, "evidence": "model",
+                     "half": z_half(lambda k: active_var(k, f, s))})
+    rows.append({"design": "gold only", "residual_variance": mu * (1 - mu), "evidence": "gold only",
+                 "half": z_half(lambda k: (1 / k - 1 / n) * max(mu * (1 - mu), PSEUDO / (k + 2 * PSEUDO)))})
+    halves: dict[str, Any] = {}
+    for r in rows:
+        half = r.pop("half")
+        halves[r["design"]] = half
+        k = solve(half)
+        r["expert_labels"] = k
+        r["half_width"] = half(float(min(math.ceil(k), n))) if math.isfinite(k) else math.nan
+    notes.append("model row: under the calibration's model (labelers independent given the gold) the posteriors "
+                 "are calibrated; where labelers err together (LLM judges) the residual variance is larger and that "
+                 "row optimistic; the gold-only row is the bound for a useless predictor")
+    dep = calibration.checks.dependence if calibration.checks is not None else None
+    if dep is not None and math.isfinite(dep.p_value) and dep.p_value < DEPENDENCE_WARN:
+        notes.append(f"warning: the model checks reject independence given the gold (p = {dep.p_value:.2g}, mean "
+                     f"conditional correlation {dep.mean_correlation:.3f}): the model row understates what expert "
+                     "labels are needed; plan on the measured rows")
+    notes_t = tuple(notes)
+    return ExpertPlan(float(mu), float(half_width), n, float(confidence_level), tuple(rows), notes_t, halves)

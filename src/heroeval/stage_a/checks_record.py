@@ -16,7 +16,7 @@ import numpy as np
 
 from heroeval.errors import HeroEvalError
 
-__all__ = ["DependenceTest", "ModelChecks"]
+__all__ = ["DependenceTest", "ModelChecks", "class_weights"]
 
 @dataclass(frozen=True)
 class DependenceTest:
@@ -161,3 +161,11 @@ class ModelChecks:
             raise HeroEvalError(f"model checks: missing or bad field ({exc})") from exc
 
 
+def class_weights(y: np.ndarray, rate: float) -> np.ndarray:
+    """Weights that give gold items of rate ``mean(y)`` the rate ``rate``: ``rate / ybar`` on a positive,
+    ``(1 - rate) / (1 - ybar)`` on a negative (1 everywhere when the gold has one class only)."""
+    ybar = float(y.mean())
+    if not 0.0 < ybar < 1.0:
+        return np.ones_like(y)
+    out: np.ndarray = np.where(y == 1, rate / ybar, (1.0 - rate) / (1.0 - ybar))
+    return out
