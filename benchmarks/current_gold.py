@@ -45,11 +45,13 @@ from heroeval.workflows.benchmark import load_folder, make_split
 
 from benchmarks.real_data import BINARY, grouped_sets, round_sets
 
-PLAN_RESAMPLES = 10
-"""Resamples whose calibration also runs the model checks, for the plan's cross-fitted spread (hero calibrate saves
-them); the plan's predicted half-width at each k is recorded there (the ``plan`` rows)."""
+PLAN_RESAMPLES = 30
+"""Resamples whose calibration also runs the model checks, as ``hero calibrate`` saves them: the predictor's choice
+and the plan's cross-fitted spread use them; the plan's predicted half-width at each k is recorded there (the
+``plan`` rows)."""
 PLAN_SKIP = ("adultcontent2_binary",)
-"""Sets whose model checks are too slow to run per resample here (825 labelers: 315 s a calibration, issue #43)."""
+"""Sets whose model checks are too slow to run per resample here (825 labelers: 315 s a calibration, issue #43):
+calibrated without them, so HERO-1's posterior is the predictor and there is no plan row."""
 
 
 def _ppi_py(y_gold, f_gold, f_rest):
@@ -112,7 +114,7 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS, n: int = 20
             c2 = cur.with_gold(ids[pos], y[pos])
             if design != "uniform":
                 c2 = c2.with_design(ch["item_id"], ch["pi"])
-            res, _ = gold_estimates(c2, cal, ["hero1_ppi", "prior_ppi", "mv_ppi", "gold_only"],
+            res, _ = gold_estimates(c2, cal, ["hero1_ppi", "gp_ppi", "prior_ppi", "mv_ppi", "gold_only"],
                                     exclude_new_labelers=True, skip_errors=True)
             rec = recommend_with_gold(c2, cal, exclude_new_labelers=True, candidates=())
             res = {"auto": rec.result, **res}
@@ -135,18 +137,19 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS, n: int = 20
                              "var_hist": dd.get("variance_history", math.nan),
                              "gold_mean": dd.get("gold_mean", math.nan), "gold_neff": dd.get("gold_effective_n", math.nan),
                              "small_rule": bool(dd.get("small_sample_rule", False)), "sigma2_hist": s2h,
-                             "n_gold_hist": int(h_y.size)})
+                             "n_gold_hist": int(h_y.size), "chosen": rec.method if m == "auto" else None})
             if design == "uniform":
                 rest = np.setdiff1d(np.arange(n), pos)
                 est, lo, hi = _ppi_py(y[pos], mv_share[pos], mv_share[rest])
                 rows.append({**base, "k": k, "design": design, "method": "ppi_py_mv", "estimate": est,
                              "se": math.nan, "ci_low": lo, "ci_high": hi, "interval": "ppi_py", "lambda": math.nan,
                              "k_drawn": pos.size})
-                if plan is not None:  # the plan's predicted half-width at k, with HERO-1's estimate as the guess
-                    hw = plan.half_width_at(k)
-                    rows.append({**base, "k": k, "design": design, "method": "plan", "estimate": math.nan,
-                                 "se": math.nan, "ci_low": -hw, "ci_high": hw, "interval": "plan",
-                                 "lambda": math.nan, "k_drawn": pos.size})
+
+            if plan is not None:  # the plan's predicted half-width at k, with HERO-1's estimate as the guess
+                hw = plan.half_width_at(k, f"{design} (HERO-PPI)")
+                rows.append({**base, "k": k, "design": design, "method": "plan", "estimate": math.nan,
+                             "se": math.nan, "ci_low": -hw, "ci_high": hw, "interval": "plan",
+                             "lambda": math.nan, "k_drawn": pos.size})
             # Clopper-Pearson on the gold alone (uniform design only: unweighted)
             if design == "uniform":
                 lo, hi = clopper_pearson(float(y[pos].sum()), float(pos.size), 0.95)
@@ -254,22 +257,25 @@ def main() -> None:
 def plan_table(df: pd.DataFrame) -> str:
     """The plan's predicted half-width at k against the recommended interval's half-width obtained on the same
     resamples (uniform design; the resamples with the plan rows)."""
-    d = df[df["design"] == "uniform"].copy()
+    d = df.copy()
     d["width"] = d["ci_high"] - d["ci_low"]
-    keys = ["dataset", "shift", "resample", "k"]
+    keys = ["dataset", "shift", "resample", "k", "design"]
     p = d[d["method"] == "plan"].set_index(keys)["width"]
     if p.empty:
         return ""
     o = d[d["method"] == "auto"].set_index(keys)["width"]
     j = pd.concat([p.rename("plan"), o.rename("obtained")], axis=1).dropna().reset_index()
-    cell = j.groupby(["dataset", "shift", "k"]).agg(plan=("plan", "mean"), obtained=("obtained", "mean")).reset_index()
+    cell = j.groupby(["dataset", "shift", "k", "design"]).agg(plan=("plan", "mean"),
+                                                              obtained=("obtained", "mean")).reset_index()
     cell["ratio"] = cell["obtained"] / cell["plan"]
-    out = ["| data set | obtained / planned half-width (mean over shifts and k) | range over cells | cells |",
-           "|---|---|---|---|"]
-    for ds, g in cell.groupby("dataset"):
-        out.append(f"| {ds} | {g['ratio'].mean():.3f} | {g['ratio'].min():.2f}–{g['ratio'].max():.2f} | {len(g)} |")
-    out.append(f"| all | {cell.groupby('dataset')['ratio'].mean().mean():.3f} | {cell['ratio'].min():.2f}–"
-               f"{cell['ratio'].max():.2f} | {len(cell)} |")
+    out = ["| data set | design | obtained / planned half-width (mean over shifts and k) | range over cells | cells |",
+           "|---|---|---|---|---|"]
+    for (ds, de), g in cell.groupby(["dataset", "design"]):
+        out.append(f"| {ds} | {de} | {g['ratio'].mean():.3f} | {g['ratio'].min():.2f}–{g['ratio'].max():.2f} | "
+                   f"{len(g)} |")
+    for de, g in cell.groupby("design"):
+        out.append(f"| all | {de} | {g.groupby('dataset')['ratio'].mean().mean():.3f} | {g['ratio'].min():.2f}–"
+                   f"{g['ratio'].max():.2f} | {len(g)} |")
     return "\n".join(out)
 
 

@@ -206,3 +206,114 @@ def test_expert_plan_predicts_the_half_width_obtained_when_labelers_err_together
     ratio = float(np.mean(halves)) / 0.07
     print(f"plan k = {k} (model {rows['uniform, model']['expert_labels']:.0f}), obtained half-width / planned = {ratio:.3f}")
     assert 0.8 <= ratio <= 1.25, (k, ratio)
+
+
+# ---------------------------------------------------------------- the predictor the history supports
+
+
+def _sparse_crowd(seed: int, n_hist: int = 1500, n_cur: int = 300, J: int = 60, per_item: int = 4,
+                  mu_cur: float = 0.3):
+    """Many labelers with a few labels each and a wide spread of skill: the gold-proportion rates beat the EM's."""
+    gen = np.random.default_rng(seed)
+    a = gen.uniform(0.45, 0.95, J)
+    b = gen.uniform(0.5, 0.95, J)
+
+    def draw(m: int, mu: float, prefix: str, rho: float | None):
+        y = (gen.random(m) < mu).astype(np.int8)
+        lab = np.concatenate([gen.choice(J, per_item, replace=False) for _ in range(m)])
+        item = np.repeat(np.arange(m), per_item)
+        z = (gen.random(item.size) < np.where(y[item] == 1, a[lab], 1 - b[lab])).astype(np.int8)
+        ids = np.array([f"{prefix}{i:05d}" for i in range(m)])
+        gold = None
+        if rho is not None:
+            g = np.flatnonzero(gen.random(m) < rho)
+            gold = (ids[g], y[g])
+        return he.AnnotationSet.from_arrays(ids[item], [f"L{j:03d}" for j in lab], z, gold=gold, name=prefix), y, ids
+
+    hist, _, _ = draw(n_hist, 0.4, "h", 0.3)
+    cur, y, ids = draw(n_cur, mu_cur, "c", None)
+    return hist, cur, y, ids, gen
+
+
+def test_gold_proportion_predictor_history_gradient_matches_finite_differences(monkeypatch):
+    from heroeval.estimators import methods as M
+    from heroeval.estimators import ppi as P
+
+    hist, cur, y, ids, gen = _sparse_crowd(3, J=12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = he.calibrate(hist)
+    pick = np.sort(gen.choice(cur.n_items, 60, replace=False))
+    cg = cur.with_gold(ids[pick], y[pick])
+    r = ppi(cg, cal, predictor="gold_proportion", lam=0.8)
+    assert r.method == "gp_ppi" and r.influence.space == "gold_counts"
+    c = r.influence.history
+    base = M.gold_proportion_rates(cal)
+    J = cal.n_labelers
+    for j in (1, J + 3):
+        h = 1e-6
+
+        def at(delta: float, j=j) -> float:
+            a, b = base[0].copy(), base[1].copy()
+            if j < J:
+                a[j] += delta
+            else:
+                b[j - J] += delta
+            monkeypatch.setattr(M, "gold_proportion_rates", lambda _cal: (a, b))
+            monkeypatch.setattr(P, "gold_proportion_rates", lambda _cal: (a, b))
+            return ppi(cg, cal, predictor="gold_proportion", lam=0.8).estimate
+
+        fd = (at(h) - at(-h)) / (2 * h)
+        assert c[j] == pytest.approx(fd, rel=1e-3, abs=1e-7)
+    monkeypatch.undo()
+    assert 0 < r.variance_history < 0.2 * r.variance_current
+
+
+def test_choose_predictor_is_the_smaller_cross_fitted_spread():
+    from heroeval.estimators.ppi import choose_predictor
+
+    hist, *_ = _sparse_crowd(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = he.calibrate(hist, checks=True)
+        assert choose_predictor(he.calibrate(hist)).predictor == "hero1"  # no checks: HERO-1's posterior
+    ch = choose_predictor(cal)
+    y = np.asarray(cal.checks.items["y"])
+    spreads = {}
+    for name, key in (("hero1", "hero1@1:llr"), ("gold_proportion", "gold_proportion:llr")):
+        f = 1 / (1 + np.exp(-(np.log(y.mean() / (1 - y.mean())) + np.asarray(cal.checks.items[key]))))
+        lam = min(max(np.cov(f, y)[0, 1] / np.var(f, ddof=1), 0.0), 1.0)
+        spreads[name] = np.var(y - lam * f, ddof=1)
+    assert ch.spreads["hero1"] == pytest.approx(spreads["hero1"], rel=1e-9)
+    assert ch.spreads["gold_proportion"] == pytest.approx(spreads["gold_proportion"], rel=1e-9)
+    assert ch.predictor == min(spreads, key=spreads.get)
+    assert ch.predictor in ch.reason or "gold-proportion" in ch.reason
+
+
+def test_recommended_with_gold_uses_the_chosen_predictor_and_covers():
+    """The recommendation rectifies the posterior the checks choose (one choice per calibration), covers, and is
+    no wider on average than rectifying the other posterior with the same gold."""
+    from heroeval.estimators.ppi import choose_predictor
+
+    covered, chosen, other, n_gp = 0, [], [], 0
+    reps = 40
+    for seed in range(reps):
+        hist, cur, y, ids, gen = _sparse_crowd(200 + seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cal = he.calibrate(hist, checks=True)
+            pick = np.sort(gen.choice(cur.n_items, 40, replace=False))
+            cg = cur.with_gold(ids[pick], y[pick])
+            rec = recommend_with_gold(cg, cal)
+            pc = choose_predictor(cal)
+            alt = ppi(cg, cal, predictor="hero1" if pc.predictor == "gold_proportion" else "gold_proportion")
+        assert rec.method == pc.method and pc.reason in rec.reason
+        n_gp += rec.method == "gp_ppi"
+        ci, ca = rec.result.confidence_interval(), alt.confidence_interval()
+        covered += ci.low <= y.mean() <= ci.high
+        chosen.append(ci.high - ci.low)
+        other.append(ca.high - ca.low)
+    ratio = float(np.mean(chosen) / np.mean(other))
+    print(f"gold-proportion chosen {n_gp}/{reps}, coverage {covered / reps:.3f}, width chosen/other {ratio:.3f}")
+    assert covered / reps >= 0.88
+    assert ratio <= 1.02

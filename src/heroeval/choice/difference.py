@@ -44,8 +44,9 @@ from heroeval.checks.model_checks import (
     transport_spread,
 )
 from heroeval.choice.auto import DEFAULT_RULE, REPORTED, AutoRule, rate_shift_z
+from heroeval.choice.with_gold import gold_order
 from heroeval.errors import HeroEvalError
-from heroeval.estimators.ppi import gold_estimates
+from heroeval.estimators.ppi import choose_predictor, gold_estimates
 from heroeval.estimators.records import Recommendation
 from heroeval.estimators.results import EstimateResult
 from heroeval.inference.comparison import Comparison, DifferenceRecommendation, difference
@@ -56,8 +57,9 @@ from heroeval.stage_a.calibration import Calibration
 
 __all__ = ["GOLD_ORDER", "recommend_difference"]
 
-GOLD_ORDER: tuple[str, ...] = ("hero1_ppi", "mv_ppi", "gold_only")
-"""With current gold in both rounds: the first of these both rounds can compute is the recommended difference."""
+GOLD_ORDER: tuple[str, ...] = ("hero1_ppi", "gp_ppi", "mv_ppi", "gold_only")
+"""With current gold in both rounds: the first of these both rounds can compute is the recommended difference, the
+posterior the calibration's checks choose first (:func:`heroeval.choice.with_gold.gold_order`)."""
 
 Key = tuple[str, float | None]
 
@@ -298,9 +300,10 @@ def _unscored(first: Key, comps: Mapping[Key, Comparison], rows: list[dict[str, 
 
 def _with_gold(round_a: AnnotationSet, round_b: AnnotationSet, calibration: Calibration, rec_a: Recommendation,
                rec_b: Recommendation, exclude_new_labelers: bool) -> DifferenceRecommendation:
-    """Both rounds have current gold: the first prediction-powered difference of :data:`GOLD_ORDER` both give."""
+    """Both rounds have current gold: the first prediction-powered difference both give, in the order of
+    :func:`heroeval.choice.with_gold.gold_order` (the calibration's predictor first, as each round's own estimate)."""
     why: list[str] = []
-    for m in GOLD_ORDER:
+    for m in gold_order(choose_predictor(calibration)):
         got: list[EstimateResult] = []
         for r in (round_a, round_b):
             res, skipped = gold_estimates(r, calibration, [m], exclude_new_labelers=exclude_new_labelers,

@@ -14,12 +14,19 @@ from heroeval.checks.model_checks import CANDIDATES
 from heroeval.choice.auto import _candidate
 from heroeval.errors import HeroEvalError
 from heroeval.estimators.common import align, has_unknown
-from heroeval.estimators.ppi import gold_estimates, gold_sample
+from heroeval.estimators.ppi import PredictorChoice, choose_predictor, gold_estimates, gold_sample
 from heroeval.estimators.records import Recommendation
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
 
-__all__ = ["recommend_with_gold"]
+__all__ = ["gold_order", "recommend_with_gold"]
+
+
+def gold_order(choice: PredictorChoice) -> tuple[str, ...]:
+    """The estimates with current gold in the order the recommendation tries them: the chosen posterior's, the
+    other posterior's, the majority vote's, the gold alone."""
+    first = choice.method
+    return (first, *(m for m in ("hero1_ppi", "gp_ppi") if m != first), "mv_ppi", "gold_only")
 
 
 def recommend_with_gold(
@@ -55,7 +62,9 @@ def recommend_with_gold(
         align(current, calibration, False)  # raises UnknownLabelerError naming them, as without gold
     chosen = None
     why_not: list[str] = []
-    for m in ("hero1_ppi", "mv_ppi", "gold_only"):
+    choice = choose_predictor(calibration)
+    order = gold_order(choice)
+    for m in order:
         res, skipped = gold_estimates(current, calibration, [m], exclude_new_labelers=exclude_new_labelers,
                                       skip_errors=True)
         if m in res:
@@ -84,10 +93,11 @@ def recommend_with_gold(
                 biased.append(c)
     lam = r.details.get("lambda", math.nan)
     what = {"hero1_ppi": f"HERO-1's per-item posteriors rectified by them (PPI++, lambda = {lam:.2f})",
+            "gp_ppi": f"the gold-proportion rates' per-item posteriors rectified by them (PPI++, lambda = {lam:.2f})",
             "mv_ppi": f"the majority vote rectified by them (PPI++, lambda = {lam:.2f}; HERO-1 has no posterior here)",
             "gold_only": "their mean (no predictor could be computed)"}[m]
     reason = (f"{m}: {gs.describe()}; {what}, unbiased for this round's rate whatever the shift or the labelers' "
-              "dependence")
+              f"dependence; the predictor: {choice.reason}")
     if shown:
         reason += (f"; each candidate's error measured on this round's gold (estimate minus {m}, SE "
                    f"{ref_se:.2g}): " + ", ".join(shown))

@@ -65,7 +65,7 @@ if TYPE_CHECKING:  # annotations only (strings at run time)
 # (start-up time); tests/cli/test_startup.py pins them to the library's own constants.
 _METHODS = ("majority_vote", "dawid_skene", "gold_proportion", "rogan_gladen", "hero1", "hero2", "hero_joint")
 """heroeval.estimators.table.METHODS"""
-_ALL_GOLD_METHODS = ("hero1_ppi", "prior_ppi", "mv_ppi", "gold_only")
+_ALL_GOLD_METHODS = ("hero1_ppi", "gp_ppi", "prior_ppi", "mv_ppi", "gold_only")
 """heroeval.estimators.ppi.ALL_GOLD_METHODS"""
 
 

@@ -22,7 +22,7 @@ from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import scoring, two_coin
 from heroeval.stage_a.calibration import Calibration
 
-__all__ = ["Aligned", "DispatchRule", "FloatArray", "NewLabelerRule", "ScoreInputs", "ShiftRule", "TieRule", "align", "check_calibration", "check_current", "dispatch_rule", "em_status", "has_unknown", "label_codes", "log_likelihood_ratios", "new_labeler_rule", "result_of", "score_test", "stage_a_influence", "with_history"]
+__all__ = ["Aligned", "DispatchRule", "FloatArray", "NewLabelerRule", "ScoreInputs", "ShiftRule", "TieRule", "align", "check_calibration", "check_current", "dispatch_rule", "em_status", "gold_count_variances", "has_unknown", "label_codes", "log_likelihood_ratios", "new_labeler_rule", "result_of", "score_test", "stage_a_influence", "with_history"]
 
 
 FloatArray = npt.NDArray[np.float64]
@@ -165,11 +165,7 @@ def stage_a_influence(
     G = scoring.score_gradient(data.item_ptr, label_codes(data, to_calib), cal.n_labelers, alpha, beta, mu, L)
     current = (psi_resid - psi_resid.mean()) / info
     if space == "gold_counts":
-        n_pos = cal.gold_tp + cal.gold_fn
-        n_neg = cal.gold_tn + cal.gold_fp
-        var_a = (cal.gold_tp * (1 - alpha) ** 2 + cal.gold_fn * alpha**2) / (n_pos + 2.0) ** 2
-        var_b = (cal.gold_tn * (1 - beta) ** 2 + cal.gold_fp * beta**2) / (n_neg + 2.0) ** 2
-        return Influence(current, "gold_counts", G / info, np.concatenate([var_a, var_b]), hash(cal.token))
+        return Influence(current, "gold_counts", G / info, gold_count_variances(cal, alpha, beta), hash(cal.token))
     c = np.zeros(cal.n_parameters)
     c[: 2 * cal.n_labelers] = G / info
     if gamma_x is not None:
@@ -204,6 +200,16 @@ def result_of(method: str, est: float, data: AnnotationSet, **kw: Any) -> Estima
         n_labelers=int(np.unique(data.labeler).size),
         **kw,
     )
+
+
+def gold_count_variances(cal: Calibration, alpha: FloatArray, beta: FloatArray) -> FloatArray:
+    """The variances of rates estimated from the history's gold counts (smoothed proportions): alphas, then betas."""
+    n_pos = cal.gold_tp + cal.gold_fn
+    n_neg = cal.gold_tn + cal.gold_fp
+    var_a = (cal.gold_tp * (1 - alpha) ** 2 + cal.gold_fn * alpha**2) / (n_pos + 2.0) ** 2
+    var_b = (cal.gold_tn * (1 - beta) ** 2 + cal.gold_fp * beta**2) / (n_neg + 2.0) ** 2
+    out: FloatArray = np.concatenate([var_a, var_b])
+    return out
 
 
 NewLabelerRule = Literal["error", "exclude", "estimate"]

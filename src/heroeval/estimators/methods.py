@@ -25,6 +25,7 @@ from heroeval.estimators.common import (
     check_calibration,
     check_current,
     em_status,
+    gold_count_variances,
     has_unknown,
     log_likelihood_ratios,
     new_labeler_rule,
@@ -43,7 +44,8 @@ from heroeval.stage_a.fit import eb_prior_terms, settings_prior
 from heroeval.stage_a.prior import EBPrior
 from heroeval.stage_a.settings import StoppingRule, check_em_settings
 
-__all__ = ["dawid_skene", "gold_proportion", "hero1", "hero_joint", "majority_vote"]
+__all__ = ["dawid_skene", "gold_proportion", "gold_proportion_rates", "gold_proportion_variances", "hero1", "hero_joint",
+           "majority_vote"]
 
 
 def majority_vote(
@@ -203,9 +205,20 @@ def gold_proportion(
     """
     data = check_current(current)
     cal = check_calibration(calibration)
+    alpha, beta = gold_proportion_rates(cal)
+    return _score_estimate("gold_proportion", data, cal, alpha, beta, exclude_new_labelers)
+
+
+def gold_proportion_rates(cal: Calibration) -> tuple[FloatArray, FloatArray]:
+    """Each labeler's Laplace-smoothed sensitivity and specificity on the history's gold items alone."""
     alpha = (cal.gold_tp + 1.0) / (cal.gold_tp + cal.gold_fn + 2.0)
     beta = (cal.gold_tn + 1.0) / (cal.gold_tn + cal.gold_fp + 2.0)
-    return _score_estimate("gold_proportion", data, cal, alpha, beta, exclude_new_labelers)
+    return alpha, beta
+
+
+def gold_proportion_variances(cal: Calibration) -> FloatArray:
+    """The variances of :func:`gold_proportion_rates` (binomial, of the smoothed proportions): alphas, then betas."""
+    return gold_count_variances(cal, *gold_proportion_rates(cal))
 
 
 def hero1(

@@ -86,7 +86,7 @@ from scipy.stats import t as t_dist
 from heroeval.errors import DataError, HeroEvalError
 from heroeval.estimators.common import align, check_calibration, check_current, log_likelihood_ratios
 from heroeval.estimators.inversion import InversionTest, check_alternative
-from heroeval.estimators.methods import hero1
+from heroeval.estimators.methods import gold_proportion, gold_proportion_rates, gold_proportion_variances, hero1
 from heroeval.estimators.results import EstimateResult, Influence
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration
@@ -97,10 +97,13 @@ __all__ = [
     "PREDICTORS",
     "SMALL_GOLD",
     "GoldSample",
+    "PredictorChoice",
+    "choose_predictor",
     "gold_estimates",
     "gold_only",
     "gold_sample",
     "history_prior",
+    "history_scores",
     "item_posterior",
     "ppi",
     "rectify",
@@ -111,12 +114,12 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-Predictor = Literal["hero1", "prior", "majority_vote"]
+Predictor = Literal["hero1", "prior", "majority_vote", "gold_proportion"]
 
-PREDICTORS = ("hero1", "prior", "majority_vote")
-GOLD_METHODS = ("hero1_ppi", "mv_ppi", "gold_only")
+PREDICTORS = ("hero1", "prior", "majority_vote", "gold_proportion")
+GOLD_METHODS = ("hero1_ppi", "gp_ppi", "mv_ppi", "gold_only")
 """The estimates that use current gold, in the order ``method="all"`` adds them when the round has gold."""
-METHOD_OF = {"hero1": "hero1_ppi", "prior": "prior_ppi", "majority_vote": "mv_ppi"}
+METHOD_OF = {"hero1": "hero1_ppi", "prior": "prior_ppi", "majority_vote": "mv_ppi", "gold_proportion": "gp_ppi"}
 SMALL_GOLD = 10
 """Below this many gold items the interval is widened to contain the gold's own Clopper–Pearson interval."""
 _MU_CLIP = 1e-6
@@ -341,27 +344,111 @@ def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: flo
     return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, target, phi, r, var_raw, unit, s2_h, m, conflict)
 
 
-def tuning_prior(calibration: Calibration, mu: float, items: float | None = None) -> tuple[float, float, float] | None:
+Scores = tuple[FloatArray, FloatArray, int]
+"""The history's gold labels, a predictor's log-likelihood ratios on those items, and the history's gold count."""
+
+
+def history_scores(calibration: Calibration, predictor: str = "hero1") -> Scores | None:
+    """What the priors of a posterior predictor are computed on: the history's gold items and their ratios.
+
+    ``"hero1"`` / ``"prior"``: the calibration's gold scores (the EM's
+    sensitivities, in-sample). ``"gold_proportion"``: the model checks'
+    held-out gold items with the gold-proportion rates of the other folds
+    (cross-fitted: in-sample, each item's own labels would be in its
+    labelers' counts); ``None`` without the checks.
+    """
+    if predictor == "gold_proportion":
+        ch = calibration.checks
+        if ch is None or "gold_proportion:llr" not in ch.items:
+            return None
+        y = np.asarray(ch.items["y"], dtype=float)
+        return y, np.asarray(ch.items["gold_proportion:llr"], dtype=float), int(y.size)
+    gsc = calibration.gold_scores
+    return None if gsc is None else (gsc.y, gsc.llr, gsc.n_gold)
+
+
+def tuning_prior(calibration: Calibration, mu: float, items: float | None = None,
+                 scores: Scores | None = None) -> tuple[float, float, float] | None:
     """The posterior predictor's covariance with the gold and its variance on the history's gold items, and their
     worth in gold items: the prior of :func:`tuned_lambda`.
 
     The predictor is ``sigmoid(logit mu + L)`` at the round's rate ``mu``
     over the calibration's kept gold items (:func:`history_prior` uses the
     same items); the worth is ``min(items, n_gold)`` (default
-    :data:`PRIOR_ITEMS`). ``None`` without the record.
+    :data:`PRIOR_ITEMS`). ``None`` without the record. ``scores``: other items
+    and ratios (:func:`history_scores`), as for the gold-proportion predictor.
     """
-    gsc = calibration.gold_scores
-    if gsc is None or gsc.y.size < 2:
+    sc = history_scores(calibration) if scores is None else scores
+    if sc is None or sc[0].size < 2:
         return None
-    f = item_posterior(gsc.llr, mu)
+    y, llr, n_gold = sc
+    f = item_posterior(llr, mu)
     fc = f - f.mean()
-    c = float(np.mean(fc * (gsc.y - gsc.y.mean())))
+    c = float(np.mean(fc * (y - y.mean())))
     v = float(np.mean(fc**2))
-    return c, v, min(PRIOR_ITEMS if items is None else float(items), float(gsc.n_gold))
+    return c, v, min(PRIOR_ITEMS if items is None else float(items), float(n_gold))
+
+
+@dataclass(frozen=True)
+class PredictorChoice:
+    """Which posterior the estimates with current gold rectify, chosen on the history's held-out gold, and why."""
+
+    predictor: str  # "hero1" or "gold_proportion"
+    spreads: dict[str, float]  # each candidate's cross-fitted residual spread at its best lambda
+    n_gold: int
+    reason: str
+
+    @property
+    def method(self) -> str:
+        return METHOD_OF[self.predictor]
+
+
+def choose_predictor(calibration: Calibration) -> PredictorChoice:
+    """The posterior predictor with the smaller cross-fitted residual spread on the history's held-out gold.
+
+    A prediction-powered estimate's current variance is ``(1/k - 1/n)`` times
+    the residual spread ``Var(y - lam f)`` (at the best ``lam``), so the
+    predictor to rectify is the one whose spread is smaller on gold items it
+    did not see. The model checks keep, per held-out gold item, its label and
+    its log-likelihood ratio under HERO's sensitivities (``hero1@w:llr``, the
+    calibration's weight) and under the gold-proportion rates
+    (``gold_proportion:llr``), each fitted on the other folds; each
+    predictor is the posterior at the held-out gold's rate. The choice
+    depends on the calibration alone, so every round estimated with it uses
+    the same predictor (``hero compare`` and the store's trend give the same
+    answer as ``hero estimate``). Without the checks: HERO-1's posterior.
+    """
+    ch = calibration.checks
+    own_w = float(calibration.settings.get("history_weight", 1.0))
+    keys = {"gold_proportion": "gold_proportion:llr"}
+    for w in (own_w, 1.0):
+        if ch is not None and f"hero1@{w:g}:llr" in ch.items:
+            keys["hero1"] = f"hero1@{w:g}:llr"
+            break
+    if ch is None or "y" not in ch.items or len(keys) < 2 or keys["gold_proportion"] not in ch.items:
+        return PredictorChoice("hero1", {}, 0, "HERO-1's posterior (no model checks to compare predictors on: "
+                                               "hero calibrate saves them)")
+    y = np.asarray(ch.items["y"], dtype=float)
+    ybar = float(y.mean())
+    if y.size < 3 or not 0 < ybar < 1:
+        return PredictorChoice("hero1", {}, int(y.size), "HERO-1's posterior (too few or one-class held-out gold)")
+    spreads: dict[str, float] = {}
+    for name in ("hero1", "gold_proportion"):
+        f = item_posterior(np.asarray(ch.items[keys[name]], dtype=float), ybar)
+        fc = f - f.mean()
+        sxx = float(fc @ fc)
+        lam = min(max(float(fc @ (y - ybar)) / sxx, 0.0), 1.0) if sxx > 1e-12 else 0.0
+        spreads[name] = float(np.var(y - lam * f, ddof=1))
+    best = "gold_proportion" if spreads["gold_proportion"] < spreads["hero1"] else "hero1"
+    what = {"hero1": "HERO-1's posterior", "gold_proportion": "the gold-proportion rates' posterior"}[best]
+    reason = (f"{what}: the smaller residual spread on the model checks' {y.size} held-out gold items "
+              f"(HERO-1's posterior {spreads['hero1']:.4f}, gold-proportion's {spreads['gold_proportion']:.4f}, "
+              "cross-fitted)")
+    return PredictorChoice(best, spreads, int(y.size), reason)
 
 
 def history_prior(calibration: Calibration, lam: float, mu: float,
-                  items: float | None = None) -> tuple[float, float] | None:
+                  items: float | None = None, scores: Scores | None = None) -> tuple[float, float] | None:
     """The posterior predictor's residual spread on the history's gold items, and its worth in gold items.
 
     The calibration keeps its history's gold items' labels and
@@ -371,14 +458,15 @@ def history_prior(calibration: Calibration, lam: float, mu: float,
     items. It is worth ``min(items, n_gold)`` gold items (``items`` default
     :data:`PRIOR_ITEMS`): a prior never counts for more items than the
     history has gold. ``None`` when the calibration has no such record (a
-    calibration file written before it was kept).
+    calibration file written before it was kept). ``scores`` as for :func:`tuning_prior`.
     """
-    gsc = calibration.gold_scores
-    if gsc is None or gsc.y.size < 2:
+    sc = history_scores(calibration) if scores is None else scores
+    if sc is None or sc[0].size < 2:
         return None
-    r = gsc.y - lam * item_posterior(gsc.llr, mu)
+    y, llr, n_gold = sc
+    r = y - lam * item_posterior(llr, mu)
     s2 = float(np.var(r, ddof=1))
-    return s2, min(PRIOR_ITEMS if items is None else float(items), float(gsc.n_gold))
+    return s2, min(PRIOR_ITEMS if items is None else float(items), float(n_gold))
 
 
 # ---------------------------------------------------------------------------
@@ -572,10 +660,23 @@ def ppi(
     d = al.data
     gs = _need_gold(d)
     notes = al.notes
-    L = log_likelihood_ratios(d, al.to_calib, cal.alpha, cal.beta)
     J = cal.n_labelers
-    c_mu = np.zeros(cal.n_parameters)
-    if predictor == "hero1":
+    a_use, b_use = cal.alpha, cal.beta
+    space, scores = "stage_a", history_scores(cal, predictor)
+    if predictor == "gold_proportion":
+        a_use, b_use = gold_proportion_rates(cal)
+        space = "gold_counts"
+    L = log_likelihood_ratios(d, al.to_calib, a_use, b_use)
+    c_mu = np.zeros(2 * J if space == "gold_counts" else cal.n_parameters)
+    if predictor == "gold_proportion":
+        gp = gold_proportion(d, cal, exclude_new_labelers=exclude_new_labelers)
+        mu = gp.estimate
+        if not math.isfinite(mu):
+            raise HeroEvalError("the gold-proportion estimate is unidentified on this round: no posterior predictor")
+        if gp.influence is not None and gp.influence.history is not None:
+            c_mu = np.asarray(gp.influence.history, dtype=float)
+        details["prior_rate"] = mu
+    elif predictor == "hero1":
         h1 = hero1(d, cal, exclude_new_labelers=exclude_new_labelers)
         mu = h1.estimate
         if not math.isfinite(mu):
@@ -594,11 +695,11 @@ def ppi(
         details["prior_rate"] = mu
     m = min(max(mu, _MU_CLIP), 1 - _MU_CLIP)
     f = item_posterior(L, m)
-    tp = tuning_prior(cal, m)
+    tp = None if scores is None else tuning_prior(cal, m, scores=scores)
     if lam is None:
         details.update(lambda_round=tuned_lambda(f, gs), lambda_prior_items=0.0 if tp is None else tp[2])
     rect = rectify(f, gs, tuned_lambda(f, gs, tp) if lam is None else lam)
-    hp = history_prior(cal, rect.lam, m)
+    hp = None if scores is None else history_prior(cal, rect.lam, m, scores=scores)
     if hp is not None and rect.lam > 0:
         rect = rectify(f, gs, rect.lam, pseudo=PSEUDO_WITH_PRIOR, prior=hp)
         details.update(history_prior_variance=hp[0], history_prior_items=rect.prior_items,
@@ -612,14 +713,17 @@ def ppi(
     ws = np.zeros(d.n_items)
     ws[gs.index] = gs.weights / gs.weights.sum()
     dw = wu - ws
-    grad = np.zeros(cal.n_parameters)
-    grad[: 2 * J] = _dL_sums(d, al.to_calib, cal.alpha, cal.beta, dw * s, J)
+    grad = np.zeros(c_mu.size)
+    grad[: 2 * J] = _dL_sums(d, al.to_calib, a_use, b_use, dw * s, J)
     grad += float(np.sum(dw * s)) / (m * (1 - m)) * c_mu
     c = rect.lam * grad
-    V = cal.covariance
-    if V is None:
-        notes = (*notes, "the calibration has no parameter covariance: the history term is left out")
-    infl = Influence(rect.phi, "stage_a", c, V, None if V is None else hash(cal.token))
+    if space == "gold_counts":  # the gold-proportion rates' binomial variances (as that estimate's own history term)
+        infl = Influence(rect.phi, "gold_counts", c, gold_proportion_variances(cal), hash(cal.token))
+    else:
+        V = cal.covariance
+        if V is None:
+            notes = (*notes, "the calibration has no parameter covariance: the history term is left out")
+        infl = Influence(rect.phi, "stage_a", c, V, None if V is None else hash(cal.token))
     details.update(al.details)
     return _result(METHOD_OF[predictor], rect.estimate, d, gs, rect, infl, "t", details, notes)
 
@@ -643,7 +747,7 @@ def split_methods(wanted: list[str]) -> tuple[list[str], list[str]]:
     return [m for m in wanted if m not in ALL_GOLD_METHODS], gold
 
 
-ALL_GOLD_METHODS = ("hero1_ppi", "prior_ppi", "mv_ppi", "gold_only")
+ALL_GOLD_METHODS = ("hero1_ppi", "gp_ppi", "prior_ppi", "mv_ppi", "gold_only")
 
 
 def gold_estimates(

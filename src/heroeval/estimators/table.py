@@ -37,6 +37,7 @@ METHOD_TITLES = {
     "hero2": "HERO-2",
     "hero_joint": "HERO joint",
     "hero1_ppi": "HERO-1 + current gold (PPI++)",
+    "gp_ppi": "gold-proportion posterior + current gold (PPI++)",
     "prior_ppi": "history posterior + current gold (PPI++)",
     "mv_ppi": "Majority vote + current gold (PPI++)",
     "gold_only": "Current gold only",

@@ -90,7 +90,7 @@ def _estimate_dict(r: EstimateResult, row: EstimateRow, level: float) -> dict[st
     return out
 
 
-_GOLD_METHODS = ("hero1_ppi", "prior_ppi", "mv_ppi", "gold_only")
+_GOLD_METHODS = ("hero1_ppi", "gp_ppi", "prior_ppi", "mv_ppi", "gold_only")
 
 
 _Z95 = 1.959963984540054
