@@ -167,7 +167,8 @@ def test_measured_residuals_match_a_plain_computation():
     m = measured_residuals(cal, mu)
     assert m is not None and m.evidence == "cross-fitted"
     y = np.asarray(cal.checks.items["y"])
-    llr = np.asarray(cal.checks.items["hero1@1:llr"])
+    key = "gold_proportion:llr" if m.predictor == "gold_proportion" else "hero1@1:llr"  # the estimate's predictor
+    llr = np.asarray(cal.checks.items[key])
     f = 1 / (1 + np.exp(-(np.log(mu / (1 - mu)) + llr)))
     w = np.where(y == 1, mu / y.mean(), (1 - mu) / (1 - y.mean()))
     w = w / w.sum()

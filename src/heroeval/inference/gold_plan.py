@@ -50,7 +50,14 @@ from scipy.stats import t as t_dist
 
 from heroeval.core.options import options_of
 from heroeval.errors import HeroEvalError
-from heroeval.estimators.ppi import PSEUDO, PSEUDO_WITH_PRIOR, history_prior, item_posterior
+from heroeval.estimators.ppi import (
+    PSEUDO,
+    PSEUDO_WITH_PRIOR,
+    choose_predictor,
+    history_prior,
+    history_scores,
+    item_posterior,
+)
 from heroeval.inference.planning import DrawOptions, _draw_sets, _pool
 from heroeval.inference.select import DEFAULT_MIX, inclusion_probabilities
 from heroeval.stage_a.calibration import Calibration
@@ -141,6 +148,7 @@ class MeasuredResiduals:
     variance: float  # weighted residual spread S^2
     evidence: str  # "cross-fitted" (the model checks' held-out gold) or "in-sample" (the calibration's gold scores)
     n_gold: int
+    predictor: str = "hero1"  # the posterior the estimate will rectify (heroeval.estimators.ppi.choose_predictor)
 
     @property
     def residual(self) -> FloatArray:
@@ -151,18 +159,21 @@ class MeasuredResiduals:
 def measured_residuals(calibration: Calibration, mu: float) -> MeasuredResiduals | None:
     """The posterior predictor's residuals on the history's gold weighted to rate ``mu`` (module docstring).
 
-    Cross-fitted when the calibration carries its model checks (their held-out
-    gold items' log-likelihood ratios at the calibration's history weight, else
-    at weight 1), in-sample from its gold scores otherwise; ``None`` with
-    neither, or when the gold has one class only.
+    The predictor is the one the estimate rectifies
+    (:func:`heroeval.estimators.ppi.choose_predictor`). Cross-fitted when the
+    calibration carries its model checks (their held-out gold items'
+    log-likelihood ratios: HERO's at the calibration's history weight, else at
+    weight 1, or the gold-proportion rates'), in-sample from its gold scores
+    otherwise; ``None`` with neither, or when the gold has one class only.
     """
     ch = calibration.checks
     own_w = float(calibration.settings.get("history_weight", 1.0))
     y = llr = None
     evidence = ""
+    predictor = choose_predictor(calibration).predictor
+    keys = ["gold_proportion:llr"] if predictor == "gold_proportion" else [f"hero1@{hw:g}:llr" for hw in (own_w, 1.0)]
     if ch is not None and "y" in ch.items:
-        for hw in (own_w, 1.0):
-            key = f"hero1@{hw:g}:llr"
+        for key in keys:
             if key in ch.items:
                 y, llr, evidence = np.asarray(ch.items["y"], float), np.asarray(ch.items[key], float), "cross-fitted"
                 break
@@ -178,7 +189,7 @@ def measured_residuals(calibration: Calibration, mu: float) -> MeasuredResiduals
     lam = float(min(max(float(w @ ((f - fb) * (y - yb))) / sxx, 0.0), 1.0)) if sxx > 1e-12 else 0.0
     r = y - lam * f
     var = float(w @ (r - float(w @ r)) ** 2) * y.size / max(y.size - 1, 1)
-    return MeasuredResiduals(y, f, w, lam, var, evidence, int(y.size))
+    return MeasuredResiduals(y, f, w, lam, var, evidence, int(y.size), predictor)
 
 
 class ExpertPlanOptions(DrawOptions, total=False):
@@ -254,7 +265,7 @@ def expert_labels(
     notes: list[str] = []
     meas = measured_residuals(calibration, mu)
     if meas is not None:
-        prior = history_prior(calibration, meas.lam, mu)
+        prior = history_prior(calibration, meas.lam, mu, scores=history_scores(calibration, meas.predictor))
         s2h, m = (math.nan, 0.0) if prior is None else prior
 
         def uniform_measured(k: float) -> float:
@@ -275,7 +286,9 @@ def expert_labels(
         how = (f"cross-fitted on the model checks' {meas.n_gold} held-out gold items" if meas.evidence == "cross-fitted"
                else f"on the calibration's {meas.n_gold} gold items in-sample (no model checks saved: optimistic, "
                     "as those items helped fit the labelers; hero calibrate saves the checks)")
-        notes.append(f"the HERO-PPI rows use the predictor's residual spread measured {how}, weighted to a rate of "
+        what = "the gold-proportion posterior" if meas.predictor == "gold_proportion" else "HERO-1's posterior"
+        notes.append(f"the HERO-PPI rows use the residual spread of {what} (the predictor the estimate rectifies) "
+                     f"measured {how}, weighted to a rate of "
                      f"{mu:g} (lambda {meas.lam:.2f}), with the estimator's own variance rule"
                      + (f" (the history prior worth {m:g} items and t at k - 1 + {m:g} df)" if m > 0 else ""))
         if meas.n_gold < THIN_GOLD:
