@@ -325,15 +325,21 @@ def tables(s: pd.DataFrame) -> str:
     out.append("")
     # 3b. against ppi_py's PPI++ with the majority-vote share (uniform design), and the recommended interval's
     # coverage next to ppi_py's, per k
-    out.append("| k | HERO-PPI / ppi_py PPI++ (MV share), width (geo. mean) | cells | coverage HERO-PPI | "
-               "coverage ppi_py |\n|---|---|---|---|---|")
-    wu = w[w["design"] == "uniform"]
+    # ppi_py targets the population mean (no finite-population correction); "like for like" scales its width by
+    # sqrt(1 - k/n), the correction heroeval applies for the round's own n items
+    out.append("| k | HERO-PPI / ppi_py PPI++ (MV share), width (geo. mean) | like for like (ppi_py x sqrt(1 - k/n)) "
+               "| cells | coverage HERO-PPI | coverage ppi_py |\n|---|---|---|---|---|---|")
+    wu = w[w["design"] == "uniform"].merge(
+        s[(s["method"] == "auto") & (s["design"] == "uniform")][["dataset", "shift", "k", "n_current"]],
+        on=["dataset", "shift", "k"], how="left")
     for k, g in wu[wu["k"] > 0].groupby("k"):
         if "ppi_py_mv" not in g:
             break
         cu = rec[(rec["k"] == k) & (rec["design"] == "uniform")]["coverage"].mean()
         cp = s[(s["k"] == k) & (s["method"] == "ppi_py_mv")]["coverage"].mean()
-        out.append(f"| {k} | {_geo(g['auto'] / g['ppi_py_mv']):.3f} | {len(g)} | {cu:.3f} | {cp:.3f} |")
+        fpc = np.sqrt(np.clip(1 - k / g["n_current"], 0.0, 1.0))
+        out.append(f"| {k} | {_geo(g['auto'] / g['ppi_py_mv']):.3f} | {_geo(g['auto'] / (g['ppi_py_mv'] * fpc)):.3f} "
+                   f"| {len(g)} | {cu:.3f} | {cp:.3f} |")
     out.append("")
     # 4. active vs uniform
     a = w[w["design"] == "active"].set_index(["dataset", "shift", "k"])["auto"]
