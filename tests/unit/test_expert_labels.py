@@ -318,3 +318,17 @@ def test_recommended_with_gold_uses_the_chosen_predictor_and_covers():
     print(f"gold-proportion chosen {n_gp}/{reps}, coverage {covered / reps:.3f}, width chosen/other {ratio:.3f}")
     assert covered / reps >= 0.88
     assert ratio <= 1.02
+
+
+def test_silver_plan_warns_when_the_checks_reject_independence():
+    from heroeval.inference.planning import plan
+
+    hist, *_ = _dependent_world(8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = he.calibrate(hist, checks=True)
+    assert cal.checks.dependence.p_value < 0.01
+    p = plan(cal, mu=0.3, half_width=0.05, labels_per_item=3)
+    assert any("reject independence" in n and "--expert-labels" in n for n in p.notes)
+    assert not any("reject independence" in n for n in plan(he.calibrate(hist), mu=0.3, half_width=0.05,
+                                                            labels_per_item=3).notes)

@@ -58,7 +58,7 @@ from heroeval.estimators.ppi import (
     history_scores,
     item_posterior,
 )
-from heroeval.inference.planning import DrawOptions, _draw_sets, _pool
+from heroeval.inference.planning import DEPENDENCE_WARN, DrawOptions, _draw_sets, _pool
 from heroeval.inference.select import DEFAULT_MIX, inclusion_probabilities
 from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.checks_record import class_weights
@@ -77,9 +77,7 @@ __all__ = [
 THIN_GOLD = 30
 """Below this many gold items behind the measured spread the plan says the HERO-PPI rows are uncertain."""
 
-DEPENDENCE_WARN = 0.01
-"""The plan warns that the model row is optimistic when the checks' dependence test has a p-value below this
-(the level at which ``method="auto"`` treats the labelers' model as wrong)."""
+
 
 FloatArray = npt.NDArray[np.float64]
 

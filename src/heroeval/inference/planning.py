@@ -48,11 +48,14 @@ from heroeval.stage_a import scoring
 from heroeval.stage_a.calibration import Calibration
 
 __all__ = [
-    "PLAN_DEFAULTS", "DrawOptions", "Plan", "PlanOptions", "PlanRow", "bound_items", "hero1_variance", "plan",
+    "DEPENDENCE_WARN", "PLAN_DEFAULTS", "DrawOptions", "Plan", "PlanOptions", "PlanRow", "bound_items", "hero1_variance", "plan",
     "simulate_round",
 ]
 
 FloatArray = npt.NDArray[np.float64]
+
+DEPENDENCE_WARN = 0.01
+"""A plan warns that its model-based figures are optimistic when the checks' dependence test is below this."""
 
 ENUMERATE_MAX = 1 << 17
 """Exact enumeration when (labeler sets) x (label patterns) is at most this."""
@@ -406,6 +409,13 @@ def plan(
                      "items reaches it (more gold or history items would)")
     if score_r2 > 0:
         notes.append(f"current part scaled by 1 - score_r2 = {shrink:g} (HERO-2 with covariates; not checked by simulation)")
+    dep = calibration.checks.dependence if calibration.checks is not None else None
+    if dep is not None and math.isfinite(dep.p_value) and dep.p_value < DEPENDENCE_WARN:
+        notes.append(f"warning: the model checks reject independence given the gold (p = {dep.p_value:.2g}, mean "
+                     f"conditional correlation {dep.mean_correlation:.3f}): these figures assume independent labelers "
+                     "and are optimistic (the information and the history's variance both); the recommended estimate "
+                     "is then bias-aware and wider, as hero estimate reports it. Plan expert labels instead: hero plan "
+                     "--expert-labels measures the spread on the history's held-out gold")
     target = float(half_width if goal == "half_width" else difference if goal == "difference" else n_items)  # type: ignore[arg-type]
     return Plan(goal, float(mu), target, float(confidence_level), power if goal == "difference" else None,
                 float(score_r2), tuple(rows), tuple(notes))
