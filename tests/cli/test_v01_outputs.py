@@ -140,6 +140,12 @@ def test_cli_json_outputs_equal_0_1(name: str) -> None:
         for k in ("ci_low", "ci_high", "ci_method", "ci_text", "upper_bound", "candidates"):
             o.pop(k, None)
             n.pop(k, None)
+    if name == "plan":
+        # issue #41, deliberately: the plan warns that its model-based figures are optimistic when the model checks
+        # reject independence (they do on this panel); every number is 0.1's
+        warned = [x for x in now["notes"] if "reject independence" in x and "--expert-labels" in x]
+        assert len(warned) == 1
+        now["notes"] = [x for x in now["notes"] if x not in warned]
     # the drift check's statistics changed deliberately (issue 23, item 1: a test that holds its level on sparse
     # crowds); what it tests (labelers, counts, observed and expected rates, the HERO-1 estimate) is unchanged
     for o, n in ((old, now), (old.get("drift"), now.get("drift"))) if name in ("drift", "estimate") else ():
