@@ -138,7 +138,9 @@ class ModelChecks:
             "chosen_weight": self.chosen_weight, "calibration_curve": self.calibration_curve,
             "mock": [{k: (finite_or_none(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.mock],
             "dependence": self.dependence.to_dict(), "notes": list(self.notes),
-            "items": {k: np.round(np.asarray(v, dtype=np.float64), 10).tolist() for k, v in self.items.items()},
+            # exact (shortest round-trip repr): the predictor's choice and the priors of the estimates with current
+            # gold read these, so a calibration read back must give the same estimate as the fit itself
+            "items": {k: np.asarray(v, dtype=np.float64).tolist() for k, v in self.items.items()},
             "rounds": [{k: (finite_or_none(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.rounds],
         }
 
