@@ -76,13 +76,14 @@ def test_cli_copies_of_library_constants_are_pinned() -> None:
     from heroeval.cli import commands, estimate, plan, store
     from heroeval.estimators.ppi import ALL_GOLD_METHODS
     from heroeval.estimators.table import METHODS
-    from heroeval.inference.select import DEFAULT_MIX
+    from heroeval.inference.select import DEFAULT_MIX, DEFAULT_STRATA
     from heroeval.store.trend import ADJUSTMENTS
     from heroeval.workflows.benchmark import RATE_SHIFT_ODDS
 
     assert estimate._METHODS == METHODS
     assert estimate._ALL_GOLD_METHODS == ALL_GOLD_METHODS
     assert plan._DEFAULT_MIX == DEFAULT_MIX
+    assert plan._DEFAULT_STRATA == DEFAULT_STRATA
     assert store._ADJUSTMENTS == ADJUSTMENTS
     rate_odds = inspect.signature(commands.benchmark_cmd).parameters["rate_odds"].default
     assert rate_odds == RATE_SHIFT_ODDS

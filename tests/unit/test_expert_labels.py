@@ -10,7 +10,8 @@ import pytest
 import heroeval as he
 from heroeval.choice.with_gold import recommend_with_gold
 from heroeval.errors import UnknownLabelerError
-from heroeval.estimators.ppi import PRIOR_ITEMS, GoldSample, item_posterior, ppi, tuned_lambda, tuning_prior
+from heroeval.estimators.gold_sample import GoldSample
+from heroeval.estimators.ppi import PRIOR_ITEMS, item_posterior, ppi, tuned_lambda, tuning_prior
 
 
 def _world(seed: int, n_hist: int = 1000, n_cur: int = 300, mu_cur: float = 0.06, J: int = 6,
@@ -157,7 +158,7 @@ def _dependent_world(seed: int, n_hist: int = 1500, n_cur: int = 400, mu_cur: fl
 
 
 def test_measured_residuals_match_a_plain_computation():
-    from heroeval.inference.gold_plan import measured_residuals
+    from heroeval.inference.residuals import measured_residuals
 
     hist, *_ = _dependent_world(2)
     with warnings.catch_warnings():

@@ -14,7 +14,8 @@ from heroeval.checks.model_checks import CANDIDATES
 from heroeval.choice.auto import _candidate
 from heroeval.errors import HeroEvalError
 from heroeval.estimators.common import align, has_unknown
-from heroeval.estimators.ppi import PredictorChoice, choose_predictor, gold_estimates, gold_sample
+from heroeval.estimators.gold_sample import gold_sample
+from heroeval.estimators.ppi import PredictorChoice, choose_predictor, gold_estimates
 from heroeval.estimators.records import Recommendation
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a.calibration import Calibration

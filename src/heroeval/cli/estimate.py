@@ -96,7 +96,7 @@ def _methods(method: str) -> Any:
 
 def _current_gold_text(ds: AnnotationSet, design: Path | None = None) -> str | None:
     """The ingest line for a current round's gold: how many items, how they were sampled."""
-    from heroeval.estimators.ppi import gold_sample
+    from heroeval.estimators.gold_sample import gold_sample
 
     gs = gold_sample(ds)
     if gs is None:
@@ -104,18 +104,19 @@ def _current_gold_text(ds: AnnotationSet, design: Path | None = None) -> str | N
     how = ("taken as a uniform random sample (no design given: --design names hero select's file)"
            if gs.design == "uniform" else
            f"drawn by a design ({'--design ' + str(design) if design is not None else 'a pi column in the gold file'};"
-           f" inclusion probabilities {gs.pi.min():.3g} to {gs.pi.max():.3g}, Hajek weights 1/pi)")
+           f" inclusion probabilities {gs.pi.min():.3g} to {gs.pi.max():.3g}, Hajek weights 1/pi"
+           + (f"; {gs.n_strata} strata, stratified variance" if gs.stratum is not None else "") + ")")
     return f"current gold: {gs.k} of {gs.n} items of round {ds.name!r} have expert labels, {how}"
 
 
 def _current_gold_json(ds: AnnotationSet, gold_file: Path | None, design: Path | None = None) -> dict[str, Any] | None:
     """The JSON record of a current round's gold (None without): how many items, how drawn, from which files."""
-    from heroeval.estimators.ppi import gold_sample
+    from heroeval.estimators.gold_sample import gold_sample
 
     gs = gold_sample(ds)
     if gs is None:
         return None
-    return {"n_gold": gs.k, "n_items": gs.n, "design": gs.design,
+    return {"n_gold": gs.k, "n_items": gs.n, "design": gs.design, "strata": gs.n_strata if gs.stratum is not None else None,
             "gold_file": None if gold_file is None else str(gold_file),
             "design_file": None if design is None else str(design), "text": _current_gold_text(ds, design)}
 

@@ -142,15 +142,23 @@ class SelectDesign(str, Enum):
     active = "active"
     uniform = "uniform"
     poisson = "poisson"
+    stratified = "stratified"
+
+
+_DEFAULT_STRATA = 4
+"""heroeval.inference.select.DEFAULT_STRATA"""
 
 
 def select_cmd(
     current: Annotated[Path, typer.Argument(help=f"Current-round annotations ({FILES}).")],
     k: Annotated[int, typer.Option("--k", "-k", help="Budget: how many items to send to the experts.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the selected items (CSV: item_id, pi, predictor, design).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the selected items (CSV: item_id, pi, predictor, design; stratified: stratum, spread).")],
     calibration: Annotated[Path | None, typer.Option(help="Calibration JSON from 'hero calibrate' (needed by the active and poisson designs).")] = None,
-    design: Annotated[SelectDesign, typer.Option(help="uniform (default; measured narrower than active below about half the round, docs/current_gold.md): a simple random sample of k items; active: items whose gold the silver labels leave uncertain are likelier (pi proportional to sqrt(f(1-f)), mixed with uniform), exactly k items; poisson: the same pi, drawn independently.")] = SelectDesign.uniform,
-    mix: Annotated[float, typer.Option(help="Active designs: share of the uniform design in the mixture (bounds every weight 1/pi by n/(mix k)).")] = _DEFAULT_MIX,
+    design: Annotated[SelectDesign, typer.Option(help="uniform (default; measured narrower than active below about half the round, docs/current_gold.md): a simple random sample of k items; active: items whose gold the silver labels leave uncertain are likelier (pi proportional to sqrt(f(1-f)), mixed with uniform), exactly k items; poisson: the same pi, drawn independently; stratified: a simple random sample in each stratum of --by.")] = SelectDesign.uniform,
+    mix: Annotated[float, typer.Option(help="Active designs: share of the uniform design in the mixture (bounds every weight 1/pi by n/(mix k)); stratified: share of the proportional allocation (the rest Neyman's, from the history's residual spread).")] = _DEFAULT_MIX,
+    by: Annotated[str | None, typer.Option(help="Stratify (implies --design stratified): 'posterior' (--strata bands of the items' posterior; needs --calibration) or an item-level column of CURRENT (or of --groups) such as a query or topic.")] = None,
+    strata: Annotated[int, typer.Option(help="With --by posterior: how many equal-count bands.")] = _DEFAULT_STRATA,
+    groups: Annotated[Path | None, typer.Option(help="With --by COLUMN: the table holding the column (item_id, COLUMN), if not CURRENT.")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the draw.")] = None,
     new_labelers: NewLabelersOpt = None,
     label_map: MapOpt = None,
@@ -170,12 +178,23 @@ def select_cmd(
     from rich.markup import escape
 
     from heroeval.inference.select import select_items
+    from heroeval.ingest.read import read_item_groups
     from heroeval.report import terminal as _render
     from heroeval.stage_a.calibration import load_calibration
 
     check_output(output, "--output", "the selection")
-    if design is not SelectDesign.uniform and calibration is None:
-        err(f"the {design.value} design needs --calibration (the items' posteriors); or use --design uniform")
+    if by is not None and design not in (SelectDesign.uniform, SelectDesign.stratified):
+        err(f"--by gives the strata of the stratified design, not of the {design.value} one")
+        raise typer.Exit(2)
+    if by is None and design is SelectDesign.stratified:
+        by = "posterior"
+    if groups is not None and by in (None, "posterior"):
+        err("--groups goes with --by COLUMN (the table holding the column)")
+        raise typer.Exit(2)
+    needs_cal = by == "posterior" or (by is None and design is not SelectDesign.uniform)
+    if needs_cal and calibration is None:
+        what = "strata by the posterior need" if by == "posterior" else f"the {design.value} design needs"
+        err(f"{what} --calibration (the items' posteriors); or use --design uniform or --by COLUMN")
         raise typer.Exit(2)
 
     def go() -> Any:
@@ -183,8 +202,13 @@ def select_cmd(
                            labeler_col=labeler_col, label_col=label_col, round_col=None, duplicates=duplicates,
                            label_map=parse_label_map(label_map), encoding=encoding)
         cal = None if calibration is None else load_calibration(calibration)
-        sel = select_items(cur, cal, k, design=design.value, mix=mix, rng=seed,
-                           exclude_new_labelers=new_labelers is not None and new_labelers.value == "exclude")
+        strata_by: Any = by
+        if by is not None and by != "posterior":
+            strata_by = read_item_groups(current if groups is None else groups, by, item_col=item_col,
+                                         encoding=encoding)
+        sel = select_items(cur, cal, k, design=design.value if by is None else "stratified", mix=mix, rng=seed,
+                           exclude_new_labelers=new_labelers is not None and new_labelers.value == "exclude",
+                           by=strata_by, n_strata=strata)
         sel.chosen.to_csv(output, index=False)
         return sel
 
@@ -192,7 +216,8 @@ def select_cmd(
     if fmt is Format.json:
         print(json.dumps({"design": sel.design, "k": sel.k, "mix": sel.mix, "output": str(output),
                           "items": sel.chosen["item_id"].tolist(), "pi": sel.chosen["pi"].round(6).tolist(),
-                          "notes": list(sel.notes)}, indent=1))
+                          "strata": None if sel.strata is None else sel.strata.to_dict(orient="records"),
+                          "notes": list(sel.notes)}, indent=1, default=float))
         return
     con = console()
     _render.print_all(con, *ingest_tables())

@@ -25,7 +25,10 @@ finite population the gold was drawn from). With residuals
 
     Var_current = (1/n^2) * k/(k-1) * sum_S (1 - pi_i) (r_i - r_bar)^2 / pi_i^2
 
-which for a uniform sample is ``(1 - k/n) s_r^2 / k``. ``lam`` minimises it:
+which for a uniform sample is ``(1 - k/n) s_r^2 / k``; under a stratified
+design the residuals are centred within the strata instead
+(:mod:`heroeval.estimators.gold_sample`), and the t below has ``k - H``
+degrees of freedom for H strata. ``lam`` minimises it:
 the weighted least-squares slope of y on f over S with weights
 ``(1 - pi_i) / pi_i^2``, clipped to [0, 1] (``lam = 0`` is the gold-only
 mean, ``lam = 1`` plain PPI). For the posterior predictors the slope is
@@ -85,6 +88,7 @@ from scipy.stats import t as t_dist
 
 from heroeval.errors import DataError, HeroEvalError
 from heroeval.estimators.common import align, check_calibration, check_current, log_likelihood_ratios
+from heroeval.estimators.gold_sample import GoldSample, centred, gold_sample, variance_groups
 from heroeval.estimators.inversion import InversionTest, check_alternative
 from heroeval.estimators.methods import gold_proportion, gold_proportion_rates, gold_proportion_variances, hero1
 from heroeval.estimators.results import EstimateResult, Influence
@@ -96,12 +100,10 @@ __all__ = [
     "GOLD_METHODS",
     "PREDICTORS",
     "SMALL_GOLD",
-    "GoldSample",
     "PredictorChoice",
     "choose_predictor",
     "gold_estimates",
     "gold_only",
-    "gold_sample",
     "history_prior",
     "history_scores",
     "item_posterior",
@@ -133,55 +135,6 @@ PRIOR_ITEMS = 20.0
 """What the history prior on the residual spread is worth, in gold items (at most the history's gold count)."""
 PRIOR_CONFLICT_LEVEL = 0.05
 """The prior is dropped when the round's residual spread exceeds the history's at this one-sided level."""
-
-
-# ---------------------------------------------------------------------------
-# The gold sample
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GoldSample:
-    """The current round's gold items: positions, labels, inclusion probabilities and how they were drawn."""
-
-    index: IntArray  # positions of the gold items among the round's items
-    y: FloatArray
-    pi: FloatArray  # inclusion probabilities (k / n for a uniform sample)
-    design: str  # "uniform" (no design given) or "design"
-    n: int  # items in the round
-
-    @property
-    def k(self) -> int:
-        return int(self.index.size)
-
-    @property
-    def weights(self) -> FloatArray:
-        w: FloatArray = 1.0 / self.pi
-        return w
-
-    def describe(self) -> str:
-        if self.design == "uniform":
-            return f"{self.k} of {self.n} items have gold, taken as a uniform random sample"
-        if np.allclose(self.pi, self.pi[0]):
-            return f"{self.k} of {self.n} items have gold, drawn by a uniform design (pi = {self.pi[0]:.3g})"
-        return (f"{self.k} of {self.n} items have gold, drawn by a design (inclusion probabilities "
-                f"{self.pi.min():.3g} to {self.pi.max():.3g}; Hajek weights 1/pi)")
-
-
-def gold_sample(data: AnnotationSet) -> GoldSample | None:
-    """The gold items of a current round (``None`` when it has none), with their design."""
-    idx = np.flatnonzero(data.gold >= 0).astype(np.int64)
-    if idx.size == 0:
-        return None
-    n = data.n_items
-    y = data.gold[idx].astype(float)
-    if data.gold_pi is None:
-        return GoldSample(idx, y, np.full(idx.size, idx.size / n), "uniform", n)
-    pi = np.asarray(data.gold_pi, dtype=float)[idx]
-    if not np.all(np.isfinite(pi)):
-        raise DataError(f"{int((~np.isfinite(pi)).sum())} gold item(s) of {data.name!r} have no inclusion "
-                        "probability in the design")
-    return GoldSample(idx, y, pi, "design", n)
 
 
 # ---------------------------------------------------------------------------
@@ -238,11 +191,13 @@ class Rectified:
     prior_variance: float = math.nan  # the history prior's residual spread (nan: no prior)
     prior_items: float = 0.0  # what the prior is worth, in gold items (0: not used)
     prior_conflict: bool = False  # the round's spread contradicted the prior, which was dropped
+    groups: int = 1  # the strata the residuals were centred in (1 without a stratified design)
 
     @property
     def df(self) -> float:
-        """Degrees of freedom of the t interval: k - 1, plus the prior's worth when it was used (moderated t)."""
-        return float(max(self.residual.size - 1, 1)) + self.prior_items
+        """Degrees of freedom of the t interval: k - H (H strata; 1 without), plus the prior's worth when it was
+        used (moderated t)."""
+        return float(max(self.residual.size - self.groups, 1)) + self.prior_items
 
 def tuned_lambda(f: FloatArray, gs: GoldSample, prior: tuple[float, float, float] | None = None) -> float:
     """PPI++ power tuning: the weighted LS slope of y on f over the gold, weights (1 - pi)/pi^2, clipped to [0, 1].
@@ -263,11 +218,11 @@ def tuned_lambda(f: FloatArray, gs: GoldSample, prior: tuple[float, float, float
     k = float(gs.k)
     if gs.k < 2 or v.sum() <= 0:
         k, c, var = 0.0, 0.0, 0.0
-    else:
-        fb = float(np.sum(v * fs) / v.sum())
-        yb = float(np.sum(v * gs.y) / v.sum())
-        var = float(np.sum(v * (fs - fb) ** 2) / v.sum())
-        c = float(np.sum(v * (fs - fb) * (gs.y - yb)) / v.sum())
+    else:  # moments within the design's strata (the whole sample without)
+        g = variance_groups(gs)
+        fc, yc = centred(fs, v, g), centred(gs.y, v, g)
+        var = float(np.sum(v * fc**2) / v.sum())
+        c = float(np.sum(v * fc * yc) / v.sum())
     den = k * var + m * v_h
     if den <= 1e-12 * max(k + m, 1e-300):
         return 0.0
@@ -318,14 +273,17 @@ def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: flo
     if k < 2:
         return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, math.nan, phi, r, prior_variance=s2_h)
     c = (1 - gs.pi) / gs.pi**2  # each gold item's variance factor (1 - pi) / pi^2
-    phi[gs.index] = math.sqrt(k / (k - 1)) * np.sqrt(c) * (r - rbar)
+    g = variance_groups(gs)  # residuals centred within strata: the stratified variance sum_h (1 - f_h) N_h^2 s_h^2 / k_h
+    kh = np.bincount(g)[g].astype(float)
+    phi[gs.index] = np.sqrt(np.where(kh > 1, kh / np.maximum(kh - 1, 1), 1.0) * c) * centred(r, w, g)
     var_raw = float(phi @ phi) / n**2
     unit = k * float(c.mean()) / n**2  # the variance per unit of residual spread (uniform: (1 - k/n) / k)
     target, conflict = var_raw, False
+    n_groups = int(g.max()) + 1
     if m > 0 and unit > 0:
         s2 = var_raw / unit
-        q = float(chi2.ppf(1 - PRIOR_CONFLICT_LEVEL, k - 1))
-        conflict = (s2 > 0) if s2_h <= 0 else (k - 1) * s2 / s2_h > q
+        q = float(chi2.ppf(1 - PRIOR_CONFLICT_LEVEL, max(k - n_groups, 1)))
+        conflict = (s2 > 0) if s2_h <= 0 else max(k - n_groups, 1) * s2 / s2_h > q
         if conflict:
             m, pseudo = 0.0, PSEUDO
         else:
@@ -341,7 +299,7 @@ def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: flo
             phi[free] = n * math.sqrt(target - var_raw)
         else:
             target = var_raw
-    return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, target, phi, r, var_raw, unit, s2_h, m, conflict)
+    return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, target, phi, r, var_raw, unit, s2_h, m, conflict, n_groups)
 
 
 Scores = tuple[FloatArray, FloatArray, int]

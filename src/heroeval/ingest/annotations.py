@@ -165,6 +165,10 @@ class AnnotationSet:
         ``heroeval.inference.select``); NaN for items outside the sample.
         ``None``: no design given (gold items, if any, are taken as a
         uniform random sample).
+    gold_stratum : ndarray of object (str), shape (n_items,), or None
+        The stratum of each item in a stratified design (``""`` outside the
+        sample), ``None`` when the design has no strata: the estimators'
+        variance is then the stratified one (residuals centred within strata).
     """
 
     item_ids: npt.NDArray[np.object_]
@@ -181,6 +185,7 @@ class AnnotationSet:
     name: str = "annotations"
     repeated_pairs: bool = True  # some (item, labeler) pair has several labels (False only when known)
     gold_pi: npt.NDArray[np.float64] | None = None  # inclusion probabilities of a gold-sampling design
+    gold_stratum: npt.NDArray[np.object_] | None = None  # strata of a stratified design ("" off the sample)
 
     def __post_init__(self) -> None:
         for arr in (
@@ -197,6 +202,8 @@ class AnnotationSet:
             self.covariates.setflags(write=False)
         if self.gold_pi is not None:
             self.gold_pi.setflags(write=False)
+        if self.gold_stratum is not None:
+            self.gold_stratum.setflags(write=False)
 
     # -- sizes -------------------------------------------------------------
     @property
@@ -335,6 +342,7 @@ class AnnotationSet:
             name=self.name if name is None else name,
             repeated_pairs=self.repeated_pairs,
             gold_pi=None if self.gold_pi is None else self.gold_pi[ix],
+            gold_stratum=None if self.gold_stratum is None else self.gold_stratum[ix],
         )
 
     def with_gold(self, items: npt.ArrayLike, values: npt.ArrayLike) -> AnnotationSet:
@@ -350,14 +358,18 @@ class AnnotationSet:
         gold[pos] = vals.astype(np.int8)
         return replace(self, gold=gold)
 
-    def with_design(self, items: npt.ArrayLike, pi: npt.ArrayLike) -> AnnotationSet:
+    def with_design(self, items: npt.ArrayLike, pi: npt.ArrayLike,
+                    strata: npt.ArrayLike | None = None) -> AnnotationSet:
         """A copy that records the gold sample's design: item ``items[k]`` was drawn with probability ``pi[k]``.
 
         ``pi`` are the inclusion probabilities a design such as
         :func:`heroeval.inference.select.select_items` wrote beside the items
         it chose (in (0, 1]). Every gold item of the set must be among
         ``items``; the estimators with current gold then weight each gold
-        item by ``1 / pi`` (Hajek).
+        item by ``1 / pi`` (Hajek). ``strata`` (one label per item, for a
+        stratified design: a simple random sample of ``k_h`` of the ``N_h``
+        items of each stratum, ``pi = k_h / N_h``) makes the variance the
+        stratified one.
         """
         ids = np.asarray([str(x) for x in np.asarray(items, dtype=object).ravel()], dtype=object)
         p = np.asarray(pi, dtype=float).ravel()
@@ -377,7 +389,16 @@ class AnnotationSet:
             raise DataError(f"{int(missing.sum())} gold item(s) of {self.name!r} are not in the design "
                             f"(no inclusion probability): {shown}. Gold items must be the ones the design "
                             "selected (or give no design: they are then taken as a uniform sample).")
-        return replace(self, gold_pi=out)
+        if strata is None:
+            return replace(self, gold_pi=out, gold_stratum=None)
+        st = np.asarray([str(x) for x in np.asarray(strata, dtype=object).ravel()], dtype=object)
+        if st.size != ids.size:
+            raise DataError(f"design: {ids.size} items but {st.size} strata")
+        if (st[have] == "").any():
+            raise DataError(f"design: {int((st[have] == '').sum())} item(s) have an empty stratum")
+        sv = np.full(self.n_items, "", dtype=object)
+        sv[pos] = st[have]
+        return replace(self, gold_pi=out, gold_stratum=sv)
 
     def select_labelers(self, keep: npt.NDArray[np.bool_]) -> tuple[AnnotationSet, int, int]:
         """Drop the annotations of labelers where ``keep`` is False.
@@ -411,6 +432,7 @@ class AnnotationSet:
             name=self.name,
             repeated_pairs=self.repeated_pairs,
             gold_pi=None if self.gold_pi is None else self.gold_pi[keep_item].copy(),
+            gold_stratum=None if self.gold_stratum is None else self.gold_stratum[keep_item].copy(),
         )
         return new, int((~keep_ann).sum()), int((~keep_item).sum())
 

@@ -46,11 +46,13 @@ from heroeval.ingest.tables import (
 __all__ = [
     "DESIGN_COLUMN",
     "DUCKDB_MIN_BYTES",
+    "STRATUM_COLUMN",
     "CompactOptions",
     "ReadOptions",
     "read_annotations",
     "read_compact",
     "read_design",
+    "read_item_groups",
 ]
 
 
@@ -186,12 +188,12 @@ def read_annotations(
                       covariates=o["covariate_cols"])
     ds = build_annotation_set(ann, columns=columns, rules=rules, gold=gold_t, covariates=cov_t, name=name)
     if design is not None:
-        ids, pi = read_design(design, item_col=gold_item_col or item_col, encoding=encoding)
-        return ds.with_design(ids, pi)
+        ids, pi, strata = read_design(design, item_col=gold_item_col or item_col, encoding=encoding)
+        return ds.with_design(ids, pi, strata)
     if gold_t is not None and DESIGN_COLUMN in gold_t.df.columns:
         g = gold_t.df[gold_t.df[DESIGN_COLUMN].astype(str).str.strip() != ""]
-        ids, pi = _design_columns(g, gold_t.item_col, gold_t.source)
-        return ds.with_design(ids, pi)
+        ids, pi, strata = _design_columns(g, gold_t.item_col, gold_t.source)
+        return ds.with_design(ids, pi, strata)
     return ds
 
 
@@ -232,21 +234,26 @@ def read_compact(
 
 
 DESIGN_COLUMN = "pi"
+STRATUM_COLUMN = "stratum"
+"""The optional column of a design file naming each item's stratum (``hero select --by``)."""
 """Column of inclusion probabilities in a selection file (``hero select``) or a gold table."""
 
 
-def read_design(source: TableLike, *, item_col: str | None = None,
-                encoding: str | None = None) -> tuple[npt.NDArray[np.object_], npt.NDArray[np.float64]]:
-    """Item ids and inclusion probabilities (column ``pi``) of a gold-sampling design, e.g. ``hero select``'s file."""
-    cols = [c for c in (item_col, *ITEM_COLUMNS) if c]
+DesignColumns = tuple[npt.NDArray[np.object_], npt.NDArray[np.float64], npt.NDArray[np.object_] | None]
+"""Item ids, inclusion probabilities and strata (``None`` without a ``stratum`` column) of a design."""
+
+
+def read_design(source: TableLike, *, item_col: str | None = None, encoding: str | None = None) -> DesignColumns:
+    """Item ids, inclusion probabilities (column ``pi``) and strata (column ``stratum``, optional) of a gold-sampling
+    design, e.g. ``hero select``'s file."""
+    cols = [c for c in (item_col, *ITEM_COLUMNS, STRATUM_COLUMN) if c]
     df, src, _ = load_table(source, "design", string_cols=cols, encoding=encoding)
     col = item_col if item_col is not None and item_col in df.columns else resolve_column(df, None, ITEM_COLUMNS,
                                                                                  "design item", src)
     return _design_columns(df, col, src)
 
 
-def _design_columns(df: pd.DataFrame, item_col: str, src: str) -> tuple[npt.NDArray[np.object_],
-                                                                        npt.NDArray[np.float64]]:
+def _design_columns(df: pd.DataFrame, item_col: str, src: str) -> DesignColumns:
     if DESIGN_COLUMN not in df.columns:
         raise DataError(f"{src!r}: no column {DESIGN_COLUMN!r} (inclusion probabilities); columns are "
                         f"{list(df.columns)[:12]}")
@@ -258,7 +265,46 @@ def _design_columns(df: pd.DataFrame, item_col: str, src: str) -> tuple[npt.NDAr
     ids = df[item_col].astype(str).to_numpy(dtype=object)
     if pd.Series(ids).duplicated().any():
         raise DataError(f"{src!r}: an item appears twice in the design")
-    return ids, pi
+    if STRATUM_COLUMN not in df.columns:
+        return ids, pi, None
+    st = df[STRATUM_COLUMN].astype("string").fillna("").str.strip().to_numpy(dtype=object)
+    empty = st == ""
+    if empty.any():
+        raise DataError(f"{src!r}: column {STRATUM_COLUMN!r} is empty in {int(empty.sum())} row(s) (first at row "
+                        f"{int(np.flatnonzero(empty)[0]) + 2}); a stratified design names every item's stratum")
+    return ids, pi, st
+
+
+def read_item_groups(source: TableLike, column: str, *, item_col: str | None = None,
+                     encoding: str | None = None) -> pd.Series:
+    """Each item's group from an item-level column of a table (e.g. the annotations file's ``topic``).
+
+    For a stratified design (``hero select --by COLUMN``). The column must be
+    present, filled, and the same on every row of an item: a
+    :class:`DataError` names the file, the column and the first item that
+    breaks this. Returns a Series from item id (str) to group (str).
+    """
+    cols = [c for c in (item_col, *ITEM_COLUMNS, column) if c]
+    df, src, _ = load_table(source, "groups", string_cols=cols, encoding=encoding)
+    icol = item_col if item_col is not None and item_col in df.columns else resolve_column(df, None, ITEM_COLUMNS,
+                                                                                  "item", src)
+    if column not in df.columns:
+        raise DataError(f"{src!r}: no column {column!r} for the strata; columns are {list(df.columns)[:12]}")
+    g = df[column].astype("string").str.strip()
+    empty = g.isna() | (g == "")
+    if empty.any():
+        raise DataError(f"{src!r}: column {column!r} is empty in {int(empty.sum())} row(s) (first at row "
+                        f"{int(np.flatnonzero(empty.to_numpy())[0]) + 2}); every item needs its group")
+    t = pd.DataFrame({"item": df[icol].astype(str).to_numpy(), "group": g.to_numpy()})
+    n = t.groupby("item", sort=False)["group"].nunique()
+    if (n > 1).any():
+        bad = str(n.index[np.flatnonzero(n.to_numpy() > 1)[0]])
+        vals = sorted(t.loc[t["item"] == bad, "group"].unique().tolist())[:3]
+        raise DataError(f"{src!r}: column {column!r} is not an item-level column: item {bad!r} has the values "
+                        f"{vals}; the strata need one group per item")
+    out = t.drop_duplicates("item").set_index("item")["group"].astype(str)
+    out.name = column
+    return out
 
 
 DUCKDB_MIN_BYTES = 256 * 2**20

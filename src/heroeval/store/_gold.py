@@ -35,7 +35,8 @@ __all__ = ["DESIGN_TABLE", "GoldAdded", "annotations_hash", "drop_design", "same
            "with_expert_labels", "with_stored_design", "write_gold"]
 
 DESIGN_TABLE = "gold_design"
-"""The table of a stored round's gold-sampling design: (round_id, item, pi); created with the first design."""
+"""The table of a stored round's gold-sampling design: (round_id, item, pi, stratum); created with the first
+design (``stratum`` NULL outside a stratified design, and added to tables made before it)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,11 @@ def with_expert_labels(stored: AnnotationSet, gold: TableLike, *, design: TableL
     elif stored.gold_pi is not None:
         raise StoreError(f"round {stored.name!r} holds gold drawn by a design: expert labels added to it need their "
                          "inclusion probabilities too (a pi column, or --design)")
-    return replace(stored, gold=merged, gold_pi=pi), n_new, n_again
+    strata = None
+    if fresh.gold_stratum is not None:  # a stratified design: it covers the whole gold sample, as pi does
+        strata = np.full(stored.n_items, "", dtype=object)
+        strata[pos] = fresh.gold_stratum
+    return replace(stored, gold=merged, gold_pi=pi, gold_stratum=strata), n_new, n_again
 
 
 def write_gold(con: Any, rid: int, ds: AnnotationSet) -> None:
@@ -141,11 +146,15 @@ def write_gold(con: Any, rid: int, ds: AnnotationSet) -> None:
     if ds.gold_pi is not None:
         con.execute(f"CREATE TABLE IF NOT EXISTS {DESIGN_TABLE} (round_id INTEGER NOT NULL, item_id VARCHAR NOT NULL, "
                     "pi DOUBLE NOT NULL)")
+        con.execute(f"ALTER TABLE {DESIGN_TABLE} ADD COLUMN IF NOT EXISTS stratum VARCHAR")  # stores made before strata
         con.execute(f"DELETE FROM {DESIGN_TABLE} WHERE round_id = ?", [rid])
+        st = None if ds.gold_stratum is None else ds.gold_stratum[on].astype(str)
         d = pd.DataFrame({"round_id": np.full(on.size, rid, dtype=np.int32), "item_id": ds.item_ids[on].astype(str),
-                          "pi": ds.gold_pi[on]})
+                          "pi": ds.gold_pi[on], "stratum": pd.Series(st, dtype="string") if st is not None
+                          else pd.Series([None] * on.size, dtype="string")})
         con.register("_design", d)
-        con.execute(f"INSERT INTO {DESIGN_TABLE} SELECT * FROM _design")
+        con.execute(f"INSERT INTO {DESIGN_TABLE} (round_id, item_id, pi, stratum) "
+                    "SELECT round_id, item_id, pi, stratum FROM _design")
         con.unregister("_design")
 
 
@@ -164,10 +173,15 @@ def with_stored_design(con: Any, rid: int, ds: AnnotationSet) -> AnnotationSet:
     """The loaded round with its recorded design, when it has one."""
     if not _has_design_table(con):
         return ds
-    rows = con.execute(f"SELECT item_id, pi FROM {DESIGN_TABLE} WHERE round_id = ?", [rid]).fetchnumpy()
-    if len(rows["item_id"]) == 0:
+    cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?",
+                                      [DESIGN_TABLE]).fetchall()}
+    rows = con.execute(f"SELECT item_id, pi{', stratum' if 'stratum' in cols else ''} FROM {DESIGN_TABLE} "
+                       "WHERE round_id = ?", [rid]).df()
+    if len(rows) == 0:
         return ds
-    return ds.with_design(np.asarray(rows["item_id"], dtype=object), np.asarray(rows["pi"], dtype=float))
+    st = rows["stratum"] if "stratum" in rows.columns else None
+    strata = None if st is None or st.isna().any() else st.astype(str).to_numpy(dtype=object)
+    return ds.with_design(rows["item_id"].astype(str).to_numpy(dtype=object), rows["pi"].to_numpy(dtype=float), strata)
 
 
 def same_annotations(ds: AnnotationSet, others: list[tuple[RoundInfo, AnnotationSet]]) -> list[str]:
