@@ -37,7 +37,7 @@ import pandas as pd
 from heroeval.checks.model_checks import run_checks
 from heroeval.choice.with_gold import recommend_with_gold
 from heroeval.core.parallel import run_chunks
-from heroeval.errors import HeroEvalWarning
+from heroeval.errors import HeroEvalError, HeroEvalWarning
 from heroeval.estimators.common import align, log_likelihood_ratios
 from heroeval.estimators.ppi import clopper_pearson, gold_estimates
 from heroeval.inference.gold_plan import expert_labels
@@ -68,11 +68,14 @@ def _ppi_py(y_gold, f_gold, f_rest):
     return est, float(np.ravel(lo)[0]), float(np.ravel(hi)[0])
 
 KS = (10, 20, 50, 100)
-DESIGNS = ("uniform", "active")
+DESIGNS = ("uniform", "active", "stratified", "stratified_group")
+"""``stratified``: hero select --by posterior (4 bands, half proportional, half Neyman from the history's spread);
+``stratified_group``: --by the data's item groups (the grouped protocol only; skipped, and counted in the log, where
+k cannot give every group of the round two items)."""
 SHIFTS = ("none", "half", "rate")
 
 
-def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS, n: int = 200) -> list[dict]:
+def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS[:3], n: int = 200) -> list[dict]:
     """One resample's rows; ``shift="groups"``: the real rounds' split (leave group ``r mod G`` out)."""
     groups = shift in ("groups", "grouped")
     sp = make_split(data, r, 0.10, n, "none" if groups else shift, seed, "groups" if groups else "random")
@@ -116,12 +119,25 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS, n: int = 20
         for design in designs:
             gen = np.random.default_rng([seed, r, k, SHIFTS.index(shift) if shift in SHIFTS else len(SHIFTS),
                                          DESIGNS.index(design)])
-            sel = select_items(cur, cal, k, design=design, rng=gen)
+            try:
+                if design == "stratified_group":
+                    if data.groups is None:
+                        continue
+                    by = data.groups.reindex(pd.Index(ids)).astype(str)
+                    sel = select_items(cur, cal, k, by=by.to_dict(), rng=gen)
+                elif design == "stratified":
+                    sel = select_items(cur, cal, k, by="posterior", rng=gen)
+                else:
+                    sel = select_items(cur, cal, k, design=design, rng=gen)
+            except HeroEvalError as e:  # too many strata for k (the product's error); counted
+                rows.append({**base, "k": k, "design": design, "method": "skipped", "estimate": math.nan,
+                             "se": math.nan, "ci_low": math.nan, "ci_high": math.nan, "interval": str(e)[:80]})
+                continue
             ch = sel.chosen
             pos = pd.Index(ids).get_indexer(ch["item_id"])
             c2 = cur.with_gold(ids[pos], y[pos])
             if design != "uniform":
-                c2 = c2.with_design(ch["item_id"], ch["pi"])
+                c2 = c2.with_design(ch["item_id"], ch["pi"], ch["stratum"] if "stratum" in ch else None)
             res, _ = gold_estimates(c2, cal, ["hero1_ppi", "gp_ppi", "prior_ppi", "mv_ppi", "gold_only"],
                                     exclude_new_labelers=True, skip_errors=True)
             rec = recommend_with_gold(c2, cal, exclude_new_labelers=True, candidates=())
@@ -153,7 +169,7 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS, n: int = 20
                              "se": math.nan, "ci_low": lo, "ci_high": hi, "interval": "ppi_py", "lambda": math.nan,
                              "k_drawn": pos.size})
 
-            if plan is not None:  # the plan's predicted half-width at k, with HERO-1's estimate as the guess
+            if plan is not None and design in ("uniform", "active"):  # the plan's predicted half-width at k
                 hw = plan.half_width_at(k, f"{design} (HERO-PPI)")
                 rows.append({**base, "k": k, "design": design, "method": "plan", "estimate": math.nan,
                              "se": math.nan, "ci_low": -hw, "ci_high": hw, "interval": "plan",
@@ -168,29 +184,29 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS, n: int = 20
 
 
 def _rounds_job(job: tuple) -> list[dict]:
-    folder, name, rs, seed = job
+    folder, name, rs, seed, designs = job
     warnings.simplefilter("ignore", HeroEvalWarning)
     warnings.simplefilter("ignore", RuntimeWarning)
     data, n = next(x for x in round_sets(Path(folder), 200, [name]) if x[0].name == name)
-    return [row for r in rs for row in one(data, r, "groups", seed, n=n)]
+    return [row for r in rs for row in one(data, r, "groups", seed, designs=designs, n=n)]
 
 
 def _grouped_job(job: tuple) -> list[dict]:
-    folder, name, rs, seed = job
+    folder, name, rs, seed, designs = job
     warnings.simplefilter("ignore", HeroEvalWarning)
     warnings.simplefilter("ignore", RuntimeWarning)
     data, n = next(x for x in grouped_sets(Path(folder), 200, [name]) if x[0].name == name)
-    return [row for r in rs for row in one(data, r, "grouped", seed, n=n)]
+    return [row for r in rs for row in one(data, r, "grouped", seed, designs=designs, n=n)]
 
 
 def _job(job: tuple) -> list[dict]:
-    folder, name, suffix, shift, resamples, seed = job
+    folder, name, suffix, shift, resamples, seed, designs = job
     warnings.simplefilter("ignore", HeroEvalWarning)
     warnings.simplefilter("ignore", RuntimeWarning)
     data = load_folder(Path(folder) / name, binary_suffix=suffix, text_components=0)
     rows: list[dict] = []
     for r in range(resamples):
-        rows.extend(one(data, r, shift, seed))
+        rows.extend(one(data, r, shift, seed, designs=designs))
     return rows
 
 
@@ -214,6 +230,9 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/current_gold")
     ap.add_argument("--only", default="")
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--designs", default="",
+                    help="comma-separated subset of " + ",".join(DESIGNS) + " (default: the first three; with "
+                         "--grouped all four). ppi_py, Clopper-Pearson and the plan ride on the uniform design")
     ap.add_argument("--groups", action="store_true",
                     help="the real rounds instead (benchmarks/real_data.round_sets: triviaqa's answering models, "
                          "mre_treat's blocks of batches; resample r leaves round r mod G out): rounds_*.csv")
@@ -225,13 +244,16 @@ def main() -> None:
     warnings.simplefilter("ignore", RuntimeWarning)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    designs = tuple(a.designs.split(",")) if a.designs else DESIGNS if a.grouped else DESIGNS[:3]
+    if set(designs) - set(DESIGNS):
+        ap.error(f"--designs: unknown {sorted(set(designs) - set(DESIGNS))}")
     rows: list[dict] = []
     t0 = time.perf_counter()
     for name, suffix in ([] if a.groups or a.grouped else BINARY):
         if a.only and name not in a.only.split(","):
             continue
         t = time.perf_counter()
-        jobs = [(a.data, name, suffix, shift, a.resamples, a.seed) for shift in SHIFTS]
+        jobs = [(a.data, name, suffix, shift, a.resamples, a.seed, designs) for shift in SHIFTS]
         rows.extend(run_chunks(_job, jobs, [a.resamples] * len(jobs), workers=a.workers))
         print(f"{name}: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
         pd.DataFrame(rows).to_csv(out / "partial_resamples.csv.gz", index=False)  # kept if the run is stopped
@@ -240,7 +262,8 @@ def main() -> None:
             continue
         t = time.perf_counter()
         half = a.resamples // 2
-        jobs = [(a.data, name, list(range(0, half)), a.seed), (a.data, name, list(range(half, a.resamples)), a.seed)]
+        jobs = [(a.data, name, list(range(0, half)), a.seed, designs),
+                (a.data, name, list(range(half, a.resamples)), a.seed, designs)]
         rows.extend(run_chunks(_rounds_job, jobs, [len(j[2]) for j in jobs], workers=a.workers))
         print(f"{name} rounds: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     if a.grouped:
@@ -250,7 +273,8 @@ def main() -> None:
                 continue
             t = time.perf_counter()
             half = a.resamples // 2
-            jobs = [(a.data, name, list(range(0, half)), a.seed), (a.data, name, list(range(half, a.resamples)), a.seed)]
+            jobs = [(a.data, name, list(range(0, half)), a.seed, designs),
+                    (a.data, name, list(range(half, a.resamples)), a.seed, designs)]
             rows.extend(run_chunks(_grouped_job, jobs, [len(j[2]) for j in jobs], workers=a.workers))
             print(f"{name} grouped: {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     df = pd.DataFrame(rows).sort_values(["dataset", "shift", "resample", "k", "design", "method"], kind="stable")
@@ -298,7 +322,12 @@ def tables(s: pd.DataFrame) -> str:
     out: list[str] = []
     # 1. coverage of the recommended interval, by shift, k and design
     rec = s[s["method"] == "auto"]
-    s = s[s["method"] != "plan"]  # the plan's rows are predicted widths, not intervals (plan_table)
+    skipped = s[s["method"] == "skipped"]
+    if len(skipped):
+        out.append(f"skipped (k too small for the strata): {int(skipped['resamples'].sum())} resample cells, "
+                   + ", ".join(f"{d} k={k}" for d, k in skipped[["dataset", "k"]].drop_duplicates().to_numpy()[:12]))
+        out.append("")
+    s = s[~s["method"].isin(["plan", "skipped"])]  # the plan's rows are predicted widths (plan_table)
     out.append("| shift | design | k | mean coverage | min cell | cells |\n|---|---|---|---|---|---|")
     for (sh, de, k), g in rec.groupby(["shift", "design", "k"]):
         out.append(f"| {sh} | {de} | {k} | {g['coverage'].mean():.3f} | {g['coverage'].min():.2f} | {len(g)} |")
@@ -350,17 +379,18 @@ def tables(s: pd.DataFrame) -> str:
         out.append(f"| {k} | {_geo(g['auto'] / g['ppi_py_mv']):.3f} | {_geo(g['auto'] / (g['ppi_py_mv'] * fpc)):.3f} "
                    f"| {len(g)} | {cu:.3f} | {cp:.3f} |")
     out.append("")
-    # 4. active vs uniform
-    a = w[w["design"] == "active"].set_index(["dataset", "shift", "k"])["auto"]
+    # 4. every other design against uniform (the recommended interval's width, the same resamples' cells)
     u = w[w["design"] == "uniform"].set_index(["dataset", "shift", "k"])["auto"]
-    j = pd.concat([a.rename("active"), u.rename("uniform")], axis=1).dropna()
-    out.append("| k | width active / uniform (geo. mean) | range over cells | coverage active | coverage uniform |\n"
-               "|---|---|---|---|---|")
-    for k, g in j.reset_index().groupby("k"):
-        r = g["active"] / g["uniform"]
-        ca = rec[(rec["k"] == k) & (rec["design"] == "active")]["coverage"].mean()
-        cu = rec[(rec["k"] == k) & (rec["design"] == "uniform")]["coverage"].mean()
-        out.append(f"| {k} | {_geo(r):.3f} | {r.min():.2f}–{r.max():.2f} | {ca:.3f} | {cu:.3f} |")
+    out.append("| design | k | width / uniform's (geo. mean) | range over cells | coverage | coverage uniform | cells |\n"
+               "|---|---|---|---|---|---|---|")
+    for de in [d for d in DESIGNS[1:] if d in set(w["design"])]:
+        a = w[w["design"] == de].set_index(["dataset", "shift", "k"])["auto"]
+        j = pd.concat([a.rename("other"), u.rename("uniform")], axis=1).dropna()
+        for k, g in j.reset_index().groupby("k"):
+            r = g["other"] / g["uniform"]
+            ca = rec[(rec["k"] == k) & (rec["design"] == de)]["coverage"].mean()
+            cu = rec[(rec["k"] == k) & (rec["design"] == "uniform")]["coverage"].mean()
+            out.append(f"| {de} | {k} | {_geo(r):.3f} | {r.min():.2f}–{r.max():.2f} | {ca:.3f} | {cu:.3f} | {len(g)} |")
     out.append("")
     # 5. per data set, k = 50, uniform
     sub = s[(s["k"] == 50) & (s["design"] == "uniform")]
