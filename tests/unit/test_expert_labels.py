@@ -210,6 +210,34 @@ def test_expert_plan_predicts_the_half_width_obtained_when_labelers_err_together
     assert 0.8 <= ratio <= 1.25, (k, ratio)
 
 
+def test_expert_plan_drops_the_prior_where_the_estimator_would(monkeypatch):
+    """The plan applies the estimator's conflict test at the measured spread: a history prior far below it is not
+    counted (no prior, t at k - 1, the floor without prior); one equal to it is (df k - 1 + m)."""
+    from scipy.stats import t as t_dist
+
+    from heroeval.estimators.ppi import PSEUDO, PSEUDO_WITH_PRIOR
+    from heroeval.inference import gold_plan
+    from heroeval.inference.residuals import measured_residuals
+
+    hist, cur, _, _, _ = _dependent_world(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = he.calibrate(hist, checks=True)
+    n, k, mu = cur.n_items, 40, 0.35
+    s2 = measured_residuals(cal, mu).variance
+    q = t_dist.ppf(0.975, k - 1)
+    for s2h, kept in ((s2 / 50, False), (s2, True)):
+        monkeypatch.setattr(gold_plan, "history_prior", lambda *a, _v=s2h, **kw: (_v, 20.0))
+        plan = gold_plan.expert_labels(cal, mu=mu, half_width=0.05, round_items=n, n_mc=2000)
+        if kept:
+            want = t_dist.ppf(0.975, k - 1 + 20) * np.sqrt((1 / k - 1 / n) * max(
+                (k * s2 + 20 * s2h) / (k + 20), PSEUDO_WITH_PRIOR / (k + 2 * PSEUDO_WITH_PRIOR)))
+        else:
+            want = q * np.sqrt((1 / k - 1 / n) * max(s2, PSEUDO / (k + 2 * PSEUDO)))
+            assert any("conflict test drops it" in x for x in plan.notes)
+        assert plan.half_width_at(k) == pytest.approx(want, rel=1e-9)
+
+
 # ---------------------------------------------------------------- the predictor the history supports
 
 

@@ -45,12 +45,13 @@ from typing import Any, Unpack
 import numpy as np
 import numpy.typing as npt
 from scipy.special import expit, logit
-from scipy.stats import norm
+from scipy.stats import chi2, norm
 from scipy.stats import t as t_dist
 
 from heroeval.core.options import options_of
 from heroeval.errors import HeroEvalError
 from heroeval.estimators.ppi import (
+    PRIOR_CONFLICT_LEVEL,
     PSEUDO,
     PSEUDO_WITH_PRIOR,
     history_prior,
@@ -146,6 +147,27 @@ EXPERT_PLAN_DEFAULTS: Mapping[str, Any] = MappingProxyType({
 """:class:`ExpertPlanOptions`' defaults."""
 
 
+def _first_conflict(prior_at: Any, n: int) -> str:
+    """The smallest k at which the prior is dropped, as text ("never" when it is kept up to n)."""
+    for k in range(2, n + 1):
+        if prior_at(float(k)) == 0:
+            return str(k)
+    return "never"
+
+
+def _prior_text(m: float, s2h: float, s2: float, first: str) -> str:
+    if m <= 0:
+        return ""
+    if first == "never":
+        return f" (the history prior worth {m:g} items and t at k - 1 + {m:g} df)"
+    if first == "2":
+        return (f" (without the history prior: the measured spread {s2:.4g} is so far above the prior's {s2h:.4g} that "
+                "the estimator's conflict test drops it)")
+    return (f" (the history prior worth {m:g} items and t at k - 1 + {m:g} df below k = {first}; from there the "
+            f"measured spread {s2:.4g} is so far above the prior's {s2h:.4g} that the estimator's conflict test drops "
+            "it)")
+
+
 def expert_labels(
     calibration: Calibration,
     *,
@@ -209,13 +231,24 @@ def expert_labels(
         prior = history_prior(calibration, meas.lam, mu, scores=history_scores(calibration, meas.predictor))
         s2h, m = (math.nan, 0.0) if prior is None else prior
 
+        def prior_at(k: float) -> float:
+            """The prior's worth at k gold items: m, or 0 where the estimator's conflict test would drop it at the
+            measured spread (a round spread that far above the prior's, heroeval.estimators.ppi.rectify)."""
+            if m <= 0:
+                return 0.0
+            df = max(k - 1, 1.0)
+            if s2h <= 0:
+                return 0.0 if meas.variance > 0 else m
+            return 0.0 if df * meas.variance / s2h > float(chi2.ppf(1 - PRIOR_CONFLICT_LEVEL, df)) else m
+
         def uniform_measured(k: float) -> float:
-            spread = (k * meas.variance + m * s2h) / (k + m) if m > 0 else meas.variance
-            floor = (PSEUDO_WITH_PRIOR / (k + 2 * PSEUDO_WITH_PRIOR) if m > 0 else PSEUDO / (k + 2 * PSEUDO))
+            mk = prior_at(k)
+            spread = (k * meas.variance + mk * s2h) / (k + mk) if mk > 0 else meas.variance
+            floor = (PSEUDO_WITH_PRIOR / (k + 2 * PSEUDO_WITH_PRIOR) if mk > 0 else PSEUDO / (k + 2 * PSEUDO))
             return (1 / k - 1 / n) * max(spread, floor)
 
         def t_half(k: float) -> float:
-            return float(t_dist.ppf(q, max(k - 1, 1) + m)) * math.sqrt(uniform_measured(k))
+            return float(t_dist.ppf(q, max(k - 1, 1) + prior_at(k))) * math.sqrt(uniform_measured(k))
 
         gen = np.random.default_rng(rng)
         pop = gen.choice(meas.y.size, n_mc, p=meas.weight)
@@ -231,7 +264,7 @@ def expert_labels(
         notes.append(f"the HERO-PPI rows use the residual spread of {what} (the predictor the estimate rectifies) "
                      f"measured {how}, weighted to a rate of "
                      f"{mu:g} (lambda {meas.lam:.2f}), with the estimator's own variance rule"
-                     + (f" (the history prior worth {m:g} items and t at k - 1 + {m:g} df)" if m > 0 else ""))
+                     + _prior_text(m, s2h, meas.variance, _first_conflict(prior_at, n)))
         if meas.n_gold < THIN_GOLD:
             notes.append(f"only {meas.n_gold} gold items measure the residual spread: the HERO-PPI rows are uncertain "
                          "(the gold-only row bounds them)")
