@@ -23,7 +23,7 @@ import heroeval as he
 from heroeval.cli import app
 from heroeval.errors import DataError, HeroEvalError, HeroEvalWarning
 from heroeval.estimators.gold_sample import GoldSample, gold_sample, variance_groups
-from heroeval.estimators.ppi import ppi, rectify, tuned_lambda
+from heroeval.estimators.ppi import history_prior, item_posterior, ppi, rectify, tuned_lambda
 from heroeval.inference.select import allocate, select_items
 from heroeval.ingest.read import read_item_groups
 from tests.unit.test_current_gold import _D
@@ -264,3 +264,36 @@ def test_store_keeps_a_stratified_design(world, tmp_path):
     gs = gold_sample(back)
     assert gs is not None and gs.design == "stratified" and gs.n_strata == 4
     assert math.isclose(ppi(back, cal).estimate, ppi(_reveal(d, sel), cal).estimate)
+
+
+# ---------------------------------------------------------------- the history prior of an unequal-probability design
+
+
+def test_history_prior_per_item_is_the_band_spread_weighted_by_design(world):
+    _d, cal = world
+    gsc = cal.gold_scores
+    lam, mu = 0.9, 0.3
+    s2, worth = history_prior(cal, lam, mu)
+    # independently: the residuals of the history's gold items, their spread, and the spread within each quarter
+    r = gsc.y - lam / (1 + np.exp(-(math.log(mu / (1 - mu)) + gsc.llr)))
+    assert s2 == pytest.approx(np.var(r, ddof=1)) and worth == min(20.0, gsc.n_gold)
+    fh = item_posterior(gsc.llr, mu)
+    f_round = np.linspace(0.0, 1.0, 101)
+    at = np.array([0.05, 0.3, 0.6, 0.99])
+    band, _ = history_prior(cal, lam, mu, at=at, bands_of=f_round)
+    edges = [0.25, 0.5, 0.75]  # the quartiles of the round's values 0, 0.01, ..., 1
+    for a, b in zip(at, band, strict=True):
+        q = sum(a >= e for e in edges)
+        inb = np.array([sum(x >= e for e in edges) == q for x in fh])
+        want = np.var(r[inb], ddof=1) if inb.sum() >= 2 else np.var(r, ddof=1)
+        assert b == pytest.approx(want)
+    # rectify with one spread per gold item = with their (1 - pi)/pi^2-weighted mean as the scalar prior
+    gs = _gs([0, 1, 5, 8], [1, 0, 1, 0], [0.5, 0.5, 0.2, 0.2], [0, 0, 1, 1], 12)
+    f = np.linspace(0.1, 0.9, 12)
+    per = np.array([0.01, 0.03, 0.2, 0.1])
+    c = (1 - gs.pi) / gs.pi**2
+    a1 = rectify(f, gs, 0.8, pseudo=0.0, prior=(per, 10.0))
+    a2 = rectify(f, gs, 0.8, pseudo=0.0, prior=(float(np.sum(c * per) / c.sum()), 10.0))
+    assert a1.variance == pytest.approx(a2.variance) and a1.prior_variance == pytest.approx(a2.prior_variance)
+    with pytest.raises(HeroEvalError, match="one per gold item"):
+        rectify(f, gs, 0.8, prior=(np.array([0.1, -0.1, 0.1, 0.1]), 10.0))

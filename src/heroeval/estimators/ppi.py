@@ -133,6 +133,9 @@ PSEUDO_WITH_PRIOR = 0.25
 positive, so that a predictor without error on the history's gold and on the round's still gets a variance."""
 PRIOR_ITEMS = 20.0
 """What the history prior on the residual spread is worth, in gold items (at most the history's gold count)."""
+HISTORY_BANDS = 4
+"""Bands of the predictor in which an unequal-probability design's history prior is measured (:func:`history_prior`;
+the stratified design's default strata, heroeval.inference.select.DEFAULT_STRATA, not tuned)."""
 PRIOR_CONFLICT_LEVEL = 0.05
 """The prior is dropped when the round's residual spread exceeds the history's at this one-sided level."""
 
@@ -238,7 +241,9 @@ def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: flo
     docstring), with two small-sample safeguards:
 
     * ``prior=(s2_h, m)``: the residual spread ``s^2`` of the gold is shrunk
-      towards a prior spread ``s2_h`` worth ``m`` gold items,
+      towards a prior spread ``s2_h`` worth ``m`` gold items (``s2_h`` one
+      per gold item under an unequal-probability design, weighted by the
+      items' variance factors: :func:`history_prior` with ``at``),
       ``(k s^2 + m s2_h) / (k + m)``, and the interval's t gets ``k - 1 + m``
       degrees of freedom (Smyth's moderated variance and t, limma 2004).
       :func:`history_prior` gives the predictor's spread on the history's
@@ -260,9 +265,19 @@ def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: flo
         raise HeroEvalError(f"predictor has shape {f.shape}, expected ({gs.n},)")
     if not (math.isfinite(pseudo) and pseudo >= 0):
         raise HeroEvalError(f"pseudo must be a number >= 0, got {pseudo!r}")
-    s2_h, m = (math.nan, 0.0) if prior is None else (float(prior[0]), float(prior[1]))
-    if prior is not None and not (math.isfinite(s2_h) and s2_h >= 0 and math.isfinite(m) and m >= 0):
-        raise HeroEvalError(f"prior must be (residual variance >= 0, items >= 0), got {prior!r}")
+    c = (1 - gs.pi) / gs.pi**2  # each gold item's variance factor (1 - pi) / pi^2
+    s2_h, m = math.nan, 0.0
+    if prior is not None:
+        s2_items = np.asarray(prior[0], dtype=float)
+        m = float(prior[1])
+        if s2_items.ndim == 1 and s2_items.shape == (gs.k,) and c.sum() > 0:
+            # per gold item (an unequal-probability design): the spread this design would show with the history's
+            s2_h = float(np.sum(c * s2_items) / c.sum())
+        elif s2_items.ndim == 0:
+            s2_h = float(s2_items)
+        if not (math.isfinite(s2_h) and s2_h >= 0 and math.isfinite(m) and m >= 0) or np.any(s2_items < 0):
+            raise HeroEvalError("prior must be (residual variance >= 0, or one per gold item, items >= 0), got "
+                                f"{prior!r}")
     lm = tuned_lambda(f, gs) if lam is None else float(lam)
     w = gs.weights
     r = gs.y - lm * f[gs.index]
@@ -272,7 +287,6 @@ def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: flo
     phi = np.zeros(n)
     if k < 2:
         return Rectified(lm * mean_f + rbar, lm, mean_f, rbar, math.nan, phi, r, prior_variance=s2_h)
-    c = (1 - gs.pi) / gs.pi**2  # each gold item's variance factor (1 - pi) / pi^2
     g = variance_groups(gs)  # residuals centred within strata: the stratified variance sum_h (1 - f_h) N_h^2 s_h^2 / k_h
     kh = np.bincount(g)[g].astype(float)
     phi[gs.index] = np.sqrt(np.where(kh > 1, kh / np.maximum(kh - 1, 1), 1.0) * c) * centred(r, w, g)
@@ -405,8 +419,9 @@ def choose_predictor(calibration: Calibration) -> PredictorChoice:
     return PredictorChoice(best, spreads, int(y.size), reason)
 
 
-def history_prior(calibration: Calibration, lam: float, mu: float,
-                  items: float | None = None, scores: Scores | None = None) -> tuple[float, float] | None:
+def history_prior(calibration: Calibration, lam: float, mu: float, items: float | None = None,
+                  scores: Scores | None = None, at: FloatArray | None = None,
+                  bands_of: FloatArray | None = None) -> tuple[Any, float] | None:
     """The posterior predictor's residual spread on the history's gold items, and its worth in gold items.
 
     The calibration keeps its history's gold items' labels and
@@ -417,14 +432,35 @@ def history_prior(calibration: Calibration, lam: float, mu: float,
     :data:`PRIOR_ITEMS`): a prior never counts for more items than the
     history has gold. ``None`` when the calibration has no such record (a
     calibration file written before it was kept). ``scores`` as for :func:`tuning_prior`.
+
+    ``at`` (the gold items' predictor values, for a design whose items have
+    unequal inclusion probabilities): the spread is given per item instead,
+    the history's residual spread within the item's band of the predictor
+    (about the band's mean, as the stratified variance centres within strata) (:data:`HISTORY_BANDS` equal-count bands of
+    ``bands_of``, the round's values, as ``hero select --by posterior`` cuts
+    them; default the history's; a band with fewer than two history items
+    takes the overall spread). Such a design samples the bands unequally (Neyman's
+    samples the uncertain items more), so one spread for all its items would
+    weigh the history's errors at the wrong items (measured on the bundled
+    panel: a stratified sample's variance doubled by a scalar prior).
     """
     sc = history_scores(calibration) if scores is None else scores
     if sc is None or sc[0].size < 2:
         return None
     y, llr, n_gold = sc
-    r = y - lam * item_posterior(llr, mu)
+    fh = item_posterior(llr, mu)
+    r = y - lam * fh
     s2 = float(np.var(r, ddof=1))
-    return s2, min(PRIOR_ITEMS if items is None else float(items), float(n_gold))
+    worth = min(PRIOR_ITEMS if items is None else float(items), float(n_gold))
+    if at is None:
+        return s2, worth
+    edges = np.quantile(fh if bands_of is None else np.asarray(bands_of, float), np.linspace(0, 1, HISTORY_BANDS + 1)[1:-1])
+    hb, ab = np.searchsorted(edges, fh, side="right"), np.searchsorted(edges, np.asarray(at, float), side="right")
+    cnt = np.bincount(hb, minlength=HISTORY_BANDS)
+    mean = np.bincount(hb, weights=r, minlength=HISTORY_BANDS) / np.maximum(cnt, 1)
+    sq = np.bincount(hb, weights=(r - mean[hb]) ** 2, minlength=HISTORY_BANDS)
+    band = np.where(cnt >= 2, sq / np.maximum(cnt - 1, 1), s2)
+    return band[ab], worth
 
 
 # ---------------------------------------------------------------------------
@@ -657,10 +693,12 @@ def ppi(
     if lam is None:
         details.update(lambda_round=tuned_lambda(f, gs), lambda_prior_items=0.0 if tp is None else tp[2])
     rect = rectify(f, gs, tuned_lambda(f, gs, tp) if lam is None else lam)
-    hp = None if scores is None else history_prior(cal, rect.lam, m, scores=scores)
+    unequal = bool(np.ptp(gs.pi) > 1e-12 * float(gs.pi.max()))  # an unequal-probability design: a prior per item
+    hp = None if scores is None else history_prior(cal, rect.lam, m, scores=scores,
+                                                   at=f[gs.index] if unequal else None, bands_of=f)
     if hp is not None and rect.lam > 0:
         rect = rectify(f, gs, rect.lam, pseudo=PSEUDO_WITH_PRIOR, prior=hp)
-        details.update(history_prior_variance=hp[0], history_prior_items=rect.prior_items,
+        details.update(history_prior_variance=rect.prior_variance, history_prior_items=rect.prior_items,
                        history_prior_conflict=rect.prior_conflict)
         if rect.prior_conflict:
             notes = (*notes, "the predictor errs more on this round's gold than on the history's (the residual "
