@@ -146,11 +146,17 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS[:3], n: int 
                 ci = x.confidence_interval()
                 dd = x.details
                 lam = dd.get("lambda", math.nan)
-                s2h = math.nan
-                if dd.get("predictor") in ("hero1", "prior") and h_y.size > 1:
-                    f_h = 1.0 / (1.0 + np.exp(-(math.log(min(max(dd["prior_rate"], 1e-6), 1 - 1e-6) /
-                                                         (1 - min(max(dd["prior_rate"], 1e-6), 1 - 1e-6))) + h_L)))
-                    s2h = float(np.var(h_y - lam * f_h, ddof=1))
+                s2h, n_hist = math.nan, int(h_y.size)
+                hy, hl = h_y, h_L
+                if dd.get("predictor") == "gold_proportion":  # its prior: the checks' held-out gold (cross-fitted)
+                    it = {} if cal.checks is None else cal.checks.items
+                    hy = np.asarray(it.get("y", []), float)
+                    hl = np.asarray(it.get("gold_proportion:llr", []), float)
+                    n_hist = int(hy.size) if "gold_proportion:llr" in it else 0
+                if dd.get("predictor") in ("hero1", "prior", "gold_proportion") and n_hist > 1:
+                    mu_c = min(max(dd["prior_rate"], 1e-6), 1 - 1e-6)
+                    f_h = 1.0 / (1.0 + np.exp(-(math.log(mu_c / (1 - mu_c)) + hl)))
+                    s2h = float(np.var(hy - lam * f_h, ddof=1))
                 rows.append({**base, "k": k, "design": design, "method": m, "estimate": x.estimate,
                              "se": x.standard_error, "ci_low": ci.low, "ci_high": ci.high, "interval": ci.method,
                              "lambda": lam, "k_drawn": dd.get("n_gold"),
@@ -161,7 +167,7 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS[:3], n: int 
                              "var_hist": dd.get("variance_history", math.nan),
                              "gold_mean": dd.get("gold_mean", math.nan), "gold_neff": dd.get("gold_effective_n", math.nan),
                              "small_rule": bool(dd.get("small_sample_rule", False)), "sigma2_hist": s2h,
-                             "n_gold_hist": int(h_y.size), "chosen": rec.method if m == "auto" else None})
+                             "n_gold_hist": n_hist, "chosen": rec.method if m == "auto" else None})
             if design == "uniform":
                 rest = np.setdiff1d(np.arange(n), pos)
                 est, lo, hi = _ppi_py(y[pos], mv_share[pos], mv_share[rest])
