@@ -52,7 +52,7 @@ import pandas as pd
 from scipy.stats import chi2
 from scipy.stats import t as t_dist
 
-from heroeval.estimators.ppi import PRIOR_ITEMS, PSEUDO, PSEUDO_WITH_PRIOR, clopper_pearson
+from heroeval.estimators.ppi import PRIOR_ITEMS, PSEUDO, PSEUDO_WITH_PRIOR, SMALL_GOLD, clopper_pearson
 from heroeval.workflows.benchmark import load_folder, make_split
 
 from benchmarks.real_data import BINARY
@@ -66,15 +66,21 @@ GUARD = True
 CONFLICT_LEVEL = 0.05
 SELECT_MEAN = 0.94
 SELECT_CELL = 25 / 30 - 1e-9
-Rule = tuple[float, float, str, float]  # (floor with the prior, prior worth M, df, floor without a prior)
+ONE_CLASS_HULL = "always"  # the product's rule (heroeval.estimators.ppi.DesignInterval)
+Rule = tuple[float, float, str, float, str]
+"""(floor with the prior, prior worth M, df, floor without a prior, one-class hull: "always" or "no-prior")."""
+HULLS = ("always", "no-prior")
 
 
 def replay(d: pd.DataFrame, p: float, M: float, df: str = "k-1", p_none: float | None = None,
-           guard: bool = GUARD) -> tuple[np.ndarray, np.ndarray]:
+           hull: str = "always", guard: bool = GUARD) -> tuple[np.ndarray, np.ndarray]:
     """The intervals of PPI rows under a rule (numpy, vectorised over rows).
 
     Rows where the prior is used (M > 0, a history spread, lam > 0, no prior-data conflict) get the floor ``p``,
     ``m = min(M, n_gold_hist)`` and df ``k - 1 (+ m)``; the others the floor ``p_none`` (default ``p``) and k - 1.
+    ``hull``: the small-sample rule's Clopper–Pearson hull on gold samples of one class, ``"always"`` (as for fewer
+    than SMALL_GOLD items) or ``"no-prior"`` (only where the history prior is not used: with it the judges' spread on
+    the history's gold sizes the interval).
     """
     p_none = p if p_none is None else p_none
     k = d["k_drawn"].to_numpy(float)
@@ -98,6 +104,9 @@ def replay(d: pd.DataFrame, p: float, M: float, df: str = "k-1", p_none: float |
     est = d["estimate"].to_numpy(float)
     lo, hi = np.maximum(0.0, est - h), np.minimum(1.0, est + h)
     small = d["small_rule"].to_numpy(bool)
+    if hull == "no-prior":  # one-class samples of at least SMALL_GOLD items that use the prior keep the t interval
+        gm = d["gold_mean"].to_numpy(float)
+        small &= ~(has & (k >= SMALL_GOLD) & ((gm <= 0) | (gm >= 1)))
     for i in np.flatnonzero(small):
         g, n = float(d["gold_mean"].iloc[i]), float(d["gold_neff"].iloc[i])
         cl, ch = clopper_pearson(g * n, n, 0.95)
@@ -171,10 +180,10 @@ def main() -> None:
     n_other = int((rows["design"] != "uniform").sum())
     rows = rows[rows["design"] == "uniform"].reset_index(drop=True)
     print(f"replayed: {len(rows)} uniform-design rows ({n_other} rows of other designs not replayed)")
-    shipped: Rule = (PSEUDO_WITH_PRIOR, PRIOR_ITEMS, "k-1+m", PSEUDO)
+    shipped: Rule = (PSEUDO_WITH_PRIOR, PRIOR_ITEMS, "k-1+m", PSEUDO, ONE_CLASS_HULL)
     if a.shipped:
         parts = a.shipped.split(",")
-        shipped = (float(parts[0]), float(parts[1]), parts[2], float(parts[3]))
+        shipped = (float(parts[0]), float(parts[1]), parts[2], float(parts[3]), parts[4] if len(parts) > 4 else "always")
     lo, hi = replay(rows, *shipped)
     err = float(np.nanmax(np.abs(np.r_[lo - rows["ci_low"], hi - rows["ci_high"]])))
     print(f"fidelity: largest difference between the replayed and the stored intervals {err:.2e}")
@@ -196,8 +205,8 @@ def main() -> None:
     floors = sorted({*PS, PSEUDO, shipped[3]})
     # the floor stays positive with a prior: a predictor without error on the history's gold and on the round's
     # would otherwise get a zero variance (the study's data never do that, so the replay cannot see it)
-    priors = [(p, M, dfk) for p in sorted({*PS, shipped[0]}) if p > 0 for M in sorted({*MS, shipped[1]}) if M > 0
-              for dfk in DFS]
+    priors = [(p, M, dfk, h) for p in sorted({*PS, shipped[0]}) if p > 0 for M in sorted({*MS, shipped[1]}) if M > 0
+              for dfk in DFS for h in HULLS]
 
     def narrowest(rules: list[Rule], train: list[str]) -> Rule | None:
         best, best_r = None, math.inf
@@ -210,28 +219,31 @@ def main() -> None:
 
     def choose(train: list[str]) -> tuple[Rule, Rule]:
         """The floor alone (no prior anywhere), then the prior's rule with that floor where no prior is used."""
-        fl = narrowest([(p, 0.0, "k-1", p) for p in floors], train) or (max(floors), 0.0, "k-1", max(floors))
-        pr = narrowest([(p, M, dfk, fl[3]) for p, M, dfk in priors], train) or fl
+        fl = (narrowest([(p, 0.0, "k-1", p, "always") for p in floors], train)
+              or (max(floors), 0.0, "k-1", max(floors), "always"))
+        pr = narrowest([(p, M, dfk, fl[3], h) for p, M, dfk, h in priors], train) or fl
         return fl, pr
 
     sets = sorted(rows["dataset"].unique())
-    grid = [(p, 0.0, "k-1", p) for p in floors]
+    grid: list[Rule] = [(p, 0.0, "k-1", p, "always") for p in floors]
     fl_all, _ = choose(sets)
-    grid += [(p, M, dfk, fl_all[3]) for p, M, dfk in priors]
-    insample = pd.DataFrame([{"p": r[0], "M": r[1], "df": r[2], "p_no_prior": r[3], **score(run(r))} for r in grid])
+    grid += [(p, M, dfk, fl_all[3], h) for p, M, dfk, h in priors]
+    insample = pd.DataFrame([{"p": r[0], "M": r[1], "df": r[2], "p_no_prior": r[3], "hull": r[4], **score(run(r))}
+                             for r in grid])
     insample.to_csv(out / "loso.csv", index=False)
     pd.set_option("display.width", 250)
     print(insample.round(3).to_string(index=False))
     summ, choices = [], []
     summ.append({"rule": f"shipped {shipped}", **score(run(shipped))})
-    summ.append({"rule": "floor p = z^2/2 alone (the rule before this study)", **score(run((PSEUDO_AC, 0.0, "k-1", PSEUDO_AC)))})
+    summ.append({"rule": "floor p = z^2/2 alone (the rule before this study)",
+                 **score(run((PSEUDO_AC, 0.0, "k-1", PSEUDO_AC, "always")))})
     in_fl, in_pr = choose(sets)
     held_fl, held_pr = [], []
     for s in sets:
         fl, pr = choose([x for x in sets if x != s])
         for family, rule, held in (("floor", fl, held_fl), ("prior", pr, held_pr)):
             choices.append({"family": family, "held_out": s, "p": rule[0], "M": rule[1], "df": rule[2],
-                            "p_no_prior": rule[3]})
+                            "p_no_prior": rule[3], "hull": rule[4]})
             held.append(run(rule)[run(rule)["dataset"] == s])
     for family, rule, held in (("floor", in_fl, held_fl), ("prior", in_pr, held_pr)):
         summ.append({"rule": f"{family}: in-sample choice {rule}", **score(run(rule))})
