@@ -52,7 +52,7 @@ import pandas as pd
 from scipy.stats import chi2
 from scipy.stats import t as t_dist
 
-from heroeval.estimators.ppi import PRIOR_ITEMS, PSEUDO, PSEUDO_WITH_PRIOR, SMALL_GOLD, clopper_pearson
+from heroeval.estimators.ppi import ONE_CLASS_HULL, PRIOR_ITEMS, PSEUDO, PSEUDO_WITH_PRIOR, SMALL_GOLD, clopper_pearson
 from heroeval.workflows.benchmark import load_folder, make_split
 
 from benchmarks.real_data import BINARY
@@ -66,7 +66,6 @@ GUARD = True
 CONFLICT_LEVEL = 0.05
 SELECT_MEAN = 0.94
 SELECT_CELL = 25 / 30 - 1e-9
-ONE_CLASS_HULL = "always"  # the product's rule (heroeval.estimators.ppi.DesignInterval)
 Rule = tuple[float, float, str, float, str]
 """(floor with the prior, prior worth M, df, floor without a prior, one-class hull: "always" or "no-prior")."""
 HULLS = ("always", "no-prior")

@@ -238,6 +238,41 @@ def test_expert_plan_drops_the_prior_where_the_estimator_would(monkeypatch):
         assert plan.half_width_at(k) == pytest.approx(want, rel=1e-9)
 
 
+def test_expert_plan_expects_the_small_sample_hull(monkeypatch):
+    """At a low rate a uniform sample of k gold items is often all 0, and below SMALL_GOLD items always small: the
+    estimator then widens its interval to the gold's Clopper-Pearson interval, so the plan's half-width is the t
+    half-width plus the hypergeometric chance of each such count times the hull's excess (computed here by hand)."""
+    from scipy.stats import beta, hypergeom
+    from scipy.stats import t as t_dist
+
+    from heroeval.estimators.ppi import ONE_CLASS_HULL, PSEUDO_WITH_PRIOR, SMALL_GOLD
+    from heroeval.inference import gold_plan
+    from heroeval.inference.residuals import measured_residuals
+
+    hist, cur, _, _, _ = _dependent_world(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = he.calibrate(hist, checks=True)
+    n, mu = cur.n_items, 0.04
+    s2 = measured_residuals(cal, mu).variance
+    monkeypatch.setattr(gold_plan, "history_prior", lambda *a, _v=s2, **kw: (_v, 20.0))
+    plan = gold_plan.expert_labels(cal, mu=mu, half_width=0.05, round_items=n, n_mc=2000)
+
+    def cp_half(x: int, k: int) -> float:
+        lo = 0.0 if x == 0 else beta.ppf(0.025, x, k - x + 1)
+        hi = 1.0 if x == k else beta.ppf(0.975, x + 1, k - x)
+        return (hi - lo) / 2
+
+    for k in (5, 20, 60):
+        th = t_dist.ppf(0.975, k - 1 + 20) * np.sqrt((1 / k - 1 / n) * max(
+            s2, PSEUDO_WITH_PRIOR / (k + 2 * PSEUDO_WITH_PRIOR)))
+        xs = range(k + 1) if k < SMALL_GOLD else (0, k) if ONE_CLASS_HULL == "always" else ()
+        want = th + sum(hypergeom.pmf(x, n, round(n * mu), k) * max(cp_half(x, k) - th, 0.0) for x in xs)
+        assert plan.half_width_at(k) == pytest.approx(want, rel=1e-9)
+        if k == 20 and ONE_CLASS_HULL == "always":
+            assert want > th * 1.03  # the hull matters here: 20 items at 4 % are all 0 in about 44 % of draws
+
+
 # ---------------------------------------------------------------- the predictor the history supports
 
 

@@ -98,6 +98,7 @@ from heroeval.stage_a.calibration import Calibration
 __all__ = [
     "ALL_GOLD_METHODS",
     "GOLD_METHODS",
+    "ONE_CLASS_HULL",
     "PREDICTORS",
     "SMALL_GOLD",
     "PredictorChoice",
@@ -124,6 +125,11 @@ GOLD_METHODS = ("hero1_ppi", "gp_ppi", "mv_ppi", "gold_only")
 METHOD_OF = {"hero1": "hero1_ppi", "prior": "prior_ppi", "majority_vote": "mv_ppi", "gold_proportion": "gp_ppi"}
 SMALL_GOLD = 10
 """Below this many gold items the interval is widened to contain the gold's own Clopper–Pearson interval."""
+ONE_CLASS_HULL = "always"
+"""Where a gold sample of one class (all 0 or all 1) widens the interval to the gold's Clopper–Pearson interval:
+``"always"``, or ``"no-prior"`` (only where the history prior on the variance is not used: with it, the judges'
+residual spread on the history's gold sizes the interval). Chosen by leave-one-set-out
+(benchmarks/current_gold_loso.py, docs/current_gold.md)."""
 _MU_CLIP = 1e-6
 PSEUDO = 1.5
 """Pseudo-discordant gold items at each end of the residual's range in the variance floor, without a history
@@ -518,7 +524,7 @@ class DesignInterval(InversionTest):
     preferred = True  # method="auto" resolves to this interval
 
     def __init__(self, estimate: float, se: float, gs: GoldSample, kind: str = "t",
-                 small_gold: int = SMALL_GOLD, df: float | None = None) -> None:
+                 small_gold: int = SMALL_GOLD, df: float | None = None, prior_used: bool = False) -> None:
         self.center = estimate
         self.df = float(max(gs.k - 1, 1)) if df is None else float(df)
         self.se = se
@@ -529,7 +535,8 @@ class DesignInterval(InversionTest):
         self.gold_mean = p
         self.n_eff = n_eff
         self.one_class = bool(np.all(gs.y == gs.y[0]))
-        self.fallback = kind == "t" and (gs.k < small_gold or self.one_class or not math.isfinite(se))
+        one_class_hull = self.one_class and not (prior_used and ONE_CLASS_HULL == "no-prior")
+        self.fallback = kind == "t" and (gs.k < small_gold or one_class_hull or not math.isfinite(se))
         self.label = ("wilson" if kind == "wilson" else "t+clopper-pearson" if self.fallback else "t")
 
     def stat(self, mu0: float) -> float:  # pragma: no cover - the interval is closed-form
@@ -576,7 +583,8 @@ def _result(method: str, est: float, data: AnnotationSet, gs: GoldSample, rect: 
     if clipped != est:
         notes = (*notes, f"the rectified estimate {est:.4f} was clipped to [0, 1]")
     test = DesignInterval(clipped, math.sqrt(max(infl.variance(), 0.0)) if math.isfinite(infl.variance())
-                          else math.nan, gs, kind, df=rect.df if kind == "t" else None)
+                          else math.nan, gs, kind, df=rect.df if kind == "t" else None,
+                          prior_used=rect.prior_items > 0)
     if test.fallback and kind == "t":
         why = (f"only {gs.k} gold items" if gs.k < SMALL_GOLD else "the gold items are all of one class"
                if test.one_class else "no variance estimate")

@@ -19,7 +19,11 @@ uniform design's variance is the estimator's own rule at ``k`` gold items,
 ``(1/k - 1/n) max((k S^2 + m S_h^2) / (k + m), floor)`` with the history
 prior ``S_h^2`` worth ``m`` items (:func:`heroeval.estimators.ppi.history_prior`)
 and the t quantile at ``k - 1 + m`` degrees of freedom, so
-``k`` solves ``t_{k-1+m} sqrt(Var(k)) = h`` (bisection); the active design
+``k`` solves ``t_{k-1+m} sqrt(Var(k)) = h`` (bisection), the half-width
+taken in expectation over the estimator's small-sample rule (below
+SMALL_GOLD items, or on a gold sample of one class, the interval contains
+the gold's Clopper–Pearson interval: weighted by the hypergeometric chance of
+each count at rate ``mu``); the active design
 draws ``pi_i`` (:func:`heroeval.inference.select.inclusion_probabilities`)
 over the same weighted items, ``Var = (1/n) E[(1/pi - 1) (r - r_bar)^2]``.
 Beside them:
@@ -45,15 +49,18 @@ from typing import Any, Unpack
 import numpy as np
 import numpy.typing as npt
 from scipy.special import expit, logit
-from scipy.stats import chi2, norm
+from scipy.stats import chi2, hypergeom, norm
 from scipy.stats import t as t_dist
 
 from heroeval.core.options import options_of
 from heroeval.errors import HeroEvalError
 from heroeval.estimators.ppi import (
+    ONE_CLASS_HULL,
     PRIOR_CONFLICT_LEVEL,
     PSEUDO,
     PSEUDO_WITH_PRIOR,
+    SMALL_GOLD,
+    clopper_pearson,
     history_prior,
     history_scores,
 )
@@ -224,6 +231,18 @@ def expert_labels(
     def z_half(var: Any) -> Any:
         return lambda k: z * math.sqrt(var(k))
 
+    def expected_with_hull(k: float, th: float, one_class: bool) -> float:
+        """The half-width expected at k gold items of a uniform sample when the estimator's small-sample rule
+        widens the interval to the gold's Clopper–Pearson interval (below SMALL_GOLD items, or on a sample of one
+        class): the hull's half-width weighted by the hypergeometric chance of each count of ones at rate mu."""
+        ki = max(round(k), 1)
+        x = np.arange(ki + 1) if ki < SMALL_GOLD else np.array([0, ki]) if one_class else np.array([], int)
+        if x.size == 0:
+            return th
+        px = hypergeom.pmf(x, n, round(n * mu), ki)
+        cp = np.array([np.subtract(*clopper_pearson(float(v), float(ki), confidence_level)[::-1]) / 2 for v in x])
+        return float(th + np.sum(px * np.maximum(cp - th, 0.0)))
+
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
     meas = measured_residuals(calibration, mu)
@@ -248,7 +267,8 @@ def expert_labels(
             return (1 / k - 1 / n) * max(spread, floor)
 
         def t_half(k: float) -> float:
-            return float(t_dist.ppf(q, max(k - 1, 1) + prior_at(k))) * math.sqrt(uniform_measured(k))
+            th = float(t_dist.ppf(q, max(k - 1, 1) + prior_at(k))) * math.sqrt(uniform_measured(k))
+            return expected_with_hull(k, th, one_class=ONE_CLASS_HULL == "always" or prior_at(k) <= 0)
 
         gen = np.random.default_rng(rng)
         pop = gen.choice(meas.y.size, n_mc, p=meas.weight)
