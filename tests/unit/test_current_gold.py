@@ -329,7 +329,7 @@ def test_t_interval_and_small_sample_rule(dgp):
     r = ppi(cur, cal)
     ci = r.confidence_interval()
     m = r.details["history_prior_items"] if not r.details["history_prior_conflict"] else 0.0
-    assert m == 20.0 and r.details["df"] == 39 + m  # the moderated t: k - 1 + the prior's worth
+    assert m == PRIOR_ITEMS and r.details["df"] == 39 + m  # the moderated t: k - 1 + the prior's worth
     h = t_dist.ppf(0.975, 39 + m) * r.standard_error
     assert ci.method == "t"
     assert ci.low == pytest.approx(max(0, r.estimate - h)) and ci.high == pytest.approx(min(1, r.estimate + h))

@@ -11,7 +11,7 @@ import heroeval as he
 from heroeval.choice.with_gold import recommend_with_gold
 from heroeval.errors import UnknownLabelerError
 from heroeval.estimators.gold_sample import GoldSample
-from heroeval.estimators.ppi import PRIOR_ITEMS, item_posterior, ppi, tuned_lambda, tuning_prior
+from heroeval.estimators.ppi import TUNING_PRIOR_ITEMS, item_posterior, ppi, tuned_lambda, tuning_prior
 
 
 def _world(seed: int, n_hist: int = 1000, n_cur: int = 300, mu_cur: float = 0.06, J: int = 6,
@@ -73,7 +73,7 @@ def test_tuning_prior_is_the_history_gold_moments():
     c, v, m = tuning_prior(cal, mu)
     assert c == pytest.approx(np.cov(gsc.y, f, ddof=0)[0, 1], rel=1e-10)
     assert v == pytest.approx(np.var(f), rel=1e-10)
-    assert m == min(PRIOR_ITEMS, gsc.n_gold)
+    assert m == min(TUNING_PRIOR_ITEMS, gsc.n_gold)
     np.testing.assert_allclose(f, item_posterior(gsc.llr, mu))
 
 
@@ -240,12 +240,13 @@ def test_expert_plan_drops_the_prior_where_the_estimator_would(monkeypatch):
 
 def test_expert_plan_expects_the_small_sample_hull(monkeypatch):
     """At a low rate a uniform sample of k gold items is often all 0, and below SMALL_GOLD items always small: the
-    estimator then widens its interval to the gold's Clopper-Pearson interval, so the plan's half-width is the t
-    half-width plus the hypergeometric chance of each such count times the hull's excess (computed here by hand)."""
+    estimator then widens its interval to the gold's Clopper-Pearson interval (one-class samples only where the
+    history prior is not used, ONE_CLASS_HULL), so the plan's half-width is the t half-width plus the
+    hypergeometric chance of each such count times the hull's excess (computed here by hand)."""
     from scipy.stats import beta, hypergeom
     from scipy.stats import t as t_dist
 
-    from heroeval.estimators.ppi import ONE_CLASS_HULL, PSEUDO_WITH_PRIOR, SMALL_GOLD
+    from heroeval.estimators.ppi import ONE_CLASS_HULL, PSEUDO, PSEUDO_WITH_PRIOR, SMALL_GOLD
     from heroeval.inference import gold_plan
     from heroeval.inference.residuals import measured_residuals
 
@@ -255,22 +256,25 @@ def test_expert_plan_expects_the_small_sample_hull(monkeypatch):
         cal = he.calibrate(hist, checks=True)
     n, mu = cur.n_items, 0.04
     s2 = measured_residuals(cal, mu).variance
-    monkeypatch.setattr(gold_plan, "history_prior", lambda *a, _v=s2, **kw: (_v, 20.0))
-    plan = gold_plan.expert_labels(cal, mu=mu, half_width=0.05, round_items=n, n_mc=2000)
 
     def cp_half(x: int, k: int) -> float:
         lo = 0.0 if x == 0 else beta.ppf(0.025, x, k - x + 1)
         hi = 1.0 if x == k else beta.ppf(0.975, x + 1, k - x)
         return (hi - lo) / 2
 
-    for k in (5, 20, 60):
-        th = t_dist.ppf(0.975, k - 1 + 20) * np.sqrt((1 / k - 1 / n) * max(
-            s2, PSEUDO_WITH_PRIOR / (k + 2 * PSEUDO_WITH_PRIOR)))
-        xs = range(k + 1) if k < SMALL_GOLD else (0, k) if ONE_CLASS_HULL == "always" else ()
-        want = th + sum(hypergeom.pmf(x, n, round(n * mu), k) * max(cp_half(x, k) - th, 0.0) for x in xs)
-        assert plan.half_width_at(k) == pytest.approx(want, rel=1e-9)
-        if k == 20 and ONE_CLASS_HULL == "always":
-            assert want > th * 1.03  # the hull matters here: 20 items at 4 % are all 0 in about 44 % of draws
+    for s2h, kept in ((s2, True), (s2 / 50, False)):  # the prior kept; dropped by the conflict test
+        monkeypatch.setattr(gold_plan, "history_prior", lambda *a, _v=s2h, **kw: (_v, 20.0))
+        plan = gold_plan.expert_labels(cal, mu=mu, half_width=0.05, round_items=n, n_mc=2000)
+        for k in (5, 20, 60):
+            m = 20.0 if kept else 0.0
+            spread, p = ((k * s2 + m * s2h) / (k + m), PSEUDO_WITH_PRIOR) if kept else (s2, PSEUDO)
+            th = t_dist.ppf(0.975, k - 1 + m) * np.sqrt((1 / k - 1 / n) * max(spread, p / (k + 2 * p)))
+            one_class = ONE_CLASS_HULL == "always" or not kept
+            xs = range(k + 1) if k < SMALL_GOLD else (0, k) if one_class else ()
+            want = th + sum(hypergeom.pmf(x, n, round(n * mu), k) * max(cp_half(x, k) - th, 0.0) for x in xs)
+            assert plan.half_width_at(k) == pytest.approx(want, rel=1e-9), (kept, k)
+            if k == 20 and one_class:
+                assert want > th * 1.03  # the hull matters here: 20 items at 4 % are all 0 in about 44 % of draws
 
 
 # ---------------------------------------------------------------- the predictor the history supports

@@ -23,7 +23,7 @@ import heroeval as he
 from heroeval.cli import app
 from heroeval.errors import DataError, HeroEvalError, HeroEvalWarning
 from heroeval.estimators.gold_sample import GoldSample, gold_sample, variance_groups
-from heroeval.estimators.ppi import history_prior, item_posterior, ppi, rectify, tuned_lambda
+from heroeval.estimators.ppi import PRIOR_ITEMS, history_prior, item_posterior, ppi, rectify, tuned_lambda
 from heroeval.inference.select import allocate, select_items
 from heroeval.ingest.read import read_item_groups
 from tests.unit.test_current_gold import _D
@@ -276,7 +276,7 @@ def test_history_prior_per_item_is_the_band_spread_weighted_by_design(world):
     s2, worth = history_prior(cal, lam, mu)
     # independently: the residuals of the history's gold items, their spread, and the spread within each quarter
     r = gsc.y - lam / (1 + np.exp(-(math.log(mu / (1 - mu)) + gsc.llr)))
-    assert s2 == pytest.approx(np.var(r, ddof=1)) and worth == min(20.0, gsc.n_gold)
+    assert s2 == pytest.approx(np.var(r, ddof=1)) and worth == min(PRIOR_ITEMS, gsc.n_gold)
     fh = item_posterior(gsc.llr, mu)
     f_round = np.linspace(0.0, 1.0, 101)
     at = np.array([0.05, 0.3, 0.6, 0.99])

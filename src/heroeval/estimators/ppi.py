@@ -33,7 +33,7 @@ the weighted least-squares slope of y on f over S with weights
 ``(1 - pi_i) / pi_i^2``, clipped to [0, 1] (``lam = 0`` is the gold-only
 mean, ``lam = 1`` plain PPI). For the posterior predictors the slope is
 moderated by the same predictor's moments on the history's gold items, worth
-:data:`PRIOR_ITEMS` of them (:func:`tuned_lambda`, :func:`tuning_prior`), so
+:data:`TUNING_PRIOR_ITEMS` of them (:func:`tuned_lambda`, :func:`tuning_prior`), so
 that a round whose sampled gold is all one class (slope 0 on its own) still
 uses the judges; ``details["lambda_round"]`` keeps the round's own slope.
 
@@ -125,20 +125,25 @@ GOLD_METHODS = ("hero1_ppi", "gp_ppi", "mv_ppi", "gold_only")
 METHOD_OF = {"hero1": "hero1_ppi", "prior": "prior_ppi", "majority_vote": "mv_ppi", "gold_proportion": "gp_ppi"}
 SMALL_GOLD = 10
 """Below this many gold items the interval is widened to contain the gold's own Clopper–Pearson interval."""
-ONE_CLASS_HULL = "always"
+ONE_CLASS_HULL = "no-prior"
 """Where a gold sample of one class (all 0 or all 1) widens the interval to the gold's Clopper–Pearson interval:
 ``"always"``, or ``"no-prior"`` (only where the history prior on the variance is not used: with it, the judges'
-residual spread on the history's gold sizes the interval). Chosen by leave-one-set-out
-(benchmarks/current_gold_loso.py, docs/current_gold.md)."""
+residual spread on the history's gold sizes the interval, so that such a round still uses the judges). Chosen by
+leave-one-set-out, 12 of 12 held-out sets (benchmarks/current_gold_loso.py, docs/current_gold.md; "always" before)."""
 _MU_CLIP = 1e-6
-PSEUDO = 1.5
+PSEUDO = 0.25
 """Pseudo-discordant gold items at each end of the residual's range in the variance floor, without a history
-prior (Agresti–Coull's ``z^2/2 = 1.92`` before the leave-one-set-out study chose 1.5)."""
+prior (Agresti–Coull's ``z^2/2 = 1.92`` at first, 1.5 chosen by the first leave-one-set-out study with k >= 20,
+0.25 by the second, k in {10, 20, 50, 100}, 12 of 12 held-out sets)."""
 PSEUDO_WITH_PRIOR = 0.25
 """The floor's pseudo-items when the history prior is used: small, as the prior keeps the spread from zero, but
 positive, so that a predictor without error on the history's gold and on the round's still gets a variance."""
-PRIOR_ITEMS = 20.0
-"""What the history prior on the residual spread is worth, in gold items (at most the history's gold count)."""
+PRIOR_ITEMS = 10.0
+"""What the history prior on the residual spread is worth, in gold items (at most the history's gold count); 20
+before the second leave-one-set-out study chose 10 (12 of 12 held-out sets)."""
+TUNING_PRIOR_ITEMS = 20.0
+"""What the history's moments are worth in the tuning slope's prior (:func:`tuning_prior`), in gold items (at most
+the history's gold count; the variance prior's worth before the second study, not tuned apart)."""
 HISTORY_BANDS = 4
 """Bands of the predictor in which an unequal-probability design's history prior is measured (:func:`history_prior`;
 the stratified design's default strata, heroeval.inference.select.DEFAULT_STRATA, not tuned)."""
@@ -353,7 +358,7 @@ def tuning_prior(calibration: Calibration, mu: float, items: float | None = None
     The predictor is ``sigmoid(logit mu + L)`` at the round's rate ``mu``
     over the calibration's kept gold items (:func:`history_prior` uses the
     same items); the worth is ``min(items, n_gold)`` (default
-    :data:`PRIOR_ITEMS`). ``None`` without the record. ``scores``: other items
+    :data:`TUNING_PRIOR_ITEMS`). ``None`` without the record. ``scores``: other items
     and ratios (:func:`history_scores`), as for the gold-proportion predictor.
     """
     sc = history_scores(calibration) if scores is None else scores
@@ -364,7 +369,7 @@ def tuning_prior(calibration: Calibration, mu: float, items: float | None = None
     fc = f - f.mean()
     c = float(np.mean(fc * (y - y.mean())))
     v = float(np.mean(fc**2))
-    return c, v, min(PRIOR_ITEMS if items is None else float(items), float(n_gold))
+    return c, v, min(TUNING_PRIOR_ITEMS if items is None else float(items), float(n_gold))
 
 
 @dataclass(frozen=True)
