@@ -245,7 +245,19 @@ def main() -> None:
     ap.add_argument("--grouped", action="store_true",
                     help="the grouped protocol instead (benchmarks/real_data.grouped_sets: history and round made of "
                          "different item groups, 8 groupings): grouped_*.csv")
+    ap.add_argument("--tables-from", default="",
+                    help="comma-separated resamples.csv.gz files of earlier runs: print their tables together (and "
+                         "write the merged resamples and summary to --out) without running anything")
     a = ap.parse_args()
+    if a.tables_from:
+        merged = pd.concat([pd.read_csv(f) for f in a.tables_from.split(",")], ignore_index=True)
+        Path(a.out).mkdir(parents=True, exist_ok=True)
+        merged.to_csv(Path(a.out) / "resamples.csv.gz", index=False)
+        summ = summarize(merged)
+        summ.to_csv(Path(a.out) / "summary.csv", index=False)
+        print(tables(summ))
+        print(plan_table(merged))
+        return
     warnings.simplefilter("ignore", HeroEvalWarning)
     warnings.simplefilter("ignore", RuntimeWarning)
     out = Path(a.out)
