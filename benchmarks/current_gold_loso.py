@@ -102,10 +102,12 @@ def replay(d: pd.DataFrame, p: float, M: float, df: str = "k-1", p_none: float |
     h = t_dist.ppf(0.975, dof) * se
     est = d["estimate"].to_numpy(float)
     lo, hi = np.maximum(0.0, est - h), np.minimum(1.0, est + h)
-    small = d["small_rule"].to_numpy(bool)
-    if hull == "no-prior":  # one-class samples of at least SMALL_GOLD items that use the prior keep the t interval
-        gm = d["gold_mean"].to_numpy(float)
-        small &= ~(has & (k >= SMALL_GOLD) & ((gm <= 0) | (gm >= 1)))
+    # the small-sample rule recomputed from the row (not read from its flag, which records the rule it ran under):
+    # fewer than SMALL_GOLD gold items, or one class (all 0 or all 1) where the hull rule says so
+    gm = d["gold_mean"].to_numpy(float)
+    one_class = (gm <= 0) | (gm >= 1)
+    small = (k < SMALL_GOLD) | ~np.isfinite(var_raw)
+    small |= one_class if hull == "always" else one_class & ~has
     for i in np.flatnonzero(small):
         g, n = float(d["gold_mean"].iloc[i]), float(d["gold_neff"].iloc[i])
         cl, ch = clopper_pearson(g * n, n, 0.95)
