@@ -317,3 +317,12 @@ def test_flat_strata_are_named(world):
     odd = {i: ("odd" if n % 2 else "even") for n, i in enumerate(ids)}
     r2 = ppi(_reveal(d, select_items(cur, None, 40, by=odd, rng=0)), None, predictor="majority_vote")
     assert not [x for x in r2.notes if "show no residual spread" in x]
+
+
+def test_select_warns_above_a_quarter_of_the_round(world):
+    d, cal = world
+    n = d.current.n_items
+    few = select_items(d.current, cal, n // 4, by="posterior", rng=0)
+    many = select_items(d.current, cal, n // 4 + 8, by="posterior", rng=0)
+    assert not [x for x in few.notes if x.startswith("warning: k =")]
+    assert [x for x in many.notes if x.startswith(f"warning: k = {n // 4 + 8} is above 25%")]
