@@ -13,7 +13,7 @@ import typer
 
 from heroeval.cli._messages import to_cli
 from heroeval.cli.console import busy, console, err, ingest_tables, run
-from heroeval.cli.inputs import current_and_calibration, read, read_current, read_pairs
+from heroeval.cli.inputs import current_and_calibration, read, read_current, read_groups, read_pairs
 from heroeval.cli.options import (
     FILES,
     CalOpt,
@@ -157,6 +157,7 @@ def estimate_cmd(
     current_gold: CurGoldOpt = None,
     design: DesignOpt = None,
     csv_out: Annotated[Path | None, typer.Option("--csv", help="Also write the estimates table as CSV to this file: the rows shown (recommended first), with estimate, SE, interval and its method, status and notes.")] = None,
+    group_col: Annotated[str | None, typer.Option("--group-col", help="A column of the current labels file that groups its items (prompt, query, topic, conversation): items of a group are treated as dependent and the standard errors become cluster-robust by group (estimates with current gold excepted).")] = None,
     by: Annotated[str | None, typer.Option("--by", help="Rates per stratum: a column of the current labels file giving each item's stratum (topic, harm category, query). Each stratum is estimated as a round alone, with intervals simultaneous over the strata at --confidence-level (Bonferroni); strata with fewer than 2 items are listed as skipped.")] = None,
 ) -> None:
     """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals.
@@ -234,6 +235,8 @@ def estimate_cmd(
                         raise
                     msg = msg.replace("; pass round_col=False to ignore the column", "")
                     raise DataError(msg.replace(" round ", " stratum ")) from None
+                if group_col is not None:
+                    cur = cur.with_groups(read_groups(current, group_col, item_col))
                 hist = None
                 if calibration is not None:
                     cal = load_calibration(calibration)
@@ -274,6 +277,8 @@ def estimate_cmd(
             labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
             gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding, current_gold=current_gold,
             design=design)
+        if group_col is not None:
+            cur = cur.with_groups(read_groups(current, group_col, item_col))
         kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "exclude_new_labelers": False}
         ms = _methods(method)
         # the recommended estimate with every method, or when 'auto' is in the list; not for a list without it
@@ -362,6 +367,7 @@ def compare_cmd(
     pairs_file: Annotated[Path | None, typer.Option("--pairs", help="When A and B answer the same prompts: a file mapping every item id of both rounds (column item_id, or --item-col) to its prompt (--pair-col); the differences then use the pairing. Without it, items with the same id in both rounds are paired.")] = None,
     pair_col: Annotated[str, typer.Option(help="The prompt column of --pairs.")] = "prompt_id",
     unpaired: Annotated[bool, typer.Option("--unpaired", help="Treat the rounds' items as independent even when they share item ids (as heroeval 0.1 did).")] = False,
+    group_col: Annotated[str | None, typer.Option("--group-col", help="A column of both rounds' labels files that groups their items (prompt, query, topic): standard errors cluster-robust by group within each round (see hero estimate --group-col; with --pairs, the pairing's prompts are the clusters).")] = None,
     adjust: Annotated[str, typer.Option(help="With more than two rounds: the simultaneous intervals' adjustment, sidak, bonferroni or none (p-values are then Holm-adjusted unless none).")] = "sidak",
 ) -> None:
     """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values.
@@ -392,7 +398,8 @@ def compare_cmd(
 
         unsupported = [o for o, v in (("--a-gold", a_gold), ("--b-gold", b_gold), ("--report", report),
                                       ("--a-covariates", a_covariates), ("--b-covariates", b_covariates),
-                                      ("--classes", classes), ("--ordinal", ordinal or None)) if v is not None]
+                                      ("--classes", classes), ("--ordinal", ordinal or None),
+                                      ("--group-col", group_col)) if v is not None]
         if unsupported:
             err(f"{', '.join(unsupported)}: not available with more than two rounds yet (compare two at a time)")
             raise typer.Exit(2)
@@ -438,6 +445,9 @@ def compare_cmd(
                              **gk, **rd)
             b = read_current(b_current, covariates=b_covariates, name="B", title="Ingest: round B", gold=b_gold,
                              **gk, **rd)
+            if group_col is not None:
+                a = a.with_groups(read_groups(a_current, group_col, item_col))
+                b = b.with_groups(read_groups(b_current, group_col, item_col))
             hist = None
             if calibration is not None:
                 cal = load_calibration(calibration)

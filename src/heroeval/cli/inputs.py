@@ -112,27 +112,51 @@ def read_pairs(path: Path, col: str, item_col: str | None = None) -> Any:
 
     The file is CSV/TSV (or Parquet): one row per item of either round, its item id column (``item_col``, else
     ``item_id``) and ``col``. :class:`HeroEvalError` names the file and what is wrong."""
+    return read_item_column(path, col, item_col, option="--pairs", col_option="--pair-col", what="prompt")
+
+
+def read_groups(path: Path, col: str, item_col: str | None = None) -> Any:
+    """``--group-col COL``: each item's group (prompt, query, topic) from a labels file's column ``col``.
+
+    One row per annotation: every row of an item must name the same group. Returns a pandas Series (index: item
+    id) for :meth:`heroeval.AnnotationSet.with_groups`."""
+    return read_item_column(path, col, item_col, option="--group-col", col_option="--group-col", what="group")
+
+
+def read_item_column(path: Path, col: str, item_col: str | None, *, option: str, col_option: str,
+                     what: str) -> Any:
+    """The column ``col`` of ``path`` per item (index: item id; the item column ``item_col`` or a recognised
+    name), one value per item; :class:`HeroEvalError` names the file, the row and what is wrong."""
     import pandas as pd
+
+    from heroeval.ingest.tables import ITEM_COLUMNS, resolve_column
 
     suf = [x.lower() for x in path.suffixes]
     try:
         if ".parquet" in suf or ".pq" in suf:
             df = pd.read_parquet(path)
+        elif ".jsonl" in suf or ".ndjson" in suf:
+            df = pd.read_json(path, lines=True, dtype=False)
         else:
             df = pd.read_csv(path, sep="\t" if ".tsv" in suf else ",", dtype=str, keep_default_na=False)
     except (OSError, ValueError) as exc:
-        raise HeroEvalError(f"--pairs {str(path)!r}: cannot read it ({exc})") from exc
-    ic = item_col or "item_id"
+        raise HeroEvalError(f"{option} {str(path)!r}: cannot read it ({exc})") from exc
+    try:
+        ic = resolve_column(df, item_col, ITEM_COLUMNS, "item", str(path))
+    except HeroEvalError:
+        ic = item_col or "item_id"
     for c in (ic, col):
         if c not in df.columns:
-            raise HeroEvalError(f"--pairs {str(path)!r}: no column {c!r} (columns: {list(df.columns)}); "
-                                f"--pair-col names the prompt column")
-    ids, prompts = df[ic].astype(str), df[col].astype(str)
-    empty = (prompts.str.strip() == "") | df[col].isna()
+            raise HeroEvalError(f"{option} {str(path)!r}: no column {c!r} (columns: {list(df.columns)}); "
+                                f"{col_option} names the {what} column")
+    ids, vals = df[ic].astype(str), df[col].astype(str)
+    empty = (vals.str.strip() == "") | df[col].isna()
     if empty.any():
         row = int(empty.to_numpy().nonzero()[0][0])
-        raise HeroEvalError(f"--pairs {str(path)!r}: row {row + 2} (item {ids.iloc[row]!r}) has an empty {col!r}")
-    dup = ids.duplicated(keep=False) & ~df.duplicated([ic, col], keep=False)
-    if dup.any():
-        raise HeroEvalError(f"--pairs {str(path)!r}: item {ids[dup].iloc[0]!r} has more than one {col!r}")
-    return pd.Series(prompts.to_numpy(), index=ids.to_numpy(), name=col).groupby(level=0).first()
+        raise HeroEvalError(f"{option} {str(path)!r}: row {row + 2} (item {ids.iloc[row]!r}) has an empty {col!r}")
+    per_item = pd.Series(vals.to_numpy(), index=ids.to_numpy(), name=col).groupby(level=0)
+    several = per_item.nunique()
+    if (several > 1).any():
+        item = several.index[several.to_numpy() > 1][0]
+        raise HeroEvalError(f"{option} {str(path)!r}: item {item!r} has more than one {col!r}")
+    return per_item.first()

@@ -4,6 +4,7 @@ estimate, and the result record."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -15,6 +16,7 @@ from heroeval.errors import (
     HeroEvalError,
     UnknownLabelerError,
 )
+from heroeval.estimators.clusters import MIN_GROUPS, with_design_effect
 from heroeval.estimators.inversion import ScoreTest
 from heroeval.estimators.results import EstimateResult, Influence
 from heroeval.estimators.score_equation import psi
@@ -22,7 +24,7 @@ from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import scoring, two_coin
 from heroeval.stage_a.calibration import Calibration
 
-__all__ = ["Aligned", "DispatchRule", "FloatArray", "NewLabelerRule", "ScoreInputs", "ShiftRule", "TieRule", "align", "check_calibration", "check_current", "dispatch_rule", "em_status", "gold_count_variances", "has_unknown", "label_codes", "log_likelihood_ratios", "new_labeler_rule", "result_of", "score_test", "stage_a_influence", "with_history"]
+__all__ = ["Aligned", "DispatchRule", "FloatArray", "NewLabelerRule", "ScoreInputs", "ShiftRule", "TieRule", "align", "check_calibration", "check_current", "dispatch_rule", "em_status", "gold_count_variances", "grouped_inference", "has_unknown", "label_codes", "log_likelihood_ratios", "new_labeler_rule", "result_of", "score_test", "stage_a_influence", "with_history"]
 
 
 FloatArray = npt.NDArray[np.float64]
@@ -192,6 +194,9 @@ def score_test(
 
 
 def result_of(method: str, est: float, data: AnnotationSet, **kw: Any) -> EstimateResult:
+    """The result record of ``method`` on ``data``; cluster-robust when ``data`` has item groups
+    (:func:`grouped_inference`)."""
+    kw = grouped_inference(data, kw)
     return EstimateResult(
         method=method,
         estimate=float(est),
@@ -200,6 +205,29 @@ def result_of(method: str, est: float, data: AnnotationSet, **kw: Any) -> Estima
         n_labelers=int(np.unique(data.labeler).size),
         **kw,
     )
+
+
+def grouped_inference(data: AnnotationSet, kw: dict[str, Any]) -> dict[str, Any]:
+    """A result's ``influence``, ``test`` and ``notes`` made cluster-robust by ``data``'s item groups.
+
+    The influence values get the items' groups (their current-round variance becomes the cluster-robust
+    one, :mod:`heroeval.estimators.clusters`) and the test its design effect; a note says by how much the
+    standard error grew, or why it could not be made cluster-robust. Unchanged without groups.
+    """
+    infl = kw.get("influence")
+    if data.item_group is None or infl is None:
+        return kw
+    if infl.current.shape[0] != data.n_items:
+        raise HeroEvalError(f"{infl.current.shape[0]} influence values for {data.n_items} items of {data.name!r}: "
+                            "cannot make the standard error cluster-robust")
+    g = replace(infl, groups=data.item_group)
+    notes = tuple(kw.get("notes", ()))
+    if g.n_groups < MIN_GROUPS:
+        note = (f"the round's {data.n_items} items are all in one group: the standard error cannot be made "
+                "cluster-robust and treats the items as independent")
+    else:
+        note = f"cluster-robust SE over {g.n_groups} item groups (current part x {math.sqrt(g.deff):.2f})"
+    return {**kw, "influence": g, "test": with_design_effect(kw.get("test"), g.deff), "notes": (*notes, note)}
 
 
 def gold_count_variances(cal: Calibration, alpha: FloatArray, beta: FloatArray) -> FloatArray:

@@ -117,6 +117,8 @@ class BinomialScoreTest(InversionTest):
     p_hat: float
     n: int
     label: str = "wilson"
+    deff: float = 1.0
+    """Design effect of grouped items (:mod:`heroeval.estimators.clusters`): the test counts ``n / deff`` items."""
 
     @property
     def center(self) -> float:  # type: ignore[override]
@@ -124,7 +126,7 @@ class BinomialScoreTest(InversionTest):
 
     def stat(self, mu0: float) -> float:
         m = min(max(mu0, _MU_MIN), 1 - _MU_MIN)
-        return (self.p_hat - m) / math.sqrt(m * (1 - m) / max(self.n, 1))
+        return (self.p_hat - m) / math.sqrt(self.deff * m * (1 - m) / max(self.n, 1))
 
 
 def invert(
@@ -332,6 +334,8 @@ class ScoreTest(InversionTest):
     gamma_x: FloatArray | None = None
     Xc: FloatArray | None = None
     cov_start: int = 0
+    current_deff: float = 1.0
+    """Design effect of grouped items (:mod:`heroeval.estimators.clusters`) on the current-round variance."""
     _cache: dict[str, PatternTable] = field(default_factory=dict, repr=False)
 
     @property
@@ -357,6 +361,7 @@ class ScoreTest(InversionTest):
             sxp = self.Xc.T @ (self.counts * np.where(np.isfinite(ps), ps, 0.0))
             red = float(-2 * gm @ sxp + gm @ (self.Xc.T @ (self.Xc * self.counts[:, None])) @ gm)
             v_cur = max(v_cur + red, 0.1 * v_cur)
+        v_cur *= self.current_deff
         if self.space is None:
             v_hist = 0.0
         elif self.V is None:

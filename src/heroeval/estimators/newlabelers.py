@@ -36,6 +36,7 @@ import numpy.typing as npt
 from scipy.special import expit, logit
 
 from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError
+from heroeval.estimators.common import grouped_inference
 from heroeval.estimators.results import EstimateResult, Influence
 from heroeval.estimators.score_equation import solve_score
 from heroeval.ingest.annotations import AnnotationSet
@@ -193,8 +194,7 @@ def hero1_anchored(
         status=status,
         convergence=conv,
         details=details,
-        notes=notes,
-        influence=infl,
+        **grouped_inference(current, {"notes": notes, "influence": infl}),
     )
 
 

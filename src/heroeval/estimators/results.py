@@ -15,6 +15,7 @@ from scipy.special import expit, logit
 from scipy.stats import norm
 
 from heroeval.errors import HeroEvalError
+from heroeval.estimators.clusters import design_effect
 from heroeval.estimators.inversion import InversionTest, check_alternative
 from heroeval.estimators.table import METHOD_TITLES, EstimateRow, EstimatesTable
 from heroeval.stage_a.calibration import ConvergenceInfo
@@ -130,14 +131,31 @@ class Influence:
     history: FloatArray | None = None
     gram: FloatArray | ParameterCovariance | None = None
     calibration_id: int | None = None
+    groups: npt.NDArray[np.int32] | None = None
+    """The group of each current item (prompt, query, topic) when items are clustered: the current-round
+    variance is then cluster-robust (:mod:`heroeval.estimators.clusters`)."""
+    deff: float = field(default=1.0, init=False)
+    """The design effect of the groups on the current-round variance (1 without groups)."""
+    n_groups: int = field(default=0, init=False)
+    """How many groups the current items fall into (0 without groups)."""
+
+    def __post_init__(self) -> None:
+        if self.groups is not None:
+            if self.groups.shape != self.current.shape:
+                raise HeroEvalError(f"groups has {self.groups.shape[0]} entries for {self.current.shape[0]} "
+                                    "current influence values")
+            deff, G = design_effect(self.current, self.groups)
+            object.__setattr__(self, "deff", deff)
+            object.__setattr__(self, "n_groups", G)
 
     @property
     def n(self) -> int:
         return int(self.current.shape[0])
 
     def variance_current(self) -> float:
+        """``sum phi^2 / n^2``, times the design effect of grouped items (cluster-robust; at least the former)."""
         n = self.n
-        return float(self.current @ self.current) / n**2 if n else math.nan
+        return self.deff * float(self.current @ self.current) / n**2 if n else math.nan
 
     def history_covariance(self, other: Influence) -> float:
         """Covariance of the two history terms (0 when either has none)."""
@@ -336,6 +354,8 @@ class EstimateResult:
             "ci_method": ci.method,
             "variance_current": jsonable(self.variance_current),
             "variance_history": jsonable(self.variance_history),
+            **({} if self.influence is None or self.influence.groups is None else
+               {"item_groups": self.influence.n_groups, "design_effect": self.influence.deff}),
             "status": self.status,
             "n_items": self.n_items,
             "n_annotations": self.n_annotations,

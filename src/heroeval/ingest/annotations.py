@@ -169,6 +169,13 @@ class AnnotationSet:
         The stratum of each item in a stratified design (``""`` outside the
         sample), ``None`` when the design has no strata: the estimators'
         variance is then the stratified one (residuals centred within strata).
+    item_group : ndarray of int32, shape (n_items,), or None
+        The cluster of each item (prompt, query, topic, conversation:
+        :meth:`with_groups`), ``None`` when items are independent. With groups
+        every current-round standard error is cluster-robust by group
+        (:meth:`heroeval.estimators.results.Influence.variance_current`).
+    group_ids : tuple of str
+        The groups' names (empty without groups).
     """
 
     item_ids: npt.NDArray[np.object_]
@@ -186,6 +193,8 @@ class AnnotationSet:
     repeated_pairs: bool = True  # some (item, labeler) pair has several labels (False only when known)
     gold_pi: npt.NDArray[np.float64] | None = None  # inclusion probabilities of a gold-sampling design
     gold_stratum: npt.NDArray[np.object_] | None = None  # strata of a stratified design ("" off the sample)
+    item_group: npt.NDArray[np.int32] | None = None  # cluster of each item (with_groups); None: independent items
+    group_ids: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for arr in (
@@ -204,6 +213,11 @@ class AnnotationSet:
             self.gold_pi.setflags(write=False)
         if self.gold_stratum is not None:
             self.gold_stratum.setflags(write=False)
+        if self.item_group is not None:
+            if self.item_group.shape != (self.n_items,):
+                raise DataError(f"{self.name!r}: item_group has shape {self.item_group.shape}, expected "
+                                f"({self.n_items},)")
+            self.item_group.setflags(write=False)
 
     # -- sizes -------------------------------------------------------------
     @property
@@ -237,10 +251,11 @@ class AnnotationSet:
 
     def __repr__(self) -> str:
         cov = f", covariates={list(self.covariate_names)}" if self.covariates is not None else ""
+        grp = f", item groups={len(self.group_ids)}" if self.item_group is not None else ""
         return (
             f"AnnotationSet(name={self.name!r}, items={self.n_items}, "
             f"labelers={self.n_labelers}, annotations={self.n_annotations}, "
-            f"gold={self.n_gold}, rounds={self.n_rounds}{cov})"
+            f"gold={self.n_gold}, rounds={self.n_rounds}{grp}{cov})"
         )
 
     # -- construction from arrays (no validation of files; used by simulations) --
@@ -343,6 +358,8 @@ class AnnotationSet:
             repeated_pairs=self.repeated_pairs,
             gold_pi=None if self.gold_pi is None else self.gold_pi[ix],
             gold_stratum=None if self.gold_stratum is None else self.gold_stratum[ix],
+            item_group=None if self.item_group is None else self.item_group[ix],
+            group_ids=self.group_ids,
         )
 
     def with_gold(self, items: npt.ArrayLike, values: npt.ArrayLike) -> AnnotationSet:
@@ -400,6 +417,44 @@ class AnnotationSet:
         sv[pos] = st[have]
         return replace(self, gold_pi=out, gold_stratum=sv)
 
+    def with_groups(self, groups: Mapping[Any, Any] | pd.Series | tuple[npt.ArrayLike, npt.ArrayLike] | None,
+                    ) -> AnnotationSet:
+        """A copy whose items are clustered by ``groups`` (prompt, query, topic, conversation); ``None`` removes them.
+
+        ``groups`` maps item id to group: a mapping, a pandas Series indexed by item id, or an ``(items,
+        groups)`` pair. Every item of the set needs a group (an item missing from ``groups`` is an error that
+        names it; ids not in the set are ignored). Items of one group are treated as dependent and groups as
+        independent: every current-round standard error becomes cluster-robust by group (docs/inference.md,
+        "Grouped items").
+        """
+        if groups is None:
+            return replace(self, item_group=None, group_ids=())
+        if isinstance(groups, pd.Series):
+            ids_in, vals_in = groups.index.to_numpy(), groups.to_numpy()
+        else:
+            ids_in, vals_in = as_pair(groups)
+        if ids_in.shape[0] != vals_in.shape[0]:
+            raise DataError(f"groups: {ids_in.shape[0]} item ids but {vals_in.shape[0]} groups")
+        table = pd.DataFrame({"item_id": ids_to_str(pd.Series(ids_in)).to_numpy(dtype=object),
+                              "group": pd.Series(vals_in).to_numpy(dtype=object)})
+        if table["group"].isna().any():
+            bad = table.loc[table["group"].isna(), "item_id"].head(5).tolist()
+            raise DataError(f"groups: {int(table['group'].isna().sum())} item(s) have no group, e.g. {bad}")
+        table["group"] = table["group"].astype(str)
+        dup = table.drop_duplicates().duplicated("item_id", keep=False)
+        if dup.any():
+            bad = table.loc[dup, "item_id"].drop_duplicates().head(5).tolist()
+            raise DataError(f"groups: item(s) {bad} are given two different groups; an item belongs to one group")
+        per_item = table.drop_duplicates("item_id").set_index("item_id")["group"]
+        got = per_item.reindex(pd.Index(self.item_ids.astype(str)))
+        missing = got.isna().to_numpy()
+        if missing.any():
+            shown = ", ".join(repr(str(x)) for x in self.item_ids[missing][:5])
+            raise DataError(f"groups: {int(missing.sum())} of {self.n_items} item(s) of {self.name!r} have no "
+                            f"group: {shown}")
+        codes, names = pd.factorize(got, sort=True)
+        return replace(self, item_group=codes.astype(np.int32), group_ids=tuple(str(x) for x in names))
+
     def select_labelers(self, keep: npt.NDArray[np.bool_]) -> tuple[AnnotationSet, int, int]:
         """Drop the annotations of labelers where ``keep`` is False.
 
@@ -433,6 +488,8 @@ class AnnotationSet:
             repeated_pairs=self.repeated_pairs,
             gold_pi=None if self.gold_pi is None else self.gold_pi[keep_item].copy(),
             gold_stratum=None if self.gold_stratum is None else self.gold_stratum[keep_item].copy(),
+            item_group=None if self.item_group is None else self.item_group[keep_item].copy(),
+            group_ids=self.group_ids,
         )
         return new, int((~keep_ann).sum()), int((~keep_item).sum())
 
