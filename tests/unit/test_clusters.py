@@ -161,6 +161,13 @@ def test_estimate_with_groups_widens_and_notes(grouped_round: tuple[he.Calibrati
         assert hi.high - hi.low >= lo.high - lo.low - 1e-12, m
         assert any("cluster-robust SE over 10 item groups" in n for n in g.notes), g.notes
         assert g.to_dict()["item_groups"] == 10
+        assert g.to_dict()["estimand"] == "population of item groups"
+        assert not any("only 10 groups" in n for n in g.notes)  # 10 groups: no few-groups warning
+    assert "estimand" not in res["hero1"].to_dict()
+    # fewer than FEW_GROUPS groups: the note warns and points to the round's own rate
+    few = he.estimate(cur.with_groups({k: v // 2 for k, v in groups.items()}), cal, method="hero1")
+    assert isinstance(few, he.EstimateResult)
+    assert any("only 5 groups" in n and "without groups" in n for n in few.notes), few.notes
     # all in one group: no cluster-robust SE, and the note says so
     one = he.estimate(cur.with_groups({k: 0 for k in groups}), cal, method="hero1")
     assert isinstance(one, he.EstimateResult)

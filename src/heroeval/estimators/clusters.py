@@ -38,7 +38,8 @@ from scipy.stats import norm, t
 
 from heroeval.estimators.inversion import BinomialScoreTest, InversionTest, MomentTest, ScoreTest
 
-__all__ = ["MIN_GROUPS", "cluster_variance", "design_effect", "few_groups_factor", "with_design_effect"]
+__all__ = ["ESTIMAND", "FEW_GROUPS", "MIN_GROUPS", "cluster_variance", "design_effect", "few_groups_factor",
+           "with_design_effect"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int32] | npt.NDArray[np.int64]
@@ -46,6 +47,17 @@ IntArray = npt.NDArray[np.int32] | npt.NDArray[np.int64]
 MIN_GROUPS = 2
 """Below this many groups among the round's items there is no between-group spread to estimate: the design
 effect is 1 and the result's notes say the standard error is not cluster-robust."""
+
+FEW_GROUPS = 10
+"""Below this many groups the result's notes warn: the interval is for the rate over the population of groups
+the round's few groups stand for, and with groups of different rates it is wide (6 relations of ``mre_treat``:
+design effect about 60, an interval of about 0.8); for the round's own items' rate, estimate without groups."""
+
+ESTIMAND = "population of item groups"
+"""What a grouped interval is for (the ``estimand`` of a grouped result's JSON): the rate over the population
+of groups (prompts, queries, topics) the round's groups were drawn from, not the round's own items' rate, which
+the independent-items interval already covers when the items' labels err independently (docs/inference.md,
+"Grouped items")."""
 
 
 def few_groups_factor(n_groups: int, confidence_level: float = 0.95) -> float:

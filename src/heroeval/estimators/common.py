@@ -16,7 +16,7 @@ from heroeval.errors import (
     HeroEvalError,
     UnknownLabelerError,
 )
-from heroeval.estimators.clusters import MIN_GROUPS, with_design_effect
+from heroeval.estimators.clusters import ESTIMAND, FEW_GROUPS, MIN_GROUPS, with_design_effect
 from heroeval.estimators.inversion import ScoreTest
 from heroeval.estimators.results import EstimateResult, Influence
 from heroeval.estimators.score_equation import psi
@@ -226,7 +226,11 @@ def grouped_inference(data: AnnotationSet, kw: dict[str, Any]) -> dict[str, Any]
         note = (f"the round's {data.n_items} items are all in one group: the standard error cannot be made "
                 "cluster-robust and treats the items as independent")
     else:
-        note = f"cluster-robust SE over {g.n_groups} item groups (current part x {math.sqrt(g.deff):.2f})"
+        note = (f"cluster-robust SE over {g.n_groups} item groups (current part x {math.sqrt(g.deff):.2f}): "
+                f"the interval is for the rate over the {ESTIMAND}")
+        if g.n_groups < FEW_GROUPS:
+            note += (f"; with only {g.n_groups} groups it rests on few independent units and is wide when their "
+                     "rates differ. For this round's own items' rate, estimate without groups")
     return {**kw, "influence": g, "test": with_design_effect(kw.get("test"), g.deff), "notes": (*notes, note)}
 
 

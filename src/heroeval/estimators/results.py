@@ -15,7 +15,7 @@ from scipy.special import expit, logit
 from scipy.stats import norm
 
 from heroeval.errors import HeroEvalError
-from heroeval.estimators.clusters import design_effect
+from heroeval.estimators.clusters import ESTIMAND, design_effect
 from heroeval.estimators.inversion import InversionTest, check_alternative
 from heroeval.estimators.table import METHOD_TITLES, EstimateRow, EstimatesTable
 from heroeval.stage_a.calibration import ConvergenceInfo
@@ -355,7 +355,7 @@ class EstimateResult:
             "variance_current": jsonable(self.variance_current),
             "variance_history": jsonable(self.variance_history),
             **({} if self.influence is None or self.influence.groups is None else
-               {"item_groups": self.influence.n_groups, "design_effect": self.influence.deff}),
+               {"item_groups": self.influence.n_groups, "design_effect": self.influence.deff, "estimand": ESTIMAND}),
             "status": self.status,
             "n_items": self.n_items,
             "n_annotations": self.n_annotations,
