@@ -39,7 +39,7 @@ _PUBLIC: dict[str, str] = {
     "majority_vote": "heroeval.estimators.methods",
     "rogan_gladen": "heroeval.estimators.misclassification",
     "hero1_anchored": "heroeval.estimators.newlabelers",
-    "bootstrap": "heroeval.inference.comparison",
+    "bootstrap": "heroeval.inference.bootstrap",
     "classifier_metrics": "heroeval.inference.comparison",
     "compare": "heroeval.workflows.comparing",
     "plan": "heroeval.inference.planning",
@@ -73,7 +73,7 @@ _ALSO: dict[str, str] = {
     "EstimateResult": "heroeval.estimators.results",
     "Influence": "heroeval.estimators.results",
     "METHODS": "heroeval.estimators.table",
-    "BootstrapResult": "heroeval.inference.comparison",
+    "BootstrapResult": "heroeval.inference.bootstrap",
     "ClassifierMetrics": "heroeval.inference.comparison",
     "Comparison": "heroeval.inference.comparison",
     "ComparisonCollection": "heroeval.inference.comparison",
@@ -154,8 +154,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly ("
         Influence as Influence,
     )
     from heroeval.estimators.table import METHODS as METHODS
-    from heroeval.inference.comparison import (
+    from heroeval.inference.bootstrap import (
         BootstrapResult as BootstrapResult,
+    )
+    from heroeval.inference.bootstrap import (
+        bootstrap as bootstrap,
     )
     from heroeval.inference.comparison import (
         ClassifierMetrics as ClassifierMetrics,
@@ -168,9 +171,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly ("
     )
     from heroeval.inference.comparison import (
         MetricEstimate as MetricEstimate,
-    )
-    from heroeval.inference.comparison import (
-        bootstrap as bootstrap,
     )
     from heroeval.inference.comparison import (
         classifier_metrics as classifier_metrics,

@@ -32,6 +32,7 @@ from heroeval.cli.options import (
     GoldColOpt,
     GoldItemColOpt,
     GoldOpt,
+    GroupColOpt,
     HistCovOpt,
     HistOpt,
     ItemCol,
@@ -157,7 +158,7 @@ def estimate_cmd(
     current_gold: CurGoldOpt = None,
     design: DesignOpt = None,
     csv_out: Annotated[Path | None, typer.Option("--csv", help="Also write the estimates table as CSV to this file: the rows shown (recommended first), with estimate, SE, interval and its method, status and notes.")] = None,
-    group_col: Annotated[str | None, typer.Option("--group-col", help="A column of the current labels file that groups its items (prompt, query, topic, conversation): items of a group are treated as dependent and the standard errors become cluster-robust by group (estimates with current gold excepted).")] = None,
+    group_col: GroupColOpt = None,
     by: Annotated[str | None, typer.Option("--by", help="Rates per stratum: a column of the current labels file giving each item's stratum (topic, harm category, query). Each stratum is estimated as a round alone, with intervals simultaneous over the strata at --confidence-level (Bonferroni); strata with fewer than 2 items are listed as skipped.")] = None,
 ) -> None:
     """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals.
@@ -172,7 +173,7 @@ def estimate_cmd(
     from heroeval.estimators.collection import EstimateCollection
     from heroeval.estimators.ppi import ALL_GOLD_METHODS
     from heroeval.estimators.results import EstimateResult
-    from heroeval.inference.comparison import bootstrap as run_bootstrap
+    from heroeval.inference.bootstrap import bootstrap as run_bootstrap
     from heroeval.report import terminal as _render
     from heroeval.workflows.api import estimate
 
@@ -196,6 +197,9 @@ def estimate_cmd(
             raise typer.Exit(2)
         if bootstrap:
             err("--bootstrap is not available for multi-class labels yet")
+            raise typer.Exit(2)
+        if group_col is not None:
+            err("--group-col is not available for multi-class labels yet")
             raise typer.Exit(2)
         mc_new_labelers(rule)
         run(lambda: _mc.estimate(

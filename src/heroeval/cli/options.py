@@ -72,6 +72,7 @@ GoldOpt = Annotated[Path | None, typer.Option(help="History gold labels (with --
 HistCovOpt = Annotated[Path | None, typer.Option(help="History covariates (HERO-2, with --history).")]
 CurGoldOpt = Annotated[Path | None, typer.Option(help="Expert (gold) labels on some items of the current round: item_id, gold (and optionally pi). They are used by the estimates with current gold (hero1_ppi: HERO-1's posteriors rectified by them), which the recommended estimate then is.")]
 DesignOpt = Annotated[Path | None, typer.Option(help="How the current gold items were sampled: the selection file 'hero select' wrote (item_id, pi). Without it (and without a pi column in the gold file) they are taken as a uniform random sample.")]
+GroupColOpt = Annotated[str | None, typer.Option("--group-col", help="A column of the current labels file that groups its items (prompt, query, topic, conversation): items of a group are treated as dependent and the standard errors become cluster-robust by group, for the rate over the population of groups (estimates with current gold excepted; docs/inference.md, Grouped items).")]
 RidgeOpt = Annotated[float, typer.Option(help="HERO-2 ridge penalty (standardised scale).")]
 TieOpt = Annotated[Tie, typer.Option(help="Majority-vote tie rule.")]
 RoundOpt = Annotated[str | None, typer.Option(help="History round column (default 'round' if present; 'none' ignores it).")]

@@ -9,7 +9,7 @@ import typer
 
 from heroeval.cli._messages import to_cli
 from heroeval.cli.console import console, err, ingest_tables, run
-from heroeval.cli.inputs import current_and_calibration
+from heroeval.cli.inputs import current_and_calibration, read_groups
 from heroeval.cli.options import (
     FILES,
     CalOpt,
@@ -25,6 +25,7 @@ from heroeval.cli.options import (
     GoldColOpt,
     GoldItemColOpt,
     GoldOpt,
+    GroupColOpt,
     HistCovOpt,
     HistOpt,
     ItemCol,
@@ -78,6 +79,7 @@ def report_cmd(
     encoding: EncodingOpt = None,
     current_gold: CurGoldOpt = None,
     design: DesignOpt = None,
+    group_col: GroupColOpt = None,
 ) -> None:
     """Write one self-contained HTML report: every estimate, the labelers, the pool shift and the checks."""
     from heroeval.estimators.collection import EstimateCollection
@@ -97,6 +99,9 @@ def report_cmd(
         if current_gold is not None:
             err("--current-gold is not available for multi-class labels yet")
             raise typer.Exit(2)
+        if group_col is not None:
+            err("--group-col is not available for multi-class labels yet")
+            raise typer.Exit(2)
         mc_new_labelers(rule)
         run(lambda: _mc.report(
             current, output, calibration=calibration, history=history, gold=gold, classes=classes, ordinal=ordinal,
@@ -112,6 +117,8 @@ def report_cmd(
             labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
             gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding, current_gold=current_gold,
             design=design)
+        if group_col is not None:
+            cur = cur.with_groups(read_groups(current, group_col, item_col))
         kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "new_labelers": rule}
         res, warns = collect_warnings(lambda: estimate(cur, cal, method="all", history=hist, rng=seed,
                                                        recommend=True, **kw))

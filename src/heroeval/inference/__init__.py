@@ -4,13 +4,12 @@ Standard errors come from the estimators' influence values (current round
 plus history); see docs/inference.md.
 """
 
+from heroeval.inference.bootstrap import BootstrapResult, bootstrap
 from heroeval.inference.comparison import (
-    BootstrapResult,
     ClassifierMetrics,
     Comparison,
     ComparisonCollection,
     MetricEstimate,
-    bootstrap,
     classifier_metrics,
     compare,
 )
