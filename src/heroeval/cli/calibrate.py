@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from heroeval.cli.console import busy, console, err, ingest_tables, register, run
-from heroeval.cli.inputs import read
+from heroeval.cli.inputs import read, read_groups
 from heroeval.cli.options import (
     FILES,
     ClassesOpt,
@@ -21,6 +21,7 @@ from heroeval.cli.options import (
     Format,
     GoldColOpt,
     GoldItemColOpt,
+    HistGroupColOpt,
     ItemCol,
     LabelCol,
     LabelerCol,
@@ -95,6 +96,7 @@ def calibrate_cmd(
     gold_item_col: GoldItemColOpt = None,
     encoding: EncodingOpt = None,
     compact: Annotated[bool, typer.Option(help="Read Parquet with integer item ids straight into the compiled engine's arrays (histories near memory's size: about a third of the memory); no model checks.")] = False,
+    group_col: HistGroupColOpt = None,
 ) -> None:
     """Stage A: learn each labeler's sensitivity and specificity from the history.
 
@@ -112,6 +114,9 @@ def calibrate_cmd(
             err("give --history-covariates once (--covariates is its old name)")
             raise typer.Exit(2)
         history_covariates = covariates
+    if group_col is not None and (classes is not None or ordinal or compact):
+        err("--group-col is not available for multi-class labels or with --compact yet")
+        raise typer.Exit(2)
     if classes is not None or ordinal:
         if shrink is Shrink.eb:
             err("--shrink eb is for binary labels; multi-class and ordinal calibrations take --pseudo-count")
@@ -152,6 +157,8 @@ def calibrate_cmd(
                          labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
                          label_map=parse_label_map(label_map), reader=reader.value, memory_limit=memory_limit,
                          gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding)
+                if group_col is not None:
+                    h = h.with_groups(read_groups(history, group_col, item_col))
         what = "Stage A: EM on the history" + (" and model checks" if run_checks or hw == "cv" else "")
         with busy(what) as say:
             def em_progress(n: int, ll: float, change: float) -> None:

@@ -86,8 +86,12 @@ def current_and_calibration(
     *, item_col: str | None, labeler_col: str | None, label_col: str | None, round_col: str | None,
     duplicates: Duplicates, gold_col: str | None = None, gold_item_col: str | None = None,
     encoding: str | None = None, checks: bool = True, current_gold: Path | None = None, design: Path | None = None,
+    group_col: str | None = None,
 ) -> tuple[AnnotationSet, AnnotationSet | None, Calibration]:
-    """Read the current round, and load the calibration file or calibrate the history (with model checks)."""
+    """Read the current round, and load the calibration file or calibrate the history (with model checks).
+
+    ``group_col`` (``--group-col``) groups the history's items too when the history's labels file has that
+    column (its calibration's covariance then cluster-robust by group); the caller groups the current round."""
     from heroeval.stage_a.calibration import load_calibration
     from heroeval.workflows.api import calibrate
 
@@ -104,6 +108,8 @@ def current_and_calibration(
         hist = read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
                     labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
                     label_map=label_map, gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding)
+        if group_col is not None and _has_column(history, group_col):
+            hist = hist.with_groups(read_groups(history, group_col, item_col))
         return cur, hist, calibrate(hist, history_weight=history_weight, checks=checks)
 
 

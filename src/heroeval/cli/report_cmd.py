@@ -116,7 +116,7 @@ def report_cmd(
             current, covariates, calibration, history, gold, history_covariates, lm, 1.0, item_col=item_col,
             labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
             gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding, current_gold=current_gold,
-            design=design)
+            design=design, group_col=group_col)
         if group_col is not None:
             cur = cur.with_groups(read_groups(current, group_col, item_col))
         kw: dict[str, Any] = {"ridge": ridge, "tie": tie.value, "new_labelers": rule}

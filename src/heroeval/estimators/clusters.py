@@ -23,8 +23,8 @@ current-round variance of every interval heroeval builds: the Wald and logit int
 current-round variance at each null rate (:meth:`ScoreTest.parts`, :class:`MomentTest`'s ``deff``, the
 Wilson interval's effective number of items), as Rao and Scott correct a chi-square test by the design effect.
 
-The history's variance is left as it is (the calibration's parameter covariance); a history whose items are
-grouped is its own issue.
+The history's variance is the calibration's parameter covariance, cluster-robust by the history's own item
+groups when it has them (:mod:`heroeval.stage_a.clustered`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import norm, t
 
+from heroeval.core.clusters import MIN_GROUPS, few_groups_factor
 from heroeval.estimators.inversion import BinomialScoreTest, InversionTest, MomentTest, ScoreTest
 
 __all__ = ["ESTIMAND", "FEW_GROUPS", "MIN_GROUPS", "cluster_variance", "design_effect", "few_groups_factor",
@@ -43,10 +43,6 @@ __all__ = ["ESTIMAND", "FEW_GROUPS", "MIN_GROUPS", "cluster_variance", "design_e
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int32] | npt.NDArray[np.int64]
-
-MIN_GROUPS = 2
-"""Below this many groups among the round's items there is no between-group spread to estimate: the design
-effect is 1 and the result's notes say the standard error is not cluster-robust."""
 
 FEW_GROUPS = 10
 """Below this many groups the result's notes warn: the interval is for the rate over the population of groups
@@ -58,15 +54,6 @@ ESTIMAND = "population of item groups"
 of groups (prompts, queries, topics) the round's groups were drawn from, not the round's own items' rate, which
 the independent-items interval already covers when the items' labels err independently (docs/inference.md,
 "Grouped items")."""
-
-
-def few_groups_factor(n_groups: int, confidence_level: float = 0.95) -> float:
-    """``(t_{G-1} / z)^2`` at ``confidence_level`` (two-sided): the variance factor that gives a normal interval
-    over ``G`` groups the width of Student's ``t`` with ``G - 1`` degrees of freedom (1 for infinitely many)."""
-    if n_groups < MIN_GROUPS:
-        return math.nan
-    q = 0.5 + confidence_level / 2
-    return float((t.ppf(q, n_groups - 1) / norm.ppf(q)) ** 2)
 
 
 def cluster_variance(phi: FloatArray, groups: IntArray) -> tuple[float, int]:

@@ -256,6 +256,8 @@ def calibration_table(cal: Calibration, max_rows: int = 30) -> Table:
             f"Stage A calibration: {cal.n_labelers} labelers, {cal.n_history_items} history items "
             f"({cal.n_gold_items} gold), {len(cal.round_ids)} round(s); EM {state} in {c.n_iter} "
             f"iterations, log-lik {c.loglik:.2f}{_engine_text(cal)}{_prior_text(cal)}"
+            + (f"; covariance cluster-robust over {cal.settings['history_item_groups']} item groups"
+               if "history_item_groups" in cal.settings else "")
         ),
         title_justify="left",
     )

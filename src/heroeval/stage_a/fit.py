@@ -20,6 +20,7 @@ from heroeval.ingest.compact import CompactHistory
 from heroeval.stage_a import compression, kernels, scoring, two_coin
 from heroeval.stage_a.calibration import Calibration, ConvergenceInfo
 from heroeval.stage_a.checks_record import ModelChecks
+from heroeval.stage_a.clustered import clustered_covariance
 from heroeval.stage_a.covariance import ParameterCovariance
 from heroeval.stage_a.gold import gold_counts, gold_labels_of, initial_values, score_gold_items
 from heroeval.stage_a.prior import EBPrior, PriorCounts, eb_counts
@@ -276,6 +277,11 @@ def fit_stage_a(
         jit.require_numba("fitting a CompactHistory")
         return _fit_compact(history, em, fs, w=w, progress=progress)
     use_numba = _choose_engine(engine, history.n_annotations)
+    grouped = history.item_group is not None and covariance
+    if grouped and variance != "sandwich":
+        raise HeroEvalError(f"the history's items are grouped ({len(history.group_ids)} groups): their "
+                            f"cluster-robust covariance is a sandwich; variance={variance!r} ignores the groups "
+                            "(use variance='sandwich', or the history without groups)")
     a0, b0, p0 = initial_values(history)
     tp, fn, tn, fp = gold_counts(history)
     prior, eb = stage_a_prior((tp, fn, tn, fp), pseudo_count, shrink)
@@ -288,7 +294,7 @@ def fit_stage_a(
             pseudo_count=prior)
     else:
         d = weighted_design(history, w, prior)
-        dc = compression.compress(d) if compress and history.covariates is None else None
+        dc = compression.compress(d) if compress and history.covariates is None and not grouped else None
         d_fit = d if dc is None else dc
     fit, conv = _run_em(d_fit, (a0, b0, p0), em, progress)
     J = history.n_labelers
@@ -306,7 +312,11 @@ def fit_stage_a(
         cov_cov = np.atleast_2d(np.cov(X, rowvar=False, ddof=1)) if X.shape[0] > 1 else np.zeros((X.shape[1],) * 2)
     info: list[FloatArray] = []
     pcov = None
-    if covariance:
+    grouped_cov = _grouped_covariance(history, d_fit, w, prior, fit, eb) if grouped else None
+    if grouped_cov is not None:
+        pcov, H_grouped, n_history_groups = grouped_cov
+        info.append(H_grouped)
+    elif covariance:
         meat = cross = None
         if eb is not None:
             gi = np.flatnonzero(history.gold >= 0)
@@ -341,7 +351,8 @@ def fit_stage_a(
         settings={**stopping_rule(tol, max_iter, criterion, accelerate),
                   **_prior_settings(pseudo_count, shrink, eb), "variance": variance, "history_weight": w,
                   "init": "gold subset, one pseudo-observation at the pooled gold rate",
-                  "engine": "numba" if use_numba else "numpy"},
+                  "engine": "numba" if use_numba else "numpy",
+                  **({} if grouped_cov is None else {"history_item_groups": n_history_groups})},
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         history=history,
         history_fit=fit,
@@ -351,6 +362,24 @@ def fit_stage_a(
         gold_scores=score_gold_items(history, fit.alpha, fit.beta),
         gold_labels=gold_labels_of(history),
     )
+
+
+def _grouped_covariance(history: AnnotationSet, d_fit: two_coin.Design | kernels.CompactDesign, w: float,
+                        prior: PriorCounts, fit: two_coin.EMFit, eb: EBPrior | None
+                        ) -> tuple[ParameterCovariance, FloatArray, int] | None:
+    """The cluster-robust covariance by the history's item groups (:mod:`heroeval.stage_a.clustered`) on the
+    NumPy engine's uncompressed design (the compiled engine keeps no per-item scores), or None with fewer than
+    two groups (the independent-items covariance is then used)."""
+    assert history.item_group is not None
+    d = d_fit if isinstance(d_fit, two_coin.Design) and d_fit.count is None else weighted_design(history, w, prior)
+    eb_terms = None
+    if eb is not None:
+        gi = np.flatnonzero(history.gold >= 0)
+        U_gold, C = eb_prior_terms(history.take_items(gi), eb, fit.alpha, fit.beta, fit.prev.size)
+        U = np.zeros((history.n_items, 2))
+        U[gi] = U_gold
+        eb_terms = (U, C)
+    return clustered_covariance(d, history.item_group, fit, history.covariates, eb_terms)
 
 
 def _run_em(d: two_coin.Design | kernels.CompactDesign, start: tuple[FloatArray, FloatArray, FloatArray],
