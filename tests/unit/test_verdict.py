@@ -12,6 +12,7 @@ from scipy.stats import norm
 import heroeval as he
 from heroeval.estimators.results import EstimateResult
 from heroeval.inference.comparison import Comparison
+from heroeval.inference.gold_plan import expert_labels, expert_labels_to_decide
 from heroeval.inference.verdict import POWER, verdict
 from heroeval.simulate import shift_dgp
 
@@ -130,3 +131,32 @@ def test_hero_compare_gives_the_verdict_per_method(tmp_path: object) -> None:
     table = runner.invoke(app, [*args, "--margin", "0.05"])
     assert table.exit_code == 0 and "Verdict on B against A (margin 0.05)" in table.stdout
     assert "Verdict" not in runner.invoke(app, args).stdout  # no margin, no verdict
+
+
+def test_expert_labels_to_decide_solves_the_power_equation() -> None:
+    d = shift_dgp(5, alpha=np.full(4, 0.75), beta=np.full(4, 0.75), current_rate=0.3, N=2000, n=200)
+    cal = he.calibrate(d.history)
+    kw = {"mu_a": 0.30, "mu_b": 0.22, "n_a": 200, "n_b": 150, "alpha": 0.05}
+    k = expert_labels_to_decide(cal, distance=0.08, **kw)
+    assert 1 <= k <= 150 and k == int(k)
+    plans = [expert_labels(cal, mu=m, half_width=0.1, round_items=n) for m, n in ((0.30, 200), (0.22, 150))]
+    zq, z = norm.ppf(0.975), norm.ppf(0.95) + norm.ppf(POWER)
+
+    def se(kk: int) -> float:
+        return math.sqrt(sum((p.half_width_at(kk) / zq) ** 2 for p in plans))
+
+    # the smallest k whose planned SE meets distance / (z_0.95 + z_0.8)
+    assert z * se(int(k)) <= 0.08 < z * se(int(k) - 1)
+    assert expert_labels_to_decide(cal, distance=0.16, **kw) < k  # a larger difference needs fewer
+    assert math.isnan(expert_labels_to_decide(cal, distance=-0.01, **kw))
+    assert math.isinf(expert_labels_to_decide(cal, distance=0.001, **kw))  # every item would not do
+    # the verdict carries it when undecided and given the calibration, and says it in words
+    c = he.compare(d.current.take_items(np.arange(100)), d.current.take_items(np.arange(100, 200)), cal,
+                   method="hero1")
+    way = "less" if c.estimate > 0 else "greater"  # the direction the estimate points
+    v = verdict(c, 0.0, way, calibration=cal)
+    assert not v.decided and v.expert_labels >= 1 and "expert labels in each round" in v.text
+    assert v.to_dict()["expert_labels"] == v.expert_labels
+    assert math.isnan(verdict(c, 0.0, way).expert_labels)  # not sized without the calibration
+    other = verdict(c, 0.0, "greater" if way == "less" else "less", calibration=cal)
+    assert math.isnan(other.expert_labels)  # the estimate points the other way: nothing to size

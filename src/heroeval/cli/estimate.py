@@ -13,7 +13,15 @@ import typer
 
 from heroeval.cli._messages import to_cli
 from heroeval.cli.console import busy, console, err, ingest_tables, run
-from heroeval.cli.inputs import current_and_calibration, read, read_current, read_groups, read_pairs
+from heroeval.cli.inputs import (
+    columns_of,
+    current_and_calibration,
+    has_column,
+    read,
+    read_current,
+    read_groups,
+    read_pairs,
+)
 from heroeval.cli.options import (
     FILES,
     CalOpt,
@@ -60,6 +68,7 @@ from heroeval.errors import HeroEvalError
 
 if TYPE_CHECKING:  # annotations only (strings at run time)
     from heroeval.ingest.annotations import AnnotationSet
+    from heroeval.stage_a.calibration import Calibration
 
 
 # Help texts are built when the command line starts, so they name these without importing the estimators
@@ -212,7 +221,7 @@ def estimate_cmd(
         err("--bootstrap refits Stage A: it needs --history and --gold, not a calibration file")
         raise typer.Exit(2)
     if by is not None:  # rates per stratum: the round's items split by the column, each estimated alone
-        from heroeval.cli.inputs import _columns_of, _has_column
+
         from heroeval.errors import DataError
         from heroeval.stage_a.calibration import load_calibration
         from heroeval.workflows.api import calibrate, estimate_by
@@ -220,8 +229,8 @@ def estimate_cmd(
         if bootstrap or alternative is not Alternative.two_sided:
             err("--by does not go with --bootstrap or a one-sided --alternative yet")
             raise typer.Exit(2)
-        if not _has_column(current, by):
-            err(f"--by {by!r}: no such column in {current} (columns: {', '.join(map(str, _columns_of(current)))})")
+        if not has_column(current, by):
+            err(f"--by {by!r}: no such column in {current} (columns: {', '.join(map(str, columns_of(current)))})")
             raise typer.Exit(2)
 
         def go_by() -> tuple[AnnotationSet, AnnotationSet | None, Any]:
@@ -438,7 +447,7 @@ def compare_cmd(
     if report is not None and method != "all" and len(_methods(method)) < 2:
         method = "all"  # the report shows every method; one method alone gives no collection
 
-    def go() -> tuple[Any, AnnotationSet, AnnotationSet]:
+    def go() -> tuple[Any, AnnotationSet, AnnotationSet, Calibration]:
         lm = parse_label_map(label_map)
         rd: dict[str, Any] = {"item_col": item_col, "labeler_col": labeler_col, "label_col": label_col,
                               "round_col": round_col, "duplicates": duplicates, "label_map": lm, "encoding": encoding}
@@ -461,6 +470,8 @@ def compare_cmd(
                             labeler_col=labeler_col, label_col=label_col, round_col=round_col,
                             duplicates=duplicates, label_map=lm, gold_col=gold_col, gold_item_col=gold_item_col,
                             encoding=encoding)
+                if group_col is not None and has_column(history, group_col):
+                    hist = hist.with_groups(read_groups(history, group_col, item_col))
                 cal = calibrate(hist)
         wanted = _methods(method)
 
@@ -484,15 +495,15 @@ def compare_cmd(
                 cc, a, b, cal, history=None if calibration is not None else hist, warnings=warns,
                 confidence_level=confidence_level, sources={k: str(v) for k, v in src.items() if v is not None})
             write_report(report, page)
-        return cc, a, b
+        return cc, a, b, cal
 
-    cc, a, b = run(go)
+    cc, a, b, cal = run(go)
     write_csv(cc.to_frame(confidence_level), csv_out, "comparison table")
     rec = cc.recommended if isinstance(cc, ComparisonCollection) else None
     pairs = ([("recommended", rec.comparison)] if rec is not None else []) + list(
         cc.comparisons.items() if isinstance(cc, ComparisonCollection) else [(cc.method, cc)])
-    verdicts = {} if margin is None else run(lambda: {m: verdict(c, margin, verdict_alt.value, confidence_level)
-                                                      for m, c in pairs})
+    verdicts = {} if margin is None else run(lambda: {m: verdict(c, margin, verdict_alt.value, confidence_level,
+                                                                 calibration=cal) for m, c in pairs})
     if fmt is Format.json:
         out = cc.to_dict(confidence_level)
         if verdicts:

@@ -47,7 +47,7 @@ def read_current(path: Path, *, name: str, title: str, covariates: Path | None =
     from heroeval.ingest.read import read_annotations
 
     rc: Any = None if round_col is None else (False if round_col == "none" else round_col)
-    if isinstance(rc, str) and not _has_column(path, rc):
+    if isinstance(rc, str) and not has_column(path, rc):
         rc = False  # the history's round column is not in this file
     if design is not None and gold is None:
         raise HeroEvalError("--design goes with --current-gold (the expert labels of the selected items)")
@@ -59,14 +59,14 @@ def read_current(path: Path, *, name: str, title: str, covariates: Path | None =
     return register(title, ds)
 
 
-def _has_column(path: Path, col: str) -> bool:
+def has_column(path: Path, col: str) -> bool:
     try:
-        return col in _columns_of(path)
+        return col in columns_of(path)
     except Exception:  # unreadable here: the reader itself reports it
         return True
 
 
-def _columns_of(path: Path) -> list[str]:
+def columns_of(path: Path) -> list[str]:
     import pandas as pd
 
     suf = [x.lower() for x in path.suffixes]
@@ -108,7 +108,7 @@ def current_and_calibration(
         hist = read(history, gold=gold, covariates=history_covariates, name="history", item_col=item_col,
                     labeler_col=labeler_col, label_col=label_col, round_col=round_col, duplicates=duplicates,
                     label_map=label_map, gold_col=gold_col, gold_item_col=gold_item_col, encoding=encoding)
-        if group_col is not None and _has_column(history, group_col):
+        if group_col is not None and has_column(history, group_col):
             hist = hist.with_groups(read_groups(history, group_col, item_col))
         return cur, hist, calibrate(hist, history_weight=history_weight, checks=checks)
 

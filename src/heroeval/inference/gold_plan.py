@@ -77,6 +77,7 @@ __all__ = [
     "ExpertPlanOptions",
     "MeasuredResiduals",
     "expert_labels",
+    "expert_labels_to_decide",
     "measured_residuals",
 ]
 
@@ -314,3 +315,51 @@ def expert_labels(
                      "labels are needed; plan on the measured rows")
     notes_t = tuple(notes)
     return ExpertPlan(float(mu), float(half_width), n, float(confidence_level), tuple(rows), notes_t, halves)
+
+
+def expert_labels_to_decide(
+    calibration: Calibration, *, mu_a: float, mu_b: float, n_a: int, n_b: int, distance: float, alpha: float,
+    two_sided: bool = False, power: float = 0.8, rng: int = 0,
+) -> float:
+    """Expert labels in each of two rounds (``k`` in each, uniform samples) whose prediction-powered difference
+    would decide a verdict with ``power`` if ``A - B`` stays ``distance`` from the null boundary; ``inf`` when
+    labelling every item of the smaller round would not, NaN when ``distance`` is not positive.
+
+    Each round's variance at ``k`` is the uniform HERO-PPI row of :func:`expert_labels` at the round's rate
+    (its half-width over the normal quantile): the residual spread measured on the history's gold, with the
+    estimator's own small-sample rules. The test decides with power ``power`` when
+    ``(z_{1-alpha} + z_power) * sqrt(V_A(k) + V_B(k)) <= distance`` (``z_{1-alpha/2}`` two-sided); the
+    history's part of the difference is second order here and left out, as the plan leaves it out.
+
+    >>> import heroeval as he
+    >>> from heroeval.simulate import paper_dgp
+    >>> d = paper_dgp(0)
+    >>> k = expert_labels_to_decide(he.calibrate(d.history), mu_a=0.3, mu_b=0.2, n_a=400, n_b=400, distance=0.1,
+    ...                             alpha=0.05)
+    >>> 1 <= k <= 400
+    True
+    """
+    if not (math.isfinite(distance) and distance > 0):
+        return math.nan
+    n = min(int(n_a), int(n_b))
+    if n < 2:
+        return math.inf
+    z = float(norm.ppf(1 - alpha / 2 if two_sided else 1 - alpha) + norm.ppf(power))
+    target = (distance / z) ** 2
+    zq = float(norm.ppf(0.975))
+    plans = [expert_labels(calibration, mu=min(max(mu, 0.01), 0.99), half_width=0.1, round_items=int(size),
+                           rng=rng)
+             for mu, size in ((mu_a, n_a), (mu_b, n_b))]
+
+    def var(k: int) -> float:
+        return sum((p.half_width_at(min(k, p.round_items)) / zq) ** 2 for p in plans)
+
+    if var(n) > target:
+        return math.inf
+    lo, hi = 1, n
+    if var(lo) <= target:
+        return float(lo)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if var(mid) <= target else (mid, hi)
+    return float(hi)

@@ -42,6 +42,8 @@ from heroeval.errors import HeroEvalError
 from heroeval.estimators.inversion import check_alternative
 from heroeval.estimators.results import check_level, jsonable
 from heroeval.inference.comparison import Comparison, DifferenceRecommendation
+from heroeval.inference.gold_plan import expert_labels_to_decide
+from heroeval.stage_a.calibration import Calibration
 
 __all__ = ["Verdict", "verdict", "verdicts_holm"]
 
@@ -64,6 +66,11 @@ class Verdict:
     decided: bool
     items_factor: float
     text: str
+    expert_labels: float = math.nan
+    """Undecided, with the calibration given: the expert labels in each round (uniform samples, the
+    prediction-powered difference) that would likely decide it (power 0.8 at the same estimate;
+    :func:`heroeval.inference.gold_plan.expert_labels_to_decide`); ``inf`` when labelling every item would not;
+    NaN when decided or not sized."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = jsonable({k: getattr(self, k) for k in self.__dataclass_fields__})
@@ -82,8 +89,11 @@ def _q(p: float, df: float | None) -> float:
 
 
 def verdict(comparison: Comparison | DifferenceRecommendation, margin: float = 0.0, alternative: str = "less",
-            confidence_level: float = 0.95) -> Verdict:
+            confidence_level: float = 0.95, calibration: Calibration | None = None) -> Verdict:
     """The verdict on ``comparison`` (``A - B``): B's rate against A's with ``margin`` (module docstring).
+
+    With the ``calibration`` the rounds were estimated with, an undecided verdict also says how many expert
+    labels in each round would likely decide it (:attr:`Verdict.expert_labels`).
 
     Examples
     --------
@@ -132,7 +142,7 @@ def verdict(comparison: Comparison | DifferenceRecommendation, margin: float = 0
         p = comparison.p_value
     else:  # TOST: both one-sided tests must reject
         p = max(_sf(dist_less / se, df), _sf(dist_greater / se, df))
-    return _decide(comparison, m, alternative, p, level, _dist(d, m, alternative))
+    return _decide(comparison, m, alternative, p, level, _dist(d, m, alternative), calibration=calibration)
 
 
 def _dist(d: float, m: float, alternative: str) -> float:
@@ -143,21 +153,31 @@ def _dist(d: float, m: float, alternative: str) -> float:
 
 
 def _decide(comparison: Comparison, m: float, alternative: str, p: float, level: float, dist: float,
-            family: int = 1, names: tuple[str, str] = ("A", "B")) -> Verdict:
+            family: int = 1, names: tuple[str, str] = ("A", "B"), calibration: Calibration | None = None) -> Verdict:
     """The verdict at p-value ``p`` (Holm-adjusted over ``family`` comparisons when ``family > 1``)."""
     alpha = 1 - level
     decided = bool(p == p and p < alpha)
+    two_sided = alternative == "two-sided" and m == 0
     # undecided: sized at the Bonferroni level alpha / family, which Holm's first step uses (conservative)
-    factor = (math.nan if decided else
-              _items_factor(comparison, dist, alpha / family, alternative == "two-sided" and m == 0))
+    factor = math.nan if decided else _items_factor(comparison, dist, alpha / family, two_sided)
+    experts = math.nan
+    if not decided and calibration is not None:
+        a, b = comparison.a, comparison.b
+        experts = expert_labels_to_decide(calibration, mu_a=a.estimate, mu_b=b.estimate, n_a=a.n_items,
+                                          n_b=b.n_items, distance=dist, alpha=alpha / family, two_sided=two_sided,
+                                          power=POWER)
     return Verdict(comparison.method, comparison.estimate, comparison.standard_error, m, alternative, p, level,
-                   decided, factor, _text(alternative, m, p, decided, factor, alpha, family, names))
+                   decided, factor, _text(alternative, m, p, decided, factor, alpha, family, names, experts),
+                   experts)
 
 
 def verdicts_holm(comparisons: Sequence[Comparison | DifferenceRecommendation], margin: float = 0.0,
                   alternative: str = "less", confidence_level: float = 0.95,
-                  names: Sequence[tuple[str, str]] | None = None, adjust: bool = True) -> list[Verdict]:
+                  names: Sequence[tuple[str, str]] | None = None, adjust: bool = True,
+                  calibration: Calibration | None = None) -> list[Verdict]:
     """The verdicts on several comparisons (each ``A - B``) with family-wise error control.
+
+    ``calibration``: as :func:`verdict` takes it (the expert labels that would decide an undecided verdict).
 
     Each comparison's p-value is :func:`verdict`'s; the p-values are adjusted by Holm's step-down method
     (:func:`heroeval.core.multiple.holm`), and a verdict decides when its adjusted p-value is below
@@ -185,7 +205,7 @@ def verdicts_holm(comparisons: Sequence[Comparison | DifferenceRecommendation], 
         comp = c.comparison if isinstance(c, DifferenceRecommendation) else c
         nm = ("A", "B") if names is None else (str(names[k][0]), str(names[k][1]))
         out.append(_decide(comp, v.margin, alternative, float(p_adj[k]), v.confidence_level,
-                           _dist(comp.estimate, v.margin, alternative), family, nm))
+                           _dist(comp.estimate, v.margin, alternative), family, nm, calibration))
     return out
 
 
@@ -216,7 +236,7 @@ def _claim(alternative: str, m: float, names: tuple[str, str] = ("A", "B")) -> s
 
 
 def _text(alternative: str, m: float, p: float, decided: bool, factor: float, alpha: float, family: int = 1,
-          names: tuple[str, str] = ("A", "B")) -> str:
+          names: tuple[str, str] = ("A", "B"), experts: float = math.nan) -> str:
     claim = _claim(alternative, m, names)
     ptxt = ("p not available" if p != p else f"p = {p:.2g}" if family == 1 else
             f"Holm-adjusted p = {p:.2g} over {family} comparisons")
@@ -228,4 +248,8 @@ def _text(alternative: str, m: float, p: float, decided: bool, factor: float, al
             "points the other way)" if math.isinf(factor) else
             f"; about {factor:.1f}x the current items per round would decide it with power {POWER:g} if the "
             "difference stays at its estimate (hero plan --difference sizes it)" if factor == factor else "")
+    if experts == experts:
+        more += (f"; about {math.ceil(experts)} expert labels in each round (a uniform sample, hero select) would "
+                 "likely decide it (hero plan --expert-labels)" if math.isfinite(experts) else
+                 "; expert labels on every item of the smaller round would not decide it at this estimate")
     return f"not enough evidence that {claim} ({ptxt}, {test} at level {alpha:g}){more}"

@@ -30,6 +30,7 @@ from heroeval.errors import HeroEvalError
 from heroeval.estimators.results import check_level, jsonable
 from heroeval.inference.comparison import Comparison, ComparisonCollection, DifferenceRecommendation
 from heroeval.inference.verdict import Verdict, verdicts_holm
+from heroeval.stage_a.calibration import Calibration
 
 __all__ = ["VersionComparison", "VersionRow", "check_versions", "versions_from"]
 
@@ -148,8 +149,10 @@ def _reported(c: Compared, version: str) -> tuple[Comparison | DifferenceRecomme
 
 def versions_from(baseline: str, comparisons: Mapping[str, Compared], *,
                   confidence_level: float = 0.95, adjust: str = "sidak", margin: float | None = None,
-                  alternative: str = "less") -> VersionComparison:
-    """The family of ``baseline - version`` differences, from each version's two-round comparison."""
+                  alternative: str = "less", calibration: Calibration | None = None) -> VersionComparison:
+    """The family of ``baseline - version`` differences, from each version's two-round comparison
+    (``calibration``: the one they were estimated with, which sizes the expert labels an undecided verdict
+    needs)."""
     level = check_level(confidence_level)
     if adjust not in ADJUSTMENTS or adjust == "maxz":
         raise HeroEvalError(f"adjust must be one of sidak, bonferroni, none, got {adjust!r}")
@@ -163,7 +166,8 @@ def versions_from(baseline: str, comparisons: Mapping[str, Compared], *,
     verdicts: list[Verdict | None] = [None] * len(names)
     if margin is not None:
         verdicts = list(verdicts_holm([c for c, *_ in chosen], margin, alternative, level,
-                                      names=[(baseline, v) for v in names], adjust=adjust != "none"))
+                                      names=[(baseline, v) for v in names], adjust=adjust != "none",
+                                      calibration=calibration))
     rows = []
     for k, (v, (c, method, status, reason)) in enumerate(zip(names, chosen, strict=True)):
         comp = c.comparison if isinstance(c, DifferenceRecommendation) else c

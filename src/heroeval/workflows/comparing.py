@@ -157,7 +157,7 @@ def compare_versions(
     out = {v: compare(by[base], by[v], cal, method=method, history=history, pairs=pairs, **kwargs)
            for v in names if v != base}
     return versions_from(base, out, confidence_level=confidence_level, adjust=adjust, margin=margin,
-                         alternative=alternative)
+                         alternative=alternative, calibration=cal)
 
 
 def round_recommendation(current: AnnotationSet, calibration: Calibration, **kwargs: Any) -> Recommendation:
