@@ -78,6 +78,7 @@ def add_cmd(
     item_col: Annotated[str | None, typer.Option(help="Item id column.")] = None,
     labeler_col: Annotated[str | None, typer.Option(help="Labeler id column.")] = None,
     label_col: Annotated[str | None, typer.Option(help="Label column.")] = None,
+    group_col: Annotated[str | None, typer.Option("--group-col", help="A column of the file that groups the round's items (prompt, query, topic): stored with the round, so that its estimates, the history's calibration and the trend are cluster-robust by group (docs/inference.md, Grouped items).")] = None,
     store: StoreOpt = DEFAULT_STORE,
     wait: WaitOpt = 5.0,
     as_json: JsonOpt = False, fmt: StoreFmtOpt = None,
@@ -91,7 +92,8 @@ def add_cmd(
     def go() -> Any:
         return Store(store, wait=wait).add(annotations, name=name, gold=gold, covariates=covariates, model=model,
                                            date=date, tags=tag or (), role=role, split_rounds=split_rounds,
-                                           item_col=item_col, labeler_col=labeler_col, label_col=label_col)
+                                           item_col=item_col, labeler_col=labeler_col, label_col=label_col,
+                                           group_col=group_col)
     res = _run(go)
     if as_json or fmt is Format.json:
         _dump({"added": [r.to_dict() for r in res.added],

@@ -77,7 +77,7 @@ def one_round(ds: AnnotationSet) -> AnnotationSet:
         return ds
     return AnnotationSet(ds.item_ids, ds.labeler_ids, ds.item_ptr, ds.labeler, ds.label, ds.gold,
                          np.zeros(ds.n_items, dtype=np.int32), ("all",), ds.covariates, ds.covariate_names, ds.report,
-                         ds.name, ds.repeated_pairs)
+                         ds.name, ds.repeated_pairs, item_group=ds.item_group, group_ids=ds.group_ids)
 
 
 def gold_rates(ds: AnnotationSet) -> dict[str, tuple[float, float, int]]:

@@ -175,6 +175,22 @@ def labeler_codes(con: Any, ids: Sequence[str]) -> npt.NDArray[np.int32]:
     return np.asarray([known[x] for x in ids], dtype=np.int32)
 
 
+GROUPS_TABLE = "item_groups"
+"""The table of a stored round's item groups (round_id, item, grp): prompts, queries, topics given at ``add``
+(``group_col``); created with the first grouped round."""
+
+
+def _has_groups_table(con: Any) -> bool:
+    return con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = ?", [GROUPS_TABLE]).fetchone() \
+        is not None
+
+
+def drop_groups(con: Any, rid: int) -> None:
+    """Remove a round's item groups (when the round is removed)."""
+    if _has_groups_table(con):
+        con.execute(f"DELETE FROM {GROUPS_TABLE} WHERE round_id = ?", [rid])
+
+
 def write_round(con: Any, rid: int, ds: AnnotationSet, hook: Any = None) -> None:
     """Insert a round's items and annotations (inside the caller's transaction)."""
     import pyarrow as pa
@@ -205,6 +221,16 @@ def write_round(con: Any, rid: int, ds: AnnotationSet, hook: Any = None) -> None
     con.unregister("_ann")
     if hook is not None:
         hook("annotations")
+    if ds.item_group is not None:
+        con.execute(f"CREATE TABLE IF NOT EXISTS {GROUPS_TABLE} (round_id INTEGER NOT NULL, item INTEGER NOT NULL, "
+                    "grp VARCHAR NOT NULL)")
+        names = np.asarray(ds.group_ids, dtype=object)
+        grp = pa.table({"round_id": pa.array(np.full(n, rid, dtype=np.int32)),
+                        "item": pa.array(np.arange(n, dtype=np.int32)),
+                        "grp": pa.array([str(x) for x in names[ds.item_group]], type=pa.string())})
+        con.register("_grp", grp)
+        con.execute(f"INSERT INTO {GROUPS_TABLE} SELECT * FROM _grp")
+        con.unregister("_grp")
 
 
 def read_rounds(con: Any, rounds: Sequence[RoundInfo], *, name: str, namespaced: bool) -> AnnotationSet:
@@ -212,11 +238,17 @@ def read_rounds(con: Any, rounds: Sequence[RoundInfo], *, name: str, namespaced:
 
     ``namespaced`` names items ``<round>/<item_id>`` so that ids repeated
     across rounds stay distinct items; the ingest report lists each round's add.
+    When some of the rounds were added with item groups, the set is grouped
+    (:meth:`AnnotationSet.with_groups`): a group name shared by two rounds is
+    one group (the same prompt answered by two versions), and the items of a
+    round added without groups are each their own group.
     """
     lab_all = dict(con.execute("SELECT id, labeler_id FROM labelers").fetchall())
     ids_parts, gold_parts, round_parts, cov_parts, len_parts, lab_parts, label_parts = [], [], [], [], [], [], []
     cov_names = rounds[0].covariate_names if rounds else ()
     same_cov = all(r.covariate_names == cov_names for r in rounds) and bool(cov_names)
+    groups_of = _stored_groups(con, rounds)
+    group_parts: list[npt.NDArray[Any]] = []
     for g, r in enumerate(rounds):
         it = con.execute("SELECT item, item_id, gold, covariates FROM items WHERE round_id = ? ORDER BY item",
                          [r.id]).fetch_df()
@@ -229,6 +261,10 @@ def read_rounds(con: Any, rounds: Sequence[RoundInfo], *, name: str, namespaced:
             item, lab, label = item[order], lab[order], label[order]
         ids = it["item_id"].astype(str).to_numpy(dtype=object)
         ids_parts.append(np.asarray([r.name + ITEM_SEP + x for x in ids], dtype=object) if namespaced else ids)
+        if groups_of:
+            own = np.asarray([r.name + ITEM_SEP + x for x in ids], dtype=object)  # singletons: no group given
+            grp = groups_of.get(r.id)
+            group_parts.append(own if grp is None else grp.reindex(it["item"].to_numpy()).to_numpy(dtype=object))
         gold_parts.append(it["gold"].fillna(-1).to_numpy(dtype=np.int8))
         round_parts.append(np.full(len(it), g, dtype=np.int32))
         len_parts.append(np.bincount(item, minlength=len(it)))
@@ -258,7 +294,27 @@ def read_rounds(con: Any, rounds: Sequence[RoundInfo], *, name: str, namespaced:
         covariate_names=cov_names if same_cov else (),
         report=IngestReport(tables), name=name,
     )
+    if group_parts:
+        ds = ds.with_groups((item_ids, np.concatenate(group_parts)))
     order = np.argsort(ds.item_ids, kind="stable")
     if np.any(order != np.arange(order.size)):
         ds = ds.take_items(order)
     return ds
+
+
+def groups_digest(con: Any, rounds: Sequence[RoundInfo]) -> dict[str, str]:
+    """SHA-256 of each grouped round's item groups, by round name (empty when none is grouped): part of a cached
+    calibration's key, since groups change its covariance but not the rounds' content hashes."""
+    return {r.name: hashlib.sha256("\0".join(s.astype(str).tolist()).encode("utf-8", "surrogatepass")).hexdigest()
+            for r in rounds if (s := _stored_groups(con, [r]).get(r.id)) is not None}
+
+
+def _stored_groups(con: Any, rounds: Sequence[RoundInfo]) -> dict[int, pd.Series]:
+    """Each grouped round's item groups (a Series from its item number to its group), by round id."""
+    if not rounds or not _has_groups_table(con):
+        return {}
+    ids = [r.id for r in rounds]
+    rows = con.execute(f"SELECT round_id, item, grp FROM {GROUPS_TABLE} WHERE round_id IN "
+                       f"({', '.join('?' * len(ids))})", ids).fetch_df()
+    return {int(rid): part.sort_values("item").set_index("item")["grp"].astype(str)
+            for rid, part in rows.groupby("round_id")}

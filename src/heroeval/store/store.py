@@ -36,7 +36,7 @@ from heroeval.checks.drift import check_drift
 from heroeval.errors import HeroEvalError, HeroEvalWarning, TransportabilityWarning
 from heroeval.estimators.collection import EstimateCollection
 from heroeval.ingest.annotations import AnnotationSet
-from heroeval.ingest.read import read_annotations
+from heroeval.ingest.read import read_annotations, read_item_groups
 from heroeval.ingest.tables import TableLike
 from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.settings import EM_SETTING_KEYS
@@ -57,7 +57,17 @@ from heroeval.store._results import (
     gold_rates,
     one_round,
 )
-from heroeval.store._rounds import ITEM_SEP, ROLES, RoundInfo, RoundList, content_hash, read_rounds, write_round
+from heroeval.store._rounds import (
+    ITEM_SEP,
+    ROLES,
+    RoundInfo,
+    RoundList,
+    content_hash,
+    drop_groups,
+    groups_digest,
+    read_rounds,
+    write_round,
+)
 from heroeval.store.trend import (
     METHODS,
     DriftRow,
@@ -107,10 +117,13 @@ def _settings(extra: Mapping[str, Any] | None) -> dict[str, Any]:
     return s
 
 
-def _key(rounds: Sequence[RoundInfo], settings: Mapping[str, Any]) -> str:
-    body = json.dumps({"rounds": sorted([r.name, r.content_hash] for r in rounds), "settings": dict(settings)},
-                      sort_keys=True)
-    return hashlib.sha256(body.encode()).hexdigest()
+def _key(rounds: Sequence[RoundInfo], settings: Mapping[str, Any], groups: Mapping[str, str] | None = None) -> str:
+    """A cached calibration's key: its rounds (names, content hashes), settings and, when some rounds have item
+    groups, their groups' digests (a store without groups keeps the keys it always had)."""
+    doc: dict[str, Any] = {"rounds": sorted([r.name, r.content_hash] for r in rounds), "settings": dict(settings)}
+    if groups:
+        doc["groups"] = dict(groups)
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -170,6 +183,7 @@ class Store:
         tags: Sequence[str] = (),
         role: str = "auto",
         split_rounds: bool = False,
+        group_col: str | None = None,
         **read_options: Unpack[RoundReadOptions],
     ) -> AddResult:
         """Read a round with :func:`heroeval.read_annotations` and add it in one transaction.
@@ -182,6 +196,11 @@ class Store:
         ``role``: ``auto`` (history when the round has gold), ``history`` or
         ``current`` (never calibrated on). ``read_options``: the round's ``covariates`` and
         :func:`heroeval.read_annotations`' keyword options (column names, row rules, engine).
+        ``group_col``: a column of the annotations file that groups the round's items (prompt, query,
+        topic); the groups are stored with the round, so that its estimates, the history's calibration and
+        the trend are cluster-robust by group as ``hero estimate --group-col`` is (an AnnotationSet brings
+        its own groups, :meth:`AnnotationSet.with_groups`). Groups are not part of the round's content: the
+        same annotations added again with other groups are a duplicate.
         """
         if role not in ROLES:
             raise StoreError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
@@ -191,6 +210,13 @@ class Store:
         else:
             ds = read_annotations(annotations, gold=gold, name=name, **read_options)
             source = str(annotations) if isinstance(annotations, (str, os.PathLike)) else ds.name
+            if group_col is not None:
+                ic = read_options.get("item_col")
+                ds = ds.with_groups(read_item_groups(annotations, group_col, item_col=ic if isinstance(ic, str)
+                                                     else None))
+        if group_col is not None and isinstance(annotations, AnnotationSet):
+            raise StoreError("group_col reads a column of an annotations file; an AnnotationSet brings its own "
+                             "groups (AnnotationSet.with_groups)")
         base = name if name is not None else ds.name
         if ds.n_rounds > 1 and not split_rounds:
             raise StoreError(f"{source} holds {ds.n_rounds} rounds in its round column "
@@ -282,6 +308,7 @@ class Store:
                 con.execute("DELETE FROM annotations WHERE round_id = ?", [r.id])
                 con.execute("DELETE FROM items WHERE round_id = ?", [r.id])
                 drop_design(con, r.id)
+                drop_groups(con, r.id)
                 con.execute("DELETE FROM rounds WHERE id = ?", [r.id])
                 _log(con, "remove", name, r.content_hash, {"items": r.n_items, "annotations": r.n_annotations,
                                                            "gold": r.n_gold, "pins_affected": pins})
@@ -372,7 +399,7 @@ class Store:
                              "(--gold), or mark rounds as history (hero store role NAME history)")
         with self._con() as con:
             infos = [_round(con, n) for n in rounds]
-            key = _key(infos, settings)
+            key = _key(infos, settings, groups_digest(con, infos))
             row = None if refit else con.execute("SELECT calibration FROM calibrations WHERE key = ?",
                                                  [key]).fetchone()
             hist = None
