@@ -11,6 +11,9 @@ class shares: RMSE per class, L1 error of the vector, and coverage of the
 per-class 95 % intervals (logit, as the binary rates). Also the mean class
 value (class codes as values) and its Wald interval, for the ordinal sets.
 
+``--structures`` lists the confusion structures to fit, or the rules that choose one (``auto``: the held-out
+gold log score, ``bic``); the ``structure`` column is what was asked, ``chosen`` what the rule chose.
+
 Writes resamples.csv.gz, summary.csv and table.md into --out.
 """
 
@@ -75,7 +78,8 @@ def one(args: tuple[str, pd.DataFrame, pd.DataFrame, tuple[str, ...], int, float
         se = x.standard_errors()
         ci = x.intervals(0.95)
         ms = x.functional(vals)
-        row: dict[str, Any] = {"dataset": name, "structure": cal.structure, "rho": rho, "resample": r, "method": m,
+        row: dict[str, Any] = {"dataset": name, "structure": structure, "chosen": cal.structure, "rho": rho,
+                               "resample": r, "method": m,
                                "n_current": cur.n_items, "n_history": hist.n_items,
                                "rho_effective": hist.annotations.n_gold / hist.n_items,
                                "l1": float(np.abs(x.estimate - truth).sum()), "status": x.status, "t_cal": t_cal,

@@ -39,7 +39,7 @@ _PUBLIC: dict[str, str] = {
     "majority_vote": "heroeval.estimators.methods",
     "rogan_gladen": "heroeval.estimators.misclassification",
     "hero1_anchored": "heroeval.estimators.newlabelers",
-    "bootstrap": "heroeval.inference.bootstrap",
+    "bootstrap": "heroeval.inference.resample",
     "classifier_metrics": "heroeval.inference.comparison",
     "compare": "heroeval.workflows.comparing",
     "plan": "heroeval.inference.planning",
@@ -73,7 +73,7 @@ _ALSO: dict[str, str] = {
     "EstimateResult": "heroeval.estimators.results",
     "Influence": "heroeval.estimators.results",
     "METHODS": "heroeval.estimators.table",
-    "BootstrapResult": "heroeval.inference.bootstrap",
+    "BootstrapResult": "heroeval.inference.resample",
     "ClassifierMetrics": "heroeval.inference.comparison",
     "Comparison": "heroeval.inference.comparison",
     "ComparisonCollection": "heroeval.inference.comparison",
@@ -154,12 +154,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly ("
         Influence as Influence,
     )
     from heroeval.estimators.table import METHODS as METHODS
-    from heroeval.inference.bootstrap import (
-        BootstrapResult as BootstrapResult,
-    )
-    from heroeval.inference.bootstrap import (
-        bootstrap as bootstrap,
-    )
     from heroeval.inference.comparison import (
         ClassifierMetrics as ClassifierMetrics,
     )
@@ -177,6 +171,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see: the same names, eagerly ("
     )
     from heroeval.inference.planning import Plan as Plan
     from heroeval.inference.planning import plan as plan
+    from heroeval.inference.resample import (
+        BootstrapResult as BootstrapResult,
+    )
+    from heroeval.inference.resample import (
+        bootstrap as bootstrap,
+    )
     from heroeval.ingest.annotations import (
         AnnotationSet as AnnotationSet,
     )

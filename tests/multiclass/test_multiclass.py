@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from heroeval.errors import DataError, HeroEvalError, UnknownLabelerError
 from heroeval.multiclass import (
     calibrate_multiclass,
     compare_multiclass,
+    confusion_model,
     estimate_multiclass,
     hero1_multiclass,
     load_multiclass_calibration,
@@ -20,6 +22,7 @@ from heroeval.multiclass import (
     plot_confusion_matrices,
     read_multiclass,
 )
+from heroeval.multiclass.calibration import design_of, held_out_log_score
 from heroeval.multiclass.simulate import simulate_rounds
 
 
@@ -80,16 +83,53 @@ def test_structures_recover_simulated_confusions(structure: str) -> None:
     assert np.all(est.standard_errors() > 0)
 
 
-def test_auto_structure_by_bic() -> None:
+def test_structure_by_bic() -> None:
     sim = simulate_rounds(np.random.default_rng(4), K=5, J=8, n_history=800)
-    cal = calibrate_multiclass(sim.history, structure="auto")
+    cal = calibrate_multiclass(sim.history, structure="bic")
     assert set(cal.candidates) == {"full", "symmetric", "ordinal"}
     assert cal.structure == min(cal.candidates, key=cal.candidates.__getitem__)
     assert cal.structure == "ordinal"  # the true structure, with far fewer parameters than full
+    assert cal.settings["structure_choice"]["rule"] == "BIC"
     nominal = type(sim.history)(sim.history.annotations, sim.history.classes, sim.history.values, False)
-    assert set(calibrate_multiclass(nominal, structure="auto").candidates) == {"full", "symmetric"}
+    assert set(calibrate_multiclass(nominal, structure="bic").candidates) == {"full", "symmetric"}
     with pytest.raises(HeroEvalError, match="ordinal classes"):
         calibrate_multiclass(nominal, structure="ordinal")
+
+
+def test_auto_structure_by_held_out_log_score() -> None:
+    """``structure="auto"`` keeps the structure whose held-out gold log score is highest; the warm start from the
+    whole fit changes a score only to the EM tolerance (a plain refit per fold from the gold start agrees)."""
+    sim = simulate_rounds(np.random.default_rng(4), K=5, J=8, n_history=800)
+    cal = calibrate_multiclass(sim.history, structure="auto")
+    ch = cal.settings["structure_choice"]
+    assert ch["rule"].startswith("held-out gold log score (5 folds")
+    assert set(cal.candidates) == {"full", "symmetric", "ordinal"} == set(ch["log_score"]) == set(ch["bic"])
+    assert cal.structure == max(cal.candidates, key=cal.candidates.__getitem__)
+    assert cal.structure == "ordinal"  # the true structure scores best out of sample
+    assert all(v < 0 for v in cal.candidates.values())
+    warm = held_out_log_score(sim.history, "symmetric",
+                              start=calibrate_multiclass(sim.history, structure="symmetric", covariance=False))
+    # a plain computation: per fold, hide the gold, calibrate from scratch, score the posterior of the true class
+    ds = sim.history.annotations
+    gold_items = np.flatnonzero(ds.gold >= 0)
+    perm = np.random.default_rng(0).permutation(gold_items)
+    total = 0.0
+    for f in range(5):
+        held = perm[f::5]
+        g = ds.gold.copy()
+        g[held] = -1
+        h = type(sim.history)(replace(ds, gold=g), sim.history.classes, sim.history.values, True)
+        c = calibrate_multiclass(h, structure="symmetric", covariance=False)
+        w, _ = confusion_model.e_step(design_of(h.annotations, h.n_classes), c.confusion, c.round_prevalence)
+        total += float(np.log(w[held, ds.gold[held]]).sum())
+    assert warm == pytest.approx(total / gold_items.size, abs=1e-5)
+    # too little gold for held-out scores: BIC, and the rule says so
+    few = type(sim.history)(replace(ds, gold=np.where(np.arange(ds.n_items) < 60, ds.gold, -1).astype(np.int8)),
+                            sim.history.classes, sim.history.values, True)
+    n_few = int((few.annotations.gold >= 0).sum())
+    assert 5 <= n_few < 25
+    small = calibrate_multiclass(few, structure="auto")
+    assert small.settings["structure_choice"]["rule"].startswith(f"BIC (only {n_few} gold items")
 
 
 def test_save_load_functionals_and_compare(tmp_path: Path) -> None:

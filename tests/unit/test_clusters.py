@@ -22,7 +22,7 @@ from heroeval.errors import DataError
 from heroeval.estimators.clusters import cluster_variance, design_effect, few_groups_factor, with_design_effect
 from heroeval.estimators.inversion import BinomialScoreTest
 from heroeval.estimators.results import Influence
-from heroeval.inference.bootstrap import resample_items
+from heroeval.inference.resample import resample_items
 from heroeval.simulate import paper_dgp
 
 runner = CliRunner()

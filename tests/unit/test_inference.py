@@ -14,7 +14,7 @@ import heroeval as he
 from heroeval.errors import DataError, HeroEvalError
 from heroeval.estimators.common import align, label_codes, log_likelihood_ratios
 from heroeval.estimators.score_equation import psi, solve_score
-from heroeval.inference import comparison
+from heroeval.inference import resample as bootstrap_module
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a import scoring, two_coin
 from heroeval.stage_a.fit import design_of
@@ -345,12 +345,12 @@ def test_bootstrap_refits_at_the_calibrations_history_weight(monkeypatch: pytest
     d = paper_dgp(3, rho=0.3)
     cal = he.calibrate(d.history, history_weight=0.1)
     seen: list[float] = []
-    real = comparison.fit_stage_a
+    real = bootstrap_module.fit_stage_a
 
     def spy(*args: Any, **kwargs: Any) -> he.Calibration:
         seen.append(kwargs["history_weight"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(comparison, "fit_stage_a", spy)
+    monkeypatch.setattr(bootstrap_module, "fit_stage_a", spy)
     he.bootstrap(d.current, cal, method=["hero1"], n_resamples=3, rng=0)
     assert seen == [0.1, 0.1, 0.1]

@@ -182,7 +182,7 @@ def estimate_cmd(
     from heroeval.estimators.collection import EstimateCollection
     from heroeval.estimators.ppi import ALL_GOLD_METHODS
     from heroeval.estimators.results import EstimateResult
-    from heroeval.inference.bootstrap import bootstrap as run_bootstrap
+    from heroeval.inference.resample import bootstrap as run_bootstrap
     from heroeval.report import terminal as _render
     from heroeval.workflows.api import estimate
 

@@ -72,7 +72,9 @@ def calibrate(history: Path, gold: Path, output: Path, *, classes: str | None, o
         r.add_row(rid, *[f"{v:.3f}" for v in cal.round_prevalence[g]])
     con.print(r)
     if cal.candidates:
-        con.print("structure chosen by BIC: " + ", ".join(f"{k} {v:.1f}" for k, v in cal.candidates.items()))
+        rule = cal.settings.get("structure_choice", {}).get("rule", "BIC")
+        con.print(f"structure {cal.structure!r} chosen by {rule}: "
+                  + ", ".join(f"{k} {v:.4g}" for k, v in cal.candidates.items()))
     con.print(f"EM: converged={cal.convergence.converged}, iterations {cal.convergence.n_iter}, "
               f"log-likelihood {cal.convergence.loglik:.3f}")
     con.print(f"calibration written to {output}")

@@ -4,7 +4,6 @@ Standard errors come from the estimators' influence values (current round
 plus history); see docs/inference.md.
 """
 
-from heroeval.inference.bootstrap import BootstrapResult, bootstrap
 from heroeval.inference.comparison import (
     ClassifierMetrics,
     Comparison,
@@ -14,6 +13,7 @@ from heroeval.inference.comparison import (
     compare,
 )
 from heroeval.inference.planning import Plan, plan
+from heroeval.inference.resample import BootstrapResult, bootstrap
 
 __all__ = [
     "BootstrapResult",

@@ -9,7 +9,7 @@ import math
 import os
 import uuid
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -290,13 +290,21 @@ def calibrate_multiclass(
     ----------
     history : MultiClassData or AnnotationSet
         An AnnotationSet is taken as two classes ``("0", "1")``.
-    structure : {"full", "symmetric", "ordinal", "auto"}
+    structure : {"full", "symmetric", "ordinal", "auto", "bic"}
         ``"full"``: a free K x K confusion matrix per labeler (K (K-1)
         parameters). ``"symmetric"``: one accuracy per labeler, errors spread
         evenly. ``"ordinal"`` (ordinal data): ``P(l | c) ∝ exp(-t_j |l - c|)``.
-        ``"auto"``: fit each allowed structure and keep the smallest BIC,
-        ``-2 loglik + (number of parameters) log(history items)``; the
-        candidates' BIC are in ``candidates``.
+        ``"auto"``: fit each allowed structure and keep the one whose
+        **held-out gold log score** is highest (:func:`held_out_log_score`:
+        the gold items dealt into :data:`AUTO_FOLDS` folds, each fold's gold
+        hidden from Stage A in turn and scored by the log posterior of its
+        true class); ``candidates`` holds each structure's mean score per gold
+        item, the settings' ``structure_choice`` the scores and the BICs. With
+        fewer than ``AUTO_MIN_GOLD`` gold items it falls back to BIC and says
+        so. ``"bic"``: the smallest BIC, ``-2 loglik + (number of parameters)
+        log(history items)`` (``candidates`` then holds the BICs), the rule
+        before held-out scores: in-sample, it picked ``full`` where ``full``
+        was the worst structure on held-out gold.
     pseudo_count : float, default 0
         MAP-EM: ``c`` pseudo-counts in every confusion cell (full) or
         Beta(1 + c, 1 + c) on the accuracy (symmetric); not used by ordinal.
@@ -316,17 +324,32 @@ def calibrate_multiclass(
     hist = as_multiclass(history, "history")
     _check(tol, max_iter, pseudo_count)
     allowed = ["full", "symmetric"] + (["ordinal"] if hist.ordinal else [])
-    if structure == "auto":
+    if structure in ("auto", "bic"):
         fits = {s: calibrate_multiclass(hist, structure=s, tol=tol, max_iter=max_iter, pseudo_count=pseudo_count,
                                         covariance=False) for s in allowed}
         bics = {s: c.bic for s, c in fits.items()}
-        best = min(bics, key=lambda s: bics[s])
+        n_gold = int((hist.annotations.gold >= 0).sum())
+        choice: dict[str, Any] = {"bic": bics}
+        if structure == "auto" and n_gold >= AUTO_MIN_GOLD:
+            scores = {s: held_out_log_score(hist, s, start=fits[s], tol=tol, max_iter=max_iter,
+                                            pseudo_count=pseudo_count) for s in allowed}
+            best = max(scores, key=lambda s: scores[s])
+            choice.update(rule=f"held-out gold log score ({AUTO_FOLDS} folds of {n_gold} gold items)",
+                          log_score=scores)
+            cands = scores
+        else:
+            best = min(bics, key=lambda s: bics[s])
+            choice["rule"] = ("BIC" if structure == "bic" else
+                              f"BIC (only {n_gold} gold items: held-out scores need {AUTO_MIN_GOLD})")
+            cands = bics
         out = calibrate_multiclass(hist, structure=best, tol=tol, max_iter=max_iter, pseudo_count=pseudo_count,
                                    covariance=covariance)
-        object.__setattr__(out, "candidates", bics)
+        out.settings["structure_choice"] = choice
+        object.__setattr__(out, "candidates", cands)
         return out
     if structure not in confusion_model.STRUCTURES:
-        raise HeroEvalError(f"structure must be one of {list(confusion_model.STRUCTURES)} or 'auto', got {structure!r}")
+        raise HeroEvalError(f"structure must be one of {list(confusion_model.STRUCTURES)}, 'auto' or 'bic', got "
+                            f"{structure!r}")
     if structure == "ordinal" and not hist.ordinal:
         raise HeroEvalError("structure='ordinal' needs ordinal classes (read_multiclass(..., ordinal=True), CLI --ordinal)")
     ds = hist.annotations
@@ -357,3 +380,48 @@ def calibrate_multiclass(
                   "init": f"gold subset + {INIT_PSEUDO:g} pseudo-observation at the pooled gold confusion row"},
         created=datetime.now(UTC).isoformat(timespec="seconds"), history=hist, information=info,
     )
+
+
+AUTO_FOLDS = 5
+"""Folds of the gold items for ``structure="auto"``'s held-out log score."""
+
+AUTO_MIN_GOLD = 25
+"""Below this many gold items ``structure="auto"`` chooses by BIC (five folds of fewer than five items each say
+little)."""
+
+
+def held_out_log_score(hist: MultiClassData, structure: str, *, start: MultiClassCalibration | None = None,
+                       folds: int = AUTO_FOLDS, tol: float = 1e-8, max_iter: int = 10_000,
+                       pseudo_count: float = 0.0, rng: int = 0) -> float:
+    """The mean log posterior probability of each gold item's class, with its fold's gold hidden from Stage A.
+
+    The gold items are dealt at random (seed ``rng``) into ``folds`` folds; for each, Stage A is refitted with
+    ``structure`` on the whole history with that fold's gold hidden (its items stay, unlabelled by gold), from
+    ``start``'s parameters when given (the structure's fit on all the gold: the same maximum, fewer steps), and
+    each held-out item scores ``log P(its gold class | its labels)`` under the refit, its round's prevalence
+    included. Higher is better; the out-of-sample counterpart of the log-likelihood that BIC penalises.
+    """
+    ds = hist.annotations
+    K, J, G = hist.n_classes, ds.n_labelers, ds.n_rounds
+    gold_items = np.flatnonzero(ds.gold >= 0)
+    if gold_items.size < folds:
+        raise HeroEvalError(f"held_out_log_score needs at least {folds} gold items, got {gold_items.size}")
+    perm = np.random.default_rng(rng).permutation(gold_items)
+    total = 0.0
+    for f in range(folds):
+        held = perm[f::folds]
+        g = ds.gold.astype(np.int64)
+        g[held] = -1
+        d = confusion_model.make_design(ds.item_ptr, ds.labeler, ds.label, g, ds.item_round, K, J, G)
+        if start is not None:
+            pi0, th0, p0 = start.confusion, start.theta, start.round_prevalence
+        else:
+            pi0, th0, p0 = initial_values(replace(ds, gold=g.astype(np.int8)), K, structure)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fit = confusion_model.run_em(d, structure, pi0, th0, p0, tol=tol, max_iter=max_iter,
+                                         pseudo=float(pseudo_count))
+        w, _ = confusion_model.e_step(d, fit.pi, fit.prev)
+        total += float(np.log(np.clip(w[held, ds.gold[held].astype(np.int64)], 1e-300, None)).sum())
+    return total / gold_items.size
+
