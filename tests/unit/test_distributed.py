@@ -282,3 +282,33 @@ def test_labelers_and_rounds_only_on_dropped_rows(client: object) -> None:
     assert "ghost" not in cal.labeler_ids and "r9" not in cal.round_ids
     _close(mem, cal, PARITY)
     assert cal.settings["rows_dropped"] == {"missing label": 2}
+
+
+def test_workers_run_the_compiled_kernel(client: object) -> None:
+    """With numba on the workers, each partition's E step is the in-memory engine's compiled pass (issue #43
+    item 1), and its sums equal the NumPy design's to rounding."""
+    pytest.importorskip("numba")
+    from heroeval.stage_a import distributed as dist_module
+
+    client.run(dist_module._COMPACT.clear)  # type: ignore[attr-defined]
+    df = pd.read_csv(EXAMPLE / "history.csv.gz", dtype=str)
+    cal = he.calibrate_dask(dd.from_pandas(df, npartitions=4), gold=EXAMPLE / "history_gold.csv", client=client)
+    sizes = client.run(lambda: len(dist_module._COMPACT))  # type: ignore[attr-defined]
+    assert sum(sizes.values()) >= 4, sizes  # every partition built its compiled design
+    # one partition's sums both ways, weighted as a fold's refit weights it
+    mem = he.read_annotations(EXAMPLE / "history.csv.gz", gold=EXAMPLE / "history_gold.csv")
+    part = dist_module._build_part(df, ("item_id", "labeler_id", "label", "round"), list(mem.labeler_ids),
+                                   list(mem.round_ids),
+                                   pd.read_csv(EXAMPLE / "history_gold.csv", dtype={"item_id": str})
+                                   .set_index("item_id")["gold"], 0, None)
+    wt = dist_module._part_weights(part, 0.3, part.gold_names[:5])
+    a, b, p = cal.alpha, cal.beta, cal.round_prevalence
+    for w in (None, wt):
+        compiled = dist_module._part_stats(part, w, a, b, p, True)
+        d = dist_module._weighted(part, w)
+        gamma, ll = dist_module.two_coin.e_step(d, a, b, p, True)
+        gw = gamma if w is None else gamma * w
+        np.testing.assert_allclose(compiled[0], np.asarray(d.AT @ gw), rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(compiled[1], np.bincount(d.group, weights=gw, minlength=d.n_groups),
+                                   rtol=1e-12, atol=1e-9)
+        assert compiled[2] == pytest.approx(ll, rel=1e-12)

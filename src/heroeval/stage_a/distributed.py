@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from heroeval.core import jit
 from heroeval.core.options import options_of
 from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet, IngestReport, TableReport
@@ -245,8 +246,45 @@ def _part_counts(p: _Part, wt: FloatArray) -> tuple[FloatArray, FloatArray]:
             np.bincount(d.group, weights=wt, minlength=d.n_groups).astype(np.float64))
 
 
+_COMPACT: dict[tuple[int, int], tuple[Any, Any, kernels.CompactDesign]] = {}
+"""Each worker's compiled designs, by (partition, weighting) object ids; the objects are kept beside them so
+that an id is not reused while its entry lives. A worker holds its persisted partitions and weights for the
+whole fit, so an entry is built once and read at every EM map."""
+
+_COMPACT_MAX = 256
+"""Entries a worker keeps (partitions times weightings: the checks' refits bring a few dozen weightings)."""
+
+
+def _compact_of(p: _Part, wt: FloatArray | None) -> kernels.CompactDesign | None:
+    """The partition's design for the compiled kernel (one chunk: a worker runs one task per thread), or None
+    without numba or with repeated (item, labeler) pairs (the NumPy design counts them)."""
+    if not jit.HAVE_NUMBA:
+        return None
+    key = (id(p), id(wt))
+    hit = _COMPACT.get(key)
+    if hit is not None and hit[0] is p and hit[1] is wt:
+        return hit[2]
+    A = p.design.A
+    if A.nnz and float(A.data.max()) != 1.0:
+        return None
+    ptr = np.asarray(A.indptr, dtype=np.int64)
+    code = np.asarray(A.indices, dtype=np.int32)
+    bounds = np.array([0, p.design.n_items], dtype=np.int64)
+    cd = kernels.design_of_codes(ptr, code, p.design.gold, p.design.group.astype(np.int32), p.design.n_labelers,
+                                 p.design.n_groups, weight=wt, bounds=bounds)
+    if len(_COMPACT) >= _COMPACT_MAX:
+        _COMPACT.clear()
+    _COMPACT[key] = (p, wt, cd)
+    return cd
+
+
 def _part_stats(p: _Part, wt: FloatArray | None, alpha: FloatArray, beta: FloatArray, prev: FloatArray,
                 need_ll: bool) -> tuple[FloatArray, FloatArray, float]:
+    """One partition's E-step sums: per-code posterior sums, per-round sums and the log-likelihood; by the
+    compiled kernel where numba is installed on the worker (the in-memory engine's pass), else NumPy."""
+    cd = _compact_of(p, wt)
+    if cd is not None:
+        return cd.e_sums(alpha, beta, prev, need_ll)
     d = _weighted(p, wt)
     gamma, ll = two_coin.e_step(d, alpha, beta, prev, need_ll)
     gw = gamma if wt is None else gamma * wt

@@ -635,6 +635,13 @@ class CompactDesign:
         ll = fixed + float(sum(q[2] for q in parts)) if need_ll else float("nan")
         return s1, gs, ll
 
+    def e_sums(
+        self, alpha: FloatArray, beta: FloatArray, prev: FloatArray, need_ll: bool
+    ) -> tuple[FloatArray, FloatArray, float]:
+        """The E step's sums, as a partition of a Dask history returns them: per-code and per-round posterior
+        sums and the log-likelihood without the prior (NaN unless ``need_ll``)."""
+        return self._pass(alpha, beta, prev, need_ll)
+
     def em_map(
         self, alpha: FloatArray, beta: FloatArray, prev: FloatArray, need_ll: bool
     ) -> tuple[FloatArray, FloatArray, FloatArray, float]:
