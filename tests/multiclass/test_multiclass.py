@@ -22,7 +22,7 @@ from heroeval.multiclass import (
     plot_confusion_matrices,
     read_multiclass,
 )
-from heroeval.multiclass.calibration import design_of, held_out_log_score
+from heroeval.multiclass.calibration import design_of, held_out_scores
 from heroeval.multiclass.simulate import simulate_rounds
 
 
@@ -96,34 +96,41 @@ def test_structure_by_bic() -> None:
         calibrate_multiclass(nominal, structure="ordinal")
 
 
-def test_auto_structure_by_held_out_log_score() -> None:
-    """``structure="auto"`` keeps the structure whose held-out gold log score is highest; the warm start from the
-    whole fit changes a score only to the EM tolerance (a plain refit per fold from the gold start agrees)."""
+def test_auto_structure_by_mock_rounds() -> None:
+    """``structure="auto"`` keeps the structure whose mock rounds (held-out gold folds estimated by HERO-1) err
+    least; a plain computation through the public estimator agrees, and the warm start from the whole fit
+    changes the figures only to the EM tolerance."""
     sim = simulate_rounds(np.random.default_rng(4), K=5, J=8, n_history=800)
     cal = calibrate_multiclass(sim.history, structure="auto")
     ch = cal.settings["structure_choice"]
-    assert ch["rule"].startswith("held-out gold log score (5 folds")
-    assert set(cal.candidates) == {"full", "symmetric", "ordinal"} == set(ch["log_score"]) == set(ch["bic"])
-    assert cal.structure == max(cal.candidates, key=cal.candidates.__getitem__)
-    assert cal.structure == "ordinal"  # the true structure scores best out of sample
-    assert all(v < 0 for v in cal.candidates.values())
-    warm = held_out_log_score(sim.history, "symmetric",
-                              start=calibrate_multiclass(sim.history, structure="symmetric", covariance=False))
-    # a plain computation: per fold, hide the gold, calibrate from scratch, score the posterior of the true class
+    assert ch["rule"].startswith("mock rounds' L1 error of HERO-1's class shares (2 folds")
+    assert set(cal.candidates) == {"full", "symmetric", "ordinal"} == set(ch["mock_l1"]) == set(ch["bic"])
+    assert cal.structure == min(cal.candidates, key=cal.candidates.__getitem__)
+    assert cal.structure == "ordinal"  # the true structure errs least out of sample
+    assert all(v < 0 for v in ch["log_score"].values()) and all(v > 0 for v in cal.candidates.values())
+    whole = calibrate_multiclass(sim.history, structure="symmetric", covariance=False)
+    warm_l1, warm_ls = held_out_scores(sim.history, "symmetric", start=whole)
+    # plain: per fold, hide the gold, calibrate from scratch, estimate the fold's items with hero1_multiclass
     ds = sim.history.annotations
     gold_items = np.flatnonzero(ds.gold >= 0)
     perm = np.random.default_rng(0).permutation(gold_items)
-    total = 0.0
-    for f in range(5):
-        held = perm[f::5]
+    l1, total = [], 0.0
+    for f in range(2):
+        held = np.sort(perm[f::2])
         g = ds.gold.copy()
         g[held] = -1
         h = type(sim.history)(replace(ds, gold=g), sim.history.classes, sim.history.values, True)
         c = calibrate_multiclass(h, structure="symmetric", covariance=False)
+        fold = ds.take_items(held)
+        mock = type(sim.history)(replace(fold, gold=np.full(fold.n_items, -1, dtype=np.int8)), sim.history.classes,
+                                 sim.history.values, True)
+        est = hero1_multiclass(mock, c, exclude_new_labelers=True).estimate
+        l1.append(np.abs(est - np.bincount(ds.gold[held], minlength=5) / held.size).sum())
         w, _ = confusion_model.e_step(design_of(h.annotations, h.n_classes), c.confusion, c.round_prevalence)
         total += float(np.log(w[held, ds.gold[held]]).sum())
-    assert warm == pytest.approx(total / gold_items.size, abs=1e-5)
-    # too little gold for held-out scores: BIC, and the rule says so
+    assert warm_l1 == pytest.approx(float(np.mean(l1)), abs=1e-5)
+    assert warm_ls == pytest.approx(total / gold_items.size, abs=1e-5)
+    # too little gold for mock rounds: BIC, and the rule says so
     few = type(sim.history)(replace(ds, gold=np.where(np.arange(ds.n_items) < 60, ds.gold, -1).astype(np.int8)),
                             sim.history.classes, sim.history.values, True)
     n_few = int((few.annotations.gold >= 0).sum())

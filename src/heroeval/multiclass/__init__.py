@@ -15,6 +15,7 @@ untouched; with K = 2 and the full structure this package reproduces it
 """
 
 from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass, load_multiclass_calibration
+from heroeval.multiclass.confusion_model import solve_simplex
 from heroeval.multiclass.data import MultiClassData, as_multiclass, multiclass_from_arrays, read_multiclass
 from heroeval.multiclass.estimators import (
     MC_METHODS,
@@ -28,7 +29,6 @@ from heroeval.multiclass.estimators import (
     hero2_multiclass,
     hero_joint_multiclass,
     majority_vote_multiclass,
-    solve_simplex,
 )
 from heroeval.multiclass.plots import plot_confusion_matrices
 

@@ -18,6 +18,7 @@ from heroeval.estimators.results import EstimateResult, Influence, rate_interval
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.multiclass import confusion_model
 from heroeval.multiclass.calibration import MultiClassCalibration, design_of
+from heroeval.multiclass.confusion_model import solve_simplex
 from heroeval.multiclass.data import MultiClassData, as_multiclass
 from heroeval.stage_a.calibration import ConvergenceInfo
 
@@ -236,83 +237,6 @@ def _cur_design(c: _Cur, K: int, J: int) -> confusion_model.Design:
 # ---------------------------------------------------------------------------
 # HERO-1 on the simplex
 # ---------------------------------------------------------------------------
-
-
-def solve_simplex(lam: FloatArray, max_newton: int = 200) -> tuple[FloatArray, str]:
-    """Maximise ``sum_i log sum_c p_c exp(lam[i, c])`` over the simplex.
-
-    EM warm start, then Newton on the active face (components > 0) with the
-    largest component as reference; a component that would turn negative is
-    set to 0 and dropped; dropped components come back if the KKT condition
-    (``mean_i f_ic / D_i <= 1``) fails. The problem is concave, so the
-    maximiser found is global (unique when the item likelihood vectors span
-    the simplex). Returns ``(p, status)`` with status ``"unidentified"`` (NaN)
-    when no item's labels distinguish any classes.
-    """
-    n, K = lam.shape
-    if n == 0 or not np.any(np.ptp(lam, axis=1) > 1e-12):
-        return np.full(K, np.nan), "unidentified"
-    f = np.exp(lam - lam.max(axis=1, keepdims=True))
-    p = np.full(K, 1.0 / K)
-    for _ in range(300):
-        r = f * p
-        r /= r.sum(axis=1, keepdims=True)
-        p_new = r.mean(axis=0)
-        if np.max(np.abs(p_new - p)) < 1e-10:
-            p = p_new
-            break
-        p = p_new
-    active = p > 1e-7
-    p = np.where(active, p, 0.0)
-    p /= p.sum()
-    for _outer in range(K + 2):
-        for _ in range(max_newton):
-            A = np.flatnonzero(active)
-            if A.size == 1:
-                break
-            e = A[np.argmax(p[A])]
-            o = A[A != e]
-            D = f @ p
-            psi = (f[:, o] - f[:, [e]]) / D[:, None]
-            g = psi.mean(axis=0)
-            H = psi.T @ psi / n
-            try:
-                step = np.linalg.solve(H, g)
-            except np.linalg.LinAlgError:
-                step = np.linalg.lstsq(H, g, rcond=None)[0]
-            full = np.zeros(K)
-            full[o] = step
-            full[e] = -step.sum()
-            t = 1.0
-            neg = full < 0
-            if neg.any():
-                ratio = p[neg] / -full[neg]
-                t = min(1.0, float(ratio.min()))
-            ll0 = float(np.log(D).sum())
-            while t > 1e-12:
-                p_try = np.maximum(p + t * full, 0.0)
-                D_try = f @ p_try
-                if np.all(D_try > 0) and float(np.log(D_try).sum()) >= ll0 - 1e-12 * abs(ll0):
-                    break
-                t /= 2
-            p = np.maximum(p + t * full, 0.0)
-            hit = active & (p <= 1e-15)
-            if hit.any():
-                active &= ~hit
-                p[~active] = 0.0
-            p /= p.sum()
-            if np.max(np.abs(t * full)) < 1e-15 or (np.max(np.abs(g)) < 1e-15 and not hit.any()):
-                break
-        D = f @ p
-        grad = (f / D[:, None]).mean(axis=0)
-        viol = ~active & (grad > 1 + 1e-10)
-        if not viol.any():
-            break
-        k = int(np.argmax(np.where(viol, grad, -np.inf)))
-        active[k] = True
-        p[k] = 1e-3
-        p /= p.sum()
-    return p, "ok"
 
 
 def _component_status(p: FloatArray, tol: float = 0.0) -> tuple[str, ...]:
