@@ -294,6 +294,9 @@ def _part_stats(p: _Part, wt: FloatArray | None, alpha: FloatArray, beta: FloatA
 
 
 def _part_info(p: _Part, wt: FloatArray | None, alpha: FloatArray, beta: FloatArray, prev: FloatArray) -> FloatArray:
+    cd = _compact_of(p, wt)
+    if cd is not None:
+        return cd.information(alpha, beta, prev)
     d = _weighted(p, wt)
     gamma, _ = two_coin.e_step(d, alpha, beta, prev, need_ll=False)
     return scoring.information(d, alpha, beta, prev, gamma)
@@ -302,6 +305,11 @@ def _part_info(p: _Part, wt: FloatArray | None, alpha: FloatArray, beta: FloatAr
 def _part_cov(p: _Part, wt: FloatArray | None, alpha: FloatArray, beta: FloatArray, prev: FloatArray, gram: bool,
               x_mean: FloatArray | None) -> tuple[FloatArray, FloatArray, FloatArray | None, FloatArray | None]:
     """Observed information, score Gram matrix and, with covariates, the scores' and the covariates' cross sums."""
+    cd = _compact_of(p, wt) if p.X is None or x_mean is None else None  # the kernel centres X at its own mean
+    if cd is not None:
+        gamma, _ = cd.posterior(alpha, beta, prev, need_ll=False)
+        H, StS, _ = cd.covariance_sums(alpha, beta, prev, gamma, None, gram)
+        return H, StS, None, None
     d = _weighted(p, wt)
     gamma, _ = two_coin.e_step(d, alpha, beta, prev)
     si = scoring.scores_and_information(d, alpha, beta, prev, gamma, gram=gram)
