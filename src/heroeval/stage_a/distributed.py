@@ -111,10 +111,8 @@ def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labele
     i_c, l_c, y_c, r_c = cols
     t = LoadedTable("annotations", f"partition {part_no}", df.reset_index(drop=True), i_c, False)
     y, ym = parse_binary(t.df[y_c], t, y_c, "label")
-    items = ids_to_str(t.df[i_c])
-    labs = ids_to_str(t.df[l_c])
-    im = (items.isna() | (items.str.strip() == "")).fillna(True).to_numpy(dtype=bool)
-    lm = (labs.isna() | (labs.str.strip() == "")).fillna(True).to_numpy(dtype=bool)
+    items, im = _ids(t.df[i_c])
+    labs, lm = _ids(t.df[l_c])
     dropped: dict[str, int] = {}
     rm = np.zeros(len(t.df), dtype=bool)
     if r_c is not None:
@@ -127,8 +125,8 @@ def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labele
     keep = ~(im | lm | ym | rm)
     items, labs, y = items[keep], labs[keep], y[keep]
     J, G = len(labelers), len(rounds)
-    lab_code = pd.Index(labelers).get_indexer(pd.Index(labs.to_numpy(dtype=object)))
-    ic, names = pd.factorize(items.to_numpy(dtype=object))
+    lab_code = _codes_of(labs, labelers)
+    ic, names = _factorize_ids(items)
     n = len(names)
     if r_c is not None:
         rc_ann = pd.Index(rounds).get_indexer(pd.Index(ids_to_str(t.df[r_c])[keep].to_numpy(dtype=object)))
@@ -154,8 +152,10 @@ def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labele
             raise DataError(f"covariates: {lacking.size} annotated item(s) of partition {part_no} have no covariate "
                             f"row, e.g. {list(lacking[:5])}; HERO-2 needs covariates for every item")
         X = np.ascontiguousarray(got.to_numpy(dtype=np.float64))
-    pair = ic.astype(np.int64) * max(J, 1) + lab_code
-    n_rep = int(pd.Series(pair).duplicated().sum())
+    pair = np.sort(ic.astype(np.int64) * max(J, 1) + lab_code)  # one sort: repeated pairs and distinct ones
+    first = np.ones(pair.size, dtype=bool)
+    first[1:] = pair[1:] != pair[:-1]
+    n_rep = int(pair.size - np.count_nonzero(first))
     d = two_coin.make_design(ptr, lab_code, y, J, gold_arr, group, G, repeated=n_rep > 0)
     ga = np.repeat(gold_arr, np.diff(ptr))
     isg = gold_arr >= 0
@@ -163,7 +163,7 @@ def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labele
     def cnt(mask: npt.NDArray[np.bool_]) -> IntArray:
         return np.bincount(lab_code[mask], minlength=J).astype(np.int64)
 
-    uniq_pairs = np.unique(pair)
+    uniq_pairs = pair if n_rep == 0 else pair[first]
     gold_rows = np.flatnonzero(isg)
     return _Part(
         design=d, n_rows=len(t.df), dropped=dropped,
@@ -175,6 +175,33 @@ def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labele
         round_gold_pos=np.bincount(group[isg], weights=gold_arr[isg].astype(float), minlength=G).astype(np.float64),
         n_repeated=n_rep, gold_rows=gold_rows, gold_names=np.asarray(names, dtype=object)[gold_rows], X=X,
     )
+
+
+def _ids(s: pd.Series) -> tuple[Any, npt.NDArray[np.bool_]]:
+    """A partition's id column for coding, and which rows lack an id: an integer column as its integers (coded
+    as they are; only the distinct ones become text), any other through :func:`ids_to_str` as the readers do."""
+    if pd.api.types.is_integer_dtype(s.dtype) and not s.hasnans:
+        return s.to_numpy(dtype=np.int64), np.zeros(len(s), dtype=bool)
+    out = ids_to_str(s)
+    return out, (out.isna() | (out.str.strip() == "")).fillna(True).to_numpy(dtype=bool)
+
+
+def _factorize_ids(items: Any) -> tuple[IntArray, npt.NDArray[np.object_]]:
+    """Item codes in order of appearance and the item ids as text (integers: factorized as integers)."""
+    if isinstance(items, np.ndarray):
+        ic, uniq = pd.factorize(items)
+        return ic, np.asarray([str(x) for x in uniq], dtype=object)
+    ic, names = pd.factorize(items.to_numpy(dtype=object))
+    return ic, np.asarray(names, dtype=object)
+
+
+def _codes_of(labs: Any, labelers: list[str]) -> IntArray:
+    """Each row's labeler code in ``labelers`` (ids as text); integer ids through their distinct values."""
+    if isinstance(labs, np.ndarray):
+        ic, uniq = pd.factorize(labs)
+        codes = pd.Index(labelers).get_indexer(pd.Index([str(x) for x in uniq], dtype=object))
+        return np.asarray(codes[ic], dtype=np.int64)
+    return np.asarray(pd.Index(labelers).get_indexer(pd.Index(labs.to_numpy(dtype=object))), dtype=np.int64)
 
 
 def _recode(p: _Part, labs: IntArray, rounds: IntArray) -> _Part:
