@@ -319,7 +319,7 @@ def expert_labels(
 
 def expert_labels_to_decide(
     calibration: Calibration, *, mu_a: float, mu_b: float, n_a: int, n_b: int, distance: float, alpha: float,
-    two_sided: bool = False, power: float = 0.8, rng: int = 0,
+    two_sided: bool = False, power: float = 0.8,
 ) -> float:
     """Expert labels in each of two rounds (``k`` in each, uniform samples) whose prediction-powered difference
     would decide a verdict with ``power`` if ``A - B`` stays ``distance`` from the null boundary; ``inf`` when
@@ -347,9 +347,8 @@ def expert_labels_to_decide(
     z = float(norm.ppf(1 - alpha / 2 if two_sided else 1 - alpha) + norm.ppf(power))
     target = (distance / z) ** 2
     zq = float(norm.ppf(0.975))
-    plans = [expert_labels(calibration, mu=min(max(mu, 0.01), 0.99), half_width=0.1, round_items=int(size),
-                           rng=rng)
-             for mu, size in ((mu_a, n_a), (mu_b, n_b))]
+    plans = [expert_labels(calibration, mu=min(max(mu, 0.01), 0.99), half_width=0.1, round_items=int(size))
+             for mu, size in ((mu_a, n_a), (mu_b, n_b))]  # the plan's own seed (0): reproducible
 
     def var(k: int) -> float:
         return sum((p.half_width_at(min(k, p.round_items)) / zq) ** 2 for p in plans)

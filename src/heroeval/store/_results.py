@@ -22,9 +22,11 @@ __all__ = ["AddResult", "RoundReadOptions", "StoreCalibration", "StoreEstimate",
 
 
 class RoundReadOptions(ReadOptions, total=False):
-    """:meth:`Store.add`'s reader options: a round's ``covariates`` and :func:`heroeval.read_annotations`' own."""
+    """:meth:`Store.add`'s reader options: a round's ``covariates``, ``group_col`` (a column of the annotations
+    file that groups the round's items) and :func:`heroeval.read_annotations`' own."""
 
     covariates: TableLike | None
+    group_col: str | None
 
 
 @dataclass(frozen=True)

@@ -183,7 +183,6 @@ class Store:
         tags: Sequence[str] = (),
         role: str = "auto",
         split_rounds: bool = False,
-        group_col: str | None = None,
         **read_options: Unpack[RoundReadOptions],
     ) -> AddResult:
         """Read a round with :func:`heroeval.read_annotations` and add it in one transaction.
@@ -204,14 +203,16 @@ class Store:
         """
         if role not in ROLES:
             raise StoreError(f"role must be one of {', '.join(ROLES)}, got {role!r}")
+        opts: dict[str, Any] = dict(read_options)
+        group_col = opts.pop("group_col", None)
         if isinstance(annotations, AnnotationSet):
             ds = annotations
             source = ds.name
         else:
-            ds = read_annotations(annotations, gold=gold, name=name, **read_options)
+            ds = read_annotations(annotations, gold=gold, name=name, **opts)
             source = str(annotations) if isinstance(annotations, (str, os.PathLike)) else ds.name
             if group_col is not None:
-                ic = read_options.get("item_col")
+                ic = opts.get("item_col")
                 ds = ds.with_groups(read_item_groups(annotations, group_col, item_col=ic if isinstance(ic, str)
                                                      else None))
         if group_col is not None and isinstance(annotations, AnnotationSet):
