@@ -22,6 +22,8 @@ import heroeval as he
 from heroeval.cli import app
 from heroeval.core.clusters import few_groups_factor
 from heroeval.errors import HeroEvalError
+from heroeval.estimators.common import gold_count_variances
+from heroeval.estimators.methods import gold_proportion_rates
 from heroeval.simulate import paper_dgp
 
 
@@ -161,3 +163,53 @@ def test_cli_calibrate_and_estimate_group_the_history(history: he.AnnotationSet,
     bad = runner.invoke(app, ["calibrate", h, "--gold", gold, "--group-col", "prompt", "--classes", "0,1", "-o",
                               str(tmp_path / "m.json")])
     assert bad.exit_code != 0 and "--group-col is not available" in bad.output
+
+
+def test_gold_count_covariance_by_group(history: he.AnnotationSet, tmp_path: Path) -> None:
+    """The gold-proportion rates' covariance with a grouped history: every gold item its own group gives the
+    independent variances on the diagonal (times N/(N-1) and the factor); a plain loop over groups agrees; the
+    gold-proportion standard error grows with groups that share errors, and a saved calibration keeps them."""
+    plain = he.calibrate(history, checks=False)
+    a, b = gold_proportion_rates(plain)
+    diag = gold_count_variances(plain, a, b)
+    assert diag.ndim == 1
+    own = he.calibrate(history.with_groups({str(x): i for i, x in enumerate(history.item_ids)}), checks=False)
+    V = gold_count_variances(own, a, b)
+    n_gold = int((history.gold >= 0).sum())
+    assert V.shape == (2 * history.n_labelers,) * 2
+    np.testing.assert_allclose(np.diag(V), diag * n_gold / (n_gold - 1) * few_groups_factor(n_gold), rtol=1e-10)
+    # a plain loop: each group's summed influence rows
+    groups = {str(x): i % 15 for i, x in enumerate(history.item_ids)}
+    cal = he.calibrate(history.with_groups(groups), checks=False)
+    V15 = gold_count_variances(cal, a, b)
+    J = history.n_labelers
+    n_pos, n_neg = plain.gold_tp + plain.gold_fn, plain.gold_tn + plain.gold_fp
+    sums: dict[int, np.ndarray] = {}
+    for r in np.flatnonzero(history.gold >= 0):
+        f = np.zeros(2 * J)
+        for k in range(int(history.item_ptr[r]), int(history.item_ptr[r + 1])):
+            j, y = int(history.labeler[k]), float(history.label[k])
+            if history.gold[r] == 1:
+                f[j] += (y - a[j]) / (n_pos[j] + 2)
+            else:
+                f[J + j] += (1 - y - b[j]) / (n_neg[j] + 2)
+        g = groups[str(history.item_ids[r])]
+        sums[g] = sums.get(g, np.zeros(2 * J)) + f
+    F = np.array(list(sums.values()))
+    G = len(set(groups.values()))
+    np.testing.assert_allclose(V15, few_groups_factor(G) * G / (G - 1) * F.T @ F, rtol=1e-10, atol=1e-15)
+    # the estimate's history variance uses it, and the file keeps the groups
+    d = paper_dgp(3, rho=0.10, k=12, n=300)
+    r0 = he.estimate(d.current, plain, method="gold_proportion")
+    r1 = he.estimate(d.current, cal, method="gold_proportion")
+    assert isinstance(r0, he.EstimateResult) and isinstance(r1, he.EstimateResult)
+    assert r1.estimate == pytest.approx(r0.estimate)
+    assert r1.influence is not None
+    c = r1.influence.history
+    assert r1.variance_history == pytest.approx(float(c @ V15 @ c), rel=1e-12)
+    cal.save(tmp_path / "g.json")
+    back = he.load_calibration(tmp_path / "g.json")
+    r2 = he.estimate(d.current, back, method="gold_proportion")
+    assert isinstance(r2, he.EstimateResult) and r2.variance_history == pytest.approx(r1.variance_history, rel=1e-12)
+    lo, hi = r1.confidence_interval(0.95)
+    assert lo <= r1.estimate <= hi

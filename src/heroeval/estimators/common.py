@@ -16,7 +16,7 @@ from heroeval.errors import (
     HeroEvalError,
     UnknownLabelerError,
 )
-from heroeval.estimators.clusters import ESTIMAND, FEW_GROUPS, MIN_GROUPS, with_design_effect
+from heroeval.estimators.clusters import ESTIMAND, FEW_GROUPS, MIN_GROUPS, few_groups_factor, with_design_effect
 from heroeval.estimators.inversion import ScoreTest
 from heroeval.estimators.results import EstimateResult, Influence
 from heroeval.estimators.score_equation import psi
@@ -235,9 +235,31 @@ def grouped_inference(data: AnnotationSet, kw: dict[str, Any]) -> dict[str, Any]
 
 
 def gold_count_variances(cal: Calibration, alpha: FloatArray, beta: FloatArray) -> FloatArray:
-    """The variances of rates estimated from the history's gold counts (smoothed proportions): alphas, then betas."""
+    """The variances of rates estimated from the history's gold counts (smoothed proportions): alphas, then betas.
+
+    When the history's gold items come in groups (the calibration's :class:`GoldLabels` keep each one's group),
+    the full ``2J x 2J`` covariance, cluster-robust by group: each gold item's influence on ``alpha_j`` is
+    ``(y_rj - alpha_j) / (n_pos_j + 2)`` (on ``beta_j``: ``(1 - y_rj - beta_j) / (n_neg_j + 2)``), whose squares
+    add up to the variances above; summed over each group's items, their outer products times ``G / (G - 1)``
+    and the few-groups factor (:mod:`heroeval.stage_a.clustered`, the history's other covariance).
+    """
     n_pos = cal.gold_tp + cal.gold_fn
     n_neg = cal.gold_tn + cal.gold_fp
+    gl = cal.gold_labels
+    if gl is not None and gl.group is not None and np.unique(gl.group).size >= MIN_GROUPS:
+        J = cal.n_labelers
+        item = gl.annotation_item
+        lab = gl.labeler
+        y = gl.label.astype(np.float64)
+        pos = gl.gold[item] == 1
+        col = np.where(pos, lab, J + lab)
+        val = np.where(pos, (y - alpha[lab]) / (n_pos[lab] + 2.0), (1 - y - beta[lab]) / (n_neg[lab] + 2.0))
+        G = int(np.unique(gl.group).size)
+        present, row = np.unique(gl.group[item], return_inverse=True)  # each label's group
+        F = np.zeros((present.size, 2 * J))  # each group's total influence on the rates
+        np.add.at(F, (row.ravel(), col), val)
+        cov: FloatArray = few_groups_factor(G) * G / (G - 1) * (F.T @ F)
+        return cov
     var_a = (cal.gold_tp * (1 - alpha) ** 2 + cal.gold_fn * alpha**2) / (n_pos + 2.0) ** 2
     var_b = (cal.gold_tn * (1 - beta) ** 2 + cal.gold_fp * beta**2) / (n_neg + 2.0) ** 2
     out: FloatArray = np.concatenate([var_a, var_b])

@@ -368,7 +368,7 @@ class ScoreTest(InversionTest):
             v_hist = math.nan
         elif self.space == "gold_counts":
             assert not isinstance(self.V, ParameterCovariance)
-            v_hist = float(np.sum(g**2 * self.V))
+            v_hist = float(g @ self.V @ g) if self.V.ndim == 2 else float(np.sum(g**2 * self.V))
         else:
             c = np.zeros(self.n_parameters)
             c[: g.size] = g

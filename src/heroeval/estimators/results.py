@@ -174,6 +174,8 @@ class Influence:
             return math.nan  # the calibration carries no parameter covariance
         if self.space == "gold_counts":
             assert not isinstance(self.gram, ParameterCovariance)
+            if self.gram.ndim == 2:  # cluster-robust by the history's item groups (gold_count_variances)
+                return float(self.history @ self.gram @ other.history)
             return float(np.sum(self.history * other.history * self.gram))
         return float(quad(self.gram, self.history, other.history))
 

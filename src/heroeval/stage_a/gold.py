@@ -189,6 +189,9 @@ class GoldLabels:
     item_ptr: IntArray
     labeler: IntArray
     label: npt.NDArray[np.int8]
+    group: IntArray | None = None
+    """Each gold item's group code when the history's items are grouped (:meth:`AnnotationSet.with_groups`):
+    the gold-count rates' covariance is then cluster-robust by group; None: items independent."""
 
     @property
     def n_items(self) -> int:
@@ -204,9 +207,12 @@ class GoldLabels:
         def b64(a: npt.NDArray[Any], dtype: str) -> str:
             return base64.b64encode(np.ascontiguousarray(a, dtype=dtype).tobytes()).decode("ascii")
 
-        return {"n_items": self.n_items, "n_labels": int(self.label.size),
-                "gold_int8_base64": b64(self.gold, "i1"), "labels_per_item_int32_le_base64": b64(np.diff(self.item_ptr), "<i4"),
-                "labeler_int32_le_base64": b64(self.labeler, "<i4"), "label_int8_base64": b64(self.label, "i1")}
+        out = {"n_items": self.n_items, "n_labels": int(self.label.size),
+               "gold_int8_base64": b64(self.gold, "i1"), "labels_per_item_int32_le_base64": b64(np.diff(self.item_ptr), "<i4"),
+               "labeler_int32_le_base64": b64(self.labeler, "<i4"), "label_int8_base64": b64(self.label, "i1")}
+        if self.group is not None:
+            out["group_int32_le_base64"] = b64(self.group, "<i4")
+        return out
 
     @classmethod
     def from_dict(cls, d: Any, n_labelers: int) -> GoldLabels:
@@ -235,7 +241,10 @@ class GoldLabels:
             raise HeroEvalError(f"labeler codes must be in 0..{n_labelers - 1}")
         ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lens, out=ptr[1:])
-        return cls(gold, ptr, labeler, label)
+        group = None
+        if d.get("group_int32_le_base64") is not None:  # absent from files of ungrouped histories
+            group = arr("group_int32_le_base64", "<i4", n).astype(np.int64)
+        return cls(gold, ptr, labeler, label, group)
 
 
 def gold_labels_of(history: AnnotationSet, keep: int = GOLD_LABELS_KEEP) -> GoldLabels | None:
@@ -247,5 +256,7 @@ def gold_labels_of(history: AnnotationSet, keep: int = GOLD_LABELS_KEEP) -> Gold
     if int((p[g + 1] - p[g]).sum()) > keep:
         return None
     idx, new_ptr = annotations_of(p, g)
+    group = None if history.item_group is None else np.asarray(history.item_group[g], dtype=np.int64)
     return GoldLabels(np.asarray(history.gold[g], dtype=np.int8), new_ptr,
-                      np.asarray(history.labeler[idx], dtype=np.int64), np.asarray(history.label[idx], dtype=np.int8))
+                      np.asarray(history.labeler[idx], dtype=np.int64), np.asarray(history.label[idx], dtype=np.int8),
+                      group)
