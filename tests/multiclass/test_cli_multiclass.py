@@ -65,7 +65,7 @@ def test_cli_multiclass_report(tmp_path: Path) -> None:
     _dump(sim.current, c)
     out = tmp_path / "r.html"
     r = runner.invoke(app, ["report", str(c), "--history", str(h), "--gold", str(g), "--classes", "1,2,3",
-                            "-o", str(out), "--title", "<grades>"])
+                            "--structure", "full", "-o", str(out), "--title", "<grades>"])
     assert r.exit_code == 0, r.output
     page = out.read_text(encoding="utf-8")
     assert "<title>&lt;grades&gt;</title>" in page and 'id="fig-confusion"' in page
@@ -73,3 +73,40 @@ def test_cli_multiclass_report(tmp_path: Path) -> None:
     data = json.loads(re.search(r'<script type="application/json" id="hero-data">(.*?)</script>', page, re.S)[1])
     direct = hero1_multiclass(sim.current, calibrate_multiclass(sim.history))
     assert abs(data["estimates"]["hero1"]["classes"]["2"]["estimate"] - direct.estimate[1]) < 1e-9
+
+
+def test_cli_multiclass_recommended(tmp_path: Path) -> None:
+    """hero estimate --classes: the recommended estimate (auto) is the library's, in the terminal and the JSON; with
+    a calibration file alone it says what it needs."""
+    from heroeval.choice.multiclass_auto import recommend_multiclass
+    from heroeval.multiclass import read_multiclass
+
+    sim = simulate_rounds(np.random.default_rng(3), K=3, J=5, n_history=400, n_current=120, ordinal=False)
+    h, g, c = tmp_path / "h.csv", tmp_path / "g.csv", tmp_path / "c.csv"
+    _dump(sim.history, h, g)
+    _dump(sim.current, c)
+    r = runner.invoke(app, ["estimate", str(c), "--history", str(h), "--gold", str(g), "--classes", "1,2,3",
+                            "--method", "auto", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["estimates"] == {}
+    hist = read_multiclass(h, gold=g, classes="1,2,3", round_col=False)
+    cur = read_multiclass(c, classes="1,2,3", round_col=False)
+    rec = recommend_multiclass(cur, hist)
+    got = out["recommended"]
+    assert got["chosen"] == rec.method and got["status"] == rec.status
+    for k, cl in enumerate(rec.classes):
+        lo, hi = rec.intervals()[k]
+        assert got["classes"][cl]["estimate"] == float(rec.estimate.estimate[k])
+        assert abs(got["classes"][cl]["ci_low"] - lo) < 1e-12 and abs(got["classes"][cl]["ci_high"] - hi) < 1e-12
+    r = runner.invoke(app, ["estimate", str(c), "--history", str(h), "--gold", str(g), "--classes", "1,2,3"])
+    assert r.exit_code == 0, r.output
+    assert f"recommended (auto): {rec.method}, status {rec.status}" in r.output
+    lo, hi = rec.intervals()[0]
+    assert f"share 1: {rec.estimate.estimate[0]:.3f} [{lo:.3f}, {hi:.3f}]" in r.output
+    cal = tmp_path / "cal.json"
+    assert runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(cal), "--classes", "1,2,3"]).exit_code == 0
+    r = runner.invoke(app, ["estimate", str(c), "--calibration", str(cal), "--method", "auto", "--classes", "1,2,3"])
+    assert r.exit_code != 0 and "needs --history and --gold" in r.output
+    r = runner.invoke(app, ["estimate", str(c), "--calibration", str(cal), "--classes", "1,2,3"])
+    assert r.exit_code == 0 and "needs --history and --gold" in r.output

@@ -88,7 +88,7 @@ def calibrate_cmd(
     fmt: FmtOpt = Format.table,
     classes: ClassesOpt = None,
     ordinal: OrdinalOpt = False,
-    structure: StructureOpt = "full",
+    structure: StructureOpt = "auto",
     engine: Annotated[Engine, typer.Option(help="Stage A engine: numpy, numba (compiled; " + ("installed" if HAVE_NUMBA else "needs numba, not installed: pip install numba") + ") or auto (numba from 1e6 annotations when installed).")] = Engine.auto,
     reader: Annotated[Reader, typer.Option(help="Reader: pandas, duckdb (globs, directories, files larger than memory) or auto (duckdb for globs, directories and files from 256 MB).")] = Reader.auto,
     memory_limit: Annotated[str | None, typer.Option(help="DuckDB memory limit for the duckdb reader, e.g. 2GB (it spills to disk beyond).")] = None,

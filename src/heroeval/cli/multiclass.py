@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from heroeval.choice.multiclass_auto import MultiClassRecommendation, recommend_multiclass
 from heroeval.errors import HeroEvalError
 from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass, load_multiclass_calibration
 from heroeval.multiclass.data import MultiClassData, read_multiclass
@@ -30,15 +31,44 @@ def _round_col(rc: str | None) -> Any:
 def _calibration(calibration: Path | None, history: Path | None, gold: Path | None, classes: str | None,
                  ordinal: bool, structure: str, read_kw: dict[str, Any], round_col: str | None,
                  history_covariates: Path | None = None) -> tuple[MultiClassCalibration, str | None]:
+    cal, cls, _ = _calibration_and_history(calibration, history, gold, classes, ordinal, structure, read_kw,
+                                           round_col, history_covariates)
+    return cal, cls
+
+
+def _calibration_and_history(calibration: Path | None, history: Path | None, gold: Path | None,
+                             classes: str | None, ordinal: bool, structure: str, read_kw: dict[str, Any],
+                             round_col: str | None, history_covariates: Path | None = None
+                             ) -> tuple[MultiClassCalibration, str | None, MultiClassData | None]:
     if calibration is not None:
         cal = load_multiclass_calibration(calibration)
         if classes is not None and tuple(c.strip() for c in classes.split(",")) != cal.classes:
             raise HeroEvalError(f"--classes {classes!r} differ from the calibration's classes {list(cal.classes)}")
-        return cal, ",".join(cal.classes)
+        return cal, ",".join(cal.classes), None
     assert history is not None
     h = _read(history, gold=gold, classes=classes, ordinal=ordinal, name="history", read_kw=read_kw,
               round_col=_round_col(round_col), covariates=history_covariates)
-    return calibrate_multiclass(h, structure=structure), ",".join(h.classes)
+    return calibrate_multiclass(h, structure=structure), ",".join(h.classes), h
+
+
+AUTO_NEEDS_HISTORY = ("the recommended multi-class estimate (--method auto) refits Stage A on mock rounds of the "
+                      "history's gold: it needs --history and --gold, not a calibration file")
+
+
+def _recommend(cur: MultiClassData, hist: MultiClassData, structure: str) -> MultiClassRecommendation:
+    """The recommended estimate; ``--structure`` names HERO-1's one candidate structure, or (auto, bic) every
+    structure the classes allow."""
+    structs = None if structure in ("auto", "bic") else [structure]
+    return recommend_multiclass(cur, hist, structures=structs)
+
+
+def _recommended_lines(rec: MultiClassRecommendation, level: float) -> list[str]:
+    out = [f"recommended (auto): {rec.method}, status {rec.status}: {rec.reason}"]
+    for k, (c, (lo, hi)) in enumerate(zip(rec.classes, rec.intervals(level), strict=True)):
+        out.append(f"  share {c}: {rec.estimate.estimate[k]:.3f} [{lo:.3f}, {hi:.3f}]")
+    ms = rec.mean_score(level)
+    out.append(f"  mean score: {ms['estimate']:.3f} [{ms['ci_low']:.3f}, {ms['ci_high']:.3f}]")
+    return out + [f"  note: {n}" for n in rec.notes]
 
 
 def calibrate(history: Path, gold: Path, output: Path, *, classes: str | None, ordinal: bool, structure: str,
@@ -83,10 +113,10 @@ def calibrate(history: Path, gold: Path, output: Path, *, classes: str | None, o
 def _methods(method: str) -> Any:
     if method == "all":
         return "all"
-    out = [m.strip() for m in method.split(",") if m.strip()]
+    out = [m.strip() for m in method.split(",") if m.strip() and m.strip() != "auto"]
     for m in out:
         if m not in MC_METHODS:
-            raise HeroEvalError(f"--method {m!r}: multi-class methods are {list(MC_METHODS)} or all")
+            raise HeroEvalError(f"--method {m!r}: multi-class methods are {list(MC_METHODS)}, auto or all")
     return out
 
 
@@ -109,18 +139,34 @@ def estimate(current: Path, *, calibration: Path | None, history: Path | None, g
              classes: str | None, ordinal: bool, structure: str, method: str, exclude_new_labelers: bool,
              level: float, read_kw: dict[str, Any], round_col: str | None, json_out: bool,
              covariates: Path | None = None, history_covariates: Path | None = None, ridge: float = 0.0) -> None:
-    cal, cls = _calibration(calibration, history, gold, classes, ordinal, structure, read_kw, round_col,
-                            history_covariates)
+    wants_auto = method == "all" or "auto" in [m.strip() for m in method.split(",")]
+    if wants_auto and method != "all" and history is None:
+        raise HeroEvalError(AUTO_NEEDS_HISTORY)
+    cal, cls, hist = _calibration_and_history(calibration, history, gold, classes, ordinal, structure, read_kw,
+                                              round_col, history_covariates)
     cur = _read(current, gold=None, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw,
                 covariates=covariates)
-    res = estimate_multiclass(cur, cal, method=_methods(method), exclude_new_labelers=exclude_new_labelers,
-                              ridge=ridge)
+    wanted = _methods(method)
+    res = estimate_multiclass(cur, cal, method=wanted, exclude_new_labelers=exclude_new_labelers,
+                              ridge=ridge) if wanted else {}
+    rec = _recommend(cur, hist, structure) if wants_auto and hist is not None else None
     if json_out:
-        print(json.dumps({"estimates": {m: r.to_dict(level) for m, r in res.items()},
-                          "ingest": cur.annotations.report.to_dict()}, indent=1))
+        out: dict[str, Any] = {"estimates": {m: r.to_dict(level) for m, r in res.items()},
+                               "ingest": cur.annotations.report.to_dict()}
+        out["recommended"] = rec.to_dict(level) if rec is not None else None
+        if rec is None and wants_auto:
+            out["recommended_note"] = AUTO_NEEDS_HISTORY
+        print(json.dumps(out, indent=1))
         return
     con = Console(highlight=False, width=160)
-    con.print(_table(res, level, f"Class prevalences of the current round ({100 * level:g}% CI)"))
+    if rec is not None:
+        for line in _recommended_lines(rec, level):
+            con.print(line)
+    elif wants_auto:
+        con.print(f"note: {AUTO_NEEDS_HISTORY}")
+    if res:
+        con.print(_table(res, level, f"Class prevalences of the current round by each method ({100 * level:g}% CI, "
+                                     "each method's own interval)"))
     for m, r in res.items():
         for note in r.notes:
             con.print(f"{m}: {note}")

@@ -82,7 +82,7 @@ CiOpt = Annotated[CiMethod, typer.Option(help="Interval: auto (score-test invers
 MapOpt = Annotated[str | None, typer.Option(help="Recode labels, e.g. 'A=1,B=0,tie=drop' for a side-by-side win rate.")]
 ClassesOpt = Annotated[str | None, typer.Option(help="Multi-class labels: the class order, comma-separated (e.g. 1,2,3,4,5).")]
 OrdinalOpt = Annotated[bool, typer.Option(help="Multi-class labels that are ordered grades (Likert); enables --structure ordinal.")]
-StructureOpt = Annotated[str, typer.Option(help="Multi-class confusion structure: full, symmetric, ordinal, auto (the highest held-out gold log score) or bic (the smallest BIC).")]
+StructureOpt = Annotated[str, typer.Option(help="Multi-class confusion structure: full, symmetric, ordinal, auto (the smallest error of HERO-1 on mock rounds of the history's gold) or bic (the smallest BIC); with --method auto, auto or bic lets every structure compete.")]
 
 
 CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Also write the table as CSV to this file (the rows the terminal shows; stdout may be the JSON).")]

@@ -72,7 +72,7 @@ def report_cmd(
     duplicates: DupOpt = Duplicates.keep,
     classes: ClassesOpt = None,
     ordinal: OrdinalOpt = False,
-    structure: StructureOpt = "full",
+    structure: StructureOpt = "auto",
     new_labelers: NewLabelersOpt = None,
     gold_col: GoldColOpt = None,
     gold_item_col: GoldItemColOpt = None,
