@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from heroeval.choice.multiclass_auto import MIN_GOLD, recommend_multiclass
+from heroeval.choice.multiclass_auto import DEFAULT_ALPHA, MIN_GOLD, recommend_multiclass
 from heroeval.errors import HeroEvalError
 from heroeval.inference.bias_aware import bias_aware_cv
 from heroeval.multiclass import MultiClassData, calibrate_multiclass, hero1_multiclass, multiclass_from_arrays
@@ -95,7 +95,30 @@ def test_bias_noise_and_interval_match_a_plain_implementation() -> None:
     _, se, b, s_b = rec._scored[rec.method].parts(w)
     half = se * bias_aware_cv((abs(b) + s_b) / se, 0.95)
     assert r["ci_low"] == pytest.approx(r["estimate"] - half) and r["ci_high"] == pytest.approx(r["estimate"] + half)
-    assert rec.method == min(rec._scored, key=lambda k: rec._scored[k].total_mse())
+    mv_p = rec._scored["majority_vote"].bias_test()[2]
+    smallest = min(rec._scored, key=lambda k: rec._scored[k].total_mse())
+    assert rec.method == ("majority_vote" if mv_p >= DEFAULT_ALPHA else smallest)
+    always = recommend_multiclass(sim.current, sim.history, structures=["full", "symmetric"], folds=4, default_alpha=1.0)
+    assert always.method == min(always._scored, key=lambda k: always._scored[k].total_mse())
+    never = recommend_multiclass(sim.current, sim.history, structures=["full", "symmetric"], folds=4, default_alpha=0.0)
+    assert never.method == "majority_vote" and "not significant" in never.reason
+
+
+def test_bias_test_by_hand() -> None:
+    """The joint mock-bias statistic against a plain computation on a tiny 3-class evidence table."""
+    from scipy.stats import chi2
+
+    from heroeval.choice.multiclass_auto import _Scored
+    from heroeval.multiclass.mock_rounds import CandidateEvidence
+
+    d = np.array([[0.5, -0.5, 0.0], [0.0, 0.5, -0.5], [0.2, 0.1, -0.3], [-0.1, 0.3, -0.2]])
+    est = recommend_multiclass(_sim(7).current, _sim(7).history, structures=["symmetric"]).estimate
+    s = _Scored(est, CandidateEvidence(d, np.zeros((3, 3)), d[:2]), np.ones(4), 100, True)
+    b = d.mean(axis=0)
+    S = np.cov(d.T, bias=True) / 4  # sum (d - b)(d - b)' / n^2
+    T = float(b @ np.linalg.pinv(S) @ b)
+    got = s.bias_test()
+    assert got[0] == pytest.approx(T, rel=1e-9) and got[1] == 2 and got[2] == pytest.approx(chi2.sf(T, 2))
 
 
 def test_rate_weights_move_the_gold_shares_to_the_target() -> None:
