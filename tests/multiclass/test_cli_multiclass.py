@@ -110,3 +110,38 @@ def test_cli_multiclass_recommended(tmp_path: Path) -> None:
     assert r.exit_code != 0 and "needs --history and --gold" in r.output
     r = runner.invoke(app, ["estimate", str(c), "--calibration", str(cal), "--classes", "1,2,3"])
     assert r.exit_code == 0 and "needs --history and --gold" in r.output
+
+
+def test_cli_multiclass_report_shows_the_recommended_estimate_of_hero_estimate(tmp_path: Path) -> None:
+    """One answer everywhere: hero report --classes embeds and prints the recommended estimate, status and
+    intervals that hero estimate --classes --json gives for the same inputs; with a calibration file alone it says
+    why there is none."""
+    import re
+
+    sim = simulate_rounds(np.random.default_rng(4), K=3, J=5, n_history=300, n_current=100, ordinal=False)
+    h, g, c = tmp_path / "h.csv", tmp_path / "g.csv", tmp_path / "c.csv"
+    _dump(sim.history, h, g)
+    _dump(sim.current, c)
+    common = [str(c), "--history", str(h), "--gold", str(g), "--classes", "1,2,3", "--structure", "symmetric"]
+    r = runner.invoke(app, ["estimate", *common, "--method", "auto", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    want = json.loads(r.stdout)["recommended"]
+    out = tmp_path / "r.html"
+    r = runner.invoke(app, ["report", *common, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert f"recommended (auto): {want['chosen']}, status {want['status']}" in r.output
+    page = out.read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script type="application/json" id="hero-data">(.*?)</script>', page, re.S)[1])
+    got = data["recommended"]
+    assert got["chosen"] == want["chosen"] and got["status"] == want["status"] and got["reason"] == want["reason"]
+    for cl in ("1", "2", "3"):
+        for key in ("estimate", "ci_low", "ci_high"):
+            assert got["classes"][cl][key] == want["classes"][cl][key]
+    assert got["mean_score"] == want["mean_score"]
+    assert 'id="recommended-status"' in page
+    cal = tmp_path / "cal.json"
+    assert runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(cal), "--classes", "1,2,3"]).exit_code == 0
+    r = runner.invoke(app, ["report", str(c), "--calibration", str(cal), "--classes", "1,2,3", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "needs --history and --gold" in r.output
+    assert "No recommended estimate" in out.read_text(encoding="utf-8")

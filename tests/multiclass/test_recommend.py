@@ -16,8 +16,14 @@ import pytest
 from heroeval.choice.multiclass_auto import DEFAULT_ALPHA, MIN_GOLD, recommend_multiclass
 from heroeval.errors import HeroEvalError
 from heroeval.inference.bias_aware import bias_aware_cv
-from heroeval.multiclass import MultiClassData, calibrate_multiclass, hero1_multiclass, multiclass_from_arrays
-from heroeval.multiclass.mock_rounds import history_covariance, mock_rounds
+from heroeval.multiclass import (
+    MultiClassData,
+    calibrate_multiclass,
+    dawid_skene_multiclass,
+    hero1_multiclass,
+    multiclass_from_arrays,
+)
+from heroeval.multiclass.mock_rounds import dawid_skene_posteriors, history_covariance, mock_rounds
 from heroeval.multiclass.simulate import simulate_rounds
 
 
@@ -50,6 +56,72 @@ def test_fold_mean_pseudo_error_is_the_fold_estimates_error() -> None:
         # majority vote's pseudo-errors are item by item its vote minus the gold indicator
         mv = mock.candidates["majority_vote"].errors[mock.fold == f]
         assert np.allclose(mv.sum(axis=1), 0.0)
+
+
+def _plain_ds(sets, K, iters=3000):
+    """Plain Dawid–Skene EM over several annotation sets fitted together (labelers matched by name, one class share
+    vector per set), from each item's label shares: the posteriors of every set's items."""
+    names = sorted({str(x) for s in sets for x in s.annotations.labeler_ids})
+    items = []  # (set index, [(labeler code, label), ...])
+    for g, s in enumerate(sets):
+        a = s.annotations
+        for i in range(a.n_items):
+            lo, hi = a.item_ptr[i], a.item_ptr[i + 1]
+            items.append((g, [(names.index(str(a.labeler_ids[a.labeler[t]])), int(a.label[t])) for t in range(lo, hi)]))
+    post = []
+    for _, labs in items:
+        v = np.zeros(K)
+        for _, lab in labs:
+            v[lab] += 1
+        post.append(v / v.sum())
+    for _ in range(iters):
+        conf = np.full((len(names), K, K), 1e-300)
+        prev = np.full((len(sets), K), 1e-300)
+        for (g, labs), w in zip(items, post, strict=True):
+            prev[g] += w
+            for j, lab in labs:
+                conf[j, :, lab] += w
+        conf /= conf.sum(axis=2, keepdims=True)
+        prev /= prev.sum(axis=1, keepdims=True)
+        new = []
+        for g, labs in items:
+            lw = np.log(prev[g]).copy()
+            for j, lab in labs:
+                lw += np.log(conf[j, :, lab])
+            e = np.exp(lw - lw.max())
+            new.append(e / e.sum())
+        if max(np.abs(a - b).max() for a, b in zip(new, post, strict=True)) < 1e-11:
+            post = new
+            break
+        post = new
+    n0 = sets[0].n_items
+    return np.array(post[n0:])
+
+
+def test_dawid_skene_posteriors_match_a_plain_em_and_the_current_only_fit() -> None:
+    """The Dawid–Skene mock round: the joint fit of the current round and a fold, against a plain EM written here;
+    and with the fold a copy of the round itself, the copy's posteriors average to current-only Dawid–Skene's
+    estimate (doubling the data leaves the maximum where it was)."""
+    sim = _sim(3, J=5, n_history=60, n_current=40)
+    cur = sim.current
+    other = sim.history.take_items(np.arange(25))
+    other = MultiClassData(replace(other.annotations, gold=np.full(25, -1, dtype=other.annotations.gold.dtype)),
+                           other.classes, other.values)
+    got = dawid_skene_posteriors(cur, other, tol=1e-12)
+    np.testing.assert_allclose(got, _plain_ds([cur, other], 4), atol=1e-6)
+    twice = dawid_skene_posteriors(cur, cur, tol=1e-12)
+    np.testing.assert_allclose(twice.mean(axis=0), dawid_skene_multiclass(cur, tol=1e-12).estimate, atol=1e-6)
+
+
+def test_dawid_skene_is_scored_on_the_mock_rounds_with_the_current_round() -> None:
+    sim = _sim(5)
+    mock = mock_rounds(sim.history, ["symmetric"], folds=3, current=sim.current)
+    assert "dawid_skene" in mock.candidates
+    ev = mock.candidates["dawid_skene"]
+    assert np.allclose(ev.errors.sum(axis=1), 0.0) and np.all(ev.history_cov == 0)
+    assert "dawid_skene" not in mock_rounds(sim.history, ["symmetric"], folds=3).candidates
+    rec = recommend_multiclass(sim.current, sim.history, structures=["symmetric"])
+    assert "dawid_skene" in set(rec.candidates["method"])
 
 
 def test_folds_leave_whole_rounds_out_when_rounds_hold_gold() -> None:

@@ -4,8 +4,8 @@ intervals per class share and for the mean score.
 :func:`recommend_multiclass` is the K-class ``method="auto"``. Its evidence
 is :func:`heroeval.multiclass.mock_rounds.mock_rounds`: every candidate
 (majority vote, the gold-share calibration, HERO-1 under each confusion
-structure) estimated on gold items hidden from Stage A, kept as item-additive
-pseudo-errors ``d_i``. For a linear functional ``w' p`` of the class shares
+structure, current-only Dawid–Skene) estimated on gold items hidden from
+Stage A, kept as item-additive pseudo-errors ``d_i``. For a linear functional ``w' p`` of the class shares
 (one share, the mean score) and gold items re-weighted by class to this
 round's shares (weights ``omega``):
 
@@ -56,7 +56,7 @@ from heroeval.errors import ConvergenceWarning, HeroEvalError
 from heroeval.inference.bias_aware import bias_aware_cv
 from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass
 from heroeval.multiclass.data import MultiClassData, as_multiclass
-from heroeval.multiclass.estimators import MultiClassEstimate
+from heroeval.multiclass.estimators import MultiClassEstimate, dawid_skene_multiclass
 from heroeval.multiclass.mock_rounds import (
     MOCK_FOLDS,
     CandidateEvidence,
@@ -149,7 +149,8 @@ class MultiClassRecommendation:
     Attributes
     ----------
     method : str
-        The chosen candidate (``"majority_vote"``, ``"gold_proportion"``, ``"hero1:<structure>"``).
+        The chosen candidate (``"majority_vote"``, ``"gold_proportion"``, ``"hero1:<structure>"``,
+        ``"dawid_skene"``).
     estimate : MultiClassEstimate
         Its estimate (its own intervals are the plain ones; use this object's).
     status : {"ok", "unreliable"}
@@ -324,7 +325,10 @@ def recommend_multiclass(
             fits = {s: calibrate_multiclass(hist, structure=s, covariance=False) for s in structs}
     unconverged = [s for s in structs if not fits[s].convergence.converged]
     ests = candidate_estimates(cur, {s: fits[s] for s in structs})
-    mock = mock_rounds(hist, structs, folds=folds, seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ests["dawid_skene"] = dawid_skene_multiclass(cur)
+    mock = mock_rounds(hist, structs, folds=folds, seed=seed, current=cur)
     K = hist.n_classes
     n = cur.n_items
     if not mock.candidates:

@@ -206,12 +206,19 @@ def compare(a_current: Path, b_current: Path, *, calibration: Path | None, histo
 def report(current: Path, output: Path, *, calibration: Path | None, history: Path | None, gold: Path | None,
            classes: str | None, ordinal: bool, structure: str, exclude_new_labelers: bool, level: float,
            read_kw: dict[str, Any], round_col: str | None, title: str | None) -> None:
-    """``hero report --classes/--ordinal``: the multi-class HTML page (prevalences, mean score, confusion heatmaps)."""
+    """``hero report --classes/--ordinal``: the multi-class HTML page (the recommended estimate, as ``hero estimate
+    --classes`` gives it, when the history is given; every method's own; confusion heatmaps)."""
 
-    cal, cls = _calibration(calibration, history, gold, classes, ordinal, structure, read_kw, round_col)
+    cal, cls, hist = _calibration_and_history(calibration, history, gold, classes, ordinal, structure, read_kw,
+                                              round_col)
     cur = _read(current, gold=None, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw)
     res = estimate_multiclass(cur, cal, method="all", exclude_new_labelers=exclude_new_labelers)
-    write_report(output, build_multiclass_report(cur, cal, res, title=title, confidence_level=level))
+    rec = _recommend(cur, hist, structure) if hist is not None else None
+    write_report(output, build_multiclass_report(cur, cal, res, title=title, confidence_level=level,
+                                                 recommendation=rec))
     con = Console(highlight=False, width=160)
-    con.print(_table(res, level, f"Class prevalences of the current round ({100 * level:g}% CI)"))
+    for line in _recommended_lines(rec, level) if rec is not None else [f"note: {AUTO_NEEDS_HISTORY}"]:
+        con.print(line)
+    con.print(_table(res, level, f"Class prevalences of the current round by each method ({100 * level:g}% CI, "
+                                 "each method's own interval)"))
     con.print(f"report written to {output}")

@@ -428,6 +428,16 @@ def run_em(d: Design, structure: str, pi0: FloatArray, theta0: FloatArray | None
     return Fit(pi, theta, prev, w, ll + log_prior(structure, pi, pseudo), n_eval, converged, change)
 
 
+def run_unsupervised(d: Design, structure: str = "full", *, tol: float = 1e-8, max_iter: int = 10_000) -> Fit:
+    """Dawid–Skene EM without gold, from the soft plurality vote (each item's label shares), which fixes the
+    labelling of the classes; one prevalence per group of ``d``."""
+    soft = np.zeros((d.N, d.K))
+    np.add.at(soft, (d.item_of, d.lbl), 1.0)
+    soft /= np.maximum(soft.sum(axis=1, keepdims=True), 1.0)
+    pi0, th0 = m_step_labelers(structure, soft_counts(d, soft), None, 0.0)
+    return run_em(d, structure, pi0, th0, m_step_prev(d, soft), tol=tol, max_iter=max_iter)
+
+
 # ---------------------------------------------------------------------------
 # Scores, information and solves
 # ---------------------------------------------------------------------------

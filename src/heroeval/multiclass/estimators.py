@@ -546,12 +546,7 @@ def dawid_skene_multiclass(current: MultiClassData | AnnotationSet, *, structure
     K = cur.n_classes
     d = confusion_model.make_design(ds.item_ptr, ds.labeler, ds.label, np.full(ds.n_items, -1), np.zeros(ds.n_items), K,
                            ds.n_labelers, 1)
-    soft = np.zeros((ds.n_items, K))
-    np.add.at(soft, (ds.annotation_item, ds.label.astype(np.int64)), 1.0)
-    soft /= soft.sum(axis=1, keepdims=True)
-    pi0, th0 = confusion_model.m_step_labelers(structure, confusion_model.soft_counts(d, soft), None, 0.0)
-    p0 = confusion_model.m_step_prev(d, soft)
-    fit = confusion_model.run_em(d, structure, pi0, th0, p0, tol=tol, max_iter=max_iter)
+    fit = confusion_model.run_unsupervised(d, structure, tol=tol, max_iter=max_iter)
     if not fit.converged:
         warnings.warn(f"Dawid-Skene EM did not converge in {fit.n_iter} iterations", ConvergenceWarning, stacklevel=2)
     conv = ConvergenceInfo(fit.converged, fit.n_iter, fit.loglik, fit.max_change, tol, max_iter, "parameters", False)

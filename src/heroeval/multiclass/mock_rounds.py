@@ -8,7 +8,13 @@ hold gold: a fold then differs from the rest in content, as a new round
 does). For each fold, Stage A is refitted on the whole history with that
 fold's gold hidden (its items stay, unlabelled by gold), and the fold's items
 are estimated as a round by every candidate: majority vote, the gold-share
-calibration and HERO-1 under each confusion structure.
+calibration and HERO-1 under each confusion structure. Given the current
+round, current-only Dawid–Skene is a candidate too: it learns nothing from
+the history, so its mock round is the fold's items fitted together with the
+current round (without gold, each with its own class shares), and its errors
+are the fold items' posteriors against their gold. Its confusion matrices are
+then learned from the current round's labels as they are on the round itself,
+which a fit to the fold's few dozen items alone would not measure.
 
 What is kept per candidate is item-additive. A candidate's estimate on a
 fold is, to first order, the mean of its pseudo-values ``estimate +
@@ -35,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from heroeval.errors import ConvergenceWarning, HeroEvalError
+from heroeval.multiclass import confusion_model
 from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass
 from heroeval.multiclass.data import MultiClassData
 from heroeval.multiclass.estimators import (
@@ -45,7 +52,7 @@ from heroeval.multiclass.estimators import (
 )
 
 __all__ = ["MOCK_FOLDS", "CandidateEvidence", "MockRounds", "allowed_structures", "candidate_estimates",
-           "history_covariance", "mock_rounds"]
+           "dawid_skene_posteriors", "history_covariance", "mock_rounds"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -161,11 +168,32 @@ def _folds(hist: MultiClassData, folds: int, seed: int) -> tuple[IntArray, IntAr
     return gold_items[order], fold[order], unit
 
 
+def dawid_skene_posteriors(current: MultiClassData, other: MultiClassData, *, tol: float = 1e-8,
+                           max_iter: int = 10_000) -> FloatArray:
+    """Posteriors of ``other``'s items under Dawid–Skene (full confusion) fitted without gold to ``current`` and
+    ``other`` together, labelers matched by name, each set with its own class shares: shape (other's items, K)."""
+    a, b = current.annotations, other.annotations
+    names = np.unique(np.concatenate([a.labeler_ids.astype(str), b.labeler_ids.astype(str)]))
+    code_a = np.searchsorted(names, a.labeler_ids.astype(str))[a.labeler]
+    code_b = np.searchsorted(names, b.labeler_ids.astype(str))[b.labeler]
+    ptr = np.concatenate([a.item_ptr, a.item_ptr[-1] + b.item_ptr[1:]])
+    group = np.repeat([0, 1], [a.n_items, b.n_items])
+    d = confusion_model.make_design(ptr, np.concatenate([code_a, code_b]),
+                                    np.concatenate([a.label, b.label]).astype(np.int64),
+                                    np.full(a.n_items + b.n_items, -1), group, current.n_classes, names.size, 2)
+    fit = confusion_model.run_unsupervised(d, "full", tol=tol, max_iter=max_iter)
+    out: FloatArray = fit.w[a.n_items:]
+    return out
+
+
 def mock_rounds(hist: MultiClassData, structures: Sequence[str] | None = None, *, folds: int = MOCK_FOLDS,
-                seed: int = 0, tol: float = 1e-8, max_iter: int = 10_000, pseudo_count: float = 0.0) -> MockRounds:
+                seed: int = 0, tol: float = 1e-8, max_iter: int = 10_000, pseudo_count: float = 0.0,
+                current: MultiClassData | None = None) -> MockRounds:
     """Every candidate's pseudo-errors on the history's gold items, each fold's gold hidden from Stage A in turn.
 
     ``structures``: the confusion structures whose HERO-1 is a candidate (default :func:`allowed_structures`).
+    ``current``: the round to be estimated; given, current-only Dawid–Skene (``"dawid_skene"``) is scored by
+    :func:`dawid_skene_posteriors` of each fold with it.
     Needs at least two gold items (a ``HeroEvalError`` otherwise). Refits start from the gold subset, as
     :func:`~heroeval.multiclass.calibration.calibrate_multiclass`; EM warnings in a refit are silenced (the
     refit still scores).
@@ -203,11 +231,18 @@ def mock_rounds(hist: MultiClassData, structures: Sequence[str] | None = None, *
                     skipped[f"hero1:{s}"] = str(exc)
         if not fits:
             raise HeroEvalError(f"no structure could be refitted on mock round {f + 1}: {skipped}")
+        found: dict[str, tuple[FloatArray, FloatArray]] = {}
         for name, est in candidate_estimates(cur, fits).items():
             assert est.current is not None
-            d = est.estimate[None, :] + est.current - onehot[sel]
+            found[name] = (est.estimate[None, :] + est.current - onehot[sel], history_covariance(est))
+        if current is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                found["dawid_skene"] = (dawid_skene_posteriors(current, cur, tol=tol, max_iter=max_iter)
+                                        - onehot[sel], np.zeros((K, K)))
+        for name, (d, h) in found.items():
             errors.setdefault(name, np.full((gold_items.size, K), np.nan))[sel] = d
-            hcov[name] = hcov.get(name, np.zeros((K, K))) + history_covariance(est) / F
+            hcov[name] = hcov.get(name, np.zeros((K, K))) + h / F
             ferr.setdefault(name, np.full((F, K), np.nan))[f] = d.mean(axis=0)
     cands = {}
     for name, e in errors.items():

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from heroeval.choice.multiclass_auto import MultiClassRecommendation
 from heroeval.estimators.table import METHOD_TITLES
 from heroeval.multiclass.calibration import MultiClassCalibration
 from heroeval.multiclass.data import MultiClassData
@@ -25,8 +26,11 @@ __all__ = ["build_multiclass_report", "multiclass_report_data"]
 
 def multiclass_report_data(current: MultiClassData, calibration: MultiClassCalibration,
                            results: Mapping[str, MultiClassEstimate], *, title: str | None = None,
-                           confidence_level: float = 0.95) -> dict[str, Any]:
-    """The numbers a multi-class report shows (embedded in the page as JSON)."""
+                           confidence_level: float = 0.95,
+                           recommendation: MultiClassRecommendation | None = None) -> dict[str, Any]:
+    """The numbers a multi-class report shows (embedded in the page as JSON); ``recommended`` is the
+    recommendation's :meth:`~heroeval.choice.multiclass_auto.MultiClassRecommendation.to_dict` (as ``hero
+    estimate --classes --json`` prints it), or None without one."""
     return {
         "kind": "multiclass",
         "title": title or f"Class prevalences of {current.annotations.name}",
@@ -38,7 +42,25 @@ def multiclass_report_data(current: MultiClassData, calibration: MultiClassCalib
         "estimates": {m: r.to_dict(confidence_level) for m, r in results.items()},
         "ingest": current.annotations.report.to_dict(),
         "n_labelers": calibration.n_labelers,
+        "recommended": recommendation.to_dict(confidence_level) if recommendation is not None else None,
     }
+
+
+def _recommended_html(r: Mapping[str, Any] | None, classes: Sequence[str]) -> str:
+    if r is None:
+        return ('<p class="muted">No recommended estimate: it needs the history and its gold (<code>--history</code>, '
+                "<code>--gold</code>), not a calibration file. The methods below are shown as they are.</p>")
+    cells = "".join(
+        f'<td data-class="{esc(c)}">{num(r["classes"][c]["estimate"])}<br><span class="muted">'
+        f'[{num(r["classes"][c]["ci_low"])}, {num(r["classes"][c]["ci_high"])}]</span></td>' for c in classes)
+    ms = r["mean_score"]
+    head = "".join(f"<th>{esc(c)}</th>" for c in classes)
+    notes = "".join(f"<li>{esc(n)}</li>" for n in r.get("notes", []))
+    return (f'<p id="recommended-status"><b>{esc(METHOD_TITLES.get(r["chosen"], r["chosen"]))}</b>, status '
+            f'<b>{esc(r["status"])}</b>: {esc(r["reason"])}</p>'
+            f'<div class="scroll"><table><thead><tr><th></th>{head}<th>mean score</th></tr></thead><tbody><tr>'
+            f'<td>recommended</td>{cells}<td>{num(ms["estimate"])}<br><span class="muted">[{num(ms["ci_low"])}, '
+            f'{num(ms["ci_high"])}]</span></td></tr></tbody></table></div>' + (f"<ul>{notes}</ul>" if notes else ""))
 
 
 def _estimates_html(d: Mapping[str, Any]) -> str:
@@ -71,8 +93,10 @@ def _ingest_html(ing: Mapping[str, Any]) -> str:
 
 def build_multiclass_report(current: MultiClassData, calibration: MultiClassCalibration,
                             results: Mapping[str, MultiClassEstimate], *, title: str | None = None,
-                            confidence_level: float = 0.95) -> str:
-    """One self-contained HTML page (no network fetches; untrusted names escaped).
+                            confidence_level: float = 0.95,
+                            recommendation: MultiClassRecommendation | None = None) -> str:
+    """One self-contained HTML page (no network fetches; untrusted names escaped); the recommended estimate
+    (its bias-aware intervals) first when given, then every method's own.
 
     Examples
     --------
@@ -85,7 +109,8 @@ def build_multiclass_report(current: MultiClassData, calibration: MultiClassCali
     >>> page.startswith("<!DOCTYPE html>") and "<b>" not in page
     True
     """
-    d = multiclass_report_data(current, calibration, results, title=title, confidence_level=confidence_level)
+    d = multiclass_report_data(current, calibration, results, title=title, confidence_level=confidence_level,
+                               recommendation=recommendation)
     fig = svg_img(plot_confusion_matrices(calibration), "confusion matrices of the labelers", "fig-confusion")
     ing = d["ingest"]
     data = json.dumps(d, allow_nan=False, default=str).replace("<", "\\u003c").replace(">", "\\u003e").replace(
@@ -93,7 +118,10 @@ def build_multiclass_report(current: MultiClassData, calibration: MultiClassCali
     return (
         page_start(d, f"; classes {esc(', '.join(d['classes']))}{' (ordinal)' if d['ordinal'] else ''}")
         + "</header>"
-        f'<section id="estimates"><h2>Class prevalences</h2>{_estimates_html(d)}</section>'
+        f'<section id="recommended"><h2>Recommended estimate</h2>{_recommended_html(d["recommended"], d["classes"])}'
+        "</section>"
+        f'<section id="estimates"><h2>Class prevalences by method (their own intervals)</h2>{_estimates_html(d)}'
+        "</section>"
         f'<section id="labelers"><h2>Labelers: P(label | true class)</h2><figure>{fig}<figcaption>Rows are the '
         "true classes, columns the labels given; the labelers with the most history labels.</figcaption></figure>"
         "</section>"
