@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from heroeval.cli import app
-from heroeval.multiclass import MultiClassData, calibrate_multiclass, hero1_multiclass, load_multiclass_calibration
+from heroeval.multiclass import (
+    MultiClassData,
+    calibrate_multiclass,
+    hero1_multiclass,
+    load_multiclass_calibration,
+    read_multiclass,
+)
+from heroeval.multiclass.current_gold import ppi_multiclass
 from heroeval.multiclass.simulate import simulate_rounds
 
 runner = CliRunner()
@@ -116,8 +125,6 @@ def test_cli_multiclass_report_shows_the_recommended_estimate_of_hero_estimate(t
     """One answer everywhere: hero report --classes embeds and prints the recommended estimate, status and
     intervals that hero estimate --classes --json gives for the same inputs; with a calibration file alone it says
     why there is none."""
-    import re
-
     sim = simulate_rounds(np.random.default_rng(4), K=3, J=5, n_history=300, n_current=100, ordinal=False)
     h, g, c = tmp_path / "h.csv", tmp_path / "g.csv", tmp_path / "c.csv"
     _dump(sim.history, h, g)
@@ -145,3 +152,33 @@ def test_cli_multiclass_report_shows_the_recommended_estimate_of_hero_estimate(t
     assert r.exit_code == 0, r.output
     assert "needs --history and --gold" in r.output
     assert "No recommended estimate" in out.read_text(encoding="utf-8")
+
+
+def test_cli_multiclass_estimate_with_current_gold_recommends_the_prediction_powered_shares(tmp_path: Path) -> None:
+    """hero estimate --classes --current-gold: the gold-based estimates join the table, the recommended estimate is
+    ppi:majority_vote with the library's numbers, the silver estimates are those without the gold, and --design is
+    refused with a reason."""
+    hist = simulate_rounds(np.random.default_rng(6), K=3, J=5, n_history=300, n_current=10, ordinal=False).history
+    rnd = simulate_rounds(np.random.default_rng(7), K=3, J=5, n_history=200, n_current=10, rho=0.2,
+                          ordinal=False).history  # a round whose gold (on 20 % of its items) plays current gold
+    h, g, c, cg = tmp_path / "h.csv", tmp_path / "g.csv", tmp_path / "c.csv", tmp_path / "cg.csv"
+    _dump(hist, h, g)
+    _dump(rnd, c, cg)
+    cal = tmp_path / "cal.json"
+    assert runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(cal), "--classes", "1,2,3",
+                               "--structure", "symmetric"]).exit_code == 0
+    base = [str(c), "--calibration", str(cal), "--classes", "1,2,3", "--new-labelers", "exclude", "-f", "json"]
+    r = runner.invoke(app, ["estimate", *base, "--current-gold", str(cg), "--method", "all"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    rec = out["recommended"]
+    assert rec["chosen"] == "ppi:majority_vote" and "expert labels on the round" in rec["reason"]
+    want = ppi_multiclass(read_multiclass(c, gold=cg, classes=["1", "2", "3"]), "majority_vote").to_dict()
+    for cl in ("1", "2", "3"):
+        for key in ("estimate", "ci_low", "ci_high"):
+            assert rec["classes"][cl][key] == pytest.approx(want["classes"][cl][key], abs=1e-12)
+    assert {"gold_only", "ppi:majority_vote", "ppi:dawid_skene", "ppi:hero1"} <= set(out["estimates"])
+    silver = json.loads(runner.invoke(app, ["estimate", *base, "--method", "hero1"]).stdout)["estimates"]["hero1"]
+    assert out["estimates"]["hero1"]["classes"] == silver["classes"]
+    r = runner.invoke(app, ["estimate", *base, "--current-gold", str(cg), "--design", str(cg)])
+    assert r.exit_code == 2 and "--design is not available for multi-class" in r.output

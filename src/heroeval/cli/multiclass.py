@@ -12,6 +12,7 @@ from rich.table import Table
 from heroeval.choice.multiclass_auto import MultiClassRecommendation, recommend_multiclass
 from heroeval.errors import HeroEvalError
 from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass, load_multiclass_calibration
+from heroeval.multiclass.current_gold import GoldMultiClassEstimate, gold_estimates, recommended_with_gold
 from heroeval.multiclass.data import MultiClassData, read_multiclass
 from heroeval.multiclass.estimators import MC_METHODS, MultiClassEstimate, compare_multiclass, estimate_multiclass
 from heroeval.report.html import write_report
@@ -138,29 +139,39 @@ def _table(res: dict[str, MultiClassEstimate], level: float, title: str) -> Tabl
 def estimate(current: Path, *, calibration: Path | None, history: Path | None, gold: Path | None,
              classes: str | None, ordinal: bool, structure: str, method: str, exclude_new_labelers: bool,
              level: float, read_kw: dict[str, Any], round_col: str | None, json_out: bool,
-             covariates: Path | None = None, history_covariates: Path | None = None, ridge: float = 0.0) -> None:
+             covariates: Path | None = None, history_covariates: Path | None = None, ridge: float = 0.0,
+             current_gold: Path | None = None) -> None:
     wants_auto = method == "all" or "auto" in [m.strip() for m in method.split(",")]
-    if wants_auto and method != "all" and history is None:
+    if wants_auto and method != "all" and history is None and current_gold is None:
         raise HeroEvalError(AUTO_NEEDS_HISTORY)
     cal, cls, hist = _calibration_and_history(calibration, history, gold, classes, ordinal, structure, read_kw,
                                               round_col, history_covariates)
-    cur = _read(current, gold=None, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw,
+    cur = _read(current, gold=current_gold, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw,
                 covariates=covariates)
     wanted = _methods(method)
-    res = estimate_multiclass(cur, cal, method=wanted, exclude_new_labelers=exclude_new_labelers,
-                              ridge=ridge) if wanted else {}
-    rec = _recommend(cur, hist, structure) if wants_auto and hist is not None else None
+    res: dict[str, MultiClassEstimate] = dict(estimate_multiclass(
+        cur, cal, method=wanted, exclude_new_labelers=exclude_new_labelers, ridge=ridge)) if wanted else {}
+    golds = gold_estimates(cur, cal) if current_gold is not None else {}
+    res.update(golds)
+    # with the round's own gold the recommendation is the prediction-powered estimate (unbiased whatever the shift);
+    # without it, the mock-round recommendation from the history's gold
+    gold_rec = recommended_with_gold(golds) if golds and wants_auto else None
+    rec = _recommend(cur, hist, structure) if wants_auto and hist is not None and gold_rec is None else None
     if json_out:
         out: dict[str, Any] = {"estimates": {m: r.to_dict(level) for m, r in res.items()},
                                "ingest": cur.annotations.report.to_dict()}
-        out["recommended"] = rec.to_dict(level) if rec is not None else None
-        if rec is None and wants_auto:
+        out["recommended"] = (rec.to_dict(level) if rec is not None else
+                              _gold_recommended(golds, *gold_rec, level) if gold_rec is not None else None)
+        if out["recommended"] is None and wants_auto:
             out["recommended_note"] = AUTO_NEEDS_HISTORY
         print(json.dumps(out, indent=1))
         return
     con = Console(highlight=False, width=160)
     if rec is not None:
         for line in _recommended_lines(rec, level):
+            con.print(line)
+    elif gold_rec is not None:
+        for line in _gold_recommended_lines(golds[gold_rec[0]], gold_rec[1], level):
             con.print(line)
     elif wants_auto:
         con.print(f"note: {AUTO_NEEDS_HISTORY}")
@@ -170,6 +181,23 @@ def estimate(current: Path, *, calibration: Path | None, history: Path | None, g
     for m, r in res.items():
         for note in r.notes:
             con.print(f"{m}: {note}")
+
+
+def _gold_recommended(golds: dict[str, GoldMultiClassEstimate], chosen: str, reason: str, level: float
+                      ) -> dict[str, Any]:
+    """The JSON ``recommended`` block with current gold: the chosen estimate's own ``to_dict`` and why."""
+    e = golds[chosen]
+    return {"method": "auto", "chosen": chosen, "reason": reason, "n_gold": int(e.details["n_gold"]),
+            **{k: v for k, v in e.to_dict(level).items() if k != "method"}}
+
+
+def _gold_recommended_lines(e: GoldMultiClassEstimate, reason: str, level: float) -> list[str]:
+    out = [f"recommended (auto, current gold): {e.method}, status {e.status}: {reason}"]
+    for k, (c, (lo, hi)) in enumerate(zip(e.classes, e.intervals(level), strict=True)):
+        out.append(f"  share {c}: {e.estimate[k]:.3f} [{lo:.3f}, {hi:.3f}]")
+    ms = e.mean_score(level)
+    out.append(f"  mean score: {ms['estimate']:.3f} [{ms['ci_low']:.3f}, {ms['ci_high']:.3f}]")
+    return out
 
 
 def compare(a_current: Path, b_current: Path, *, calibration: Path | None, history: Path | None, gold: Path | None,

@@ -1,0 +1,145 @@
+"""A few expert labels in a K-class round: prediction-powered class shares against the gold alone (issue #42, item 3).
+
+    PYTHONPATH=. .venv/bin/python -m benchmarks.multiclass_gold --resamples 30 --out benchmarks/results/multiclass/gold
+
+Protocol: the splits of :mod:`benchmarks.multiclass_auto` (the current round is 200 gold items, uniform or with one
+class boosted, ``shift=rate``; gold on a share rho = 0.10 of the history). Then k of the round's items (k in --k)
+have their gold revealed, drawn uniformly. Methods: ``gold_only`` (the k labels' class shares with the
+finite-population variance), and :func:`heroeval.multiclass.current_gold.ppi_multiclass` with each predictor (majority
+vote; Dawid–Skene fitted to the round's silver labels; HERO-1's posterior under the history's calibration, structure
+symmetric, or ordinal on an ordinal set). Scored against the round's realised class shares (all its items' gold):
+coverage of the per-class 95 % intervals (logit, as every K-class estimate's) and of the mean class code's Wald
+interval, its width, and the L1 error of the shares. ``table.md`` gives the mean-score width of each method over
+gold-only's (geometric mean over resamples of the ratio).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from heroeval.core.parallel import run_chunks
+from heroeval.errors import ConvergenceWarning
+from heroeval.multiclass import calibrate_multiclass, read_multiclass
+from heroeval.multiclass.current_gold import PREDICTORS, ppi_multiclass
+
+from benchmarks.multiclass import ORDINAL, load
+from benchmarks.multiclass_auto import SETS, split
+
+
+def one(args: tuple[str, pd.DataFrame, pd.DataFrame, tuple[str, ...], int, float, int, int, str, tuple[int, ...]]
+        ) -> list[dict[str, Any]]:
+    name, lab, gold, classes, r, rho, n, seed, shift, ks = args
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    hist, cur, truth = split(name, lab, gold, classes, r, rho, n, seed, shift)
+    K = len(classes)
+    vals = np.arange(K, dtype=float)
+    cal = calibrate_multiclass(hist, structure="ordinal" if ORDINAL.get(name, False) else "symmetric")
+    ids = cur.annotations.item_ids.astype(str)
+    g_all = gold.set_index("item_id").loc[ids, "gold"].astype(str)
+    cur_lab = lab[lab["item_id"].isin(set(ids.tolist()))]
+    rng = np.random.default_rng([seed, r, 7, 0 if shift == "none" else 1])
+    truth_ms = float(vals @ truth)
+    rows = []
+    for k in ks:
+        pick = rng.choice(ids.size, size=min(k, ids.size), replace=False)
+        reveal = pd.DataFrame({"item_id": ids[pick], "gold": g_all.to_numpy()[pick]})
+        cg = read_multiclass(cur_lab, gold=reveal, classes=classes, ordinal=ORDINAL.get(name, False),
+                             round_col=False, name="current")
+        fits = {"gold_only": ppi_multiclass(cg, lam=0.0)}
+        for p in PREDICTORS:
+            fits[f"ppi:{p}"] = ppi_multiclass(cg, p, calibration=cal)
+        for m, est in fits.items():
+            ci = est.intervals(0.95)
+            ms = est.functional(vals)
+            row: dict[str, Any] = {"dataset": name, "shift": shift, "resample": r, "k": k, "method": m,
+                                   "n_current": cg.n_items, "lambda": float(est.details["lambda"]),
+                                   "l1": float(np.abs(est.estimate - truth).sum()),
+                                   "ms_cover": bool(ms["ci_low"] <= truth_ms <= ms["ci_high"]),
+                                   "ms_width": ms["ci_high"] - ms["ci_low"]}
+            for c in range(K):
+                row[f"cover{c}"] = bool(ci[c][0] <= truth[c] <= ci[c][1])
+                row[f"width{c}"] = ci[c][1] - ci[c][0]
+            rows.append(row)
+    return rows
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    cov = [c for c in df.columns if c.startswith("cover")]
+    base = df[df["method"] == "gold_only"].set_index(["dataset", "shift", "k", "resample"])["ms_width"]
+    out = []
+    for (d, sh, k, m), g in df.groupby(["dataset", "shift", "k", "method"]):
+        per_class = g[cov].astype(float).mean().dropna()
+        ratio = g.set_index(["dataset", "shift", "k", "resample"])["ms_width"] / base.loc[g.set_index(
+            ["dataset", "shift", "k", "resample"]).index]
+        out.append({"dataset": d, "shift": sh, "k": k, "method": m, "resamples": len(g),
+                    "class_cover_mean": per_class.mean(), "class_cover_min": per_class.min(),
+                    "ms_cover": g["ms_cover"].mean(), "ms_width": g["ms_width"].mean(),
+                    "ms_width_vs_gold_only": float(np.exp(np.log(ratio.clip(lower=1e-12)).mean())),
+                    "l1": g["l1"].mean(), "lambda": g["lambda"].mean()})
+    return pd.DataFrame(out)
+
+
+def table(s: pd.DataFrame) -> str:
+    lines = ["| data set | shift | k | method | coverage per class: mean (lowest) | mean score coverage | mean score width "
+             "| width / gold-only | L1 | lambda |", "|---|---|---:|---|---|---:|---:|---:|---:|---:|"]
+    for _, r in s.iterrows():
+        lines.append(f"| {r.dataset} | {r['shift']} | {r.k} | {r.method} | {r.class_cover_mean:.2f} "
+                     f"({r.class_cover_min:.2f}) | {r.ms_cover:.2f} | {r.ms_width:.3f} | {r.ms_width_vs_gold_only:.2f} "
+                     f"| {r.l1:.3f} | {r['lambda']:.2f} |")
+    lines.append("")
+    for (k, m), g in s.groupby(["k", "method"]):
+        lines.append(f"k = {k}, {m}: coverage per class {g.class_cover_mean.mean():.3f} (lowest cell "
+                     f"{g.class_cover_min.min():.2f}), mean score {g.ms_cover.mean():.3f} (lowest {g.ms_cover.min():.2f}), "
+                     f"mean-score width over gold-only's {np.exp(np.log(g.ms_width_vs_gold_only).mean()):.2f} "
+                     "(geometric mean over cells)")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    here = Path(__file__).resolve().parent.parent
+    ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
+    ap.add_argument("--resamples", type=int, default=30)
+    ap.add_argument("--n", type=int, default=200)
+    ap.add_argument("--rho", type=float, default=0.10)
+    ap.add_argument("--k", default="20,50")
+    ap.add_argument("--shifts", default="none,rate")
+    ap.add_argument("--sets", default=",".join([*SETS, "adultcontent2"]))
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--out", default="benchmarks/results/multiclass/gold")
+    ap.add_argument("--table", action="store_true")
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if a.table:
+        print(table(summarize(pd.read_csv(out / "resamples.csv.gz"))))
+        return
+    ks = tuple(int(x) for x in a.k.split(","))
+    jobs = []
+    for name in a.sets.split(","):
+        lab, gold, classes = load(Path(a.data) / name)
+        print(f"{name}: classes {list(classes)}, {lab['item_id'].nunique()} items, {len(gold)} gold", file=sys.stderr)
+        for sh in a.shifts.split(","):
+            jobs += [(name, lab, gold, classes, r, a.rho, a.n, a.seed, sh, ks) for r in range(a.resamples)]
+    t0 = time.perf_counter()
+    rows = run_chunks(one, jobs, [1] * len(jobs), a.workers)
+    df = pd.DataFrame(rows).sort_values(["dataset", "shift", "k", "resample", "method"]).reset_index(drop=True)
+    df.to_csv(out / "resamples.csv.gz", index=False)
+    s = summarize(df)
+    s.to_csv(out / "summary.csv", index=False)
+    (out / "table.md").write_text(table(s) + "\n")
+    print(table(s))
+    print(f"total {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
