@@ -156,8 +156,8 @@ def test_cli_multiclass_report_shows_the_recommended_estimate_of_hero_estimate(t
 
 def test_cli_multiclass_estimate_with_current_gold_recommends_the_prediction_powered_shares(tmp_path: Path) -> None:
     """hero estimate --classes --current-gold: the gold-based estimates join the table, the recommended estimate is
-    ppi:majority_vote with the library's numbers, the silver estimates are those without the gold, and --design is
-    refused with a reason."""
+    ppi:majority_vote with the library's numbers, the silver estimates are those without the gold, --design is
+    refused with a reason, and hero report --classes --current-gold shows the same recommended estimate."""
     hist = simulate_rounds(np.random.default_rng(6), K=3, J=5, n_history=300, n_current=10, ordinal=False).history
     rnd = simulate_rounds(np.random.default_rng(7), K=3, J=5, n_history=200, n_current=10, rho=0.2,
                           ordinal=False).history  # a round whose gold (on 20 % of its items) plays current gold
@@ -182,3 +182,12 @@ def test_cli_multiclass_estimate_with_current_gold_recommends_the_prediction_pow
     assert out["estimates"]["hero1"]["classes"] == silver["classes"]
     r = runner.invoke(app, ["estimate", *base, "--current-gold", str(cg), "--design", str(cg)])
     assert r.exit_code == 2 and "--design is not available for multi-class" in r.output
+    page = tmp_path / "r.html"
+    r = runner.invoke(app, ["report", *base[:-2], "--current-gold", str(cg), "-o", str(page)])
+    assert r.exit_code == 0, r.output
+    assert f"recommended (auto, current gold): {rec['chosen']}, status {rec['status']}" in r.output
+    data = json.loads(re.search(r'<script type="application/json" id="hero-data">(.*?)</script>',
+                                page.read_text(encoding="utf-8"), re.S)[1])
+    got = data["recommended"]
+    assert got["chosen"] == rec["chosen"] and got["reason"] == rec["reason"] and got["mean_score"] == rec["mean_score"]
+    assert got["classes"] == rec["classes"] and "ppi:majority_vote" in data["estimates"]

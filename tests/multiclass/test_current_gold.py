@@ -188,3 +188,17 @@ def test_intervals_are_the_binary_paths_per_class_wilson_t_and_clopper_pearson()
         (ms["estimate"] - q * ms["standard_error"], ms["estimate"] + q * ms["standard_error"]), abs=1e-12)
     d = e.to_dict()
     assert [d["classes"][c]["ci_low"] for c in cur.classes] == pytest.approx([lo for lo, _ in e.intervals()])
+
+
+def test_to_frame_and_html_show_the_numbers_of_to_dict() -> None:
+    """Notebook parity: one row per class and the mean score, the same estimate and interval as to_dict."""
+    cur, _, _ = _round_with_gold(31, 40)
+    e = ppi_multiclass(cur, "dawid_skene")
+    df, d = e.to_frame(), e.to_dict()
+    assert list(df["quantity"]) == [f"share {c}" for c in cur.classes] + ["mean score"]
+    for c in cur.classes:
+        row = df[df["quantity"] == f"share {c}"].iloc[0]
+        assert (row["estimate"], row["ci_low"], row["ci_high"]) == (
+            d["classes"][c]["estimate"], d["classes"][c]["ci_low"], d["classes"][c]["ci_high"])
+    assert df.iloc[-1]["ci_high"] == d["mean_score"]["ci_high"] and set(df["method"]) == {"ppi:dawid_skene"}
+    assert "ppi:dawid_skene" in e._repr_html_() and "<table" in e._repr_html_()

@@ -12,7 +12,7 @@ from rich.table import Table
 from heroeval.choice.multiclass_auto import MultiClassRecommendation, recommend_multiclass
 from heroeval.errors import HeroEvalError
 from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass, load_multiclass_calibration
-from heroeval.multiclass.current_gold import GoldMultiClassEstimate, gold_estimates, recommended_with_gold
+from heroeval.multiclass.current_gold import gold_estimates, gold_recommendation
 from heroeval.multiclass.data import MultiClassData, read_multiclass
 from heroeval.multiclass.estimators import MC_METHODS, MultiClassEstimate, compare_multiclass, estimate_multiclass
 from heroeval.report.html import write_report
@@ -155,13 +155,12 @@ def estimate(current: Path, *, calibration: Path | None, history: Path | None, g
     res.update(golds)
     # with the round's own gold the recommendation is the prediction-powered estimate (unbiased whatever the shift);
     # without it, the mock-round recommendation from the history's gold
-    gold_rec = recommended_with_gold(golds) if golds and wants_auto else None
+    gold_rec = gold_recommendation(golds, level) if golds and wants_auto else None
     rec = _recommend(cur, hist, structure) if wants_auto and hist is not None and gold_rec is None else None
     if json_out:
         out: dict[str, Any] = {"estimates": {m: r.to_dict(level) for m, r in res.items()},
                                "ingest": cur.annotations.report.to_dict()}
-        out["recommended"] = (rec.to_dict(level) if rec is not None else
-                              _gold_recommended(golds, *gold_rec, level) if gold_rec is not None else None)
+        out["recommended"] = rec.to_dict(level) if rec is not None else gold_rec
         if out["recommended"] is None and wants_auto:
             out["recommended_note"] = AUTO_NEEDS_HISTORY
         print(json.dumps(out, indent=1))
@@ -171,7 +170,7 @@ def estimate(current: Path, *, calibration: Path | None, history: Path | None, g
         for line in _recommended_lines(rec, level):
             con.print(line)
     elif gold_rec is not None:
-        for line in _gold_recommended_lines(golds[gold_rec[0]], gold_rec[1], level):
+        for line in _gold_recommended_lines(gold_rec):
             con.print(line)
     elif wants_auto:
         con.print(f"note: {AUTO_NEEDS_HISTORY}")
@@ -183,19 +182,12 @@ def estimate(current: Path, *, calibration: Path | None, history: Path | None, g
             con.print(f"{m}: {note}")
 
 
-def _gold_recommended(golds: dict[str, GoldMultiClassEstimate], chosen: str, reason: str, level: float
-                      ) -> dict[str, Any]:
-    """The JSON ``recommended`` block with current gold: the chosen estimate's own ``to_dict`` and why."""
-    e = golds[chosen]
-    return {"method": "auto", "chosen": chosen, "reason": reason, "n_gold": int(e.details["n_gold"]),
-            **{k: v for k, v in e.to_dict(level).items() if k != "method"}}
-
-
-def _gold_recommended_lines(e: GoldMultiClassEstimate, reason: str, level: float) -> list[str]:
-    out = [f"recommended (auto, current gold): {e.method}, status {e.status}: {reason}"]
-    for k, (c, (lo, hi)) in enumerate(zip(e.classes, e.intervals(level), strict=True)):
-        out.append(f"  share {c}: {e.estimate[k]:.3f} [{lo:.3f}, {hi:.3f}]")
-    ms = e.mean_score(level)
+def _gold_recommended_lines(r: dict[str, Any]) -> list[str]:
+    """The recommended estimate with current gold (:func:`~heroeval.multiclass.current_gold.gold_recommendation`)."""
+    out = [f"recommended (auto, current gold): {r['chosen']}, status {r['status']}: {r['reason']}"]
+    for c, v in r["classes"].items():
+        out.append(f"  share {c}: {v['estimate']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]")
+    ms = r["mean_score"]
     out.append(f"  mean score: {ms['estimate']:.3f} [{ms['ci_low']:.3f}, {ms['ci_high']:.3f}]")
     return out
 
@@ -233,19 +225,26 @@ def compare(a_current: Path, b_current: Path, *, calibration: Path | None, histo
 
 def report(current: Path, output: Path, *, calibration: Path | None, history: Path | None, gold: Path | None,
            classes: str | None, ordinal: bool, structure: str, exclude_new_labelers: bool, level: float,
-           read_kw: dict[str, Any], round_col: str | None, title: str | None) -> None:
+           read_kw: dict[str, Any], round_col: str | None, title: str | None,
+           current_gold: Path | None = None) -> None:
     """``hero report --classes/--ordinal``: the multi-class HTML page (the recommended estimate, as ``hero estimate
-    --classes`` gives it, when the history is given; every method's own; confusion heatmaps)."""
+    --classes`` gives it, when the history or the round's gold is given; every method's own; confusion heatmaps)."""
 
     cal, cls, hist = _calibration_and_history(calibration, history, gold, classes, ordinal, structure, read_kw,
                                               round_col)
-    cur = _read(current, gold=None, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw)
-    res = estimate_multiclass(cur, cal, method="all", exclude_new_labelers=exclude_new_labelers)
-    rec = _recommend(cur, hist, structure) if hist is not None else None
+    cur = _read(current, gold=current_gold, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw)
+    res: dict[str, MultiClassEstimate] = dict(estimate_multiclass(cur, cal, method="all",
+                                                                  exclude_new_labelers=exclude_new_labelers))
+    golds = gold_estimates(cur, cal) if current_gold is not None else {}
+    res.update(golds)
+    gold_rec = gold_recommendation(golds, level) if golds else None
+    rec = _recommend(cur, hist, structure) if hist is not None and gold_rec is None else None
     write_report(output, build_multiclass_report(cur, cal, res, title=title, confidence_level=level,
-                                                 recommendation=rec))
+                                                 recommendation=rec if rec is not None else gold_rec))
     con = Console(highlight=False, width=160)
-    for line in _recommended_lines(rec, level) if rec is not None else [f"note: {AUTO_NEEDS_HISTORY}"]:
+    lines = (_recommended_lines(rec, level) if rec is not None else _gold_recommended_lines(gold_rec)
+             if gold_rec is not None else [f"note: {AUTO_NEEDS_HISTORY}"])
+    for line in lines:
         con.print(line)
     con.print(_table(res, level, f"Class prevalences of the current round by each method ({100 * level:g}% CI, "
                                  "each method's own interval)"))

@@ -16,6 +16,7 @@ untouched; with K = 2 and the full structure this package reproduces it
 
 from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass, load_multiclass_calibration
 from heroeval.multiclass.confusion_model import solve_simplex
+from heroeval.multiclass.current_gold import ppi_multiclass
 from heroeval.multiclass.data import MultiClassData, as_multiclass, multiclass_from_arrays, read_multiclass
 from heroeval.multiclass.estimators import (
     MC_METHODS,
@@ -51,6 +52,7 @@ __all__ = [
     "majority_vote_multiclass",
     "multiclass_from_arrays",
     "plot_confusion_matrices",
+    "ppi_multiclass",
     "read_multiclass",
     "solve_simplex",
 ]

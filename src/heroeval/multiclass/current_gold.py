@@ -84,7 +84,7 @@ from heroeval.multiclass.data import MultiClassData, as_multiclass
 from heroeval.multiclass.estimators import MultiClassEstimate
 
 __all__ = ["DEFAULT_PREDICTOR", "PREDICTORS", "GoldMultiClassEstimate", "class_predictions", "gold_estimates",
-           "ppi_multiclass", "recommended_with_gold"]
+           "gold_recommendation", "ppi_multiclass", "recommended_with_gold"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -280,3 +280,12 @@ def recommended_with_gold(ests: dict[str, GoldMultiClassEstimate]) -> tuple[str,
         reason += (f"; fewer than {SMALL_GOLD} gold items: each class's interval contains the gold's own "
                    "Clopper–Pearson interval")
     return m, reason
+
+
+def gold_recommendation(ests: dict[str, GoldMultiClassEstimate], confidence_level: float = 0.95) -> dict[str, Any]:
+    """The ``recommended`` block of ``hero estimate --classes --current-gold --json`` and of the report's page: the
+    chosen estimate's :meth:`~MultiClassEstimate.to_dict` with ``chosen``, ``reason`` and ``n_gold``."""
+    chosen, reason = recommended_with_gold(ests)
+    e = ests[chosen]
+    return {"method": "auto", "chosen": chosen, "reason": reason, "n_gold": int(e.details["n_gold"]),
+            **{k: v for k, v in e.to_dict(confidence_level).items() if k != "method"}}

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 from scipy.stats import norm
 
 from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError, UnknownLabelerError
@@ -153,6 +154,24 @@ class MultiClassEstimate:
             ci = rate_interval(float(self.estimate[k]), float(se[k]), confidence_level, method)
             out.append((ci.low, ci.high))
         return out
+
+    def to_frame(self, confidence_level: float = 0.95) -> pd.DataFrame:
+        """One row per class share and one for the mean score: estimate, SE, interval (the ones :meth:`to_dict`
+        gives), status."""
+        se = self.standard_errors()
+        ci = self.intervals(confidence_level)
+        rows: list[dict[str, Any]] = [
+            {"quantity": f"share {c}", "estimate": float(self.estimate[k]), "standard_error": float(se[k]),
+             "ci_low": ci[k][0], "ci_high": ci[k][1], "status": self.component_status[k]}
+            for k, c in enumerate(self.classes)]
+        rows.append({"quantity": "mean score", **self.mean_score(confidence_level), "status": self.status})
+        df = pd.DataFrame(rows)
+        df.insert(0, "method", self.method)
+        return df
+
+    def _repr_html_(self) -> str:
+        return (f"<p><b>{self.method}</b> ({self.status})</p>"
+                + self.to_frame().to_html(index=False, float_format=lambda x: f"{x:.4f}"))
 
     def to_dict(self, confidence_level: float = 0.95) -> dict[str, Any]:
         se = self.standard_errors()

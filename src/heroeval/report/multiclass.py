@@ -27,10 +27,14 @@ __all__ = ["build_multiclass_report", "multiclass_report_data"]
 def multiclass_report_data(current: MultiClassData, calibration: MultiClassCalibration,
                            results: Mapping[str, MultiClassEstimate], *, title: str | None = None,
                            confidence_level: float = 0.95,
-                           recommendation: MultiClassRecommendation | None = None) -> dict[str, Any]:
+                           recommendation: MultiClassRecommendation | Mapping[str, Any] | None = None
+                           ) -> dict[str, Any]:
     """The numbers a multi-class report shows (embedded in the page as JSON); ``recommended`` is the
     recommendation's :meth:`~heroeval.choice.multiclass_auto.MultiClassRecommendation.to_dict` (as ``hero
-    estimate --classes --json`` prints it), or None without one."""
+    estimate --classes --json`` prints it), or the block itself when given as a mapping (with current gold:
+    :func:`heroeval.multiclass.current_gold.gold_recommendation`), or None without one."""
+    rec = (recommendation.to_dict(confidence_level) if isinstance(recommendation, MultiClassRecommendation)
+           else None if recommendation is None else dict(recommendation))
     return {
         "kind": "multiclass",
         "title": title or f"Class prevalences of {current.annotations.name}",
@@ -42,7 +46,7 @@ def multiclass_report_data(current: MultiClassData, calibration: MultiClassCalib
         "estimates": {m: r.to_dict(confidence_level) for m, r in results.items()},
         "ingest": current.annotations.report.to_dict(),
         "n_labelers": calibration.n_labelers,
-        "recommended": recommendation.to_dict(confidence_level) if recommendation is not None else None,
+        "recommended": rec,
     }
 
 
@@ -94,7 +98,7 @@ def _ingest_html(ing: Mapping[str, Any]) -> str:
 def build_multiclass_report(current: MultiClassData, calibration: MultiClassCalibration,
                             results: Mapping[str, MultiClassEstimate], *, title: str | None = None,
                             confidence_level: float = 0.95,
-                            recommendation: MultiClassRecommendation | None = None) -> str:
+                            recommendation: MultiClassRecommendation | Mapping[str, Any] | None = None) -> str:
     """One self-contained HTML page (no network fetches; untrusted names escaped); the recommended estimate
     (its bias-aware intervals) first when given, then every method's own.
 
