@@ -248,3 +248,31 @@ def test_coverage_under_a_rate_shift_simulation() -> None:
         best.append(np.array([np.abs(s.estimate.estimate - truth).sum() for s in rec._scored.values()]))
     assert np.mean(cover) >= 0.90
     assert np.mean(l1) <= 1.3 * np.min(np.mean(best, axis=0))
+
+
+def test_rate_weights_target_the_bias_corrected_shares_not_a_biased_candidates() -> None:
+    """Labelers who call half of class 2 '0': majority vote over-counts class 0. The mock rounds' target shares are
+    the first choice's estimate minus its mock bias, near the round's true shares, not majority vote's; with the
+    uncorrected target the gold would be weighted towards class 0, where majority vote errs least."""
+    rng = np.random.default_rng(3)
+    conf = np.array([[0.9, 0.05, 0.05], [0.05, 0.9, 0.05], [0.5, 0.05, 0.45]])
+
+    def draw(n: int, prefix: str, gold_share: float) -> tuple[MultiClassData, np.ndarray]:
+        y = rng.choice(3, size=n)
+        lab = np.array([[rng.choice(3, p=conf[t]) for _ in range(5)] for t in y])
+        items = np.repeat([f"{prefix}{i}" for i in range(n)], 5)
+        g = np.flatnonzero(rng.random(n) < gold_share)
+        gold = ([f"{prefix}{i}" for i in g], [int(y[i]) for i in g]) if g.size else None
+        return multiclass_from_arrays(items, np.tile([f"L{j}" for j in range(5)], n), lab.ravel(),
+                                      classes=[0, 1, 2], gold=gold, name=prefix), y
+
+    hist, _ = draw(500, "h", 0.2)
+    cur, y = draw(300, "c", 0.0)
+    truth = np.bincount(y, minlength=3) / y.size
+    rec = recommend_multiclass(cur, hist, structures=["symmetric"], default_alpha=0.0)  # majority vote kept
+    assert rec.method == "majority_vote"
+    mv = rec.estimate.estimate
+    assert mv[0] - truth[0] > 0.15  # majority vote is biased towards class 0
+    assert np.abs(rec.target_shares - truth).max() < 0.06, (rec.target_shares, truth)
+    ci = rec.intervals()  # its bias-aware intervals, sized by the mock bias at the corrected target, cover
+    assert all(lo <= t <= hi for (lo, hi), t in zip(ci, truth, strict=True)), (ci, truth)
