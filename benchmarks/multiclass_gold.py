@@ -11,7 +11,9 @@ symmetric, or ordinal on an ordinal set). Scored against the round's realised cl
 coverage of the per-class 95 % intervals (logit, as every K-class estimate's) and of the mean class code's Wald
 interval, its width, and the L1 error of the shares. ``table.md`` gives the mean-score width of each method over
 gold-only's (geometric mean over resamples of the ratio), and the predictor chosen by leave-one-set-out
-(:func:`loso`); ``--table`` rebuilds it from resamples.csv.gz.
+(:func:`loso`), and the plan's predicted half-width over the obtained one
+(:func:`heroeval.multiclass.current_gold.plan_expert_labels_multiclass`); ``--table`` rebuilds it from
+resamples.csv.gz.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import pandas as pd
 from heroeval.core.parallel import run_chunks
 from heroeval.errors import ConvergenceWarning
 from heroeval.multiclass import calibrate_multiclass, read_multiclass
-from heroeval.multiclass.current_gold import PREDICTORS, ppi_multiclass
+from heroeval.multiclass.current_gold import PREDICTORS, plan_expert_labels_multiclass, ppi_multiclass
 
 from benchmarks.multiclass import ORDINAL, load
 from benchmarks.multiclass_auto import SETS, split
@@ -48,6 +50,7 @@ def one(args: tuple[str, pd.DataFrame, pd.DataFrame, tuple[str, ...], int, float
     cur_lab = lab[lab["item_id"].isin(set(ids.tolist()))]
     rng = np.random.default_rng([seed, r, 7, 0 if shift == "none" else 1])
     truth_ms = float(vals @ truth)
+    plan = plan_expert_labels_multiclass(hist, half_width=1.0, round_items=cur.n_items)  # its spreads, per k below
     rows = []
     for k in ks:
         pick = rng.choice(ids.size, size=min(k, ids.size), replace=False)
@@ -64,7 +67,10 @@ def one(args: tuple[str, pd.DataFrame, pd.DataFrame, tuple[str, ...], int, float
                                    "n_current": cg.n_items, "lambda": float(est.details["lambda"]),
                                    "l1": float(np.abs(est.estimate - truth).sum()),
                                    "ms_cover": bool(ms["ci_low"] <= truth_ms <= ms["ci_high"]),
-                                   "ms_width": ms["ci_high"] - ms["ci_low"]}
+                                   "ms_width": ms["ci_high"] - ms["ci_low"],
+                                   "ms_hw_plan": (plan.half_width_at(k, "ppi") if m == "ppi:majority_vote" else
+                                                  plan.half_width_at(k, "gold_only") if m == "gold_only" else
+                                                  np.nan)}
             for c in range(K):
                 row[f"cover{c}"] = bool(ci[c][0] <= truth[c] <= ci[c][1])
                 row[f"width{c}"] = ci[c][1] - ci[c][0]
@@ -84,7 +90,8 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
                     "class_cover_mean": per_class.mean(), "class_cover_min": per_class.min(),
                     "ms_cover": g["ms_cover"].mean(), "ms_width": g["ms_width"].mean(),
                     "ms_width_vs_gold_only": float(np.exp(np.log(ratio.clip(lower=1e-12)).mean())),
-                    "l1": g["l1"].mean(), "lambda": g["lambda"].mean()})
+                    "l1": g["l1"].mean(), "lambda": g["lambda"].mean(),
+                    "plan_over_obtained": float((g["ms_hw_plan"] / (g["ms_width"] / 2)).mean())})
     return pd.DataFrame(out)
 
 
@@ -101,6 +108,12 @@ def table(s: pd.DataFrame) -> str:
                      f"{g.class_cover_min.min():.2f}), mean score {g.ms_cover.mean():.3f} (lowest {g.ms_cover.min():.2f}), "
                      f"mean-score width over gold-only's {np.exp(np.log(g.ms_width_vs_gold_only).mean()):.2f} "
                      "(geometric mean over cells)")
+    lines += ["", "hero plan --expert-labels --classes (the mean score's half-width predicted from the history's gold, "
+              "over the one obtained; mean over resamples):", "",
+              "| data set | k | ppi:majority_vote | gold_only |", "|---|---:|---:|---:|"]
+    for (d, k), g in s.groupby(["dataset", "k"]):
+        r = g.groupby("method")["plan_over_obtained"].mean()
+        lines.append(f"| {d} | {k} | {r.get('ppi:majority_vote', np.nan):.2f} | {r.get('gold_only', np.nan):.2f} |")
     return "\n".join(lines)
 
 
@@ -113,6 +126,8 @@ def loso(s: pd.DataFrame) -> str:
              "| width / gold-only |", "|---|---|---|---:|---:|"]
     for d in sorted(ppi["dataset"].unique()):
         rest = ppi[ppi["dataset"] != d]
+        if rest.empty:  # one set only: nothing to choose on
+            continue
         agg = rest.groupby("method").agg(cov=("class_cover_mean", "mean"),
                                          w=("ms_width_vs_gold_only", lambda x: float(np.exp(np.log(x).mean()))))
         ok = agg[agg["cov"] >= 0.93]

@@ -19,7 +19,7 @@ from heroeval.multiclass import (
     load_multiclass_calibration,
     read_multiclass,
 )
-from heroeval.multiclass.current_gold import ppi_multiclass
+from heroeval.multiclass.current_gold import plan_expert_labels_multiclass, ppi_multiclass
 from heroeval.multiclass.simulate import simulate_rounds
 
 runner = CliRunner()
@@ -156,8 +156,8 @@ def test_cli_multiclass_report_shows_the_recommended_estimate_of_hero_estimate(t
 
 def test_cli_multiclass_estimate_with_current_gold_recommends_the_prediction_powered_shares(tmp_path: Path) -> None:
     """hero estimate --classes --current-gold: the gold-based estimates join the table, the recommended estimate is
-    ppi:majority_vote with the library's numbers, the silver estimates are those without the gold, --design is
-    refused with a reason, and hero report --classes --current-gold shows the same recommended estimate."""
+    ppi:majority_vote with the library's numbers, the silver estimates are those without the gold, a --design file
+    without inclusion probabilities is refused naming the column, and hero report --classes --current-gold shows the same recommended estimate."""
     hist = simulate_rounds(np.random.default_rng(6), K=3, J=5, n_history=300, n_current=10, ordinal=False).history
     rnd = simulate_rounds(np.random.default_rng(7), K=3, J=5, n_history=200, n_current=10, rho=0.2,
                           ordinal=False).history  # a round whose gold (on 20 % of its items) plays current gold
@@ -181,7 +181,7 @@ def test_cli_multiclass_estimate_with_current_gold_recommends_the_prediction_pow
     silver = json.loads(runner.invoke(app, ["estimate", *base, "--method", "hero1"]).stdout)["estimates"]["hero1"]
     assert out["estimates"]["hero1"]["classes"] == silver["classes"]
     r = runner.invoke(app, ["estimate", *base, "--current-gold", str(cg), "--design", str(cg)])
-    assert r.exit_code == 2 and "--design is not available for multi-class" in r.output
+    assert r.exit_code == 2 and "no column 'pi' (inclusion probabilities)" in r.output  # not a design file
     page = tmp_path / "r.html"
     r = runner.invoke(app, ["report", *base[:-2], "--current-gold", str(cg), "-o", str(page)])
     assert r.exit_code == 0, r.output
@@ -191,3 +191,76 @@ def test_cli_multiclass_estimate_with_current_gold_recommends_the_prediction_pow
     got = data["recommended"]
     assert got["chosen"] == rec["chosen"] and got["reason"] == rec["reason"] and got["mean_score"] == rec["mean_score"]
     assert got["classes"] == rec["classes"] and "ppi:majority_vote" in data["estimates"]
+
+
+def test_cli_multiclass_select_then_estimate_with_the_design(tmp_path: Path) -> None:
+    """hero select --classes draws a uniform or a stratified (--by COLUMN) sample; hero estimate --classes
+    --current-gold --design weights by it: the uniform file gives the numbers of no design, the stratified one
+    the stratified variance; the active design is refused for K classes with a reason."""
+    rnd = simulate_rounds(np.random.default_rng(9), K=3, J=5, n_history=240, n_current=10, rho=1.0,
+                          ordinal=False).history  # every item's gold known: the experts' answers
+    c, allg = tmp_path / "c.csv", tmp_path / "all_gold.csv"
+    _dump(rnd, c, allg)
+    gold = pd.read_csv(allg, dtype=str)
+    ids = pd.read_csv(c, dtype=str)["item_id"].unique()
+    groups = tmp_path / "groups.csv"
+    pd.DataFrame({"item_id": ids, "topic": np.where(np.arange(ids.size) % 3 == 0, "a", "b")}).to_csv(groups,
+                                                                                                    index=False)
+    base = [str(c), "--classes", "1,2,3"]
+    sel = tmp_path / "sel.csv"
+    r = runner.invoke(app, ["select", *base, "-k", "40", "-o", str(sel), "--seed", "1"])
+    assert r.exit_code == 0, r.output
+    s = pd.read_csv(sel, dtype={"item_id": str})
+    assert len(s) == 40 and np.allclose(s["pi"], 40 / ids.size)
+    cg = tmp_path / "cg.csv"
+    gold[gold["item_id"].isin(set(s["item_id"]))].to_csv(cg, index=False)
+    d_uniform = read_multiclass(c, gold=cg, classes=["1", "2", "3"], design=sel)
+    plain = ppi_multiclass(read_multiclass(c, gold=cg, classes=["1", "2", "3"]))
+    with_design = ppi_multiclass(d_uniform)
+    np.testing.assert_allclose(with_design.estimate, plain.estimate, atol=1e-12)
+    np.testing.assert_allclose(with_design.covariance(), plain.covariance(), atol=1e-12)
+    r = runner.invoke(app, ["select", *base, "-k", "40", "-o", str(sel), "--by", "topic", "--groups", str(groups),
+                            "--seed", "2"])
+    assert r.exit_code == 0, r.output
+    s = pd.read_csv(sel, dtype={"item_id": str})
+    assert set(s["stratum"]) == {"a", "b"}
+    gold[gold["item_id"].isin(set(s["item_id"]))].to_csv(cg, index=False)
+    est = ppi_multiclass(read_multiclass(c, gold=cg, classes=["1", "2", "3"], design=sel))
+    assert "stratified design (2 strata" in est.details["gold"]
+    hist_cal = tmp_path / "cal.json"
+    hist = simulate_rounds(np.random.default_rng(10), K=3, J=5, n_history=300, n_current=10, ordinal=False).history
+    h, g = tmp_path / "h.csv", tmp_path / "g.csv"
+    _dump(hist, h, g)
+    assert runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(hist_cal), "--classes", "1,2,3",
+                               "--structure", "symmetric"]).exit_code == 0
+    r = runner.invoke(app, ["estimate", *base, "--calibration", str(hist_cal), "--current-gold", str(cg), "--design",
+                            str(sel), "--new-labelers", "exclude", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.stdout)["recommended"]
+    assert rec["chosen"] == "ppi:majority_vote"
+    assert rec["classes"]["1"]["estimate"] == pytest.approx(
+        ppi_multiclass(read_multiclass(c, gold=cg, classes=["1", "2", "3"], design=sel)).estimate[0], abs=1e-12)
+    r = runner.invoke(app, ["select", *base, "-k", "40", "-o", str(sel), "--design", "active"])
+    assert r.exit_code == 2 and "uniform or stratified by an item column" in r.output
+
+
+def test_cli_multiclass_plan_expert_labels(tmp_path: Path) -> None:
+    """hero plan --expert-labels --classes: the library's plan from the history's gold, in text and JSON; a K-class
+    plan without --history is refused with what it needs."""
+    hist = simulate_rounds(np.random.default_rng(12), K=3, J=5, n_history=300, n_current=10, rho=0.2,
+                           ordinal=False).history
+    h, g = tmp_path / "h.csv", tmp_path / "g.csv"
+    _dump(hist, h, g)
+    args = ["plan", "--expert-labels", "--classes", "1,2,3", "--history", str(h), "--gold", str(g),
+            "--round-items", "250", "--half-width", "0.1"]
+    r = runner.invoke(app, [*args, "-f", "json"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    want = plan_expert_labels_multiclass(read_multiclass(h, gold=g, classes=["1", "2", "3"]), half_width=0.1,
+                                         round_items=250)
+    assert got["k_ppi"] == want.k_ppi and got["k_gold_only"] == want.k_gold_only
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0 and f"{want.k_ppi} with the prediction-powered estimate" in r.output
+    r = runner.invoke(app, ["plan", "--expert-labels", "--classes", "1,2,3", "--round-items", "250",
+                            "--half-width", "0.1"])
+    assert r.exit_code == 2 and "--history and --gold" in r.output

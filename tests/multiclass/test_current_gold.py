@@ -17,7 +17,12 @@ from scipy.stats import beta, norm, t
 from heroeval.errors import DataError, HeroEvalError
 from heroeval.estimators.ppi import PSEUDO
 from heroeval.multiclass import MultiClassData, calibrate_multiclass, multiclass_from_arrays
-from heroeval.multiclass.current_gold import PREDICTORS, class_predictions, ppi_multiclass
+from heroeval.multiclass.current_gold import (
+    PREDICTORS,
+    class_predictions,
+    plan_expert_labels_multiclass,
+    ppi_multiclass,
+)
 from heroeval.multiclass.simulate import simulate_rounds
 
 
@@ -202,3 +207,52 @@ def test_to_frame_and_html_show_the_numbers_of_to_dict() -> None:
             d["classes"][c]["estimate"], d["classes"][c]["ci_low"], d["classes"][c]["ci_high"])
     assert df.iloc[-1]["ci_high"] == d["mean_score"]["ci_high"] and set(df["method"]) == {"ppi:dawid_skene"}
     assert "ppi:dawid_skene" in e._repr_html_() and "<table" in e._repr_html_()
+
+
+def test_plan_spreads_and_labels_match_a_plain_computation() -> None:
+    """The plan's residual spread is w' cov(Y - lam F) w on the history's gold (lam the plain moment slope), the
+    labels it names are the fewest whose t half-width meets the target, and the gold-only figure uses cov(Y)."""
+    sim = simulate_rounds(np.random.default_rng(2), K=4, J=8, n_history=500, n_current=10, rho=0.2)
+    hist = sim.history
+    n = 300
+    p = plan_expert_labels_multiclass(hist, half_width=0.12, round_items=n)
+    ds = hist.annotations
+    idx = np.flatnonzero(ds.gold >= 0)
+    F = class_predictions(hist.take_items(idx), "majority_vote")
+    Y = np.eye(4)[ds.gold[idx]]
+    Fc, Yc = F - F.mean(axis=0), Y - Y.mean(axis=0)
+    lam = min(max(float(np.sum(Fc * Yc) / np.sum(Fc**2)), 0.0), 1.0)
+    w = hist.values
+    assert p.lam == pytest.approx(lam, abs=1e-12)
+    assert p.spread_ppi == pytest.approx(float(w @ np.cov(Y - lam * F, rowvar=False) @ w), rel=1e-12)
+    assert p.spread_gold_only == pytest.approx(float(w @ np.cov(Y, rowvar=False) @ w), rel=1e-12)
+
+    def hw(k: int, s2: float) -> float:
+        return float(t.ppf(0.975, k - 1) * math.sqrt((1 - k / n) * s2 / k))
+
+    for k, s2 in ((p.k_ppi, p.spread_ppi), (p.k_gold_only, p.spread_gold_only)):
+        assert k is not None and hw(k, s2) <= 0.12 < hw(k - 1, s2)
+        assert p.half_width_at(k, "ppi" if s2 == p.spread_ppi else "gold_only") == pytest.approx(hw(k, s2))
+    assert p.k_ppi < p.k_gold_only and p.k_range[0] <= p.k_ppi <= p.k_range[1]
+    shares = plan_expert_labels_multiclass(hist, half_width=0.05, round_items=n, target="shares")
+    assert shares.target_class is not None and shares.spread_ppi <= 0.25
+    assert plan_expert_labels_multiclass(hist, half_width=1e-4, round_items=n).k_ppi == n  # label every item
+    with pytest.raises(HeroEvalError, match="target must be"):
+        plan_expert_labels_multiclass(hist, half_width=0.1, round_items=n, target="median")
+
+
+def test_plan_predicts_the_half_width_obtained_on_simulated_rounds() -> None:
+    """Rounds from the history's labelers (60 rounds, 40 uniform gold labels of 300 items): the half-width the plan
+    predicts for the mean score is within 15 % of the mean one obtained, with PPI and with the gold alone."""
+    sim = simulate_rounds(np.random.default_rng(40), K=4, J=8, n_history=600, n_current=10, rho=0.2,
+                          structure="full", ordinal=False)
+    plan = plan_expert_labels_multiclass(sim.history, half_width=0.1, round_items=300)
+    got_ppi, got_gold = [], []
+    for seed in range(60):
+        cur, _, _ = _round_with_gold(5000 + seed, 40)
+        ms = ppi_multiclass(cur, "majority_vote").mean_score()
+        got_ppi.append((ms["ci_high"] - ms["ci_low"]) / 2)
+        g = ppi_multiclass(cur, lam=0.0).mean_score()
+        got_gold.append((g["ci_high"] - g["ci_low"]) / 2)
+    assert plan.half_width_at(40, "ppi") / np.mean(got_ppi) == pytest.approx(1.0, abs=0.15)
+    assert plan.half_width_at(40, "gold_only") / np.mean(got_gold) == pytest.approx(1.0, abs=0.15)

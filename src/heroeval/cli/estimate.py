@@ -201,10 +201,6 @@ def estimate_cmd(
         if csv_out is not None:
             err("--csv is not available for multi-class labels yet")
             raise typer.Exit(2)
-        if design is not None:
-            err("--design is not available for multi-class labels yet (their current gold is taken as a uniform "
-                "random sample of the round's items)")
-            raise typer.Exit(2)
         if bootstrap:
             err("--bootstrap is not available for multi-class labels yet")
             raise typer.Exit(2)
@@ -217,7 +213,7 @@ def estimate_cmd(
             structure=structure, method=method, exclude_new_labelers=rule == "exclude", level=confidence_level,
             read_kw=mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map), round_col=round_col,
             json_out=fmt is Format.json, covariates=covariates, history_covariates=history_covariates, ridge=ridge,
-            current_gold=current_gold))
+            current_gold=current_gold, design=design))
         return
     if bootstrap and history is None:
         err("--bootstrap refits Stage A: it needs --history and --gold, not a calibration file")

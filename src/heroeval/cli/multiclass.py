@@ -20,9 +20,9 @@ from heroeval.report.multiclass import build_multiclass_report
 
 
 def _read(path: Path, *, gold: Path | None, classes: str | None, ordinal: bool, name: str, read_kw: dict[str, Any],
-          round_col: Any = False, covariates: Path | None = None) -> MultiClassData:
+          round_col: Any = False, covariates: Path | None = None, design: Path | None = None) -> MultiClassData:
     return read_multiclass(path, gold=gold, classes=classes, ordinal=ordinal, name=name, round_col=round_col,
-                           covariates=covariates, **read_kw)
+                           covariates=covariates, design=design, **read_kw)
 
 
 def _round_col(rc: str | None) -> Any:
@@ -140,14 +140,14 @@ def estimate(current: Path, *, calibration: Path | None, history: Path | None, g
              classes: str | None, ordinal: bool, structure: str, method: str, exclude_new_labelers: bool,
              level: float, read_kw: dict[str, Any], round_col: str | None, json_out: bool,
              covariates: Path | None = None, history_covariates: Path | None = None, ridge: float = 0.0,
-             current_gold: Path | None = None) -> None:
+             current_gold: Path | None = None, design: Path | None = None) -> None:
     wants_auto = method == "all" or "auto" in [m.strip() for m in method.split(",")]
     if wants_auto and method != "all" and history is None and current_gold is None:
         raise HeroEvalError(AUTO_NEEDS_HISTORY)
     cal, cls, hist = _calibration_and_history(calibration, history, gold, classes, ordinal, structure, read_kw,
                                               round_col, history_covariates)
     cur = _read(current, gold=current_gold, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw,
-                covariates=covariates)
+                covariates=covariates, design=design)
     wanted = _methods(method)
     res: dict[str, MultiClassEstimate] = dict(estimate_multiclass(
         cur, cal, method=wanted, exclude_new_labelers=exclude_new_labelers, ridge=ridge)) if wanted else {}
@@ -226,13 +226,14 @@ def compare(a_current: Path, b_current: Path, *, calibration: Path | None, histo
 def report(current: Path, output: Path, *, calibration: Path | None, history: Path | None, gold: Path | None,
            classes: str | None, ordinal: bool, structure: str, exclude_new_labelers: bool, level: float,
            read_kw: dict[str, Any], round_col: str | None, title: str | None,
-           current_gold: Path | None = None) -> None:
+           current_gold: Path | None = None, design: Path | None = None) -> None:
     """``hero report --classes/--ordinal``: the multi-class HTML page (the recommended estimate, as ``hero estimate
     --classes`` gives it, when the history or the round's gold is given; every method's own; confusion heatmaps)."""
 
     cal, cls, hist = _calibration_and_history(calibration, history, gold, classes, ordinal, structure, read_kw,
                                               round_col)
-    cur = _read(current, gold=current_gold, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw)
+    cur = _read(current, gold=current_gold, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw,
+                design=design)
     res: dict[str, MultiClassEstimate] = dict(estimate_multiclass(cur, cal, method="all",
                                                                   exclude_new_labelers=exclude_new_labelers))
     golds = gold_estimates(cur, cal) if current_gold is not None else {}

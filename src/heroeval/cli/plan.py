@@ -11,10 +11,11 @@ from typing import Annotated, Any
 
 import typer
 
-from heroeval.cli.console import console, err, ingest_tables, run
+from heroeval.cli.console import console, err, ingest_tables, register, run
 from heroeval.cli.inputs import read_current
 from heroeval.cli.options import (
     FILES,
+    ClassesOpt,
     CsvOpt,
     Duplicates,
     DupOpt,
@@ -27,7 +28,9 @@ from heroeval.cli.options import (
     LevelOpt,
     MapOpt,
     NewLabelersOpt,
+    OrdinalOpt,
     check_output,
+    mc_read_kw,
     parse_floats,
     parse_label_map,
     write_csv,
@@ -41,8 +44,8 @@ _DEFAULT_MIX = 0.5
 
 
 def plan_cmd(
-    calibration: Annotated[Path, typer.Option(help="Calibration JSON from 'hero calibrate'.")],
-    mu: Annotated[float, typer.Option(help="Guessed gold rate of the round (round A for --difference).")],
+    calibration: Annotated[Path | None, typer.Option(help="Calibration JSON from 'hero calibrate' (binary labels; required there).")] = None,
+    mu: Annotated[float | None, typer.Option(help="Guessed gold rate of the round (round A for --difference; binary labels, required there).")] = None,
     half_width: Annotated[float | None, typer.Option(help="Target half-width of the confidence interval.")] = None,
     difference: Annotated[float | None, typer.Option(help="Difference between two rounds to detect, A - B as hero compare reports it (round B's rate is --mu minus it).")] = None,
     n_items: Annotated[int | None, typer.Option(help="Report the half-width at this many items instead.")] = None,
@@ -57,10 +60,16 @@ def plan_cmd(
     expert_labels: Annotated[bool, typer.Option("--expert-labels", help="Instead: how many expert (gold) labels in the current round give --half-width, for the uniform and active designs of 'hero select' and for the gold alone (needs --round-items).")] = False,
     round_items: Annotated[int | None, typer.Option(help="With --expert-labels: items in the current round.")] = None,
     csv_out: CsvOpt = None,
+    classes: ClassesOpt = None,
+    ordinal: OrdinalOpt = False,
+    history: Annotated[Path | None, typer.Option(help="Multi-class --expert-labels: the history's annotations, whose gold items measure the predictor's residual spread.")] = None,
+    gold: Annotated[Path | None, typer.Option(help="Multi-class --expert-labels: the history's gold labels (item_id, gold).")] = None,
+    target: Annotated[str, typer.Option(help="Multi-class --expert-labels: size the interval of the mean score (mean_score) or of the widest class share (shares).")] = "mean_score",
 ) -> None:
     """Plan a round: items (per labels-per-item) for a CI half-width or to detect a difference.
 
-    With --expert-labels: expert labels in the current round for a half-width.
+    With --expert-labels: expert labels in the current round for a half-width
+    (multi-class labels: with --classes or --ordinal, --history and --gold).
     """
     import numpy as np
     from rich.markup import escape
@@ -69,6 +78,29 @@ def plan_cmd(
     from heroeval.inference.planning import plan
     from heroeval.stage_a.calibration import load_calibration
 
+    if classes is not None or ordinal:
+        if not expert_labels or half_width is None or round_items is None or history is None or gold is None:
+            err("multi-class labels: hero plan gives expert labels only (--expert-labels with --half-width, "
+                "--round-items, --history and --gold)")
+            raise typer.Exit(2)
+
+        def go_mc() -> Any:
+            from heroeval.multiclass.current_gold import plan_expert_labels_multiclass
+            from heroeval.multiclass.data import read_multiclass
+
+            h = read_multiclass(history, gold=gold, classes=classes, ordinal=ordinal, name="history", round_col=False)
+            return plan_expert_labels_multiclass(h, half_width=half_width, round_items=round_items,
+                                                 confidence_level=confidence_level, target=target)
+
+        mp = run(go_mc)
+        if fmt is Format.json:
+            print(json.dumps(mp.to_dict(), indent=1, default=float))
+        else:
+            console().print(escape(mp.summary()), soft_wrap=True)
+        return
+    if calibration is None or mu is None:
+        err("hero plan needs --calibration and --mu (binary labels; multi-class: --classes with --expert-labels)")
+        raise typer.Exit(2)
     if expert_labels:
         if half_width is None or round_items is None or difference is not None or n_items is not None \
                 or bound is not None:
@@ -167,6 +199,8 @@ def select_cmd(
     label_col: LabelCol = None,
     duplicates: DupOpt = Duplicates.keep,
     encoding: EncodingOpt = None,
+    classes: ClassesOpt = None,
+    ordinal: OrdinalOpt = False,
     fmt: FmtOpt = Format.table,
 ) -> None:
     """Choose the current items to send to the experts, with their sampling probabilities.
@@ -191,6 +225,17 @@ def select_cmd(
     if groups is not None and by in (None, "posterior"):
         err("--groups goes with --by COLUMN (the table holding the column)")
         raise typer.Exit(2)
+    multiclass = classes is not None or ordinal
+    if multiclass and (by == "posterior" or (by is None and design is not SelectDesign.uniform)):
+        err("multi-class labels: the selection is uniform or stratified by an item column (--by COLUMN); the "
+            "active and poisson designs and strata by the posterior need a binary calibration's posteriors")
+        raise typer.Exit(2)
+    if multiclass and encoding is not None:
+        err("--encoding is not available for multi-class labels yet (they are read as UTF-8)")
+        raise typer.Exit(2)
+    if multiclass and calibration is not None:
+        err("multi-class labels: --calibration is not used by the uniform or --by COLUMN selection; leave it out")
+        raise typer.Exit(2)
     needs_cal = by == "posterior" or (by is None and design is not SelectDesign.uniform)
     if needs_cal and calibration is None:
         what = "strata by the posterior need" if by == "posterior" else f"the {design.value} design needs"
@@ -198,9 +243,16 @@ def select_cmd(
         raise typer.Exit(2)
 
     def go() -> Any:
-        cur = read_current(current, name="current", title="Ingest: current round", item_col=item_col,
-                           labeler_col=labeler_col, label_col=label_col, round_col=None, duplicates=duplicates,
-                           label_map=parse_label_map(label_map), encoding=encoding)
+        if multiclass:  # the items' ids only: the K-class reader checks the labels against the classes
+            from heroeval.multiclass.data import read_multiclass
+
+            cur = register("Ingest: current round", read_multiclass(
+                current, classes=classes, ordinal=ordinal, name="current", round_col=False,
+                **mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map)).annotations)
+        else:
+            cur = read_current(current, name="current", title="Ingest: current round", item_col=item_col,
+                               labeler_col=labeler_col, label_col=label_col, round_col=None, duplicates=duplicates,
+                               label_map=parse_label_map(label_map), encoding=encoding)
         cal = None if calibration is None else load_calibration(calibration)
         strata_by: Any = by
         if by is not None and by != "posterior":
@@ -222,5 +274,6 @@ def select_cmd(
     con = console()
     _render.print_all(con, *ingest_tables())
     con.print(escape(sel.summary()), soft_wrap=True)
-    con.print(f"selection written to {output}; label these items, then: hero estimate {current} ... "
+    cls = f" --classes {classes}" if classes is not None else " --ordinal" if ordinal else ""
+    con.print(f"selection written to {output}; label these items, then: hero estimate {current}{cls} ... "
               f"--current-gold GOLD.csv --design {output}", soft_wrap=True)

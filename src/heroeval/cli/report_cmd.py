@@ -96,10 +96,6 @@ def report_cmd(
         raise typer.Exit(2)
     if classes is not None or ordinal:
         from heroeval.cli import multiclass as _mc  # multi-class labels only: SciPy's stats and more
-        if design is not None:
-            err("--design is not available for multi-class labels yet (their current gold is taken as a uniform "
-                "random sample of the round's items)")
-            raise typer.Exit(2)
         if group_col is not None:
             err("--group-col is not available for multi-class labels yet")
             raise typer.Exit(2)
@@ -108,7 +104,7 @@ def report_cmd(
             current, output, calibration=calibration, history=history, gold=gold, classes=classes, ordinal=ordinal,
             structure=structure, exclude_new_labelers=rule == "exclude", level=confidence_level,
             read_kw=mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map), round_col=round_col,
-            title=title, current_gold=current_gold))
+            title=title, current_gold=current_gold, design=design))
         return
 
     def go() -> EstimateCollection:

@@ -73,6 +73,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy.stats import chi2
 from scipy.stats import t as t_dist
 
 from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError
@@ -83,8 +84,19 @@ from heroeval.multiclass.calibration import MultiClassCalibration
 from heroeval.multiclass.data import MultiClassData, as_multiclass
 from heroeval.multiclass.estimators import MultiClassEstimate
 
-__all__ = ["DEFAULT_PREDICTOR", "PREDICTORS", "GoldMultiClassEstimate", "class_predictions", "gold_estimates",
-           "gold_recommendation", "ppi_multiclass", "recommended_with_gold"]
+__all__ = [
+    "DEFAULT_PREDICTOR",
+    "PLAN_TARGETS",
+    "PREDICTORS",
+    "GoldMultiClassEstimate",
+    "MultiClassGoldPlan",
+    "class_predictions",
+    "gold_estimates",
+    "gold_recommendation",
+    "plan_expert_labels_multiclass",
+    "ppi_multiclass",
+    "recommended_with_gold",
+]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -289,3 +301,121 @@ def gold_recommendation(ests: dict[str, GoldMultiClassEstimate], confidence_leve
     e = ests[chosen]
     return {"method": "auto", "chosen": chosen, "reason": reason, "n_gold": int(e.details["n_gold"]),
             **{k: v for k, v in e.to_dict(confidence_level).items() if k != "method"}}
+
+
+PLAN_TARGETS = ("mean_score", "shares")
+"""What ``plan_expert_labels_multiclass`` sizes: the mean score's interval, or the widest class share's."""
+
+
+@dataclass(frozen=True)
+class MultiClassGoldPlan:
+    """How many expert labels of a K-class round give an interval half-width (:func:`plan_expert_labels_multiclass`).
+
+    ``k_ppi`` / ``k_gold_only``: the fewest labels for ``half_width`` with the recommended prediction-powered
+    estimate and with the gold alone (None: not reached below ``round_items``); ``spread_*``: the per-item variance
+    of the target's residual (``w' S w``) measured on the history's gold items; ``spread_range``: its 80 %
+    chi-square range on those items, and ``k_range`` the labels it implies.
+    """
+
+    half_width: float
+    round_items: int
+    confidence_level: float
+    target: str
+    k_ppi: int | None
+    k_gold_only: int | None
+    lam: float
+    n_history_gold: int
+    spread_ppi: float
+    spread_gold_only: float
+    spread_range: tuple[float, float]
+    k_range: tuple[int | None, int | None]
+    target_class: str | None = None
+
+    def half_width_at(self, k: int, which: str = "ppi", spread: float | None = None) -> float:
+        """The predicted half-width with ``k`` uniform expert labels (``which``: ``"ppi"`` or ``"gold_only"``)."""
+        s2 = (self.spread_ppi if which == "ppi" else self.spread_gold_only) if spread is None else spread
+        return float(_half_width(np.array([k]), self.round_items, s2, self.confidence_level)[0])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"half_width": self.half_width, "round_items": self.round_items,
+                "confidence_level": self.confidence_level, "target": self.target, "target_class": self.target_class,
+                "k_ppi": self.k_ppi, "k_gold_only": self.k_gold_only, "lambda": self.lam,
+                "n_history_gold": self.n_history_gold, "spread_ppi": self.spread_ppi,
+                "spread_gold_only": self.spread_gold_only, "spread_range": list(self.spread_range),
+                "k_range": list(self.k_range), "predictor": DEFAULT_PREDICTOR}
+
+    def summary(self) -> str:
+        what = "the mean score" if self.target == "mean_score" else f"the widest class share ({self.target_class})"
+        def k_txt(k: int | None) -> str:
+            return f"{k}" if k is not None else f"not reached within the round's {self.round_items} items"
+        lo, hi = self.k_range
+        return (f"expert labels for a {100 * self.confidence_level:g}% half-width of {self.half_width:g} on {what}, "
+                f"uniform design, round of {self.round_items} items: {k_txt(self.k_ppi)} with the prediction-powered "
+                f"estimate (ppi:{DEFAULT_PREDICTOR}, lambda {self.lam:.2f}); {k_txt(self.k_gold_only)} with the gold "
+                f"alone. From the residual spread of the {DEFAULT_PREDICTOR.replace('_', ' ')} predictor on the "
+                f"history's {self.n_history_gold} gold items ({self.spread_ppi:.4g} per item against "
+                f"{self.spread_gold_only:.4g} for the gold alone); its 80 % range on those items gives "
+                f"{k_txt(lo)} to {k_txt(hi)} labels. A round whose judges err more than on the history's items "
+                "needs more.")
+
+
+def _half_width(k: npt.NDArray[np.int64], n: int, s2: float, level: float) -> FloatArray:
+    kf = k.astype(float)
+    out: FloatArray = t_dist.ppf(0.5 + level / 2, np.maximum(kf - 1, 1)) * np.sqrt(np.maximum(1 - kf / n, 0.0)
+                                                                                  * s2 / kf)
+    return out
+
+
+def _fewest(n: int, s2: float, half_width: float, level: float) -> int | None:
+    ks = np.arange(2, n + 1, dtype=np.int64)
+    ok = np.flatnonzero(_half_width(ks, n, s2, level) <= half_width)
+    return int(ks[ok[0]]) if ok.size else None
+
+
+def plan_expert_labels_multiclass(history: MultiClassData, *, half_width: float, round_items: int,
+                                  confidence_level: float = 0.95, target: str = "mean_score") -> MultiClassGoldPlan:
+    """The expert labels a K-class round needs for an interval half-width, from the history's gold.
+
+    On the history's gold items the recommended predictor (:data:`DEFAULT_PREDICTOR`, from each item's own silver
+    labels) and the gold give the residuals ``R = Y - lam F`` at the PPI++ weight ``lam`` the same formula tunes,
+    and their per-item covariance ``S``; a uniform sample of k of the round's n items then has half-width
+    ``t_{k-1} sqrt((1 - k/n) w' S w / k)`` for the functional ``w`` (the class values for ``"mean_score"``; each
+    class share for ``"shares"``, the widest one taken). The gold alone: ``S`` of ``Y``. The spread is the history
+    items'; the plan says so, and gives the range its sampling noise allows.
+    """
+    hist = as_multiclass(history, "history")
+    if target not in PLAN_TARGETS:
+        raise HeroEvalError(f"target must be one of {list(PLAN_TARGETS)}, got {target!r}")
+    if not (0 < half_width < math.inf):
+        raise HeroEvalError(f"half_width must be a positive number, got {half_width!r}")
+    if round_items < 2:
+        raise HeroEvalError(f"round_items must be at least 2, got {round_items!r}")
+    if not 0 < confidence_level < 1:
+        raise HeroEvalError(f"confidence_level must be in (0, 1), got {confidence_level!r}")
+    ds = hist.annotations
+    idx = np.flatnonzero(ds.gold >= 0)
+    if idx.size < 3:
+        raise DataError(f"history {hist.name!r} has {idx.size} gold item(s); the plan measures the predictor's "
+                        "residual spread on them and needs at least 3")
+    K = hist.n_classes
+    F = class_predictions(hist.take_items(idx), DEFAULT_PREDICTOR)
+    Y = np.eye(K)[ds.gold[idx].astype(np.int64)]
+    gs = GoldSample(np.arange(idx.size, dtype=np.int64), ds.gold[idx].astype(float),
+                    np.full(idx.size, 0.5), "uniform", 2 * idx.size)  # equal weights: the slope's plain moments
+    lam = tuned_lambda(F, Y, gs)
+    S_R = np.cov(Y - lam * F, rowvar=False, ddof=1)
+    S_Y = np.cov(Y, rowvar=False, ddof=1)
+    if target == "mean_score":
+        w = hist.values
+        s_ppi, s_gold, cls = float(w @ S_R @ w), float(w @ S_Y @ w), None
+    else:
+        c = int(np.argmax(np.diag(S_R)))
+        s_ppi, s_gold, cls = float(S_R[c, c]), float(np.max(np.diag(S_Y))), hist.classes[c]
+    m = idx.size - 1
+    lo_s, hi_s = s_ppi * m / float(chi2.ppf(0.9, m)), s_ppi * m / float(chi2.ppf(0.1, m))
+    return MultiClassGoldPlan(
+        float(half_width), int(round_items), float(confidence_level), target,
+        _fewest(round_items, s_ppi, half_width, confidence_level),
+        _fewest(round_items, s_gold, half_width, confidence_level), lam, int(idx.size), s_ppi, s_gold,
+        (lo_s, hi_s), (_fewest(round_items, lo_s, half_width, confidence_level),
+                       _fewest(round_items, hi_s, half_width, confidence_level)), cls)

@@ -16,6 +16,7 @@ from heroeval.errors import DataError, HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet, build_annotation_set, item_frame, with_item_rounds
 from heroeval.ingest.coding import ids_to_str
 from heroeval.ingest.options import COLUMN_DEFAULTS, ColumnOptions, Columns, Duplicates, Missing, RowRules
+from heroeval.ingest.read import DESIGN_COLUMN, read_design
 from heroeval.ingest.tables import LoadedTable, TableLike, annotation_table, file_stem, side_tables
 
 __all__ = ["MultiClassData", "MultiClassReadOptions", "multiclass_from_arrays", "read_multiclass"]
@@ -198,6 +199,7 @@ def read_multiclass(
     classes: Sequence[Any] | str | None = None,
     ordinal: bool = False,
     name: str | None = None,
+    design: TableLike | None = None,
     **options: Unpack[MultiClassReadOptions],
 ) -> MultiClassData:
     """Read a K-class (or ordinal) annotation log; like :func:`heroeval.read_annotations`.
@@ -214,6 +216,11 @@ def read_multiclass(
     ordinal : bool, default False
         The classes are ordered grades (needed for ``structure="ordinal"``).
         Without ``classes`` the values must be numbers.
+    design : path or table, optional
+        How the gold items of a current round were drawn (``hero select``'s
+        file: item_id, pi, and stratum for a stratified design), as
+        :func:`heroeval.read_annotations` reads it; a ``pi`` column in the
+        gold table serves too.
     Other parameters
         As in :func:`heroeval.read_annotations` (no ``label_map``: give the
         classes instead).
@@ -244,6 +251,11 @@ def read_multiclass(
                       covariates=o["covariate_cols"])
     aset = build_annotation_set(ann, columns=columns, rules=replace(rules, label_parser=_parser(cl)), gold=gold_t,
                                 covariates=cov_t, name=name)
+    if design is not None:
+        aset = aset.with_design(*read_design(design, item_col=o["gold_item_col"] or item_col))
+    elif gold_t is not None and DESIGN_COLUMN in gold_t.df.columns:
+        g = gold_t.df[gold_t.df[DESIGN_COLUMN].astype(str).str.strip() != ""]
+        aset = aset.with_design(*read_design(g, item_col=gold_t.item_col))
     return MultiClassData(aset, cl, _class_values(cl), bool(ordinal))
 
 
