@@ -312,9 +312,10 @@ class MultiClassGoldPlan:
     """How many expert labels of a K-class round give an interval half-width (:func:`plan_expert_labels_multiclass`).
 
     ``k_ppi`` / ``k_gold_only``: the fewest labels for ``half_width`` with the recommended prediction-powered
-    estimate and with the gold alone (None: not reached below ``round_items``); ``spread_*``: the per-item variance
-    of the target's residual (``w' S w``) measured on the history's gold items; ``spread_range``: its 80 %
-    chi-square range on those items, and ``k_range`` the labels it implies.
+    estimate and with the gold alone (``round_items`` when only labelling every item reaches it: the target is
+    the round's own items); ``spread_*``: the per-item variance of the target's residual (``w' S w``; the widest
+    class's for ``"shares"``) measured on the history's gold items, before the estimator's floor; ``spread_range``:
+    its 80 % chi-square range on those items, and ``k_range`` the labels it implies.
     """
 
     half_width: float
@@ -330,11 +331,39 @@ class MultiClassGoldPlan:
     spread_range: tuple[float, float]
     k_range: tuple[int | None, int | None]
     target_class: str | None = None
+    class_spread_ppi: tuple[float, ...] = ()
+    class_spread_gold_only: tuple[float, ...] = ()
+    weights: tuple[float, ...] = ()
+
+    def spread_at(self, k: npt.ArrayLike, which: str = "ppi", spread: float | None = None) -> FloatArray:
+        """The per-item spread the estimator uses with ``k`` labels: the measured one with the per-class floor of
+        :func:`ppi_multiclass` (``PSEUDO`` discordant items at each end) where a class's spread is below it."""
+        kk = np.atleast_1d(np.asarray(k, dtype=float))
+        s2 = (self.spread_ppi if which == "ppi" else self.spread_gold_only) if spread is None else spread
+        d = np.asarray(self.class_spread_ppi if which == "ppi" else self.class_spread_gold_only)
+        if d.size == 0:
+            return np.full(kk.shape, s2)
+        if spread is not None:  # a range of the measured spread: the class spreads scaled with it
+            d = d * (spread / max(self.spread_ppi if which == "ppi" else self.spread_gold_only, 1e-300))
+        floor = PSEUDO / (kk + 2 * PSEUDO)
+        if self.target == "shares":
+            out: FloatArray = np.maximum(np.max(d), floor)
+            return out
+        w2 = np.asarray(self.weights) ** 2
+        floored: FloatArray = s2 + np.maximum(floor[:, None] - d[None, :], 0.0) @ w2
+        return floored
 
     def half_width_at(self, k: int, which: str = "ppi", spread: float | None = None) -> float:
         """The predicted half-width with ``k`` uniform expert labels (``which``: ``"ppi"`` or ``"gold_only"``)."""
-        s2 = (self.spread_ppi if which == "ppi" else self.spread_gold_only) if spread is None else spread
-        return float(_half_width(np.array([k]), self.round_items, s2, self.confidence_level)[0])
+        ks = np.array([k], dtype=np.int64)
+        return float(_half_width(ks, self.round_items, self.spread_at(ks, which, spread), self.confidence_level)[0])
+
+    def fewest(self, which: str = "ppi", spread: float | None = None) -> int | None:
+        """The fewest uniform labels whose predicted half-width meets :attr:`half_width`."""
+        ks = np.arange(2, self.round_items + 1, dtype=np.int64)
+        hw = _half_width(ks, self.round_items, self.spread_at(ks, which, spread), self.confidence_level)
+        ok = np.flatnonzero(hw <= self.half_width)
+        return int(ks[ok[0]]) if ok.size else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"half_width": self.half_width, "round_items": self.round_items,
@@ -354,22 +383,16 @@ class MultiClassGoldPlan:
                 f"estimate (ppi:{DEFAULT_PREDICTOR}, lambda {self.lam:.2f}); {k_txt(self.k_gold_only)} with the gold "
                 f"alone. From the residual spread of the {DEFAULT_PREDICTOR.replace('_', ' ')} predictor on the "
                 f"history's {self.n_history_gold} gold items ({self.spread_ppi:.4g} per item against "
-                f"{self.spread_gold_only:.4g} for the gold alone); its 80 % range on those items gives "
-                f"{k_txt(lo)} to {k_txt(hi)} labels. A round whose judges err more than on the history's items "
-                "needs more.")
+                f"{self.spread_gold_only:.4g} for the gold alone; the estimator's floor where it binds); its 80 % "
+                f"range on those items gives {k_txt(lo)} to {k_txt(hi)} labels. A round whose judges err more than "
+                "on the history's items needs more.")
 
 
-def _half_width(k: npt.NDArray[np.int64], n: int, s2: float, level: float) -> FloatArray:
+def _half_width(k: npt.NDArray[np.int64], n: int, s2: FloatArray, level: float) -> FloatArray:
     kf = k.astype(float)
     out: FloatArray = t_dist.ppf(0.5 + level / 2, np.maximum(kf - 1, 1)) * np.sqrt(np.maximum(1 - kf / n, 0.0)
                                                                                   * s2 / kf)
     return out
-
-
-def _fewest(n: int, s2: float, half_width: float, level: float) -> int | None:
-    ks = np.arange(2, n + 1, dtype=np.int64)
-    ok = np.flatnonzero(_half_width(ks, n, s2, level) <= half_width)
-    return int(ks[ok[0]]) if ok.size else None
 
 
 def plan_expert_labels_multiclass(history: MultiClassData, *, half_width: float, round_items: int,
@@ -380,8 +403,9 @@ def plan_expert_labels_multiclass(history: MultiClassData, *, half_width: float,
     labels) and the gold give the residuals ``R = Y - lam F`` at the PPI++ weight ``lam`` the same formula tunes,
     and their per-item covariance ``S``; a uniform sample of k of the round's n items then has half-width
     ``t_{k-1} sqrt((1 - k/n) w' S w / k)`` for the functional ``w`` (the class values for ``"mean_score"``; each
-    class share for ``"shares"``, the widest one taken). The gold alone: ``S`` of ``Y``. The spread is the history
-    items'; the plan says so, and gives the range its sampling noise allows.
+    class share for ``"shares"``, the widest one taken), with the estimator's per-class floor where a class's
+    spread is below it. The gold alone: ``S`` of ``Y``. The spread is the history items'; the plan says so, and
+    gives the range its sampling noise allows.
     """
     hist = as_multiclass(history, "history")
     if target not in PLAN_TARGETS:
@@ -405,17 +429,16 @@ def plan_expert_labels_multiclass(history: MultiClassData, *, half_width: float,
     lam = tuned_lambda(F, Y, gs)
     S_R = np.cov(Y - lam * F, rowvar=False, ddof=1)
     S_Y = np.cov(Y, rowvar=False, ddof=1)
+    w = hist.values
     if target == "mean_score":
-        w = hist.values
         s_ppi, s_gold, cls = float(w @ S_R @ w), float(w @ S_Y @ w), None
     else:
         c = int(np.argmax(np.diag(S_R)))
         s_ppi, s_gold, cls = float(S_R[c, c]), float(np.max(np.diag(S_Y))), hist.classes[c]
     m = idx.size - 1
-    lo_s, hi_s = s_ppi * m / float(chi2.ppf(0.9, m)), s_ppi * m / float(chi2.ppf(0.1, m))
-    return MultiClassGoldPlan(
-        float(half_width), int(round_items), float(confidence_level), target,
-        _fewest(round_items, s_ppi, half_width, confidence_level),
-        _fewest(round_items, s_gold, half_width, confidence_level), lam, int(idx.size), s_ppi, s_gold,
-        (lo_s, hi_s), (_fewest(round_items, lo_s, half_width, confidence_level),
-                       _fewest(round_items, hi_s, half_width, confidence_level)), cls)
+    rng = (s_ppi * m / float(chi2.ppf(0.9, m)), s_ppi * m / float(chi2.ppf(0.1, m)))
+    base = MultiClassGoldPlan(float(half_width), int(round_items), float(confidence_level), target, None, None, lam,
+                              int(idx.size), s_ppi, s_gold, rng, (None, None), cls,
+                              tuple(map(float, np.diag(S_R))), tuple(map(float, np.diag(S_Y))), tuple(map(float, w)))
+    return replace(base, k_ppi=base.fewest("ppi"), k_gold_only=base.fewest("gold_only"),
+                   k_range=(base.fewest("ppi", rng[0]), base.fewest("ppi", rng[1])))
