@@ -71,6 +71,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 from scipy.stats import betabinom, binom, chi2, norm
 
+from heroeval.core.multiple import tarone_adjust, tarone_family_size
 from heroeval.errors import DataError, HeroEvalError, TransportabilityWarning, UnknownLabelerError
 from heroeval.estimators.methods import hero1
 from heroeval.estimators.newlabelers import hero1_anchored
@@ -101,62 +102,6 @@ def _per_labeler_sums(data: AnnotationSet) -> tuple[sp.csr_matrix, sp.csr_matrix
     C = sp.csr_matrix((np.ones(item.size), (item, lab)), shape=shape)
     S = sp.csr_matrix((data.label.astype(np.float64), (item, lab)), shape=shape)
     return C, S
-
-
-def tarone_family_size(min_p: npt.ArrayLike, level: float) -> int:
-    """Tarone's (1990) family size: the smallest k with at most k tests whose attainable p-value is <= level / k.
-
-    Tests with NaN are not counted. Bonferroni at ``level / k`` over all the
-    tests then has family-wise error at most ``level``: a test that cannot
-    reach ``level / k`` never rejects, the others are at most k.
-
-    >>> tarone_family_size([0.0, 0.0, 0.5, 0.9, 0.9], 0.05)
-    2
-    """
-    mp = np.asarray(min_p, dtype=np.float64)
-    mp = mp[np.isfinite(mp)]
-    for k in range(1, mp.size + 1):
-        if int((mp <= level / k).sum()) <= k:
-            return k
-    return max(int(mp.size), 1)
-
-
-def tarone_adjust(p: npt.ArrayLike, min_p: npt.ArrayLike, method: str, level: float) -> FloatArray:
-    """Holm or Benjamini–Hochberg adjusted p-values with Tarone's family size at ``level``.
-
-    Holm: ``max_{k <= i} min(1, max(K - k + 1, 1) p_(k))`` over the sorted
-    p-values, and at least ``min(1, K p)`` for a test that cannot reach
-    ``level / K``. BH (Gilbert 2005): BH with ``K`` tests over the labelers that can
-    reach ``level / K``; the others get ``min(1, K p)`` (never below ``level``).
-    NaN stays NaN.
-
-    >>> tarone_adjust([0.01, 0.04, 0.03, 0.6], [0.0, 0.0, 0.0, 0.5], "holm", 0.05).round(3).tolist()
-    [0.03, 0.06, 0.06, 1.0]
-    """
-    pv = np.asarray(p, dtype=np.float64)
-    mp = np.asarray(min_p, dtype=np.float64)
-    out = np.full(pv.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(pv))
-    if ok.size == 0:
-        return out
-    K = tarone_family_size(mp[ok], level)
-    if method == "holm":
-        order = ok[np.argsort(pv[ok], kind="stable")]
-        mult = np.maximum(K - np.arange(order.size), 1)
-        out[order] = np.minimum(1.0, np.maximum.accumulate(mult * pv[order]))
-        rest = ok[mp[ok] > level / K]  # cannot reach level / K: never below K p (>= level)
-        out[rest] = np.maximum(out[rest], np.minimum(1.0, K * pv[rest]))
-        return out
-    if method != "bh":
-        raise ValueError(f"unknown adjustment {method!r}")
-    elig = ok[mp[ok] <= level / K]
-    rest = np.setdiff1d(ok, elig)
-    out[rest] = np.minimum(1.0, K * pv[rest])
-    if elig.size:
-        order = elig[np.argsort(pv[elig], kind="stable")]
-        raw = pv[order] * K / (np.arange(order.size) + 1.0)
-        out[order] = np.minimum(1.0, np.minimum.accumulate(raw[::-1])[::-1])
-    return out
 
 
 def check_drift(

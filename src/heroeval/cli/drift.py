@@ -13,6 +13,7 @@ from heroeval.cli.inputs import read, read_current
 from heroeval.cli.options import (
     FILES,
     CalOpt,
+    ClassesOpt,
     CsvOpt,
     Duplicates,
     DupOpt,
@@ -29,8 +30,10 @@ from heroeval.cli.options import (
     LabelerCol,
     MapOpt,
     NewLabelers,
+    OrdinalOpt,
     RoundOpt,
     check_sources,
+    mc_read_kw,
     new_labeler_rule,
     parse_label_map,
     write_csv,
@@ -59,8 +62,12 @@ def drift_cmd(
     gold_item_col: GoldItemColOpt = None,
     encoding: EncodingOpt = None,
     csv_out: CsvOpt = None,
+    classes: ClassesOpt = None,
+    ordinal: OrdinalOpt = False,
+    structure: Annotated[str, typer.Option(help="Multi-class: the confusion structure of Stage A when --history is given. full (default): each labeler's own rows; a restricted one (symmetric, ordinal) cannot represent a labeler's class-specific errors, and that misfit reads as drift (docs/multiclass.md).")] = "full",
 ) -> None:
-    """Labeler drift check: does each labeler's current positive rate match its calibration?"""
+    """Labeler drift check: does each labeler's current positive rate (with --classes: label distribution) match
+    its calibration?"""
     import numpy as np
     from rich.markup import escape
 
@@ -80,6 +87,33 @@ def drift_cmd(
         err("--new-labelers estimate: a labeler new in this round has no calibration to test for drift; "
             "use exclude (the default) or error")
         raise typer.Exit(2)
+
+    if classes is not None or ordinal:
+        if rule == "error":
+            err("multi-class drift: labelers unknown to the calibration are left out (and named); --new-labelers "
+                "error is not available for multi-class labels yet")
+            raise typer.Exit(2)
+
+        def go_mc() -> Any:
+            from heroeval.cli import multiclass as _mc
+
+            return _mc.drift(current, calibration=calibration, history=history, gold=gold, classes=classes,
+                             ordinal=ordinal, structure=structure, significance=significance, adjust=adjust,
+                             read_kw=mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map),
+                             round_col=round_col)
+
+        mchk = run(go_mc)
+        write_csv(mchk.to_frame(), csv_out, "drift table")
+        if fmt is Format.json:
+            print(json.dumps(mchk.to_dict(), indent=1))
+            return
+        con = console()
+        con.print(escape(mchk.summary()), soft_wrap=True)
+        shown = mchk.table if show_all else mchk.table[mchk.table["flagged"]]
+        if len(shown):
+            con.print(escape(shown[["labeler", "labels", "statistic", "p_value", "p_adjusted", "flagged"]]
+                             .to_string(index=False, float_format=lambda x: f"{x:.4g}")))
+        return
 
     def go() -> tuple[Any, Any, Any, dict[str, Any] | None]:
         lm = parse_label_map(label_map)

@@ -14,6 +14,7 @@ from heroeval.errors import HeroEvalError
 from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass, load_multiclass_calibration
 from heroeval.multiclass.current_gold import gold_estimates, gold_recommendation
 from heroeval.multiclass.data import MultiClassData, read_multiclass
+from heroeval.multiclass.drift import MultiClassDriftCheck, check_drift_multiclass
 from heroeval.multiclass.estimators import MC_METHODS, MultiClassEstimate, compare_multiclass, estimate_multiclass
 from heroeval.report.html import write_report
 from heroeval.report.multiclass import build_multiclass_report
@@ -250,3 +251,12 @@ def report(current: Path, output: Path, *, calibration: Path | None, history: Pa
     con.print(_table(res, level, f"Class prevalences of the current round by each method ({100 * level:g}% CI, "
                                  "each method's own interval)"))
     con.print(f"report written to {output}")
+
+
+def drift(current: Path, *, calibration: Path | None, history: Path | None, gold: Path | None, classes: str | None,
+          ordinal: bool, structure: str, significance: float, adjust: str, read_kw: dict[str, Any],
+          round_col: str | None) -> MultiClassDriftCheck:
+    """``hero drift --classes/--ordinal``: each labeler's current label distribution against its calibration."""
+    cal, cls = _calibration(calibration, history, gold, classes, ordinal, structure, read_kw, round_col)
+    cur = _read(current, gold=None, classes=cls, ordinal=cal.ordinal, name="current", read_kw=read_kw)
+    return check_drift_multiclass(cur, cal, significance=significance, adjust=adjust)
