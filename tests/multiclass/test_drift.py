@@ -16,6 +16,7 @@ import pytest
 from scipy.stats import chi2
 from typer.testing import CliRunner
 
+from heroeval.checks.dependence import dependence_test
 from heroeval.cli import app
 from heroeval.errors import HeroEvalError
 from heroeval.multiclass import MultiClassData, calibrate_multiclass, hero1_multiclass, read_multiclass
@@ -110,3 +111,52 @@ def test_few_labels_are_not_tested_and_cli_matches_the_library(tmp_path) -> None
     r = CliRunner().invoke(app, ["drift", str(c), "--history", str(h), "--gold", str(g), "--classes", "1,2,3,4",
                                  "--structure", "full"])
     assert r.exit_code == 0 and "flagged at 0.05: " in r.output and "L2" in r.output
+
+
+def test_dependence_test_for_k_classes_size_power_and_two_classes() -> None:
+    """heroeval.checks.dependence_test on K-class annotations: with two classes it gives the binary set's numbers;
+    labelers independent given the class (the simulator) are rarely flagged (p < 0.05 in at most 10 % of 40
+    histories); labelers who all give the same wrong class on a fifth of the items are (p < 0.01 in all of 10)."""
+    sim = simulate_rounds(np.random.default_rng(5), K=2, J=6, n_history=400, n_current=10, rho=0.5,
+                          structure="full", ordinal=False)
+    a = sim.history.annotations
+    flipped = replace(a, label=(1 - a.label).astype(a.label.dtype), gold=np.where(a.gold >= 0, 1 - a.gold, -1)
+                      .astype(a.gold.dtype))
+    t2, tf = dependence_test(a), dependence_test(flipped)
+    assert t2.z == pytest.approx(tf.z, rel=1e-12) and t2.n_pairs == tf.n_pairs  # class coding does not matter
+    small = 0
+    for s in range(40):
+        h = simulate_rounds(np.random.default_rng(200 + s), K=4, J=6, n_history=300, n_current=10, rho=0.5,
+                            structure="full", ordinal=False).history
+        small += dependence_test(h.annotations).p_value < 0.05
+    assert small / 40 <= 0.10
+    for s in range(10):
+        h = simulate_rounds(np.random.default_rng(300 + s), K=4, J=6, n_history=300, n_current=10, rho=0.5,
+                            structure="full", ordinal=False).history
+        ds = h.annotations
+        rng = np.random.default_rng(s)
+        hard = rng.random(ds.n_items) < 0.2
+        wrong = (np.maximum(ds.gold, 0) + 1 + rng.integers(0, 3, ds.n_items)) % 4  # one wrong class per item
+        lab = np.where(hard[ds.annotation_item] & (ds.gold[ds.annotation_item] >= 0), wrong[ds.annotation_item],
+                       ds.label).astype(ds.label.dtype)
+        assert dependence_test(replace(ds, label=lab)).p_value < 0.01
+
+
+def test_cli_multiclass_calibrate_reports_the_dependence_test(tmp_path) -> None:
+    sim, _ = _sim(8)
+    h, g = tmp_path / "h.csv", tmp_path / "g.csv"
+    a = sim.history.annotations
+    i = a.annotation_item
+    pd.DataFrame({"item_id": a.item_ids[i], "labeler_id": a.labeler_ids[a.labeler],
+                  "label": np.array(sim.history.classes)[a.label]}).to_csv(h, index=False)
+    m = a.gold >= 0
+    pd.DataFrame({"item_id": a.item_ids[m], "gold": np.array(sim.history.classes)[a.gold[m]]}).to_csv(g, index=False)
+    args = ["calibrate", str(h), "--gold", str(g), "-o", str(tmp_path / "cal.json"), "--classes", "1,2,3,4",
+            "--structure", "symmetric"]
+    r = CliRunner().invoke(app, [*args, "-f", "json"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)["dependence"]
+    want = dependence_test(read_multiclass(h, gold=g, classes="1,2,3,4").annotations)
+    assert got["z"] == pytest.approx(want.z) and got["n_pairs"] == want.n_pairs
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0 and "dependence test on" in r.output

@@ -4,8 +4,14 @@ Stage A's two-coin model assumes labelers err independently given the gold
 label. :func:`dependence_test` tests that on the history's gold items: for
 every pair of labelers that labelled the same gold items, the standardised
 residual products ``t = (z_j - a_j)(z_k - a_k) / sqrt(a_j (1 - a_j) a_k (1 - a_k))``,
-with ``a_j`` labeler j's leave-this-item-out rate of saying 1 among gold items
-of the item's class, have mean 0 under conditional independence. Per pair,
+with ``z_j`` whether labeler j's label agrees with the gold and ``a_j`` its
+leave-this-item-out rate of agreeing among gold items of the item's class,
+have mean 0 under conditional independence. With two classes this is the
+label itself (on gold-0 items both residuals change sign, their product
+does not); the same code tests K-class labels (a
+:class:`~heroeval.multiclass.MultiClassData`'s ``annotations``: class codes in
+``label`` and ``gold``), where it asks whether two labelers *err* together
+beyond what their per-class error rates imply. Per pair,
 ``z = sum t / sqrt(n)`` (one-sided: labelers that agree beyond what
 independence implies), with Benjamini–Hochberg adjustment; overall,
 ``Z = sum t / sqrt(number of pair-items)``: under independence each ``t`` has
@@ -53,11 +59,14 @@ def dependence_test(history: AnnotationSet, max_pairs_shown: int = 20) -> Depend
     on_gold = history.gold[item_of] >= 0
     it = item_of[on_gold]
     lab = history.labeler[on_gold].astype(np.int64)
-    z = history.label[on_gold].astype(np.float64)
     y = history.gold[it].astype(np.int64)
-    # per labeler and class: labels and ones on gold items; per (item, labeler): own labels and ones
-    n_cls = np.zeros((2, J))
-    s_cls = np.zeros((2, J))
+    # the labeler agrees with the gold class: for two classes the same residual products as the label itself (on
+    # gold-0 items both residuals change sign), and it makes the test one for K classes as well
+    z = (history.label[on_gold].astype(np.int64) == y).astype(np.float64)
+    n_class = int(history.gold[gi].max()) + 1 if gi.size else 2
+    # per labeler and class: labels and agreements on gold items; per (item, labeler): own labels and agreements
+    n_cls = np.zeros((max(n_class, 2), J))
+    s_cls = np.zeros((max(n_class, 2), J))
     np.add.at(n_cls, (y, lab), 1.0)
     np.add.at(s_cls, (y, lab), z)
     # collapse repeated (item, labeler) labels into one mean label per pair

@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from heroeval.checks.dependence import dependence_test
 from heroeval.choice.multiclass_auto import MultiClassRecommendation, recommend_multiclass
 from heroeval.errors import HeroEvalError
 from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass, load_multiclass_calibration
@@ -18,6 +19,7 @@ from heroeval.multiclass.drift import MultiClassDriftCheck, check_drift_multicla
 from heroeval.multiclass.estimators import MC_METHODS, MultiClassEstimate, compare_multiclass, estimate_multiclass
 from heroeval.report.html import write_report
 from heroeval.report.multiclass import build_multiclass_report
+from heroeval.stage_a.checks_record import DependenceTest
 
 
 def _read(path: Path, *, gold: Path | None, classes: str | None, ordinal: bool, name: str, read_kw: dict[str, Any],
@@ -80,9 +82,10 @@ def calibrate(history: Path, gold: Path, output: Path, *, classes: str | None, o
               round_col=_round_col(round_col))
     cal = calibrate_multiclass(h, structure=structure, tol=tol, max_iter=max_iter, pseudo_count=pseudo_count)
     cal.save(output)
+    dep = dependence_test(h.annotations)
     if json_out:
-        print(json.dumps({"calibration": cal.to_dict(), "output": str(output), "ingest": h.annotations.report.to_dict()},
-                         indent=1))
+        print(json.dumps({"calibration": cal.to_dict(), "output": str(output), "ingest": h.annotations.report.to_dict(),
+                          "dependence": dep.to_dict()}, indent=1))
         return
     con = Console(highlight=False, width=132)
     t = Table(title=f"Multi-class calibration ({cal.structure}; classes {', '.join(cal.classes)})")
@@ -109,7 +112,19 @@ def calibrate(history: Path, gold: Path, output: Path, *, classes: str | None, o
                   + ", ".join(f"{k} {v:.4g}" for k, v in cal.candidates.items()))
     con.print(f"EM: converged={cal.convergence.converged}, iterations {cal.convergence.n_iter}, "
               f"log-likelihood {cal.convergence.loglik:.3f}")
+    con.print(_dependence_line(dep))
     con.print(f"calibration written to {output}")
+
+
+def _dependence_line(dep: DependenceTest) -> str:
+    """The history's conditional-dependence test in one line (heroeval.checks.dependence_test)."""
+    if dep.n_pairs == 0:
+        return "dependence test: no gold item has two labelers; not tested"
+    verdict = ("labelers err together beyond what their per-class error rates imply: intervals that assume "
+               "independence (HERO-1's own) may under-cover; the recommended estimate's mock rounds measure it"
+               if dep.p_value < 0.05 else "no excess agreement of errors detected")
+    return (f"dependence test on {dep.n_items} gold items, {dep.n_pairs} labeler pairs: z = {dep.z:.2f}, "
+            f"p = {dep.p_value:.3g}, mean error correlation {dep.mean_correlation:.3f}: {verdict}")
 
 
 def _methods(method: str) -> Any:
