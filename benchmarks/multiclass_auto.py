@@ -182,17 +182,22 @@ def table(s: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def split_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of :func:`split` every multi-class benchmark takes: data folder, resamples, round size, rho."""
     here = Path(__file__).resolve().parent.parent
     ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
     ap.add_argument("--resamples", type=int, default=30)
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--rho", type=float, default=0.10)
-    ap.add_argument("--shifts", default="none,rate")
-    ap.add_argument("--only", default="")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=2026)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    split_arguments(ap)
+    ap.add_argument("--shifts", default="none,rate")
+    ap.add_argument("--only", default="")
     ap.add_argument("--out", default="benchmarks/results/multiclass/auto")
     ap.add_argument("--table", action="store_true")
     a = ap.parse_args()

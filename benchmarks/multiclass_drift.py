@@ -32,7 +32,7 @@ from heroeval.multiclass import MultiClassData, calibrate_multiclass
 from heroeval.multiclass.drift import check_drift_multiclass
 
 from benchmarks.multiclass import load
-from benchmarks.multiclass_auto import SETS, split
+from benchmarks.multiclass_auto import SETS, split, split_arguments
 
 STRUCTURE = {"adultcontent2": "ordinal"}
 """Per-set structure where not --structure."""
@@ -82,17 +82,11 @@ def table(s: pd.DataFrame, inject: float) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    here = Path(__file__).resolve().parent.parent
-    ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
-    ap.add_argument("--resamples", type=int, default=30)
-    ap.add_argument("--n", type=int, default=200)
-    ap.add_argument("--rho", type=float, default=0.10)
+    split_arguments(ap)
     ap.add_argument("--inject", type=float, default=0.5)
     ap.add_argument("--structure", default="full")
     ap.add_argument("--per-set-structure", default="yes", help="no: --structure on every set (adultcontent2 too)")
     ap.add_argument("--sets", default=",".join([*SETS, "adultcontent2"]))
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--out", default="benchmarks/results/multiclass/drift")
     a = ap.parse_args()
     out = Path(a.out)

@@ -34,7 +34,7 @@ from heroeval.multiclass import calibrate_multiclass, read_multiclass
 from heroeval.multiclass.current_gold import PREDICTORS, plan_expert_labels_multiclass, ppi_multiclass
 
 from benchmarks.multiclass import ORDINAL, load
-from benchmarks.multiclass_auto import SETS, split
+from benchmarks.multiclass_auto import SETS, split, split_arguments
 
 
 def one(args: tuple[str, pd.DataFrame, pd.DataFrame, tuple[str, ...], int, float, int, int, str, tuple[int, ...]]
@@ -140,16 +140,10 @@ def loso(s: pd.DataFrame) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    here = Path(__file__).resolve().parent.parent
-    ap.add_argument("--data", default=str(here.parent / "shared" / "data"))
-    ap.add_argument("--resamples", type=int, default=30)
-    ap.add_argument("--n", type=int, default=200)
-    ap.add_argument("--rho", type=float, default=0.10)
+    split_arguments(ap)
     ap.add_argument("--k", default="20,50")
     ap.add_argument("--shifts", default="none,rate")
     ap.add_argument("--sets", default=",".join([*SETS, "adultcontent2"]))
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--out", default="benchmarks/results/multiclass/gold")
     ap.add_argument("--table", action="store_true")
     a = ap.parse_args()

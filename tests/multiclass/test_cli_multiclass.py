@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from heroeval.cli import app
 from heroeval.multiclass import (
-    MultiClassData,
     calibrate_multiclass,
     hero1_multiclass,
     load_multiclass_calibration,
@@ -21,18 +20,12 @@ from heroeval.multiclass import (
 )
 from heroeval.multiclass.current_gold import plan_expert_labels_multiclass, ppi_multiclass
 from heroeval.multiclass.simulate import simulate_rounds
+from tests.multiclass.files import write_round
 
 runner = CliRunner()
 
 
-def _dump(d: MultiClassData, f: Path, g: Path | None = None) -> None:
-    a = d.annotations
-    i = a.annotation_item
-    pd.DataFrame({"item_id": a.item_ids[i], "labeler_id": a.labeler_ids[a.labeler],
-                  "label": np.array(d.classes)[a.label]}).to_csv(f, index=False)
-    if g is not None:
-        m = a.gold >= 0
-        pd.DataFrame({"item_id": a.item_ids[m], "gold": np.array(d.classes)[a.gold[m]]}).to_csv(g, index=False)
+_dump = write_round
 
 
 def test_cli_multiclass(tmp_path: Path) -> None:

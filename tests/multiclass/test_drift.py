@@ -11,7 +11,6 @@ import json
 from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy.stats import chi2
 from typer.testing import CliRunner
@@ -22,6 +21,7 @@ from heroeval.errors import HeroEvalError
 from heroeval.multiclass import MultiClassData, calibrate_multiclass, hero1_multiclass, read_multiclass
 from heroeval.multiclass.drift import MIN_EXPECTED, check_drift_multiclass
 from heroeval.multiclass.simulate import simulate_rounds
+from tests.multiclass.files import write_round
 
 
 def _sim(seed: int):
@@ -86,19 +86,10 @@ def test_few_labels_are_not_tested_and_cli_matches_the_library(tmp_path) -> None
     chk = check_drift_multiclass(cur, cal)
     assert chk.n_tested == 0 and "no labeler has enough labels" in " ".join(chk.notes)
     assert not chk.table["tested"].any() and MIN_EXPECTED == 5.0
-    def dump(d: MultiClassData, f, g=None) -> None:
-        a = d.annotations
-        i = a.annotation_item
-        pd.DataFrame({"item_id": a.item_ids[i], "labeler_id": a.labeler_ids[a.labeler],
-                      "label": np.array(d.classes)[a.label]}).to_csv(f, index=False)
-        if g is not None:
-            mk = a.gold >= 0
-            pd.DataFrame({"item_id": a.item_ids[mk], "gold": np.array(d.classes)[a.gold[mk]]}).to_csv(g, index=False)
-
     h, g, c = tmp_path / "h.csv", tmp_path / "g.csv", tmp_path / "c.csv"
-    dump(sim.history, h, g)
+    write_round(sim.history, h, g)
     drifted = _overuse(sim.current, "L2", 0.6, 0)
-    dump(drifted, c)
+    write_round(drifted, c)
     r = CliRunner().invoke(app, ["drift", str(c), "--history", str(h), "--gold", str(g), "--classes", "1,2,3,4",
                                  "--structure", "full", "-f", "json"])
     assert r.exit_code == 0, r.output
@@ -145,12 +136,7 @@ def test_dependence_test_for_k_classes_size_power_and_two_classes() -> None:
 def test_cli_multiclass_calibrate_reports_the_dependence_test(tmp_path) -> None:
     sim, _ = _sim(8)
     h, g = tmp_path / "h.csv", tmp_path / "g.csv"
-    a = sim.history.annotations
-    i = a.annotation_item
-    pd.DataFrame({"item_id": a.item_ids[i], "labeler_id": a.labeler_ids[a.labeler],
-                  "label": np.array(sim.history.classes)[a.label]}).to_csv(h, index=False)
-    m = a.gold >= 0
-    pd.DataFrame({"item_id": a.item_ids[m], "gold": np.array(sim.history.classes)[a.gold[m]]}).to_csv(g, index=False)
+    write_round(sim.history, h, g)
     args = ["calibrate", str(h), "--gold", str(g), "-o", str(tmp_path / "cal.json"), "--classes", "1,2,3,4",
             "--structure", "symmetric"]
     r = CliRunner().invoke(app, [*args, "-f", "json"])

@@ -82,7 +82,7 @@ from heroeval.estimators.ppi import PSEUDO, SMALL_GOLD, DesignInterval
 from heroeval.multiclass import confusion_model
 from heroeval.multiclass.calibration import MultiClassCalibration
 from heroeval.multiclass.data import MultiClassData, as_multiclass
-from heroeval.multiclass.estimators import MultiClassEstimate
+from heroeval.multiclass.estimators import MultiClassEstimate, plurality_votes
 
 __all__ = [
     "DEFAULT_PREDICTOR",
@@ -140,16 +140,9 @@ class GoldMultiClassEstimate(MultiClassEstimate):
         return out
 
 
-def _votes(cur: MultiClassData) -> FloatArray:
-    ds = cur.annotations
-    cnt = np.zeros((ds.n_items, cur.n_classes))
-    np.add.at(cnt, (ds.annotation_item, ds.label.astype(np.int64)), 1.0)
-    top = cnt == cnt.max(axis=1, keepdims=True)
-    out: FloatArray = top / top.sum(axis=1, keepdims=True)
-    return out
-
-
 def _hero1_posteriors(cur: MultiClassData, cal: MultiClassCalibration) -> FloatArray:
+    """Posteriors of every item of the round (unknown labelers' labels left out, items kept: an item with none has
+    the prior), unlike HERO-1's alignment, which drops items left without labels."""
     ds = cur.annotations
     index = cal.index_of()
     code = np.array([index.get(str(x), -1) for x in ds.labeler_ids], dtype=np.int64)[ds.labeler]
@@ -176,7 +169,7 @@ def class_predictions(current: MultiClassData, predictor: str = "majority_vote",
     (:data:`PREDICTORS`; ``"hero1"`` needs ``calibration``). Gold on the round is not used."""
     cur = as_multiclass(current, "current")
     if predictor == "majority_vote":
-        return _votes(cur)
+        return plurality_votes(cur)
     if predictor == "dawid_skene":
         ds = cur.annotations
         d = confusion_model.make_design(ds.item_ptr, ds.labeler, ds.label, np.full(ds.n_items, -1),

@@ -35,6 +35,7 @@ __all__ = [
     "hero2_multiclass",
     "hero_joint_multiclass",
     "majority_vote_multiclass",
+    "plurality_votes",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -515,6 +516,16 @@ def gold_proportion_multiclass(current: MultiClassData | AnnotationSet, calibrat
                          gold_conf=conf)
 
 
+def plurality_votes(current: MultiClassData) -> FloatArray:
+    """Each item's plurality vote as a class distribution (n_items, K): its most frequent label, ties split."""
+    ds = current.annotations
+    cnt = np.zeros((ds.n_items, current.n_classes))
+    np.add.at(cnt, (ds.annotation_item, ds.label.astype(np.int64)), 1.0)
+    top = cnt == cnt.max(axis=1, keepdims=True)
+    out: FloatArray = top / top.sum(axis=1, keepdims=True)
+    return out
+
+
 def majority_vote_multiclass(current: MultiClassData | AnnotationSet) -> MultiClassEstimate:
     """Plurality vote shares: each item's vote goes to its most frequent label, ties split equally.
 
@@ -523,11 +534,8 @@ def majority_vote_multiclass(current: MultiClassData | AnnotationSet) -> MultiCl
     """
     cur = _check_current(current)
     ds = cur.annotations
-    K = cur.n_classes
-    cnt = np.zeros((ds.n_items, K))
-    np.add.at(cnt, (ds.annotation_item, ds.label.astype(np.int64)), 1.0)
-    top = cnt == cnt.max(axis=1, keepdims=True)
-    vote = top / top.sum(axis=1, keepdims=True)
+    vote = plurality_votes(cur)
+    top = vote > 0
     p = vote.mean(axis=0)
     return MultiClassEstimate("majority_vote", cur.classes, cur.values, p, ds.n_items, ds.n_annotations,
                               int(np.unique(ds.labeler).size), vote - p,
