@@ -5,7 +5,9 @@
 Protocol (as benchmarks/multiclass.py): per resample the current round is n items drawn among the gold items (at
 most 40 % of them); every other labelled item is history; gold is revealed on a random share rho of the history's
 items. ``shift=none``: the round is a uniform draw. ``shift=rate``: one class (drawn per resample) is RATE_BOOST
-times as likely to be drawn as the others, so the round's class shares move away from the history's. The fixed
+times as likely to be drawn as the others, so the round's class shares move away from the history's.
+``shift=half`` (pool shift, as the binary benchmark's): a uniform draw whose labels are those of a random half of
+the round's labelers only (items left without labels drop out of the round and its truth). The fixed
 methods are majority vote, Dawid–Skene on the round alone, the gold-share calibration, and HERO-1 and HERO joint
 under each confusion structure the classes allow; ``auto`` is
 :func:`heroeval.choice.multiclass_auto.recommend_multiclass` with its bias-aware intervals. Scored against the round's
@@ -53,7 +55,7 @@ resample); elsewhere every structure the classes allow."""
 
 def split(name: str, lab: pd.DataFrame, gold: pd.DataFrame, classes: tuple[str, ...], r: int, rho: float, n: int,
           seed: int, shift: str) -> tuple[Any, Any, np.ndarray]:
-    rng = np.random.default_rng([seed, r, int(rho * 1000), 0 if shift == "none" else 1])
+    rng = np.random.default_rng([seed, r, int(rho * 1000), {"none": 0, "rate": 1, "half": 2}[shift]])
     gold_items = gold["item_id"].to_numpy()
     n_cur = min(n, int(0.4 * gold_items.size))
     if shift == "rate":
@@ -64,6 +66,10 @@ def split(name: str, lab: pd.DataFrame, gold: pd.DataFrame, classes: tuple[str, 
         cur_items = set(rng.choice(gold_items, n_cur, replace=False).tolist())
     is_cur = lab["item_id"].isin(cur_items).to_numpy()
     hist_lab, cur_lab = lab[~is_cur], lab[is_cur]
+    if shift == "half":  # pool shift: the round keeps the labels of a random half of its labelers
+        who = np.sort(cur_lab["labeler_id"].astype(str).unique())
+        keep = set(rng.choice(who, max(1, who.size // 2), replace=False).tolist())
+        cur_lab = cur_lab[cur_lab["labeler_id"].astype(str).isin(keep)]
     hist_ids = hist_lab["item_id"].unique()
     pool = gold[gold["item_id"].isin(set(hist_ids))]
     want = max(1, round(rho * hist_ids.size))
