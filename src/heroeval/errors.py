@@ -48,6 +48,10 @@ class ConvergenceWarning(HeroEvalWarning):
     """An EM fit stopped at its iteration limit before meeting its tolerance."""
 
 
+class SparseGoldWarning(HeroEvalWarning):
+    """A class has no gold item in the history, so a free (full) confusion row for it is not anchored by gold."""
+
+
 class CovariateShiftWarning(HeroEvalWarning):
     """HERO-2's covariates differ between the current round and the history beyond chance.
 

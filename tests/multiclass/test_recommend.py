@@ -185,7 +185,7 @@ def test_bias_test_by_hand() -> None:
 
     d = np.array([[0.5, -0.5, 0.0], [0.0, 0.5, -0.5], [0.2, 0.1, -0.3], [-0.1, 0.3, -0.2]])
     est = recommend_multiclass(_sim(7).current, _sim(7).history, structures=["symmetric"]).estimate
-    s = _Scored(est, CandidateEvidence(d, np.zeros((3, 3)), d[:2]), np.ones(4), 100, True)
+    s = _Scored(est, CandidateEvidence(d, np.zeros((3, 3)), d[:2]), np.ones(4), 100, True, np.array([0, 1, 2, 0]))
     b = d.mean(axis=0)
     S = np.cov(d.T, bias=True) / 4  # sum (d - b)(d - b)' / n^2
     T = float(b @ np.linalg.pinv(S) @ b)

@@ -52,22 +52,25 @@ import numpy.typing as npt
 import pandas as pd
 from scipy.stats import chi2
 
-from heroeval.errors import ConvergenceWarning, HeroEvalError
+from heroeval.errors import ConvergenceWarning, HeroEvalError, SparseGoldWarning
 from heroeval.inference.bias_aware import bias_aware_cv
 from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass
 from heroeval.multiclass.data import MultiClassData, as_multiclass
 from heroeval.multiclass.estimators import MultiClassEstimate, dawid_skene_multiclass
+from heroeval.multiclass.labelled import ClassIntervals
 from heroeval.multiclass.mock_rounds import (
     MOCK_FOLDS,
     CandidateEvidence,
     MockRounds,
     allowed_structures,
     candidate_estimates,
+    current_covariance,
     history_covariance,
     mock_rounds,
 )
 
-__all__ = ["BIAS_KAPPA", "DEFAULT", "DEFAULT_ALPHA", "MIN_EFFECTIVE_GOLD", "MIN_GOLD", "MultiClassRecommendation", "recommend_multiclass"]
+__all__ = ["BIAS_KAPPA", "DEFAULT", "DEFAULT_ALPHA", "MIN_EFFECTIVE_GOLD", "MIN_GOLD", "MultiClassRecommendation", "corrected_shares", "recommend_multiclass",
+           "structure_fits"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -98,6 +101,7 @@ class _Scored:
     weights: FloatArray
     n: int
     model_variance: bool
+    gold_class: npt.NDArray[np.int64]
 
     def parts(self, w: FloatArray) -> tuple[float, float, float, float]:
         """``(w' p, se, b, s_b)`` of the functional ``w' p``."""
@@ -209,13 +213,13 @@ class MultiClassRecommendation:
             lo, hi = max(clip[0], lo), min(clip[1], hi)
         return {"estimate": est, "standard_error": se, "bias_bound": bound, "ci_low": lo, "ci_high": hi}
 
-    def intervals(self, confidence_level: float = 0.95, *, span: bool | None = None) -> list[tuple[float, float]]:
-        """The bias-aware interval of each class share, in class order, clipped to [0, 1]."""
+    def intervals(self, confidence_level: float = 0.95, *, span: bool | None = None) -> ClassIntervals:
+        """The bias-aware interval of each class share, in class order (and by class name), clipped to [0, 1]."""
         out = []
         for k in range(len(self.classes)):
             r = self.functional(np.eye(len(self.classes))[k], confidence_level, clip=(0.0, 1.0), span=span)
             out.append((r["ci_low"], r["ci_high"]))
-        return out
+        return ClassIntervals(self.classes, out)
 
     def mean_score(self, confidence_level: float = 0.95) -> dict[str, float]:
         """The mean class value ``sum_c values[c] p_c`` with its bias-aware interval."""
@@ -260,7 +264,7 @@ class MultiClassRecommendation:
 
 
 def _score(ests: dict[str, MultiClassEstimate], mock: MockRounds, weights: FloatArray, n: int) -> dict[str, _Scored]:
-    return {k: _Scored(e, mock.candidates[k], weights, n, k != "majority_vote")
+    return {k: _Scored(e, mock.candidates[k], weights, n, k != "majority_vote", mock.gold_class)
             for k, e in ests.items() if k in mock.candidates}
 
 
@@ -272,10 +276,31 @@ def _choose(scored: dict[str, _Scored], alpha: float) -> tuple[str, bool]:
     return min(scored, key=lambda k: scored[k].total_mse()), False
 
 
+def corrected_shares(sc: _Scored) -> tuple[FloatArray, FloatArray]:
+    """A candidate's bias-corrected estimate of the round's class shares, ``q = p_hat - b`` (``b`` its mock bias at
+    its weights), clipped at 0 and renormalised over the classes the gold has, and the covariance of ``q`` as an
+    estimate of the round's shares: the current part of ``p_hat``'s and the item noise of ``b``.
+
+    The history's noise is left out because it cancels: ``p_hat`` and the mock estimates rest on (almost) the same
+    history, so its part of ``p_hat`` and of ``b`` move together. (Counting it twice, as the estimate's full
+    variance plus the mock bias's history part plus the gold shares' multinomial noise, shrank a 0.3 shift of the
+    shares wholly back to the gold's for the gold-share calibration, whose variance is mostly the history's.)"""
+    om = sc.weights
+    tot = float(om.sum())
+    e = sc.evidence.errors
+    b = om @ e / tot
+    c = e - b
+    present = np.bincount(sc.gold_class, minlength=e.shape[1]) > 0
+    q = np.where(present, np.maximum(sc.estimate.estimate - b, 0.0), 0.0)
+    q = q / q.sum() if q.sum() > 0 else np.zeros_like(q)
+    C = current_covariance(sc.estimate) + (c * (om**2)[:, None]).T @ c / tot**2
+    return q, C
+
+
 def _rate_weights(mock: MockRounds, first: _Scored, K: int) -> tuple[FloatArray, FloatArray]:
-    """Weights of the gold items by class to ``first``'s bias-corrected estimate of this round's shares (its
-    estimate minus its unweighted mock bias), shrunk towards the gold's shares by positive-part James–Stein; and the
-    target shares.
+    """Weights of the gold items by class to ``first``'s bias-corrected estimate of this round's shares
+    (:func:`corrected_shares`, at uniform weights), shrunk towards the gold's shares by positive-part James–Stein
+    with the noise of that estimate; and the target shares.
 
     The correction matters: a candidate biased towards a class (majority vote where the labelers over-use it) would
     otherwise weight the gold towards that class, where its errors are fewest, and understate its own bias there
@@ -284,21 +309,28 @@ def _rate_weights(mock: MockRounds, first: _Scored, K: int) -> tuple[FloatArray,
     y = mock.gold_class
     gs = np.bincount(y, minlength=K) / y.size
     present = gs > 0
-    e = first.evidence.errors
-    b = e.mean(axis=0)
-    c = e - b
-    S_b = c.T @ c / e.shape[0] ** 2 + first.evidence.history_cov
-    q0 = np.where(present, np.maximum(first.estimate.estimate - b, 0.0), 0.0)
-    q0 = q0 / q0.sum() if q0.sum() > 0 else gs
+    q0, C = corrected_shares(first)
+    q0 = q0 if q0.sum() > 0 else gs
     d = q0 - gs
-    V = first.estimate.covariance()
-    noise = (float(np.nansum(np.diag(V)[present])) + float(np.diag(S_b)[present].sum())
-             + float((gs * (1 - gs)).sum() / y.size))
+    noise = float(np.diag(C)[present].sum())
     dist2 = float(d @ d)
     lam = max(0.0, 1.0 - noise / dist2) if dist2 > 0 else 0.0
     q = gs + lam * d
     ratio = np.where(present, q / np.where(present, gs, 1.0), 0.0)
     return ratio[y], q
+
+
+def structure_fits(history: MultiClassData, structures: Sequence[str] | None = None
+                   ) -> dict[str, MultiClassCalibration]:
+    """Stage A on the whole ``history`` under each confusion structure (default every one the classes allow), as
+    :func:`recommend_multiclass` fits them when not given: compute them once to recommend several rounds on one
+    history (EM warnings silenced; an unconverged fit is noted in the recommendation)."""
+    hist = as_multiclass(history, "history")
+    structs = tuple(structures) if structures is not None else allowed_structures(hist)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", SparseGoldWarning)
+        return {s: calibrate_multiclass(hist, structure=s, covariance=False) for s in structs}
 
 
 def recommend_multiclass(
@@ -331,9 +363,7 @@ def recommend_multiclass(
         raise HeroEvalError(f"kappa must be a number >= 0, got {kappa!r}")
     structs = tuple(structures) if structures is not None else allowed_structures(hist)
     if fits is None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            fits = {s: calibrate_multiclass(hist, structure=s, covariance=False) for s in structs}
+        fits = structure_fits(hist, structs)
     unconverged = [s for s in structs if not fits[s].convergence.converged]
     ests = candidate_estimates(cur, {s: fits[s] for s in structs})
     with warnings.catch_warnings():

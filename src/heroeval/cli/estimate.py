@@ -380,6 +380,7 @@ def compare_cmd(
     unpaired: Annotated[bool, typer.Option("--unpaired", help="Treat the rounds' items as independent even when they share item ids (as heroeval 0.1 did).")] = False,
     group_col: Annotated[str | None, typer.Option("--group-col", help="A column of both rounds' labels files that groups their items (prompt, query, topic): standard errors cluster-robust by group within each round (see hero estimate --group-col; with --pairs, the pairing's prompts are the clusters).")] = None,
     adjust: Annotated[str, typer.Option(help="With more than two rounds: the simultaneous intervals' adjustment, sidak, bonferroni or none (p-values are then Holm-adjusted unless none).")] = "sidak",
+    verdict_on: Annotated[str | None, typer.Option("--verdict-on", help="With --classes/--ordinal and --margin: the quantity the verdict tests, a class (its share) or 'mean score' (the default).")] = None,
 ) -> None:
     """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values.
 
@@ -432,16 +433,17 @@ def compare_cmd(
         if a_gold is not None or b_gold is not None:
             err("--a-gold / --b-gold are not available for multi-class labels yet")
             raise typer.Exit(2)
-        if report is not None:
-            err("--report is not available for multi-class labels yet")
-            raise typer.Exit(2)
         mc_new_labelers(rule)
         run(lambda: _mc.compare(
             a_current, b_current, calibration=calibration, history=history, gold=gold, classes=classes,
             ordinal=ordinal, structure=structure, method=method, exclude_new_labelers=rule == "exclude",
             level=confidence_level, read_kw=mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map),
-            round_col=round_col, json_out=fmt is Format.json))
+            round_col=round_col, json_out=fmt is Format.json,
+            verdict=None if margin is None else (margin, verdict_alt.value, verdict_on), report=report))
         return
+    if verdict_on is not None:
+        err("--verdict-on is for multi-class labels (--classes / --ordinal); a binary verdict is on the rate")
+        raise typer.Exit(2)
     if report is not None and method != "all" and len(_methods(method)) < 2:
         method = "all"  # the report shows every method; one method alone gives no collection
 

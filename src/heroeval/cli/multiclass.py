@@ -6,11 +6,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from heroeval.checks.dependence import dependence_test
 from heroeval.choice.multiclass_auto import MultiClassRecommendation, recommend_multiclass
+from heroeval.choice.multiclass_difference import (
+    MultiClassDifferenceRecommendation,
+    recommend_difference_multiclass,
+    verdict_multiclass,
+)
 from heroeval.errors import HeroEvalError
 from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass, load_multiclass_calibration
 from heroeval.multiclass.current_gold import gold_estimates, gold_recommendation
@@ -18,7 +24,7 @@ from heroeval.multiclass.data import MultiClassData, read_multiclass
 from heroeval.multiclass.drift import MultiClassDriftCheck, check_drift_multiclass
 from heroeval.multiclass.estimators import MC_METHODS, MultiClassEstimate, compare_multiclass, estimate_multiclass
 from heroeval.report.html import write_report
-from heroeval.report.multiclass import build_multiclass_report
+from heroeval.report.multiclass import build_multiclass_comparison_report, build_multiclass_report
 from heroeval.stage_a.checks_record import DependenceTest
 
 
@@ -59,11 +65,15 @@ AUTO_NEEDS_HISTORY = ("the recommended multi-class estimate (--method auto) refi
                       "history's gold: it needs --history and --gold, not a calibration file")
 
 
+def _structures(structure: str) -> list[str] | None:
+    """``--structure`` names HERO-1's one candidate structure for the recommendation, or (auto, bic) every
+    structure the classes allow (None)."""
+    return None if structure in ("auto", "bic") else [structure]
+
+
 def _recommend(cur: MultiClassData, hist: MultiClassData, structure: str) -> MultiClassRecommendation:
-    """The recommended estimate; ``--structure`` names HERO-1's one candidate structure, or (auto, bic) every
-    structure the classes allow."""
-    structs = None if structure in ("auto", "bic") else [structure]
-    return recommend_multiclass(cur, hist, structures=structs)
+    """The recommended estimate (:func:`_structures` says which structures are candidates)."""
+    return recommend_multiclass(cur, hist, structures=_structures(structure))
 
 
 def _recommended_lines(rec: MultiClassRecommendation, level: float) -> list[str]:
@@ -208,20 +218,66 @@ def _gold_recommended_lines(r: dict[str, Any]) -> list[str]:
     return out
 
 
+def _difference_lines(d: MultiClassDifferenceRecommendation, level: float) -> list[str]:
+    out = [f"recommended difference A - B (auto): {d.method}, status {d.status}: {d.reason}"]
+    for c, (lo, hi), x in zip(d.classes, d.intervals(level), d.difference, strict=True):
+        out.append(f"  share {c}: {x:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+    ms = d.mean_score(level)
+    out.append(f"  mean score: {ms['estimate']:+.3f} [{ms['ci_low']:+.3f}, {ms['ci_high']:+.3f}], "
+               f"p = {ms['p_value']:.3g}")
+    return out
+
+
+DIFFERENCE_NEEDS_HISTORY = ("the recommended multi-class difference and its verdict refit Stage A on mock rounds of "
+                            "the history's gold: they need --history and --gold, not a calibration file")
+
+
 def compare(a_current: Path, b_current: Path, *, calibration: Path | None, history: Path | None, gold: Path | None,
             classes: str | None, ordinal: bool, structure: str, method: str, exclude_new_labelers: bool,
-            level: float, read_kw: dict[str, Any], round_col: str | None, json_out: bool) -> None:
-    cal, cls = _calibration(calibration, history, gold, classes, ordinal, structure, read_kw, round_col)
+            level: float, read_kw: dict[str, Any], round_col: str | None, json_out: bool,
+            verdict: tuple[float, str, str | None] | None = None, report: Path | None = None) -> None:
+    """``hero compare --classes/--ordinal``: each method's ``A - B``; with the history, the recommended difference
+    (:func:`~heroeval.choice.multiclass_difference.recommend_difference_multiclass`, each round's recommendation as
+    ``hero estimate --classes`` gives it) and, with ``verdict = (margin, alternative, on)``, the verdict on it."""
+    cal, cls, hist = _calibration_and_history(calibration, history, gold, classes, ordinal, structure, read_kw,
+                                              round_col)
+    if verdict is not None and hist is None:
+        raise HeroEvalError(f"--margin: {DIFFERENCE_NEEDS_HISTORY}")
     a = _read(a_current, gold=None, classes=cls, ordinal=cal.ordinal, name="A", read_kw=read_kw)
     b = _read(b_current, gold=None, classes=cls, ordinal=cal.ordinal, name="B", read_kw=read_kw)
     ra = estimate_multiclass(a, cal, method=_methods(method), exclude_new_labelers=exclude_new_labelers)
     rb = estimate_multiclass(b, cal, method=list(ra), exclude_new_labelers=exclude_new_labelers)
     comps = {m: compare_multiclass(ra[m], rb[m]) for m in ra}
+    drec = (recommend_difference_multiclass(a, b, hist, structures=_structures(structure)) if hist is not None
+            else None)
+    v = None if verdict is None or drec is None else verdict_multiclass(drec, verdict[0], verdict[1], level,
+                                                                         on=verdict[2])
+    if report is not None:
+        write_report(report, build_multiclass_comparison_report(a, b, cal, comps, difference=drec, verdict=v,
+                                                                confidence_level=level))
     if json_out:
-        print(json.dumps({"comparisons": {m: c.to_dict(level) for m, c in comps.items()}}, indent=1))
+        out: dict[str, Any] = {"recommended": None if drec is None else drec.to_dict(level),
+                               "comparisons": {m: c.to_dict(level) for m, c in comps.items()},
+                               "ingest": {"a": a.annotations.report.to_dict(), "b": b.annotations.report.to_dict()}}
+        if drec is None:
+            out["recommended_note"] = DIFFERENCE_NEEDS_HISTORY
+        if v is not None:
+            out["verdict"] = v.to_dict()
+        print(json.dumps(out, indent=1))
         return
     con = Console(highlight=False, width=160)
-    t = Table(title=f"Difference of class prevalences, A - B ({100 * level:g}% CI)")
+    if drec is not None:
+        for name, r in (("A", drec.round_a), ("B", drec.round_b)):
+            con.print(f"round {name}:")
+            for line in _recommended_lines(r, level):
+                con.print(f"  {line}")
+        for line in _difference_lines(drec, level):
+            con.print(line)
+        if v is not None:
+            con.print(f"verdict on B against A (margin {v.margin:g}, recommended {drec.method}): {v.text}")
+    else:
+        con.print(f"note: {DIFFERENCE_NEEDS_HISTORY}")
+    t = Table(title=f"Difference of class prevalences, A - B ({100 * level:g}% CI, each method's own interval)")
     t.add_column("method")
     for c in cal.classes:
         t.add_column(c, justify="right")
@@ -229,14 +285,14 @@ def compare(a_current: Path, b_current: Path, *, calibration: Path | None, histo
     for m, cmp in comps.items():
         cells = []
         for k in range(len(cal.classes)):
-            w = [0.0] * len(cal.classes)
-            w[k] = 1.0
-            f = cmp.functional(w, level)
+            f = cmp.functional(np.eye(len(cal.classes))[k], level)
             cells.append(f"{f['estimate']:+.3f} [{f['ci_low']:+.3f}, {f['ci_high']:+.3f}]")
         f = cmp.functional(cmp.values, level)
         cells.append(f"{f['estimate']:+.3f} [{f['ci_low']:+.3f}, {f['ci_high']:+.3f}] p={f['p_value']:.3g}")
         t.add_row(m, *cells)
     con.print(t)
+    if report is not None:
+        con.print(f"report written to {report}")
 
 
 def report(current: Path, output: Path, *, calibration: Path | None, history: Path | None, gold: Path | None,

@@ -33,29 +33,34 @@ class DifferenceInterval:
     Student's t at ``df`` in place of the normal when ``tau2 > 0``), its one-sided bounds ``s * q + bias_bound``
     from the center; it covers whenever the difference's bias is at most ``bias_bound`` (Armstrong & Kolesár
     2020). Several parts (a round the checks cannot judge: every candidate's difference) give the span of their
-    intervals. Clipped to [-1, 1].
+    intervals. Clipped to ``[-bound, bound]`` (a rate's difference: 1; a K-class mean score's: the range of the
+    class values).
     """
 
     parts: tuple[tuple[float, float, float, float, float], ...]
     label: str = "bias-aware"
+    bound: float = 1.0
 
     def __post_init__(self) -> None:
         if not self.parts:
             raise HeroEvalError("a difference interval needs at least one part")
+        if not (math.isfinite(self.bound) and self.bound > 0):
+            raise HeroEvalError(f"a difference interval's bound must be a number > 0, got {self.bound!r}")
 
-    @staticmethod
-    def _one(part: tuple[float, float, float, float, float], level: float, alternative: str) -> tuple[float, float]:
+    def _one(self, part: tuple[float, float, float, float, float], level: float, alternative: str
+             ) -> tuple[float, float]:
         c, se, b, tau2, df = part
+        r = self.bound
         if not all(math.isfinite(x) for x in (c, se, b, tau2)) or se < 0 or b < 0:
             return math.nan, math.nan
         s = math.sqrt(se * se + max(tau2, 0.0))
         dof = df if tau2 > 0 and df > 0 else math.inf
         if alternative == "two-sided":
             h = s * bias_aware_cv(b / s, level, dof) if s > 0 else b
-            return max(-1.0, c - h), min(1.0, c + h)
+            return max(-r, c - h), min(r, c + h)
         q = float(norm.ppf(level) if math.isinf(dof) else t_dist.ppf(level, dof))
         h = s * q + b
-        return (-1.0, min(1.0, c + h)) if alternative == "less" else (max(-1.0, c - h), 1.0)
+        return (-r, min(r, c + h)) if alternative == "less" else (max(-r, c - h), r)
 
     def interval(self, confidence_level: float = 0.95, alternative: str = "two-sided") -> tuple[float, float]:
         """The span of the parts' intervals at ``confidence_level`` (``"less"``: an upper bound only)."""

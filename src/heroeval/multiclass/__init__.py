@@ -31,10 +31,12 @@ from heroeval.multiclass.estimators import (
     hero_joint_multiclass,
     majority_vote_multiclass,
 )
+from heroeval.multiclass.labelled import ClassIntervals
 from heroeval.multiclass.plots import plot_confusion_matrices
 
 __all__ = [
     "MC_METHODS",
+    "ClassIntervals",
     "MultiClassCalibration",
     "MultiClassComparison",
     "MultiClassData",

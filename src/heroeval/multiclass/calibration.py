@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from heroeval.core.jsonfile import dumps_json, read_json
-from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError
+from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError, SparseGoldWarning
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.multiclass import confusion_model
 from heroeval.multiclass.data import MultiClassData, as_multiclass
@@ -283,8 +283,11 @@ def calibrate_multiclass(
     Gold items enter with their known class; the others through the K-class
     mixture; each history round has its own prevalence vector and all rounds
     share the confusion matrices. Starts from the gold subset (see
-    :func:`initial_values`). Plain EM (no acceleration), stopping when no
-    probability moves by more than ``tol`` in one step.
+    :func:`initial_values`). EM, SQUAREM-accelerated with a monotone safeguard
+    (:func:`heroeval.multiclass.confusion_model.run_em`), stopping when one plain
+    EM step moves no probability by more than ``tol``. Under ``"full"``, a class
+    no gold item of the history has gets a :class:`~heroeval.errors.SparseGoldWarning`:
+    every labeler's row for it is then learned from unlabelled items alone.
 
     Parameters
     ----------
@@ -326,8 +329,10 @@ def calibrate_multiclass(
     _check(tol, max_iter, pseudo_count)
     allowed = ["full", "symmetric"] + (["ordinal"] if hist.ordinal else [])
     if structure in ("auto", "bic"):
-        fits = {s: calibrate_multiclass(hist, structure=s, tol=tol, max_iter=max_iter, pseudo_count=pseudo_count,
-                                        covariance=False) for s in allowed}
+        with warnings.catch_warnings():  # the chosen structure's fit below warns, not each candidate's
+            warnings.simplefilter("ignore", SparseGoldWarning)
+            fits = {s: calibrate_multiclass(hist, structure=s, tol=tol, max_iter=max_iter, pseudo_count=pseudo_count,
+                                            covariance=False) for s in allowed}
         bics = {s: c.bic for s, c in fits.items()}
         n_gold = int((hist.annotations.gold >= 0).sum())
         choice: dict[str, Any] = {"bic": bics}
@@ -358,10 +363,17 @@ def calibrate_multiclass(
     if not ds.has_gold:
         raise DataError(f"history {ds.name!r} has no gold labels: Stage A needs gold anchors")
     K = hist.n_classes
+    n_gold_class = np.bincount(ds.gold[ds.gold >= 0].astype(np.int64), minlength=K)
+    if structure == "full" and (n_gold_class == 0).any():
+        missing = [hist.classes[k] for k in np.flatnonzero(n_gold_class == 0)]
+        warnings.warn(f"history {ds.name!r}: no gold item of class(es) {', '.join(map(repr, missing))}; under the "
+                      "full structure every labeler's confusion row for them is learned from unlabelled items alone "
+                      "(it can trade places with another class's). Gold on those classes, or structure='symmetric'"
+                      f"{' or ordinal' if hist.ordinal else ''}, anchors them", SparseGoldWarning, stacklevel=2)
     d = design_of(ds, K)
     pi0, th0, p0 = initial_values(ds, K, structure)
     fit = confusion_model.run_em(d, structure, pi0, th0, p0, tol=tol, max_iter=max_iter, pseudo=float(pseudo_count))
-    conv = ConvergenceInfo(fit.converged, fit.n_iter, fit.loglik, fit.max_change, tol, max_iter, "parameters", False)
+    conv = ConvergenceInfo(fit.converged, fit.n_iter, fit.loglik, fit.max_change, tol, max_iter, "parameters", True)
     if not fit.converged:
         warnings.warn(f"multi-class Stage A EM did not converge in {fit.n_iter} iterations (last change "
                       f"{fit.max_change:.2e} > tol {tol:.0e}); raise max_iter", ConvergenceWarning, stacklevel=2)

@@ -83,6 +83,7 @@ from heroeval.multiclass import confusion_model
 from heroeval.multiclass.calibration import MultiClassCalibration
 from heroeval.multiclass.data import MultiClassData, as_multiclass
 from heroeval.multiclass.estimators import MultiClassEstimate, plurality_votes
+from heroeval.multiclass.labelled import ClassIntervals
 
 __all__ = [
     "DEFAULT_PREDICTOR",
@@ -116,7 +117,7 @@ class GoldMultiClassEstimate(MultiClassEstimate):
         gs = self.gold
         return math.inf if gs is None else float(max(gs.k - gs.n_strata, 1))
 
-    def intervals(self, confidence_level: float = 0.95, method: str = "design") -> list[tuple[float, float]]:
+    def intervals(self, confidence_level: float = 0.95, method: str = "design") -> ClassIntervals:
         """Per-class intervals: ``"design"`` (the default; module docstring), or ``"logit"`` / ``"wald"``."""
         gs = self.gold
         if method != "design" or gs is None:
@@ -128,7 +129,7 @@ class GoldMultiClassEstimate(MultiClassEstimate):
             gc = replace(gs, y=(gs.y == c).astype(np.float64))
             out.append(DesignInterval(float(self.estimate[c]), float(se[c]), gc, kind, df=self.df)
                        .interval(confidence_level))
-        return out
+        return ClassIntervals(self.classes, out)
 
     def functional(self, weights: Any, confidence_level: float = 0.95) -> dict[str, float]:
         """Estimate, SE and ``estimate +- t_df SE`` of ``sum_c weights[c] p_c``."""

@@ -21,6 +21,7 @@ from heroeval.multiclass import confusion_model
 from heroeval.multiclass.calibration import MultiClassCalibration, design_of
 from heroeval.multiclass.confusion_model import solve_simplex
 from heroeval.multiclass.data import MultiClassData, as_multiclass
+from heroeval.multiclass.labelled import ClassIntervals
 from heroeval.stage_a.calibration import ConvergenceInfo
 
 __all__ = [
@@ -147,14 +148,14 @@ class MultiClassEstimate:
         """The mean class value ``sum_c values[c] p_c`` (ordinal grades) with a Wald interval."""
         return self.functional(self.values, confidence_level)
 
-    def intervals(self, confidence_level: float = 0.95, method: str = "logit") -> list[tuple[float, float]]:
-        """Per-class intervals (as the binary rate intervals: logit by default)."""
+    def intervals(self, confidence_level: float = 0.95, method: str = "logit") -> ClassIntervals:
+        """Per-class intervals (as the binary rate intervals: logit by default), labelled by class."""
         se = self.standard_errors()
         out = []
         for k in range(len(self.classes)):
             ci = rate_interval(float(self.estimate[k]), float(se[k]), confidence_level, method)
             out.append((ci.low, ci.high))
-        return out
+        return ClassIntervals(self.classes, out)
 
     def to_frame(self, confidence_level: float = 0.95) -> pd.DataFrame:
         """One row per class share and one for the mean score: estimate, SE, interval (the ones :meth:`to_dict`

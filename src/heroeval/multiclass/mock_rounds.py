@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from heroeval.errors import ConvergenceWarning, HeroEvalError
+from heroeval.errors import ConvergenceWarning, HeroEvalError, SparseGoldWarning
 from heroeval.multiclass import confusion_model
 from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass
 from heroeval.multiclass.data import MultiClassData
@@ -52,7 +52,7 @@ from heroeval.multiclass.estimators import (
 )
 
 __all__ = ["MOCK_FOLDS", "CandidateEvidence", "MockRounds", "allowed_structures", "candidate_estimates",
-           "dawid_skene_posteriors", "history_covariance", "mock_rounds"]
+           "current_covariance", "dawid_skene_posteriors", "history_covariance", "mock_rounds"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -76,6 +76,14 @@ def history_covariance(est: MultiClassEstimate) -> FloatArray:
         out = est.history_grad.T @ est.gram @ est.history_grad
         return out
     return np.zeros((K, K))
+
+
+def current_covariance(est: MultiClassEstimate) -> FloatArray:
+    """The K x K covariance of an estimate's current-round part (``current' current / n^2``)."""
+    if est.current is None:
+        raise HeroEvalError(f"{est.method}: no current-round influence values")
+    out: FloatArray = est.current.T @ est.current / est.current.shape[0] ** 2
+    return out
 
 
 def candidate_estimates(current: MultiClassData, fits: Mapping[str, MultiClassCalibration], *,
@@ -223,6 +231,7 @@ def mock_rounds(hist: MultiClassData, structures: Sequence[str] | None = None, *
         fits: dict[str, MultiClassCalibration] = {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
+            warnings.simplefilter("ignore", SparseGoldWarning)
             for s in structs:
                 try:
                     fits[s] = calibrate_multiclass(hidden, structure=s, tol=tol, max_iter=max_iter,
