@@ -13,9 +13,11 @@ uniform B whose labels are those of a random half of its labelers (pool shift be
 methods are those of the single-round benchmark, each compared with itself
 (:func:`heroeval.multiclass.estimators.compare_multiclass`, its own Wald interval per class share and for the mean
 class code); ``auto`` is :func:`heroeval.choice.multiclass_difference.recommend_difference_multiclass` with its
-bias-aware intervals. Scored against the rounds' gold class shares: L1 error of the difference vector, coverage of
+bias-aware intervals (``--bias``: how its mock bias is extrapolated to the rounds' shares). Scored against the rounds' gold class shares: L1 error of the difference vector, coverage of
 the per-class 95 % intervals and of the mean score's. The rule has no constant of its own (it is the single round's,
-whose constants were chosen by leave-one-set-out), so in-sample and leave-one-set-out figures coincide.
+whose constants were chosen by leave-one-set-out); ``benchmarks/multiclass_difference_rules.py`` replays the
+variants of the pick, the bias bound's kappa and the unreliable span on the stored parts, in-sample and
+leave-one-set-out.
 
 Writes resamples.csv.gz, summary.csv and table.md into --out; ``--table`` rebuilds the table from resamples.csv.gz.
 """
@@ -86,9 +88,9 @@ def split(name: str, lab: pd.DataFrame, gold: pd.DataFrame, classes: tuple[str, 
     return hist, a, b, shares(a) - shares(b)
 
 
-def one(args: tuple[str, pd.DataFrame, pd.DataFrame, tuple[str, ...], int, float, int, int, str]
+def one(args: tuple[str, pd.DataFrame, pd.DataFrame, tuple[str, ...], int, float, int, int, str, str]
         ) -> list[dict[str, Any]]:
-    name, lab, gold, classes, r, rho, n, seed, shift = args
+    name, lab, gold, classes, r, rho, n, seed, shift, bias = args
     warnings.simplefilter("ignore", ConvergenceWarning)
     hist, a, b, truth = split(name, lab, gold, classes, r, rho, n, seed, shift)
     K = len(classes)
@@ -119,7 +121,7 @@ def one(args: tuple[str, pd.DataFrame, pd.DataFrame, tuple[str, ...], int, float
         ci = [(f["ci_low"], f["ci_high"]) for f in (c.functional(np.eye(K)[k]) for k in range(K))]
         rows.append(_row(base, m, m, "", c.difference, truth, ci, c.functional(vals), vals))
     t0 = time.perf_counter()
-    d = recommend_difference_multiclass(a, b, hist, structures=structs)
+    d = recommend_difference_multiclass(a, b, hist, structures=structs, bias=bias)
     row = _row(base, "auto", d.method, d.status, d.difference, truth, d.intervals(), d.functional(vals), vals)
     row.update(t_auto=time.perf_counter() - t0, chosen_a=d.round_a.method, chosen_b=d.round_b.method)
     for c, sc in d._scored.items():  # every candidate as the rule saw it, for rules replayed offline
@@ -195,6 +197,8 @@ def main() -> None:
     ap.add_argument("--only", default="")
     ap.add_argument("--out", default="benchmarks/results/multiclass/difference")
     ap.add_argument("--table", action="store_true")
+    ap.add_argument("--bias", default="first_order", help="the difference's bias map (heroeval.choice."
+                    "multiclass_difference.BIAS_MAPS)")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -209,7 +213,7 @@ def main() -> None:
         lab, gold, classes = load(Path(a.data) / name)
         print(f"{name}: classes {list(classes)}, {lab['item_id'].nunique()} items, {len(gold)} gold", file=sys.stderr)
         for sh in a.shifts.split(","):
-            jobs += [(name, lab, gold, classes, r, a.rho, a.n, a.seed, sh) for r in range(a.resamples)]
+            jobs += [(name, lab, gold, classes, r, a.rho, a.n, a.seed, sh, a.bias) for r in range(a.resamples)]
     t0 = time.perf_counter()
     rows = run_chunks(one, jobs, [1] * len(jobs), a.workers)
     df = pd.DataFrame(rows).sort_values(["dataset", "shift", "resample", "method"]).reset_index(drop=True)

@@ -3,6 +3,9 @@ in-sample and leave-one-set-out.
 
     PYTHONPATH=. .venv/bin/python -m benchmarks.multiclass_difference_rules --run benchmarks/results/multiclass/difference
 
+    # two variants of the product on the same splits, side by side:
+    ... --run inverse=benchmarks/results/multiclass/difference --run first=FOLDER1,FOLDER2
+
 Every resample's ``auto`` row keeps what the rule saw of each candidate: ``c_mse:<name>`` (its estimated MSE of the
 difference summed over classes), ``c_p:<name>`` (its joint difference-bias test's p-value) and, per functional j (the
 class shares, then the mean score), ``c_est<j>``, ``c_se<j>``, ``c_b<j>``, ``c_sb<j>`` (estimate, noise, mock bias
@@ -27,6 +30,9 @@ from heroeval.inference.bias_aware import bias_aware_cv
 
 PICKS = ["min_mse", "mv_unless:0.01", "mv_unless:0.05", "mv_unless:0.2"]
 KAPPAS = [1.0, 1.645, 2.0]
+SPANS = ["aware", "plain"]
+"""What an "unreliable" difference's interval spans besides the chosen candidate's bias-aware one: every
+candidate's bias-aware interval (the product's), or every candidate's plain ``est +- 1.96 se``."""
 
 
 def pick(row: pd.Series, rule: str, names: list[str]) -> str:
@@ -38,9 +44,9 @@ def pick(row: pd.Series, rule: str, names: list[str]) -> str:
     return "majority_vote" if pd.notna(p) and p >= float(rule.split(":")[1]) else best
 
 
-def _interval(row: pd.Series, c: str, j: int, kappa: float, rng: float) -> tuple[float, float]:
+def _interval(row: pd.Series, c: str, j: int, kappa: float, rng: float, plain: bool = False) -> tuple[float, float]:
     est, se, b, sb = (float(row[f"c_{x}{j}:{c}"]) for x in ("est", "se", "b", "sb"))
-    bound = abs(b) + kappa * sb
+    bound = 0.0 if plain else abs(b) + kappa * sb
     h = se * bias_aware_cv(bound / se) if se > 0 else bound
     return max(-rng, est - h), min(rng, est + h)
 
@@ -53,7 +59,7 @@ def replay(df: pd.DataFrame) -> pd.DataFrame:
         K = sum(1 for k in range(10) if pd.notna(r.get(f"truth{k}")))
         truths = [float(r[f"truth{k}"]) for k in range(K)] + [float(r["mean_truth"])]
         here = [n for n in names if pd.notna(r.get(f"c_mse:{n}"))]
-        for p, kappa in itertools.product(PICKS, KAPPAS):
+        for p, kappa, sp in itertools.product(PICKS, KAPPAS, SPANS):
             c = pick(r, p, here)
             cover, width = [], []
             for j, t in enumerate(truths):
@@ -61,13 +67,13 @@ def replay(df: pd.DataFrame) -> pd.DataFrame:
                 lo, hi = _interval(r, c, j, kappa, rng)
                 if r["status"] == "unreliable":
                     for o in here:
-                        lo2, hi2 = _interval(r, o, j, kappa, rng)
+                        lo2, hi2 = _interval(r, o, j, kappa, rng, plain=sp == "plain")
                         lo, hi = min(lo, lo2), max(hi, hi2)
                 cover.append(lo <= t <= hi)
                 width.append(hi - lo)
             est = np.array([float(r[f"c_est{k}:{c}"]) for k in range(K)])
             out.append({"dataset": r["dataset"], "shift": r["shift"], "resample": r["resample"],
-                        "rule": f"{p} kappa={kappa:g}", "pick": c, "l1": float(np.abs(est - truths[:K]).sum()),
+                        "rule": f"{p} kappa={kappa:g} span={sp}", "pick": c, "l1": float(np.abs(est - truths[:K]).sum()),
                         "cover": float(np.mean(cover[:K])), "cover_ms": float(cover[K]),
                         "width": float(np.mean(width[:K])), "width_ms": width[K]})
     return pd.DataFrame(out)
@@ -94,10 +100,19 @@ def honest(g: pd.DataFrame) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--run", default="benchmarks/results/multiclass/difference")
+    ap.add_argument("--run", action="append", default=None,
+                    help="a run's folder, or LABEL=FOLDER[,FOLDER...] (repeatable: the runs of variants of the product "
+                         "on the same splits, replayed side by side, their rules prefixed by LABEL)")
     a = ap.parse_args()
-    df = pd.read_csv(Path(a.run) / "resamples.csv.gz")
-    cell = cells(replay(df), df)
+    cs = []
+    for spec in a.run or ["benchmarks/results/multiclass/difference"]:
+        label, _, folders = spec.rpartition("=")
+        df = pd.concat([pd.read_csv(Path(f) / "resamples.csv.gz") for f in folders.split(",")], ignore_index=True)
+        c = cells(replay(df), df)
+        if label:
+            c["rule"] = label + " " + c["rule"]
+        cs.append(c)
+    cell = pd.concat(cs, ignore_index=True)
     print("## In-sample, every rule\n")
     print("| rule | L1 ratio (geometric mean) | worst cell | coverage per class: mean (lowest cell) | mean score "
           "coverage (lowest) | width per class | mean score width |\n|---|---:|---:|---|---|---:|---:|")

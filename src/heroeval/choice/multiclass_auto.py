@@ -64,12 +64,11 @@ from heroeval.multiclass.mock_rounds import (
     MockRounds,
     allowed_structures,
     candidate_estimates,
-    current_covariance,
     history_covariance,
     mock_rounds,
 )
 
-__all__ = ["BIAS_KAPPA", "DEFAULT", "DEFAULT_ALPHA", "MIN_EFFECTIVE_GOLD", "MIN_GOLD", "MultiClassRecommendation", "corrected_shares", "recommend_multiclass",
+__all__ = ["BIAS_KAPPA", "DEFAULT", "DEFAULT_ALPHA", "MIN_EFFECTIVE_GOLD", "MIN_GOLD", "MultiClassRecommendation", "recommend_multiclass",
            "structure_fits"]
 
 FloatArray = npt.NDArray[np.float64]
@@ -276,31 +275,10 @@ def _choose(scored: dict[str, _Scored], alpha: float) -> tuple[str, bool]:
     return min(scored, key=lambda k: scored[k].total_mse()), False
 
 
-def corrected_shares(sc: _Scored) -> tuple[FloatArray, FloatArray]:
-    """A candidate's bias-corrected estimate of the round's class shares, ``q = p_hat - b`` (``b`` its mock bias at
-    its weights), clipped at 0 and renormalised over the classes the gold has, and the covariance of ``q`` as an
-    estimate of the round's shares: the current part of ``p_hat``'s and the item noise of ``b``.
-
-    The history's noise is left out because it cancels: ``p_hat`` and the mock estimates rest on (almost) the same
-    history, so its part of ``p_hat`` and of ``b`` move together. (Counting it twice, as the estimate's full
-    variance plus the mock bias's history part plus the gold shares' multinomial noise, shrank a 0.3 shift of the
-    shares wholly back to the gold's for the gold-share calibration, whose variance is mostly the history's.)"""
-    om = sc.weights
-    tot = float(om.sum())
-    e = sc.evidence.errors
-    b = om @ e / tot
-    c = e - b
-    present = np.bincount(sc.gold_class, minlength=e.shape[1]) > 0
-    q = np.where(present, np.maximum(sc.estimate.estimate - b, 0.0), 0.0)
-    q = q / q.sum() if q.sum() > 0 else np.zeros_like(q)
-    C = current_covariance(sc.estimate) + (c * (om**2)[:, None]).T @ c / tot**2
-    return q, C
-
-
 def _rate_weights(mock: MockRounds, first: _Scored, K: int) -> tuple[FloatArray, FloatArray]:
-    """Weights of the gold items by class to ``first``'s bias-corrected estimate of this round's shares
-    (:func:`corrected_shares`, at uniform weights), shrunk towards the gold's shares by positive-part James–Stein
-    with the noise of that estimate; and the target shares.
+    """Weights of the gold items by class to ``first``'s bias-corrected estimate of this round's shares (its
+    estimate minus its unweighted mock bias), shrunk towards the gold's shares by positive-part James–Stein; and the
+    target shares.
 
     The correction matters: a candidate biased towards a class (majority vote where the labelers over-use it) would
     otherwise weight the gold towards that class, where its errors are fewest, and understate its own bias there
@@ -309,10 +287,16 @@ def _rate_weights(mock: MockRounds, first: _Scored, K: int) -> tuple[FloatArray,
     y = mock.gold_class
     gs = np.bincount(y, minlength=K) / y.size
     present = gs > 0
-    q0, C = corrected_shares(first)
-    q0 = q0 if q0.sum() > 0 else gs
+    e = first.evidence.errors
+    b = e.mean(axis=0)
+    c = e - b
+    S_b = c.T @ c / e.shape[0] ** 2 + first.evidence.history_cov
+    q0 = np.where(present, np.maximum(first.estimate.estimate - b, 0.0), 0.0)
+    q0 = q0 / q0.sum() if q0.sum() > 0 else gs
     d = q0 - gs
-    noise = float(np.diag(C)[present].sum())
+    V = first.estimate.covariance()
+    noise = (float(np.nansum(np.diag(V)[present])) + float(np.diag(S_b)[present].sum())
+             + float((gs * (1 - gs)).sum() / y.size))
     dist2 = float(d @ d)
     lam = max(0.0, 1.0 - noise / dist2) if dist2 > 0 else 0.0
     q = gs + lam * d

@@ -11,14 +11,15 @@ row ``k`` of ``M`` the mean pseudo-error of the gold items of class ``k``. The *
 
     ``b_d = M_A' q_A - M_B' q_B``  (``M_A = M_B`` but for Dawid–Skene),
 
-``q_A`` and ``q_B`` each round's bias-corrected class shares (its recommended estimate minus that candidate's mock
-bias, as the rounds' rate weights take them). Its covariance ``S`` is the item noise of ``M`` within each class
-(``sum_k sum_{i in k} r_i r_i' / n_k^2`` with ``r_i = q_A,k (d^A_i - M^A_k) - q_B,k (d^B_i - M^B_k)``) plus that of
-``q_A`` and ``q_B`` (``M_A' C_A M_A + M_B' C_B M_B``, ``C`` the covariance of a round's corrected shares,
-:func:`~heroeval.choice.multiclass_auto.corrected_shares`; the two share the mock bias's item noise when both
-rounds chose one candidate, which this overstates). The history part of the
-fold estimates cancels to first order: it moves every class's row of ``M`` by one vector, and ``q_A - q_B`` sums
-to 0. With equal shares ``b_d = 0``.
+``q_X`` round X's class shares, recovered from the candidate's estimate ``p_X = (I + M') q_X`` by a map ``q_X =
+A p_X`` (``bias=``, :data:`BIAS_MAPS`: ``"inverse"``, ``A = (I + M')^-1``; ``"first_order"``, ``A = I - M'``, its
+first-order expansion, the default chosen leave-one-set-out: the inverse is unbiased for the shares but amplifies
+the noise of ``M`` where a candidate confuses classes). Its covariance ``S`` adds the item noise of ``M`` within
+each class, through ``A`` (``r_i = A_A q_A,k (d^A_i - M^A_k) / n_k - A_B q_B,k (d^B_i - M^B_k) / n_k`` for gold
+item i of class k), and the rounds' estimation noise through ``I - A`` (the difference's covariance when the
+rounds share ``M``, else each round's current-round covariance). The history part of the fold estimates cancels to
+first order: it moves every class's row of ``M`` by one vector, and ``q_A - q_B`` sums to 0. With equal shares
+``b_d = 0``.
 
 The rule is the round's: majority vote unless the joint test of its difference bias (``b_d' S^+ b_d``, chi-square
 with K - 1 degrees of freedom) rejects at :data:`~heroeval.choice.multiclass_auto.DEFAULT_ALPHA`; else the
@@ -28,7 +29,8 @@ se_k^2``. The difference's noise ``se`` is its own variance
 when larger, the spread of its errors on each round's re-weighted gold scaled to that round's size plus the history
 part. The interval of ``w' (p_A - p_B)`` (one share, the mean score) is bias-aware with the bound ``|w' b_d| +
 kappa sqrt(w' S w)`` (:class:`~heroeval.inference.difference_interval.DifferenceInterval`). The difference is
-``"unreliable"`` when either round's recommendation is; its interval then spans every candidate's.
+``"unreliable"`` when either round's recommendation is; its interval then also spans every other candidate's
+plain interval (what the candidates disagree on).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from heroeval.multiclass.estimators import compare_multiclass
 from heroeval.multiclass.labelled import ClassIntervals
 from heroeval.multiclass.mock_rounds import MOCK_FOLDS, current_covariance
 
-__all__ = ["MultiClassDifferenceRecommendation", "recommend_difference_multiclass", "verdict_multiclass"]
+__all__ = ["BIAS_MAPS", "MultiClassDifferenceRecommendation", "recommend_difference_multiclass", "verdict_multiclass"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -124,22 +126,31 @@ class _DiffScored:
         return est, se, abs(b) + kappa * s_b, 0.0, math.inf
 
 
-def _inverse(M: FloatArray) -> FloatArray:
-    """``(I + M')^-1``: the map from a candidate's expected estimate ``(I + M') q`` back to the shares ``q``
-    (a pseudo-inverse when ``I + M'`` is singular: the candidate cannot tell some classes apart)."""
+BIAS_MAPS = ("first_order", "inverse")
+"""How a round's shares ``q`` are recovered from a candidate's estimate ``p = (I + M') q`` for its mock bias
+``M' q``: ``"inverse"``, ``q = (I + M')^-1 p``; ``"first_order"``, ``q = (I - M') p`` (its first-order
+expansion). The default is chosen in-sample and leave-one-set-out (docs/multiclass.md)."""
+
+
+def _shares_map(M: FloatArray, bias: str) -> FloatArray:
+    """The matrix ``A`` of ``q = A p`` (:data:`BIAS_MAPS`; a pseudo-inverse when ``I + M'`` is singular: the
+    candidate cannot tell some classes apart)."""
+    if bias == "first_order":
+        return np.asarray(np.eye(M.shape[0]) - M.T, dtype=np.float64)
     T = np.eye(M.shape[0]) + M.T
     inv = np.linalg.inv if np.linalg.cond(T) < 1e10 else np.linalg.pinv
     return np.asarray(inv(T), dtype=np.float64)
 
 
-def _scored_difference(m: str, rec_a: MultiClassRecommendation, rec_b: MultiClassRecommendation) -> _DiffScored:
+def _scored_difference(m: str, rec_a: MultiClassRecommendation, rec_b: MultiClassRecommendation,
+                       bias_map: str) -> _DiffScored:
     sa, sb = rec_a._scored[m], rec_b._scored[m]
     K = len(rec_a.classes)
     y = sa.gold_class
     ea, eb = sa.evidence.errors, sb.evidence.errors
     Ma, n = _class_means(ea, y, K)
     Mb, _ = _class_means(eb, y, K)
-    Aa, Ab = _inverse(Ma), _inverse(Mb)
+    Aa, Ab = _shares_map(Ma, bias_map), _shares_map(Mb, bias_map)
     pa, pb = sa.estimate.estimate, sb.estimate.estimate
     qa, qb = Aa @ pa, Ab @ pb
     bias = (pa - qa) - (pb - qb)
@@ -204,12 +215,17 @@ class MultiClassDifferenceRecommendation:
 
     def interval_of(self, weights: Sequence[float] | FloatArray, *, span: bool | None = None) -> DifferenceInterval:
         """The :class:`~heroeval.inference.difference_interval.DifferenceInterval` of ``sum_c weights[c] (p_A,c -
-        p_B,c)``: the chosen candidate's part, and every candidate's when the difference is ``"unreliable"`` (or
-        ``span=True``); clipped to ``[-sum |w_c - min w|, ...]``, the functional's range."""
+        p_B,c)``: the chosen candidate's bias-aware part and, when the difference is ``"unreliable"`` (or
+        ``span=True``), every other candidate's plain one (``estimate +- z se``: where the mock rounds are too thin
+        to judge the candidates, the interval spans what they disagree on; spanning their bias-aware intervals
+        instead, whose bounds rest on those thin mock rounds, reached the whole range on the weather sets, 1.97 of
+        2 per class, at the same coverage); clipped to ``[-(max w - min w), max w - min w]``, the functional's
+        range."""
         w = self._weights(weights)
         parts = [self._scored[self.method].part(w, self.kappa)]
         if (self.status == "unreliable") if span is None else span:
-            parts += [s.part(w, self.kappa) for k, s in self._scored.items() if k != self.method]
+            parts += [(*s.part(w, self.kappa)[:2], 0.0, 0.0, math.inf) for k, s in self._scored.items()
+                      if k != self.method]
         rng = float(w.max() - w.min())
         return DifferenceInterval(tuple(parts), bound=rng if rng > 0 else 1.0)
 
@@ -282,13 +298,17 @@ def _check_pair(rec_a: MultiClassRecommendation, rec_b: MultiClassRecommendation
 
 
 def difference_from(rec_a: MultiClassRecommendation, rec_b: MultiClassRecommendation, *,
-                    default_alpha: float = DEFAULT_ALPHA) -> MultiClassDifferenceRecommendation:
+                    default_alpha: float = DEFAULT_ALPHA, bias: str = "first_order"
+                    ) -> MultiClassDifferenceRecommendation:
     """The recommended difference from the two rounds' own recommendations (module docstring); both must be made
-    on one history with the same folds and seed (:func:`recommend_difference_multiclass` makes them so)."""
+    on one history with the same folds and seed (:func:`recommend_difference_multiclass` makes them so).
+    ``bias``: how the mock bias of the difference is extrapolated to the rounds' shares (:data:`BIAS_MAPS`)."""
     _check_pair(rec_a, rec_b)
     if not 0 <= default_alpha <= 1:
         raise HeroEvalError(f"default_alpha must be in [0, 1], got {default_alpha!r}")
-    scored = {m: _scored_difference(m, rec_a, rec_b) for m in rec_a._scored if m in rec_b._scored}
+    if bias not in BIAS_MAPS:
+        raise HeroEvalError(f"bias must be one of {list(BIAS_MAPS)}, got {bias!r}")
+    scored = {m: _scored_difference(m, rec_a, rec_b, bias) for m in rec_a._scored if m in rec_b._scored}
     if not scored:
         raise HeroEvalError("no candidate was scored in both rounds")
     mses = {m: s.total_mse() for m, s in scored.items()}
@@ -305,7 +325,7 @@ def difference_from(rec_a: MultiClassRecommendation, rec_b: MultiClassRecommenda
     bad = [n for n, r in (("A", rec_a), ("B", rec_b)) if r.status == "unreliable"]
     if bad:
         status = "unreliable"
-        why += f"; unreliable: round {' and '.join(bad)} is (the interval spans every candidate's)"
+        why += f"; unreliable: round {' and '.join(bad)} is (the interval spans every candidate's estimate)"
     rows = [{"method": m, "predicted_rmse": math.sqrt(mses[m]), "bias_p": s.bias_test()[2],
              **{f"difference {c}": float(s.difference[k]) for k, c in enumerate(rec_a.classes)}}
             for m, s in scored.items()]
@@ -324,6 +344,7 @@ def recommend_difference_multiclass(
     folds: int = MOCK_FOLDS,
     seed: int = 0,
     default_alpha: float = DEFAULT_ALPHA,
+    bias: str = "first_order",
 ) -> MultiClassDifferenceRecommendation:
     """The recommended difference ``A - B`` of two rounds' class shares on one history (module docstring): each
     round's :func:`~heroeval.choice.multiclass_auto.recommend_multiclass` (the same as it alone gives), then
@@ -343,7 +364,7 @@ def recommend_difference_multiclass(
     structs = tuple(fits) if structures is None else tuple(structures)
     rec_a, rec_b = (recommend_multiclass(c, hist, structures=structs, fits=fits, folds=folds, seed=seed,
                                          default_alpha=default_alpha) for c in (current_a, current_b))
-    return difference_from(rec_a, rec_b, default_alpha=default_alpha)
+    return difference_from(rec_a, rec_b, default_alpha=default_alpha, bias=bias)
 
 
 def verdict_multiclass(difference: MultiClassDifferenceRecommendation, margin: float = 0.0,
