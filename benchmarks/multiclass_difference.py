@@ -50,7 +50,7 @@ from heroeval.multiclass import (
 from heroeval.multiclass.mock_rounds import allowed_structures
 
 from benchmarks.multiclass import ORDINAL, load
-from benchmarks.multiclass_auto import RATE_BOOST, SETS, STRUCTURES, split_arguments
+from benchmarks.multiclass_auto import RATE_BOOST, SETS, STRUCTURES, _row, split_arguments
 
 
 def split(name: str, lab: pd.DataFrame, gold: pd.DataFrame, classes: tuple[str, ...], r: int, rho: float, n: int,
@@ -133,20 +133,6 @@ def one(args: tuple[str, pd.DataFrame, pd.DataFrame, tuple[str, ...], int, float
     return rows
 
 
-def _row(base: dict[str, Any], method: str, chosen: str, status: str, est: np.ndarray, truth: np.ndarray,
-         ci: list[tuple[float, float]], ms: dict[str, float], vals: np.ndarray) -> dict[str, Any]:
-    mt = float(vals @ truth)
-    row: dict[str, Any] = {**base, "method": method, "chosen": chosen, "status": status,
-                           "l1": float(np.abs(est - truth).sum()), "mean_est": ms["estimate"], "mean_truth": mt,
-                           "mean_cover": bool(ms["ci_low"] <= mt <= ms["ci_high"]),
-                           "mean_width": ms["ci_high"] - ms["ci_low"]}
-    for k in range(truth.size):
-        row[f"est{k}"], row[f"truth{k}"] = float(est[k]), float(truth[k])
-        row[f"cover{k}"] = bool(ci[k][0] <= truth[k] <= ci[k][1])
-        row[f"width{k}"] = float(ci[k][1] - ci[k][0])
-    return row
-
-
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     out = []
     for (ds, sh, m), g in df.groupby(["dataset", "shift", "method"], sort=False):
@@ -197,7 +183,7 @@ def main() -> None:
     ap.add_argument("--only", default="")
     ap.add_argument("--out", default="benchmarks/results/multiclass/difference")
     ap.add_argument("--table", action="store_true")
-    ap.add_argument("--bias", default="first_order", help="the difference's bias map (heroeval.choice."
+    ap.add_argument("--bias", default="inverse", help="the difference's bias map (heroeval.choice."
                     "multiclass_difference.BIAS_MAPS)")
     a = ap.parse_args()
     out = Path(a.out)

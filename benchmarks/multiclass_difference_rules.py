@@ -14,7 +14,8 @@ significant at alpha, else the smallest estimated MSE; ``min_mse``) and a bias b
 interval is rebuilt from the stored parts as the product builds it (bias-aware, the span of every candidate's when
 either round is "unreliable"). Leave-one-set-out: for each set, the rule chosen on the other sets (honest first:
 among rules whose coverage there is at least 0.90 on average over (class, cell) and the mean score's, with no cell
-below 0.75, the smallest geometric-mean L1 ratio; then the narrowest) is applied to it. Prints markdown.
+below 0.75, those within :data:`TIE` of the smallest geometric-mean L1 ratio; of them the narrowest per class) is
+applied to it. Prints markdown.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ from heroeval.inference.bias_aware import bias_aware_cv
 PICKS = ["min_mse", "mv_unless:0.01", "mv_unless:0.05", "mv_unless:0.2"]
 KAPPAS = [1.0, 1.645, 2.0]
 SPANS = ["aware", "plain"]
+TIE = 1.01
+"""Rules whose geometric-mean L1 ratio is within this factor of the best are tied on accuracy (the candidates'
+picks differ in a few resamples only); the narrowest of them is chosen."""
 """What an "unreliable" difference's interval spans besides the chosen candidate's bias-aware one: every
 candidate's bias-aware interval (the product's), or every candidate's plain ``est +- 1.96 se``."""
 
@@ -128,7 +132,9 @@ def main() -> None:
         rest = cell[cell["dataset"] != ds]
         ok = {r: g for r, g in rest.groupby("rule", sort=False) if honest(g)}
         pool = ok or dict(iter(rest.groupby("rule", sort=False)))
-        r = min(pool, key=lambda k: (round(gm(pool[k]["ratio"]), 3), pool[k]["width"].mean()))
+        best = min(gm(g["ratio"]) for g in pool.values())
+        near = {k: g for k, g in pool.items() if gm(g["ratio"]) <= TIE * best}
+        r = min(near, key=lambda k: near[k]["width"].mean())
         here = cell[(cell["dataset"] == ds) & (cell["rule"] == r)]
         rows.append(here)
         print(f"| {ds} | {r}{'' if ok else ' (no rule honest on the others)'} | {gm(here['ratio']):.2f} | "

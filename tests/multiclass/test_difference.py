@@ -62,10 +62,12 @@ def _rounds(seed: int, p_a: list[float], p_b: list[float], *, n_hist: int = 500,
 
 def test_difference_bias_is_the_difference_of_rate_weighted_mock_biases() -> None:
     """Closed form: re-weighting gold item i of class k by q_k / g_k (g the gold's shares) gives the mock bias
-    b(q) at shares q, computed here plainly from the items. The difference's bias is b(q_A) - b(q_B), q_X the
+    b(q) at shares q, computed here plainly from the items. The difference's bias is b(q_A) - b(q_B): with
+    ``bias="first_order"`` at the rounds' estimated shares, q_X = p_X; with ``"inverse"`` (the default) at the
     shares whose estimate, bias added back, is the round's: q_X + b(q_X) = p_X."""
     h, a, b, _ = _rounds(3, [0.6, 0.3, 0.1], [0.2, 0.3, 0.5])
-    d = recommend_difference_multiclass(a, b, h)
+    inv = recommend_difference_multiclass(a, b, h)
+    d = difference_from(inv.round_a, inv.round_b, bias="first_order")
     y = d.round_a._scored["majority_vote"].gold_class
     g = np.bincount(y, minlength=K) / y.size
 
@@ -76,6 +78,7 @@ def test_difference_bias_is_the_difference_of_rate_weighted_mock_biases() -> Non
     for m in ("majority_vote", "gold_proportion", "hero1:full"):
         e = d.round_a._scored[m].evidence.errors
         p_a, p_b = (r._scored[m].estimate.estimate for r in (d.round_a, d.round_b))
+        assert d._scored[m].bias == pytest.approx(mock_bias(e, p_a) - mock_bias(e, p_b), abs=1e-12)
         # q + b(q) = p is linear in q: solve it by plain fixed-point iteration, not by the module's inverse
         qs = []
         for p in (p_a, p_b):
@@ -84,8 +87,10 @@ def test_difference_bias_is_the_difference_of_rate_weighted_mock_biases() -> Non
                 q = p - mock_bias(e, q)
             assert q + mock_bias(e, q) == pytest.approx(p, abs=1e-10)
             qs.append(q)
-        assert d._scored[m].bias == pytest.approx(mock_bias(e, qs[0]) - mock_bias(e, qs[1]), abs=1e-9)
+        assert inv._scored[m].bias == pytest.approx(mock_bias(e, qs[0]) - mock_bias(e, qs[1]), abs=1e-9)
         assert d._scored[m].difference == pytest.approx(p_a - p_b, abs=1e-12)
+    with pytest.raises(HeroEvalError, match="bias must be one of"):
+        difference_from(d.round_a, d.round_b, bias="second_order")
 
 
 def test_the_same_round_twice_has_no_difference_and_no_bias() -> None:

@@ -42,10 +42,11 @@ from heroeval.errors import HeroEvalError
 from heroeval.estimators.inversion import check_alternative
 from heroeval.estimators.results import check_level, jsonable
 from heroeval.inference.comparison import Comparison, DifferenceRecommendation
+from heroeval.inference.difference_interval import DifferenceInterval
 from heroeval.inference.gold_plan import expert_labels_to_decide
 from heroeval.stage_a.calibration import Calibration
 
-__all__ = ["Verdict", "verdict", "verdicts_holm"]
+__all__ = ["Verdict", "interval_p_value", "verdict", "verdicts_holm"]
 
 POWER = 0.8
 """The power at which :attr:`Verdict.items_factor` sizes the rounds that would decide an undecided verdict."""
@@ -124,14 +125,7 @@ def verdict(comparison: Comparison | DifferenceRecommendation, margin: float = 0
     dist_greater = m - d  # H1: rate_B - rate_A > -m  <=>  A - B < m
     rule = comparison.rule
     if rule is not None:  # the recommended difference's bias-aware rule: the test its interval inverts
-        if alternative == "less":
-            p = rule.p_value(-m, "greater")
-        elif alternative == "greater":
-            p = rule.p_value(m, "less")
-        elif m == 0:
-            p = rule.p_value(0.0)
-        else:
-            p = max(rule.p_value(-m, "greater"), rule.p_value(m, "less"))
+        p = interval_p_value(rule, m, alternative)
     elif not (math.isfinite(d) and math.isfinite(se) and se > 0):
         p = math.nan
     elif alternative == "less":
@@ -143,6 +137,19 @@ def verdict(comparison: Comparison | DifferenceRecommendation, margin: float = 0
     else:  # TOST: both one-sided tests must reject
         p = max(_sf(dist_less / se, df), _sf(dist_greater / se, df))
     return _decide(comparison, m, alternative, p, level, _dist(d, m, alternative), calibration=calibration)
+
+
+def interval_p_value(rule: DifferenceInterval, margin: float, alternative: str) -> float:
+    """The verdict's p-value by inverting a difference's interval ``rule`` (A - B): ``"less"`` tests ``A - B >
+    -margin`` with its lower bounds, ``"greater"`` ``A - B < margin`` with its upper bounds, ``"two-sided"`` no
+    difference (margin 0) or both one-sided tests (TOST)."""
+    if alternative == "less":
+        return rule.p_value(-margin, "greater")
+    if alternative == "greater":
+        return rule.p_value(margin, "less")
+    if margin == 0:
+        return rule.p_value(0.0)
+    return max(rule.p_value(-margin, "greater"), rule.p_value(margin, "less"))
 
 
 def _dist(d: float, m: float, alternative: str) -> float:
