@@ -152,7 +152,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         cov = np.stack([g[f"cover{k}"].astype(float) for k in range(K)], axis=1)
         wid = np.stack([g[f"width{k}"] for k in range(K)], axis=1)
         own = {}
-        if m == "auto":
+        if m == "auto" and "cover_own0" in g.columns:  # the chosen's own interval (this benchmark's rows only)
             co = np.stack([g[f"cover_own{k}"].astype(float) for k in range(K)], axis=1)
             own = {"coverage_own": float(co.mean()), "coverage_own_min_class": float(co.mean(axis=0).min()),
                    "width_own": float(np.mean([g[f"width_own{k}"].mean() for k in range(K)]))}

@@ -50,7 +50,7 @@ from heroeval.multiclass import (
 from heroeval.multiclass.mock_rounds import allowed_structures
 
 from benchmarks.multiclass import ORDINAL, load
-from benchmarks.multiclass_auto import RATE_BOOST, SETS, STRUCTURES, _row, split_arguments
+from benchmarks.multiclass_auto import RATE_BOOST, SETS, STRUCTURES, _row, split_arguments, summarize
 
 
 def split(name: str, lab: pd.DataFrame, gold: pd.DataFrame, classes: tuple[str, ...], r: int, rho: float, n: int,
@@ -131,21 +131,6 @@ def one(args: tuple[str, pd.DataFrame, pd.DataFrame, tuple[str, ...], int, float
             row.update(dict(zip([f"c_{x}{j}:{c}" for x in ("est", "se", "b", "sb")], sc.parts(w), strict=True)))
     rows.append(row)
     return rows
-
-
-def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    out = []
-    for (ds, sh, m), g in df.groupby(["dataset", "shift", "method"], sort=False):
-        K = sum(1 for c in g.columns if c.startswith("cover") and c[5:].isdigit() and g[c].notna().any())
-        cov = np.stack([g[f"cover{k}"].astype(float) for k in range(K)], axis=1)
-        wid = np.stack([g[f"width{k}"] for k in range(K)], axis=1)
-        out.append({"dataset": ds, "shift": sh, "method": m, "resamples": len(g), "K": K, "l1": g["l1"].mean(),
-                    "coverage_mean_class": float(np.nanmean(cov)), "coverage_min_class": float(cov.mean(axis=0).min()),
-                    "width_mean_class": float(np.nanmean(wid)), "mean_score_cover": float(g["mean_cover"].mean()),
-                    "mean_score_width": float(g["mean_width"].mean()),
-                    "unreliable": float((g["status"] == "unreliable").mean()),
-                    "chosen": " ".join(f"{k} {v}" for k, v in g["chosen"].value_counts().items()) if m == "auto" else ""})
-    return pd.DataFrame(out)
 
 
 def table(s: pd.DataFrame) -> str:
