@@ -105,6 +105,63 @@ def test_partitioned_by_item_is_checked(client: object) -> None:
     he.calibrate_dask(ddf, gold=gold, client=client, partitioned_by_item=True)
 
 
+def test_partitioned_by_item_auto_shuffles_only_when_it_must(client: object) -> None:
+    """``partitioned_by_item="auto"`` (what ``hero calibrate --scheduler`` passes): the check, then a shuffle on the
+    item column when an item has rows in two partitions; either way the in-memory fit."""
+    mem = he.calibrate(he.read_annotations(EXAMPLE / "history.csv.gz", gold=EXAMPLE / "history_gold.csv"))
+    df = pd.read_csv(EXAMPLE / "history.csv.gz", dtype=str)
+    whole = dd.from_pandas(df.sort_values("item_id", kind="stable"), npartitions=3, sort=False)
+    split = dd.from_pandas(df.sample(frac=1.0, random_state=3), npartitions=3, sort=False)
+    he.calibrate_dask(whole, gold=EXAMPLE / "history_gold.csv", client=client, partitioned_by_item=True)  # no split
+    for frame in (whole, split):
+        _close(mem, he.calibrate_dask(frame, gold=EXAMPLE / "history_gold.csv", client=client,
+                                      partitioned_by_item="auto"))
+    with pytest.raises(he.HeroEvalError, match="partitioned_by_item must be"):
+        he.calibrate_dask(whole, gold=EXAMPLE / "history_gold.csv", client=client, partitioned_by_item="yes")
+
+
+def test_lockstep_fold_sums_equal_each_refit_alone(client: object) -> None:
+    """One partition's sums for several refits in one task (the compiled lockstep kernel) equal each refit's own
+    weighted pass, and the NumPy fallback (no numba on the worker) gives the same."""
+    from heroeval.stage_a import distributed as dist_module
+    from heroeval.stage_a import distributed_folds as folds_module
+
+    mem = he.read_annotations(EXAMPLE / "history.csv.gz", gold=EXAMPLE / "history_gold.csv")
+    cal = he.calibrate(mem)
+    df = pd.read_csv(EXAMPLE / "history.csv.gz", dtype=str)
+    part = dist_module._build_part(df, ("item_id", "labeler_id", "label", "round"), list(mem.labeler_ids),
+                                   list(mem.round_ids),
+                                   pd.read_csv(EXAMPLE / "history_gold.csv", dtype={"item_id": str})
+                                   .set_index("item_id")["gold"], 0, None)
+    n_gold = part.gold_rows.size
+    drops = [np.arange(0, n_gold, 3), np.arange(1, n_gold, 3), np.arange(2, n_gold, 3)]
+    rng = np.random.default_rng(0)
+    a = np.clip(cal.alpha + rng.normal(0, 0.02, (3, cal.alpha.size)), 0.05, 0.99)
+    b = np.clip(cal.beta + rng.normal(0, 0.02, (3, cal.beta.size)), 0.05, 0.99)
+    p = np.tile(cal.round_prevalence, (3, 1))
+    w = 0.4
+    if dist_module.jit.HAVE_NUMBA:
+        assert dist_module._compact_of(part, None) is not None  # the compiled kernel runs below
+    together = folds_module._part_fold_sums(part, w, drops, a, b, p)
+    for m, dr in enumerate(drops):
+        wt = dist_module._part_weights(part, w, dr)
+        s1, gs, ll = dist_module._part_stats(part, wt, a[m], b[m], p[m], True)
+        cnt, gsize = dist_module._part_counts(part, wt)
+        la0 = dist_module.two_coin.code_logprobs(a[m], b[m])[1]
+        fixed = float(cnt @ la0 + gsize @ np.log1p(-p[m]))
+        np.testing.assert_allclose(together[0][m], s1, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(together[1][m], gs, rtol=1e-12, atol=1e-9)
+        assert together[2][m] + fixed == pytest.approx(ll, rel=1e-11)
+    orig = folds_module._compact_of
+    try:
+        folds_module._compact_of = lambda p, wt: None  # as on a worker without numba
+        plain = folds_module._part_fold_sums(part, w, drops, a, b, p)
+    finally:
+        folds_module._compact_of = orig
+    for x, y in zip(together, plain, strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-11, atol=1e-9)
+
+
 # ---------------------------------------------------------------------------
 # Parity of the options (issue #20 item 7): history_weight, pseudo_count, covariates, the Newton phase, the checks
 # ---------------------------------------------------------------------------
@@ -301,7 +358,7 @@ def test_workers_run_the_compiled_kernel(client: object) -> None:
                                    list(mem.round_ids),
                                    pd.read_csv(EXAMPLE / "history_gold.csv", dtype={"item_id": str})
                                    .set_index("item_id")["gold"], 0, None)
-    wt = dist_module._part_weights(part, 0.3, part.gold_names[:5])
+    wt = dist_module._part_weights(part, 0.3, np.arange(5))
     a, b, p = cal.alpha, cal.beta, cal.round_prevalence
     for w in (None, wt):
         compiled = dist_module._part_stats(part, w, a, b, p, True)

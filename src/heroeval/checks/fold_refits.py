@@ -54,13 +54,17 @@ class FoldFitter(Protocol):
     """Stage A refits of one history with gold items left out (``drop``: positions among its gold items).
 
     :class:`heroeval.stage_a.folds.FoldFits` (in memory, through :class:`HistoryFolds`) and
-    :class:`heroeval.stage_a.distributed.DaskFoldFits` (on a Dask cluster) are two.
+    :class:`heroeval.stage_a.distributed_folds.DaskFoldFits` (on a Dask cluster) are two.
     """
 
     def fit(self, w: float, start: Params, *, drop: npt.NDArray[np.int64] | None = None,
             information: FloatArray | None = None, tol: float = ..., max_iter: int = ...,
             criterion: Literal["parameters", "loglik"] = ..., accelerate: bool = ...,
             newton_after: int = ...) -> two_coin.EMFit: ...
+
+    def fit_many(self, w: float, starts: list[Params], drops: list[npt.NDArray[np.int64]],
+                 informations: list[FloatArray], *, tol: float = ..., max_iter: int = ...,
+                 criterion: Literal["parameters", "loglik"] = ..., accelerate: bool = ...) -> list[two_coin.EMFit]: ...
 
     def information(self, w: float, fit: two_coin.EMFit) -> FloatArray: ...
 
@@ -265,8 +269,9 @@ def _refits(ff: FoldFitter, w: float, starts: list[Params], infos: Sequence[Floa
             em: Mapping[str, Any], drops: list[npt.NDArray[np.int64]]) -> list[two_coin.EMFit]:
     """The fold refits at weight ``w``, each without its ``drops`` from its start, with Newton steps on its
     information (Stage A's Newton phase and stopping rule; without an information, at ``w = 0``, as
-    :meth:`FoldFitter.fit` fits). In memory the Newton phases of all the folds run in lockstep, one pass over the
-    annotations for each round of their passes (:meth:`heroeval.stage_a.folds.FoldFits.fit_many`)."""
-    if isinstance(ff, HistoryFolds) and w > 0.0 and all(H is not None for H in infos):
+    :meth:`FoldFitter.fit` fits). The Newton phases of all the folds run in lockstep, one pass over the
+    annotations for each round of their passes (:meth:`heroeval.stage_a.folds.FoldFits.fit_many`; on Dask one map
+    over the partitions, :meth:`heroeval.stage_a.distributed_folds.DaskFoldFits.fit_many`)."""
+    if w > 0.0 and all(H is not None for H in infos):
         return ff.fit_many(w, starts, drops, [H for H in infos if H is not None], **em)
     return [ff.fit(w, s, drop=dr, information=H, **em) for s, dr, H in zip(starts, drops, infos, strict=True)]

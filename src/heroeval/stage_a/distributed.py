@@ -19,7 +19,7 @@ parameters), ``variance``. Results equal the in-memory fit to 1e-9
 (tests/unit/test_distributed.py). The model checks and
 ``history_weight="cv"`` refit Stage A with gold items left out: they are
 composed above this layer, by :func:`heroeval.calibrate_dask`
-(:mod:`heroeval.workflows.api`), from :class:`DaskFoldFits` here (the refits,
+(:mod:`heroeval.workflows.api`), from :class:`heroeval.stage_a.distributed_folds.DaskFoldFits` (the refits,
 on the cluster) and the in-memory checks on the gold items, which
 :meth:`DaskHistory.gold_items` brings to the client.
 
@@ -34,6 +34,7 @@ a calibration loaded from JSON.
 from __future__ import annotations
 
 import math
+import operator
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -64,21 +65,16 @@ from heroeval.stage_a import kernels, scoring, two_coin
 from heroeval.stage_a.calibration import Calibration, ConvergenceInfo
 from heroeval.stage_a.covariance import ParameterCovariance
 from heroeval.stage_a.fit import _prior_settings, _progress_callback, eb_prior_covariance, stage_a_prior
-from heroeval.stage_a.folds import FoldPriors
-from heroeval.stage_a.gold import gold_counts, gold_labels_of, initial_from_counts, score_gold_items
-from heroeval.stage_a.newton_factor import worth_reusing
+from heroeval.stage_a.gold import gold_labels_of, initial_from_counts, score_gold_items
 from heroeval.stage_a.prior import PriorCounts, has_prior, prior_information
 from heroeval.stage_a.settings import (
     EMSettings,
     FitSettings,
-    Shrink,
-    StoppingRule,
-    check_pseudo_count,
     check_weight,
     stopping_rule,
 )
 
-__all__ = ["DaskFoldFits", "DaskHistory", "fit_stage_a_dask", "load_dask_history"]
+__all__ = ["DaskHistory", "fit_stage_a_dask", "load_dask_history"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -108,6 +104,16 @@ class _Part:
 
 def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labelers: list[str], rounds: list[str],
                 gold: pd.Series, part_no: int, cov: pd.DataFrame | None) -> _Part:
+    """One partition's rows as a :class:`_Part` (the rows dropped, and why, counted in ``dropped``)."""
+    return _build_part_hashed(df, cols, labelers, rounds, gold, part_no, cov)[0]
+
+
+def _build_part_hashed(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labelers: list[str],
+                       rounds: list[str], gold: pd.Series, part_no: int,
+                       cov: pd.DataFrame | None) -> tuple[_Part, npt.NDArray[np.uint64]]:
+    """:func:`_build_part` and the sorted 64-bit hashes of the partition's item ids (as text), for the check that
+    no item has rows in two partitions: taken from the ids the build codes anyway, so the check reads nothing
+    more."""
     i_c, l_c, y_c, r_c = cols
     t = LoadedTable("annotations", f"partition {part_no}", df.reset_index(drop=True), i_c, False)
     y, ym = parse_binary(t.df[y_c], t, y_c, "label")
@@ -132,10 +138,8 @@ def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labele
         rc_ann = pd.Index(rounds).get_indexer(pd.Index(ids_to_str(t.df[r_c])[keep].to_numpy(dtype=object)))
     else:
         rc_ann = np.zeros(ic.size, dtype=np.int64)
-    order = np.argsort(ic, kind="stable")
+    order, ptr = _by_item(np.asarray(ic, dtype=np.int64), n)
     ic, lab_code, y, rc_ann = ic[order], lab_code[order], y[order], rc_ann[order]
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(ic, minlength=n), out=ptr[1:])
     group = np.zeros(n, dtype=np.int64)
     if n:
         group = rc_ann[ptr[:-1]]
@@ -165,6 +169,7 @@ def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labele
 
     uniq_pairs = pair if n_rep == 0 else pair[first]
     gold_rows = np.flatnonzero(isg)
+    hashes = np.sort(pd.util.hash_array(np.asarray(names, dtype=object), categorize=False))  # names: distinct
     return _Part(
         design=d, n_rows=len(t.df), dropped=dropped,
         tp=cnt((ga == 1) & (y == 1)), fn=cnt((ga == 1) & (y == 0)), tn=cnt((ga == 0) & (y == 0)),
@@ -174,7 +179,33 @@ def _build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labele
         round_gold=np.bincount(group[isg], minlength=G).astype(np.int64),
         round_gold_pos=np.bincount(group[isg], weights=gold_arr[isg].astype(float), minlength=G).astype(np.float64),
         n_repeated=n_rep, gold_rows=gold_rows, gold_names=np.asarray(names, dtype=object)[gold_rows], X=X,
-    )
+    ), hashes
+
+
+def _counting_order(ic, n):  # type: ignore[no-untyped-def]
+    """A stable counting sort of the codes ``ic`` in ``[0, n)``: the order and the offsets of each code's run."""
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    for i in range(ic.shape[0]):
+        ptr[ic[i] + 1] += 1
+    for k in range(n):
+        ptr[k + 1] += ptr[k]
+    pos = ptr[:-1].copy()
+    order = np.empty(ic.shape[0], dtype=np.int64)
+    for i in range(ic.shape[0]):
+        order[pos[ic[i]]] = i
+        pos[ic[i]] += 1
+    return order, ptr
+
+
+def _by_item(ic: IntArray, n: int) -> tuple[IntArray, IntArray]:
+    """The rows in item order (stable) and each item's offsets: compiled where numba is installed (a counting
+    sort, several times faster than NumPy's stable sort of 64-bit codes), else NumPy."""
+    if jit.HAVE_NUMBA:
+        order, ptr = jit.serial(_counting_order)(ic, n)
+        return order, ptr
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ic, minlength=n), out=ptr[1:])
+    return np.argsort(ic, kind="stable"), ptr
 
 
 def _ids(s: pd.Series) -> tuple[Any, npt.NDArray[np.bool_]]:
@@ -225,12 +256,6 @@ def _recode(p: _Part, labs: IntArray, rounds: IntArray) -> _Part:
                    round_gold=p.round_gold[rounds], round_gold_pos=p.round_gold_pos[rounds])
 
 
-def _item_hashes(df: pd.DataFrame, i_c: str) -> npt.NDArray[np.uint64]:
-    """Sorted distinct 64-bit hashes of a partition's item ids (for the partitioned_by_item check)."""
-    ids = ids_to_str(df[i_c]).dropna()
-    return np.unique(pd.util.hash_array(ids.to_numpy(dtype=object)))
-
-
 def _summary(p: _Part) -> dict[str, Any]:
     """Everything the client needs from a partition besides the EM sums (small)."""
     out = {k: getattr(p, k) for k in ("n_rows", "dropped", "tp", "fn", "tn", "fp", "n_ann", "n_items_lab",
@@ -253,12 +278,13 @@ def _gold_subset(p: _Part) -> tuple[npt.NDArray[np.object_], IntArray, IntArray,
             None if p.X is None else p.X[r])
 
 
-def _part_weights(p: _Part, w: float, drop: npt.NDArray[np.object_]) -> FloatArray:
-    """Per-item weights of the likelihood: ``w`` for gold-free items, 1 for gold items, 0 for those in ``drop``."""
+def _part_weights(p: _Part, w: float, drop: IntArray) -> FloatArray:
+    """Per-item weights of the likelihood: ``w`` for gold-free items, 1 for gold items, 0 for the gold items
+    ``drop`` (positions among the partition's gold items, ``p.gold_rows``)."""
     wt = np.full(p.design.n_items, float(w))
     wt[p.gold_rows] = 1.0
     if drop.size:
-        wt[p.gold_rows[np.isin(p.gold_names, drop)]] = 0.0
+        wt[p.gold_rows[drop]] = 0.0
     return wt
 
 
@@ -387,6 +413,7 @@ class DaskHistory:
             self.covariate_rows_unmatched = 0
             self.x_mean = None
         self._gold: AnnotationSet | None = None
+        self._gold_part = self._gold_pos = np.zeros(0, dtype=np.int64)
 
     @property
     def n_gold(self) -> int:
@@ -396,6 +423,15 @@ class DaskHistory:
         """Stage A's starting values from the gold counts (as :func:`heroeval.stage_a.gold.initial_values`)."""
         return initial_from_counts(self.gold_tp, self.gold_fn, self.gold_tn, self.gold_fp, self.round_n_gold,
                                    self.round_gold_pos)
+
+    def gold_positions(self, drop: IntArray) -> list[IntArray]:
+        """The gold items ``drop`` (positions among :meth:`gold_items`) as positions among each partition's own
+        gold items (``_Part.gold_rows``), one array per partition."""
+        if drop.size == 0:
+            return [np.zeros(0, dtype=np.int64) for _ in self.parts]
+        self.gold_items()
+        part, pos = self._gold_part[drop], self._gold_pos[drop]
+        return [pos[part == k] for k in range(len(self.parts))]
 
     def gold_items(self) -> AnnotationSet:
         """The history's gold items and their labels, on the client (the model checks need only these).
@@ -418,6 +454,11 @@ class DaskHistory:
         X = np.concatenate([g[6] for g in got]) if self.covariate_names and got else None
         order = np.argsort(pd.Index(names.astype(str)).to_numpy(dtype=object), kind="stable") if names.size else \
             np.zeros(0, np.int64)
+        # each gold item's partition and its position among that partition's gold items, in this set's order
+        per_part = [len(g[0]) for g in got]
+        self._gold_part = np.repeat(np.arange(len(got), dtype=np.int64), per_part)[order]
+        self._gold_pos = (np.arange(int(sum(per_part)), dtype=np.int64)
+                          - np.repeat(np.cumsum([0, *per_part[:-1]]), per_part).astype(np.int64))[order]
         starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
         lo = lens[order]
         idx = np.repeat(starts[order] - (np.cumsum(lo) - lo), lo) + np.arange(int(lo.sum()), dtype=np.int64)
@@ -529,13 +570,15 @@ class _DaskDesign:
                                                     n_x_items=self.dh.n_items)
 
 
-def _design(dh: DaskHistory, w: float, drop: npt.NDArray[np.object_] | None, pseudo_count: PriorCounts) -> _DaskDesign:
-    """The history's design with gold-free items weighted by ``w`` and the gold items ``drop`` (ids) left out."""
-    drop = np.zeros(0, dtype=object) if drop is None else np.asarray(drop, dtype=object)
+def _design(dh: DaskHistory, w: float, drop: IntArray | None, pseudo_count: PriorCounts) -> _DaskDesign:
+    """The history's design with gold-free items weighted by ``w`` and the gold items ``drop`` (positions among
+    :meth:`DaskHistory.gold_items`) left out."""
+    drop = np.zeros(0, dtype=np.int64) if drop is None else np.asarray(drop, dtype=np.int64)
     if w == 1.0 and drop.size == 0:
         return _DaskDesign(dh, None, pseudo_count)
     c = dh.client
-    weights = [c.submit(_part_weights, p, w, drop, pure=False) for p in dh.parts]
+    by_part = dh.gold_positions(drop)
+    weights = [c.submit(_part_weights, p, w, rows, pure=False) for p, rows in zip(dh.parts, by_part, strict=True)]
     return _DaskDesign(dh, weights, pseudo_count)
 
 
@@ -545,7 +588,7 @@ def load_dask_history(
     gold: Any,
     client: Any = None,
     covariates: Any = None,
-    partitioned_by_item: bool = False,
+    partitioned_by_item: bool | Literal["auto"] = False,
     **columns: Unpack[ColumnOptions],
 ) -> DaskHistory:
     """Read a history into the workers' memory, one compact design per partition (see :func:`heroeval.calibrate_dask`;
@@ -557,6 +600,8 @@ def load_dask_history(
     ddf = dd.read_parquet(history) if isinstance(history, str) else history
     if not isinstance(ddf, dd.DataFrame):
         raise HeroEvalError(f"history must be a dask DataFrame or a Parquet path, got {type(history).__name__}")
+    if partitioned_by_item not in (True, False, "auto"):
+        raise HeroEvalError(f"partitioned_by_item must be True, False or 'auto', got {partitioned_by_item!r}")
     where = "dask history"
     o = options_of("load_dask_history", columns, ColumnOptions, COLUMN_DEFAULTS)
     item_col, gold_item_col, gold_col = o["item_col"], o["gold_item_col"], o["gold_col"]
@@ -581,22 +626,32 @@ def load_dask_history(
     if r_c is not None:
         rv = ddf[r_c].dropna().unique().compute()
         rounds = sorted({x for x in ids_to_str(pd.Series(rv)).dropna() if x.strip()})
-    if not partitioned_by_item:
-        ddf = ddf.shuffle(on=i_c)
-    else:  # check the promise: an item split over partitions would count as several items
-        hashes = client.gather([client.submit(_item_hashes, p, i_c, pure=False)
-                                for p in client.compute(ddf.to_delayed())])  # type: ignore[no-untyped-call]
-        allh = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
-        split = int(allh.size - np.unique(allh).size)
-        if split:
+    gold_f = client.scatter(gold_s, broadcast=True)
+    cov_f = None if cov_tab is None else client.scatter(cov_tab, broadcast=True)
+
+    def build(frame: Any) -> tuple[list[Any], int]:
+        """The partitions' designs on the workers, and how many items have rows in more than one partition."""
+        built = [client.submit(_build_part_hashed, dp, (i_c, l_c, y_c, r_c), labelers, rounds, gold_f, k, cov_f,
+                               pure=False)
+                 for k, dp in enumerate(client.compute(frame.to_delayed()))]
+        out = [client.submit(operator.getitem, b, 0, pure=False) for b in built]
+        if shuffled:
+            return out, 0
+        hashes = client.gather([client.submit(operator.getitem, b, 1, pure=False) for b in built])
+        # each partition's hashes are sorted and distinct: a stable sort merges the runs, and equal neighbours are
+        # items with rows in two partitions
+        allh = np.sort(np.concatenate(hashes), kind="stable") if hashes else np.zeros(0, np.uint64)
+        return out, int(np.count_nonzero(allh[1:] == allh[:-1]))
+
+    shuffled = partitioned_by_item is False
+    parts, split = build(ddf.shuffle(on=i_c) if shuffled else ddf)
+    if split:  # the promise (or the guess) that every item's rows sit in one partition does not hold
+        if partitioned_by_item is True:
             raise DataError(
                 f"partitioned_by_item=True, but {split} item(s) have rows in more than one partition of the dask "
                 "history; pass partitioned_by_item=False to shuffle on the item column")
-    gold_f = client.scatter(gold_s, broadcast=True)
-    cov_f = None if cov_tab is None else client.scatter(cov_tab, broadcast=True)
-    delayed_parts = ddf.to_delayed()
-    parts = [client.submit(_build_part, dp, (i_c, l_c, y_c, r_c), labelers, rounds, gold_f, k, cov_f, pure=False)
-             for k, dp in enumerate(client.compute(delayed_parts))]
+        shuffled = True
+        parts, _ = build(ddf.shuffle(on=i_c))
     summaries = client.gather([client.submit(_summary, p) for p in parts])
     used_labs = np.flatnonzero(np.sum([s["n_ann"] for s in summaries], axis=0) > 0)
     used_rounds = np.flatnonzero(np.sum([s["round_items"] for s in summaries], axis=0) > 0)
@@ -716,45 +771,3 @@ def _part_centered(p: _Part, x_mean: FloatArray) -> FloatArray:
     Xc = p.X - x_mean
     out: FloatArray = Xc.T @ Xc
     return out
-
-
-class DaskFoldFits:
-    """Stage A refitted on a :class:`DaskHistory` with some gold items left out, at several history weights.
-
-    The distributed counterpart of :class:`heroeval.stage_a.folds.FoldFits`, with the same
-    methods and the same fits: left-out items get weight 0 on the workers (one weight vector per
-    partition and refit, kept on the worker for the refit's passes). ``drop`` holds positions in
-    :meth:`DaskHistory.gold_items` (the gold items in id order).
-    """
-
-    def __init__(self, dh: DaskHistory, *, pseudo_count: float = 0.0, shrink: Shrink = "none") -> None:
-        self.dh = dh
-        self.prior_of = FoldPriors((dh.gold_tp, dh.gold_fn, dh.gold_tn, dh.gold_fp),
-                                   check_pseudo_count(pseudo_count), shrink,
-                                   lambda drop: gold_counts(dh.gold_items().take_items(drop)))
-        """The pseudo-counts of the refit without the gold items ``drop`` (positions among
-        :meth:`DaskHistory.gold_items`; :class:`heroeval.stage_a.folds.FoldPriors`)."""
-
-    def design(self, w: float, drop: IntArray | None = None) -> _DaskDesign:
-        ids = None
-        if drop is not None and len(drop):
-            ids = np.asarray(self.dh.gold_items().item_ids, dtype=object)[np.asarray(drop, dtype=np.int64)]
-        return _design(self.dh, float(w), ids, self.prior_of(drop))
-
-    def fit(self, w: float, start: tuple[FloatArray, FloatArray, FloatArray], *, drop: IntArray | None = None,
-            information: FloatArray | None = None, tol: float = 1e-8, max_iter: int = 10_000,
-            criterion: Literal["parameters", "loglik"] = "parameters", accelerate: bool = True,
-            newton_after: int = 0) -> two_coin.EMFit:
-        """As :meth:`heroeval.stage_a.folds.FoldFits.fit`."""
-        d = self.design(w, drop)
-        if w == 0.0 and criterion == "parameters":
-            return two_coin.run_em(d, start, stop=StoppingRule(tol, max_iter, accelerate=False), posteriors=False)
-        info = d.information if information is None else two_coin.guessed(information, d.information)
-        return two_coin.run_em(d, start, stop=StoppingRule(tol, max_iter, criterion, accelerate), information=info,
-                               newton_after=newton_after, posteriors=False,
-                               reuse=worth_reusing(2 * self.dh.n_labelers + self.dh.n_rounds,
-                                                   int(self.dh.n_annotations.sum())))
-
-    def information(self, w: float, fit: two_coin.EMFit) -> FloatArray:
-        """The observed information of the whole history at weight ``w`` at ``fit`` (probability scale)."""
-        return self.design(w).information(fit.alpha, fit.beta, fit.prev)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Unpack, cast, overload
+from typing import Any, Literal, Unpack, cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -52,7 +52,8 @@ from heroeval.ingest.annotations import AnnotationSet
 from heroeval.ingest.compact import CompactHistory
 from heroeval.ingest.options import COLUMN_DEFAULTS, ColumnOptions
 from heroeval.stage_a.calibration import Calibration
-from heroeval.stage_a.distributed import DaskFoldFits, fit_stage_a_dask, load_dask_history
+from heroeval.stage_a.distributed import fit_stage_a_dask, load_dask_history
+from heroeval.stage_a.distributed_folds import DaskFoldFits
 from heroeval.stage_a.fit import check_fit_settings, fit_stage_a
 from heroeval.stage_a.settings import (
     EMSettings,
@@ -297,7 +298,7 @@ def calibrate_dask(
     gold: Any,
     client: Any = None,
     covariates: Any = None,
-    partitioned_by_item: bool = False,
+    partitioned_by_item: bool | Literal["auto"] = False,
     **options: Unpack[CalibrateDaskOptions],
 ) -> Calibration:
     """:func:`calibrate` on a Dask cluster: Stage A and, when asked, the model checks, for a history in Dask.
@@ -307,7 +308,7 @@ def calibrate_dask(
     a reduce of small sums on the client (:func:`heroeval.stage_a.distributed.fit_stage_a_dask`). With
     ``checks=True`` or ``history_weight="cv"``, the model checks' refits (one per fold of the gold items and
     history weight) run on the cluster the same way, the left-out gold items weighted 0
-    (:class:`heroeval.stage_a.distributed.DaskFoldFits`), and the rest of the checks (held-out predictions,
+    (:class:`heroeval.stage_a.distributed_folds.DaskFoldFits`), and the rest of the checks (held-out predictions,
     mock rounds, the dependence test), which read the gold items only, run on the client on the gold items
     brought there (:meth:`~heroeval.stage_a.distributed.DaskHistory.gold_items`): the same checks as
     :func:`calibrate` computes in memory, to the EM tolerance. The gold items' annotations must fit in the
@@ -327,9 +328,11 @@ def calibrate_dask(
         the workers.
     item_col, labeler_col, label_col, round_col, gold_col, gold_item_col, covariate_item_col, covariate_cols
         Column names, as for :func:`heroeval.read_annotations`.
-    partitioned_by_item : bool, default False
-        Whether every item's rows sit in one partition already (checked); otherwise the log is shuffled on
-        the item column.
+    partitioned_by_item : bool or "auto", default False
+        Whether every item's rows sit in one partition already: True promises it (checked on the item ids the
+        load codes anyway; a DataError when an item has rows in two partitions); False shuffles the log on the
+        item column; ``"auto"`` checks and shuffles only when the check fails (what ``hero calibrate
+        --scheduler`` uses: a Parquet log written by item needs no shuffle).
     tol, max_iter, criterion, accelerate, pseudo_count, shrink, variance, covariance, history_weight, checks, check_folds,
     check_rounds, seed, progress
         As in :func:`calibrate`.
