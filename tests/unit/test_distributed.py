@@ -110,7 +110,8 @@ def test_partitioned_by_item_auto_shuffles_only_when_it_must(client: object) -> 
     item column when an item has rows in two partitions; either way the in-memory fit."""
     mem = he.calibrate(he.read_annotations(EXAMPLE / "history.csv.gz", gold=EXAMPLE / "history_gold.csv"))
     df = pd.read_csv(EXAMPLE / "history.csv.gz", dtype=str)
-    whole = dd.from_pandas(df.sort_values("item_id", kind="stable"), npartitions=3, sort=False)
+    thirds = np.array_split(df["item_id"].unique(), 3)  # whole items per partition
+    whole = dd.concat([dd.from_pandas(df[df["item_id"].isin(ids)], npartitions=1) for ids in thirds])
     split = dd.from_pandas(df.sample(frac=1.0, random_state=3), npartitions=3, sort=False)
     he.calibrate_dask(whole, gold=EXAMPLE / "history_gold.csv", client=client, partitioned_by_item=True)  # no split
     for frame in (whole, split):
