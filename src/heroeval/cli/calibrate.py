@@ -34,9 +34,11 @@ from heroeval.cli.options import (
     parse_history_weight,
     parse_label_map,
 )
+from heroeval.cli.scheduler import SchedulerOpt
 from heroeval.core.jit import HAVE_NUMBA
 
 if TYPE_CHECKING:  # annotations only (strings at run time)
+    from heroeval.cli.scheduler import Where
     from heroeval.ingest.annotations import AnnotationSet
     from heroeval.stage_a.calibration import Calibration
 
@@ -97,10 +99,12 @@ def calibrate_cmd(
     encoding: EncodingOpt = None,
     compact: Annotated[bool, typer.Option(help="Read Parquet with integer item ids straight into the compiled engine's arrays (histories near memory's size: about a third of the memory); no model checks.")] = False,
     group_col: HistGroupColOpt = None,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Stage A: learn each labeler's sensitivity and specificity from the history.
 
-    HISTORY may be a glob ('logs/*.parquet') or a directory with the duckdb reader.
+    HISTORY may be a glob ('logs/*.parquet') or a directory with the duckdb reader. With --scheduler, Stage A
+    and its checks run on Dask and the history stays on the workers.
     """
     from heroeval.ingest.compact import CompactHistory
     from heroeval.ingest.read import read_compact
@@ -117,6 +121,24 @@ def calibrate_cmd(
     if group_col is not None and (classes is not None or ordinal or compact):
         err("--group-col is not available for multi-class labels or with --compact yet")
         raise typer.Exit(2)
+    if scheduler is not None:
+        odd = [name for name, off in (
+            ("--classes/--ordinal", classes is not None or ordinal), ("--compact", compact),
+            ("--group-col", group_col is not None), ("--label-map", label_map is not None),
+            ("--encoding", encoding is not None), ("--reader", reader is not Reader.auto),
+            ("--memory-limit", memory_limit is not None), ("--engine", engine is not Engine.auto),
+            ("--duplicates", duplicates is not Duplicates.keep)) if off]
+        if odd:
+            err(f"--scheduler (Stage A on Dask) takes none of {', '.join(odd)}: binary labels, every annotation kept")
+            raise typer.Exit(2)
+        _on_dask(history, gold, output, history_covariates, fmt, item_col=item_col, labeler_col=labeler_col,
+                 label_col=label_col, round_col=None if round_col is None else (False if round_col == "none" else round_col),
+                 gold_col=gold_col, gold_item_col=gold_item_col, scheduler=scheduler,
+                 options={"tol": tol, "max_iter": max_iter, "criterion": criterion.value, "accelerate": accelerate,
+                          "pseudo_count": pseudo_count, "shrink": shrink.value, "variance": variance.value,
+                          "history_weight": hw, "checks": checks, "check_rounds": past_rounds})
+        return
+
     if classes is not None or ordinal:
         if shrink is Shrink.eb:
             err("--shrink eb is for binary labels; multi-class and ordinal calibrations take --pseudo-count")
@@ -181,4 +203,32 @@ def calibrate_cmd(
     con = console()
     _render.print_all(con, *ingest_tables(), _render.calibration_table(c),
                       _render.rounds_table(c), *_render.checks_tables(c))
+    con.print(f"calibration written to {output}")
+
+
+def _on_dask(history: Path, gold: Path, output: Path, covariates: Path | None, fmt: Format, *, scheduler: str,
+             options: dict[str, object], **columns: object) -> None:
+    """``hero calibrate --scheduler``: Stage A and its checks on Dask; the calibration file as in memory."""
+    from heroeval.cli.scheduler import calibrate_on_dask
+    from heroeval.report import terminal as _render
+
+    def go() -> tuple[Calibration, Where]:
+        with busy("Stage A on Dask: reading the history on the workers, EM" + (" and model checks" if options["checks"] else "")):
+            cal, where = calibrate_on_dask(scheduler, history, gold, covariates=covariates, columns=dict(columns),
+                                           options=dict(options))
+        cal.save(output)
+        return cal, where
+
+    c, where = run(go)
+    dropped = dict(c.settings.get("rows_dropped", {}))
+    ingest = {"rows_read": c.settings.get("rows_read"), "rows_dropped": dropped,
+              "partitions": c.settings.get("partitions")}
+    if fmt is Format.json:
+        print(json.dumps({"calibration": c.to_dict(), "output": str(output), "ingest": ingest,
+                          "ran_on": where.to_dict()}, indent=1))
+        return
+    con = console()
+    con.print(where.line() + f": {c.settings.get('rows_read'):,} rows read in {c.settings.get('partitions')} "
+              f"partitions" + ("" if not dropped else ", dropped: " + ", ".join(f"{v:,} {k}" for k, v in dropped.items())))
+    _render.print_all(con, _render.calibration_table(c), _render.rounds_table(c), *_render.checks_tables(c))
     con.print(f"calibration written to {output}")

@@ -1,0 +1,158 @@
+"""``--scheduler``: Stage A and its model checks on Dask from the command line (``hero calibrate``, ``hero
+estimate --history``, ``hero store calibrate``).
+
+``local`` starts a :class:`distributed.LocalCluster` with one single-threaded worker process per core,
+``local:N`` one with N workers; anything else is the address of a running scheduler
+(``tcp://host:8786``), whose workers must have heroeval installed and read the history's path. The history
+is read by Dask where it lies (Parquet: a file, a glob or a directory; or plain CSV), one partition per
+group of row groups, and the checks run as :func:`heroeval.calibrate_dask` runs them. Every command that
+takes the option says where Stage A ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import logging
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from heroeval.errors import HeroEvalError
+
+if TYPE_CHECKING:  # annotations only
+    from heroeval.stage_a.calibration import Calibration
+
+__all__ = ["SchedulerOpt", "Where", "calibrate_on_dask", "dask_client", "dask_history"]
+
+SchedulerOpt = Annotated[str | None, typer.Option(
+    help="Run Stage A and its model checks on Dask: 'local' (a local cluster, one worker process per core), "
+         "'local:N' (N workers) or a scheduler's address (tcp://host:8786; its workers need heroeval and must "
+         "read the history's path). The history must be Parquet (file, glob or directory) or plain CSV.")]
+
+PARTITIONS_PER_WORKER = 2
+"""Partitions per worker the history is cut into (whole row groups each), so that no worker idles while
+another holds two large ones: 3 partitions on 2 workers left one worker idle a third of each pass."""
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where Stage A ran: the scheduler's address and its workers."""
+
+    scheduler: str
+    address: str
+    workers: int
+
+    def line(self) -> str:
+        kind = "a local Dask cluster" if self.scheduler.startswith("local") else "the Dask cluster"
+        return f"Stage A ran on {kind} at {self.address} ({self.workers} worker{'s' * (self.workers != 1)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scheduler": self.scheduler, "address": self.address, "workers": self.workers}
+
+
+def _local_workers(spec: str) -> int | None:
+    """The worker count of ``local`` / ``local:N``, or None for an address."""
+    if spec == "local":
+        return max(1, os.cpu_count() or 1)
+    m = re.fullmatch(r"local:(\d+)", spec)
+    if m:
+        n = int(m.group(1))
+        if n < 1:
+            raise HeroEvalError(f"--scheduler {spec}: the number of workers must be at least 1")
+        return n
+    if spec.startswith("local:"):
+        raise HeroEvalError(f"--scheduler {spec!r}: use 'local', 'local:N' (N workers) or a scheduler address "
+                            "such as tcp://host:8786")
+    return None
+
+
+@contextlib.contextmanager
+def dask_client(spec: str) -> Iterator[tuple[Any, Where]]:
+    """A Dask client for ``--scheduler spec`` (a local cluster started and closed here, or a running one)."""
+    try:
+        import distributed
+    except ImportError as e:
+        raise HeroEvalError("--scheduler needs Dask: pip install 'heroeval[dask]'") from e
+    n = _local_workers(spec)
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    if n is not None:
+        cluster = distributed.LocalCluster(  # type: ignore[no-untyped-call]
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+        with cluster as cl, distributed.Client(cl) as c:  # type: ignore[no-untyped-call]
+            yield c, Where(spec, str(cl.scheduler_address), n)
+        return
+    try:
+        client = distributed.Client(spec, timeout="20s")  # type: ignore[no-untyped-call]
+    except (OSError, TimeoutError) as e:
+        raise HeroEvalError(f"--scheduler {spec}: cannot reach a Dask scheduler there ({e})") from e
+    with client as c:
+        yield c, Where(spec, spec, len(c.scheduler_info().get("workers", {})))
+
+
+def _parquet_files(path: Path) -> list[Path] | None:
+    """The Parquet files of a file, a directory or a glob, or None when the history is not Parquet."""
+    s = str(path)
+    if any(ch in s for ch in "*?["):
+        files = sorted(Path(p) for p in glob.glob(s, recursive=True))
+    elif path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix == ".parquet")
+    else:
+        files = [path]
+    if files and all(f.suffix in (".parquet", ".pq") for f in files):
+        return files
+    return None
+
+
+def _readable(path: Path) -> list[Path] | None:
+    """The history's Parquet files, or None for CSV; a clear error for anything else (before a cluster starts)."""
+    files = _parquet_files(path)
+    if files is None:
+        s = str(path)
+        if not (s.endswith(".csv") or s.endswith(".csv.gz") or any(ch in s for ch in "*?[")):
+            raise HeroEvalError(f"{path}: --scheduler reads Parquet (a file, glob or directory of .parquet files) "
+                                "or CSV (.csv, .csv.gz) histories")
+        if not any(ch in s for ch in "*?[") and not path.exists():
+            raise HeroEvalError(f"{path}: no such file")
+        return None
+    if not files:
+        raise HeroEvalError(f"{path}: no Parquet files there")
+    for f in files:
+        if not f.exists():
+            raise HeroEvalError(f"{f}: no such file")
+    return files
+
+
+def dask_history(path: Path, workers: int) -> Any:
+    """The history at ``path`` as a Dask DataFrame, cut into about ``PARTITIONS_PER_WORKER`` partitions per worker
+    of whole row groups (Parquet) or blocks of 64 MB (CSV; compressed CSV: one partition per file)."""
+    import dask.dataframe as dd
+    import pyarrow.parquet as pq
+
+    files = _readable(path)
+    if files is None:
+        s = str(path)
+        return dd.read_csv(s, dtype=str, blocksize=None if s.endswith(".gz") else "64MB", keep_default_na=False,
+                           na_values=[""])
+    row_groups = sum(pq.ParquetFile(f).metadata.num_row_groups for f in files)
+    per_part = max(1, row_groups // max(1, PARTITIONS_PER_WORKER * workers))
+    return dd.read_parquet([str(f) for f in files], split_row_groups=per_part)
+
+
+def calibrate_on_dask(spec: str, history: Path, gold: Path, *, covariates: Path | None = None,
+                      columns: dict[str, Any], options: dict[str, Any]) -> tuple[Calibration, Where]:
+    """:func:`heroeval.calibrate_dask` on the history at ``history`` through ``--scheduler spec``: the history
+    checked for whole items per partition and shuffled on the item column only when it is not."""
+    from heroeval.workflows.api import calibrate_dask
+
+    _readable(history)
+    with dask_client(spec) as (client, where):
+        frame = dask_history(history, max(1, where.workers))
+        cal = calibrate_dask(frame, gold=gold, client=client, covariates=covariates, partitioned_by_item="auto",
+                             **columns, **options)
+    return cal, where

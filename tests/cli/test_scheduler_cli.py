@@ -1,0 +1,81 @@
+"""``hero calibrate --scheduler``: Stage A and its model checks on Dask from the command line (issue #43 item 2),
+the same calibration file as in memory; clear errors for what the Dask path does not take."""
+
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import heroeval as he
+from heroeval.cli import app
+
+pytest.importorskip("distributed")
+
+runner = CliRunner()
+EXAMPLE = Path(glob.glob(str(Path(he.__file__).parent / "examples" / "*" / "history.csv.gz"))[0]).parent
+
+
+def _history(tmp_path: Path) -> tuple[Path, Path]:
+    """The example history as Parquet in four row groups, rows of one item spread over them (so the load has to
+    shuffle on the item column), and its gold labels."""
+    df = pd.read_csv(EXAMPLE / "history.csv.gz", dtype=str).sample(frac=1.0, random_state=1)
+    path = tmp_path / "history.parquet"
+    df.to_parquet(path, row_group_size=len(df) // 4 + 1, index=False)
+    return path, EXAMPLE / "history_gold.csv"
+
+
+def test_scheduler_local_equals_in_memory(tmp_path: Path) -> None:
+    h, g = _history(tmp_path)
+    mem_out, dask_out = tmp_path / "mem.json", tmp_path / "dask.json"
+    r = runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(mem_out), "--tol", "1e-10"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(dask_out), "--tol", "1e-10",
+                            "--scheduler", "local:2", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["ran_on"]["scheduler"] == "local:2" and out["ran_on"]["workers"] == 2
+    assert out["ran_on"]["address"].startswith("tcp://")
+    assert out["ingest"]["rows_read"] == len(pd.read_parquet(h))
+    mem, dsk = he.load_calibration(mem_out), he.load_calibration(dask_out)
+    assert dsk.settings["engine"] == "dask" and mem.labeler_ids == dsk.labeler_ids
+    for f in ("alpha", "beta", "round_prevalence"):
+        np.testing.assert_allclose(getattr(dsk, f), getattr(mem, f), rtol=0, atol=1e-8)
+    assert mem.checks is not None and dsk.checks is not None
+    assert dsk.checks.chosen_weight == mem.checks.chosen_weight
+    for w in mem.checks.weight_grid:
+        assert dsk.checks.log_score[w][0] == pytest.approx(mem.checks.log_score[w][0], abs=1e-8)
+    # the table view says where it ran
+    r = runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(dask_out), "--no-checks",
+                            "--scheduler", "local:1"])
+    assert r.exit_code == 0, r.output
+    assert "Stage A ran on a local Dask cluster" in r.output and "(1 worker)" in r.output
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--scheduler", "local:0"], "at least 1"),
+    (["--scheduler", "local:x"], "use 'local', 'local:N'"),
+    (["--scheduler", "local:2", "--compact"], "--compact"),
+    (["--scheduler", "local:2", "--engine", "numpy"], "--engine"),
+    (["--scheduler", "local:2", "--classes", "0,1,2"], "--classes"),
+])
+def test_scheduler_errors(tmp_path: Path, extra: list[str], message: str) -> None:
+    h, g = _history(tmp_path)
+    r = runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(tmp_path / "c.json"), *extra])
+    assert r.exit_code == 2, r.output
+    assert message in r.output
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_scheduler_refuses_other_files(tmp_path: Path) -> None:
+    h = tmp_path / "h.jsonl"
+    h.write_text('{"item_id": 1, "labeler_id": "a", "label": 1}\n')
+    r = runner.invoke(app, ["calibrate", str(h), "--gold", str(EXAMPLE / "history_gold.csv"), "-o",
+                            str(tmp_path / "c.json"), "--scheduler", "local:1"])
+    assert r.exit_code == 2, r.output
+    assert "Parquet" in r.output and "h.jsonl" in r.output
