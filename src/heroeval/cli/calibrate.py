@@ -27,6 +27,7 @@ from heroeval.cli.options import (
     LabelerCol,
     MapOpt,
     OrdinalOpt,
+    SchedulerOpt,
     Shrink,
     StructureOpt,
     check_output,
@@ -34,7 +35,6 @@ from heroeval.cli.options import (
     parse_history_weight,
     parse_label_map,
 )
-from heroeval.cli.scheduler import SchedulerOpt
 from heroeval.core.jit import HAVE_NUMBA
 
 if TYPE_CHECKING:  # annotations only (strings at run time)

@@ -195,3 +195,8 @@ def parse_floats(spec: str | None, what: str) -> list[float] | None:
         return [float(x) for x in spec.split(",") if x.strip()]
     except ValueError:
         raise HeroEvalError(f"--{what}: expected comma-separated numbers, got {spec!r}") from None
+
+SchedulerOpt = Annotated[str | None, typer.Option(
+    help="Run Stage A and its model checks on Dask: 'local' (a local cluster, one worker process per core), "
+         "'local:N' (N workers) or a scheduler's address (tcp://host:8786; its workers need heroeval and must "
+         "read the history's path). The history must be Parquet (file, glob or directory) or plain CSV.")]

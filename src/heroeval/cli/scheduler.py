@@ -19,21 +19,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from heroeval.errors import HeroEvalError
 
 if TYPE_CHECKING:  # annotations only
     from heroeval.stage_a.calibration import Calibration
 
-__all__ = ["SchedulerOpt", "Where", "calibrate_on_dask", "dask_client", "dask_history"]
-
-SchedulerOpt = Annotated[str | None, typer.Option(
-    help="Run Stage A and its model checks on Dask: 'local' (a local cluster, one worker process per core), "
-         "'local:N' (N workers) or a scheduler's address (tcp://host:8786; its workers need heroeval and must "
-         "read the history's path). The history must be Parquet (file, glob or directory) or plain CSV.")]
+__all__ = ["Where", "calibrate_on_dask", "dask_client", "dask_history"]
 
 PARTITIONS_PER_WORKER = 2
 """Partitions per worker the history is cut into (whole row groups each), so that no worker idles while
