@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # annotations only (strings at run time)
     from heroeval.cli.scheduler import Where
     from heroeval.ingest.annotations import AnnotationSet
     from heroeval.stage_a.calibration import Calibration
+    from heroeval.workflows.options import StageAOptions
 
 
 class Criterion(str, Enum):
@@ -110,6 +111,7 @@ def calibrate_cmd(
     from heroeval.ingest.read import read_compact
     from heroeval.report import terminal as _render
     from heroeval.workflows.api import calibrate
+    from heroeval.workflows.options import StageAOptions
 
     hw = parse_history_weight(history_weight)
     check_output(output, "--output", "the calibration")
@@ -134,9 +136,9 @@ def calibrate_cmd(
         _on_dask(history, gold, output, history_covariates, fmt, item_col=item_col, labeler_col=labeler_col,
                  label_col=label_col, round_col=None if round_col is None else (False if round_col == "none" else round_col),
                  gold_col=gold_col, gold_item_col=gold_item_col, scheduler=scheduler,
-                 options={"tol": tol, "max_iter": max_iter, "criterion": criterion.value, "accelerate": accelerate,
-                          "pseudo_count": pseudo_count, "shrink": shrink.value, "variance": variance.value,
-                          "history_weight": hw, "checks": checks, "check_rounds": past_rounds})
+                 options=StageAOptions(tol=tol, max_iter=max_iter, criterion=criterion.value, accelerate=accelerate,
+                                       pseudo_count=pseudo_count, shrink=shrink.value, variance=variance.value,
+                                       history_weight=hw, checks=checks, check_rounds=past_rounds))
         return
 
     if classes is not None or ordinal:
@@ -207,7 +209,7 @@ def calibrate_cmd(
 
 
 def _on_dask(history: Path, gold: Path, output: Path, covariates: Path | None, fmt: Format, *, scheduler: str,
-             options: dict[str, object], **columns: object) -> None:
+             options: StageAOptions, **columns: object) -> None:
     """``hero calibrate --scheduler``: Stage A and its checks on Dask; the calibration file as in memory."""
     from heroeval.cli.scheduler import calibrate_on_dask
     from heroeval.report import terminal as _render
