@@ -79,3 +79,29 @@ def test_scheduler_refuses_other_files(tmp_path: Path) -> None:
                             str(tmp_path / "c.json"), "--scheduler", "local:1"])
     assert r.exit_code == 2, r.output
     assert "Parquet" in r.output and "h.jsonl" in r.output
+
+
+def test_store_calibrate_on_dask_equals_in_memory(tmp_path: Path) -> None:
+    """``hero store calibrate --scheduler``: the store's history exported beside it, fitted on Dask, the export
+    removed; the calibration the in-memory store fit gives, and cached under the same key."""
+    from tests.store.test_store import _frames
+
+    path = tmp_path / "hero.duckdb"
+    st = he.Store(path)
+    for k, (ann, gold) in enumerate(_frames()):
+        st.add(ann, gold=gold, name=f"v{k + 1}", model=f"m{k + 1}")
+    ref = he.calibrate(st.load(["v1", "v2", "v3"]), checks=True)
+    out = tmp_path / "dask.json"
+    r = runner.invoke(app, ["store", "calibrate", "--store", str(path), "--scheduler", "local:2", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "Stage A ran on a local Dask cluster" in r.output
+    assert not list(tmp_path.glob(".hero-export-*"))  # the export is gone
+    cal = he.load_calibration(out)
+    assert cal.settings["engine"] == "dask"
+    for f in ("alpha", "beta", "round_prevalence"):
+        np.testing.assert_allclose(getattr(cal, f), getattr(ref, f), rtol=0, atol=1e-8)
+    assert cal.checks is not None and ref.checks is not None and cal.checks.chosen_weight == ref.checks.chosen_weight
+    # the next call finds it in the cache: no cluster started
+    r = runner.invoke(app, ["store", "calibrate", "--store", str(path)])
+    assert r.exit_code == 0, r.output
+    assert "cached" in r.output

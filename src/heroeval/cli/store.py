@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from heroeval.cli.console import run
-from heroeval.cli.options import CsvOpt, Format, write_csv
+from heroeval.cli.options import CsvOpt, Format, SchedulerOpt, write_csv
 from heroeval.errors import HeroEvalError
 
 if TYPE_CHECKING:  # annotations only (strings at run time)
@@ -238,16 +238,44 @@ def calibrate_cmd(
     refit: Annotated[bool, typer.Option(help="Fit again even when a cached fit matches.")] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Also write the calibration JSON here.")] = None,
     wait: WaitOpt = 5.0,
+    scheduler: SchedulerOpt = None,
 ) -> None:
-    """Stage A on the store's history: the cached fit if the history and settings are unchanged, else a new one."""
+    """Stage A on the store's history: the cached fit if the history and settings are unchanged, else a new one.
+
+    With --scheduler a new fit runs on Dask: the history rounds are exported as Parquet to a directory beside
+    the store (which the workers must read), fitted there, and the export removed."""
     from rich.markup import escape
 
     from heroeval.report import terminal as _render
     from heroeval.store import Store
 
-    sc = _run(lambda: Store(store, wait=wait).calibrate(refit=refit))
+    ran: list[str] = []
+
+    def on_dask(st: Store) -> Any:
+        import tempfile
+
+        from heroeval.cli.scheduler import calibrate_on_dask
+
+        def fit(names: Any, settings: Any) -> Any:
+            with tempfile.TemporaryDirectory(dir=Path(store).resolve().parent, prefix=".hero-export-") as tmp:
+                st.export(tmp, rounds=list(names))
+                cov = Path(tmp) / "covariates.parquet"
+                cal, where = calibrate_on_dask(scheduler or "", Path(tmp) / "annotations", Path(tmp) / "gold.parquet",
+                                               covariates=cov if cov.exists() else None, columns={},
+                                               options=dict(settings))
+            ran.append(where.line())
+            return cal
+        return fit
+
+    def go() -> Any:
+        st = Store(store, wait=wait)
+        return st.calibrate(refit=refit, fitter=None if scheduler is None else on_dask(st))
+
+    sc = _run(go)
     con = _console()
     con.print(escape(sc.line()), soft_wrap=True)
+    for line in ran:
+        con.print(escape(line), soft_wrap=True)
     _render.print_all(con, _render.calibration_table(sc.calibration))
     if output is not None:
         sc.calibration.save(output)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Unpack
+from typing import Any, Literal, Unpack, cast
 
 import numpy as np
 
@@ -96,6 +96,9 @@ DEFAULT_SETTINGS: dict[str, Any] = {"history_weight": 1.0, "checks": True, "seed
 """Stage A settings of the store's calibrations: the model checks are kept, so ``method="auto"`` works from the cache."""
 
 _SETTING_KEYS = (*EM_SETTING_KEYS, "variance", "history_weight", "checks", "check_folds", "seed")
+
+Fitter = Callable[[Sequence[str], Mapping[str, Any]], Calibration]
+"""Stage A on the named rounds with the given settings, outside memory (``Store.calibrate(fitter=...)``)."""
 
 HISTORY_IN_MEMORY = 5_000_000
 """``Store.estimate(history=None)`` loads the history (for ``hero_joint``) when it has at most this many annotations."""
@@ -394,7 +397,7 @@ class Store:
 
     # ------------------------------------------------------------ calibrations
     def _fit(self, rounds: Sequence[str], settings: Mapping[str, Any], *, keep_history: bool = False,
-             refit: bool = False) -> _Fit:
+             refit: bool = False, fitter: Fitter | None = None) -> _Fit:
         if not rounds:
             raise StoreError(f"{self.path} has no history round to calibrate on: add a round with gold "
                              "(--gold), or mark rounds as history (hero store role NAME history)")
@@ -404,14 +407,13 @@ class Store:
             row = None if refit else con.execute("SELECT calibration FROM calibrations WHERE key = ?",
                                                  [key]).fetchone()
             hist = None
-            if row is None or keep_history:
+            if (row is None and fitter is None) or keep_history:
                 hist = read_rounds(con, infos, name="store history", namespaced=True)
         if row is not None:
             cal = Calibration.from_dict(json.loads(row[0]), source=f"{self.path} (calibration {key[:12]})")
             return _Fit(cal, key, "cached", 0.0, hist)
-        assert hist is not None
         t0 = time.perf_counter()
-        cal = calibrate(hist, **settings)
+        cal = fitter(rounds, settings) if fitter is not None else calibrate(cast(AnnotationSet, hist), **settings)
         secs = time.perf_counter() - t0
         with self._con(write=True) as con:
             def body() -> None:
@@ -422,12 +424,13 @@ class Store:
             transaction(con, self.path, body)
         return _Fit(cal, key, "fitted", secs, hist)
 
-    def calibrate(self, *, rounds: Sequence[str] | None = None, refit: bool = False,
+    def calibrate(self, *, rounds: Sequence[str] | None = None, refit: bool = False, fitter: Fitter | None = None,
                   **settings: Any) -> StoreCalibration:
-        """Stage A on the history (or on ``rounds``): the cached fit when the rounds and settings match, else a new one."""
+        """Stage A on the history (or on ``rounds``): the cached fit when the rounds and settings match, else a new one
+        (``fitter(rounds, settings)`` when given, e.g. on Dask from an :meth:`export`; else in memory)."""
         names = tuple(rounds) if rounds is not None else self.history()
         s = _settings(settings)
-        f = self._fit(names, s, refit=refit)
+        f = self._fit(names, s, refit=refit, fitter=fitter)
         return StoreCalibration(f.cal, f.key, names, s, f.status, f.seconds)
 
     def pin(self, name: str, *, note: str = "", rounds: Sequence[str] | None = None,
