@@ -105,3 +105,26 @@ def test_store_calibrate_on_dask_equals_in_memory(tmp_path: Path) -> None:
     r = runner.invoke(app, ["store", "calibrate", "--store", str(path)])
     assert r.exit_code == 0, r.output
     assert "cached" in r.output
+
+
+def test_estimate_with_history_on_dask_equals_estimate_from_the_calibration_file(tmp_path: Path) -> None:
+    """``hero estimate --history H --gold G --scheduler``: Stage A on Dask, then the estimate from that calibration,
+    the same as from the in-memory calibration's file (the recommended row included); stderr says where."""
+    h, g = _history(tmp_path)
+    cur = EXAMPLE / "current.csv.gz"
+    cal = tmp_path / "mem.json"
+    r = runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(cal)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["estimate", str(cur), "--calibration", str(cal), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    mem = json.loads(r.stdout)
+    r = runner.invoke(app, ["estimate", str(cur), "--history", str(h), "--gold", str(g), "--scheduler", "local:2",
+                            "-f", "json"])
+    assert r.exit_code == 0, r.output
+    assert "Stage A ran on a local Dask cluster" in r.stderr
+    dsk = json.loads(r.stdout)
+    assert dsk["recommended"]["method"] == mem["recommended"]["method"]
+    for key in ("estimate", "ci_low", "ci_high"):
+        assert dsk["recommended"][key] == pytest.approx(mem["recommended"][key], abs=1e-8)
+    r = runner.invoke(app, ["estimate", str(cur), "--calibration", str(cal), "--scheduler", "local:1"])
+    assert r.exit_code == 2 and "--calibration" in r.output

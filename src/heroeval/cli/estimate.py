@@ -52,6 +52,7 @@ from heroeval.cli.options import (
     OrdinalOpt,
     RidgeOpt,
     RoundOpt,
+    SchedulerOpt,
     StructureOpt,
     Tie,
     TieOpt,
@@ -169,6 +170,7 @@ def estimate_cmd(
     csv_out: Annotated[Path | None, typer.Option("--csv", help="Also write the estimates table as CSV to this file: the rows shown (recommended first), with estimate, SE, interval and its method, status and notes.")] = None,
     group_col: GroupColOpt = None,
     by: Annotated[str | None, typer.Option("--by", help="Rates per stratum: a column of the current labels file giving each item's stratum (topic, harm category, query). Each stratum is estimated as a round alone, with intervals simultaneous over the strata at --confidence-level (Bonferroni); strata with fewer than 2 items are listed as skipped.")] = None,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Estimate the current round's gold rate with HERO and the baselines, with confidence intervals.
 
@@ -189,6 +191,20 @@ def estimate_cmd(
     check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
     check_output(csv_out, "--csv", "the estimates table")
     hw = parse_history_weight(history_weight)
+    if scheduler is not None:  # Stage A on Dask first, then the estimate from that calibration as from a file
+        odd = [name for name, off in (
+            ("--calibration", calibration is not None), ("--classes/--ordinal", classes is not None or ordinal),
+            ("--bootstrap", bootstrap > 0), ("--label-map", label_map is not None),
+            ("--encoding", encoding is not None), ("--duplicates", duplicates is not Duplicates.keep)) if off]
+        if odd:
+            err(f"--scheduler (Stage A on Dask from --history) takes none of {', '.join(odd)}")
+            raise typer.Exit(2)
+        assert history is not None and gold is not None
+        calibration = run(lambda: _calibrate_on_dask(
+            scheduler, history, gold, history_covariates, hw, current_gold is None, item_col=item_col,
+            labeler_col=labeler_col, label_col=label_col, gold_col=gold_col, gold_item_col=gold_item_col,
+            round_col=None if round_col is None else (False if round_col == "none" else round_col)))
+        history = gold = history_covariates = round_col = None
     rule = new_labeler_rule(new_labelers, exclude_new_labelers)
     if design is not None and current_gold is None:
         err("--design goes with --current-gold (the expert labels of the selected items)")
@@ -538,3 +554,23 @@ def compare_cmd(
 
 def _num(x: float) -> float | None:
     return x if x == x and abs(x) != float("inf") else None
+
+
+def _calibrate_on_dask(scheduler: str, history: Path, gold: Path, covariates: Path | None, hw: float | str,
+                       checks: bool, **columns: Any) -> Path:
+    """``hero estimate --scheduler``: Stage A and its checks on Dask, saved to a temporary calibration file that
+    the estimate then reads (removed when the command ends); says on stderr where Stage A ran."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from heroeval.cli.scheduler import calibrate_on_dask
+
+    cal, where = calibrate_on_dask(scheduler, history, gold, covariates=covariates, columns=columns,
+                                   options={"history_weight": hw, "checks": checks})
+    tmp = Path(tempfile.mkdtemp(prefix="hero-dask-calibration-"))
+    atexit.register(shutil.rmtree, tmp, True)
+    path = tmp / "calibration.json"
+    cal.save(path)
+    print(where.line() + f" ({cal.settings.get('rows_read', 0):,} history rows read)", file=sys.stderr)
+    return path
