@@ -128,3 +128,29 @@ def test_estimate_with_history_on_dask_equals_estimate_from_the_calibration_file
         assert dsk["recommended"][key] == pytest.approx(mem["recommended"][key], abs=1e-8)
     r = runner.invoke(app, ["estimate", str(cur), "--calibration", str(cal), "--scheduler", "local:1"])
     assert r.exit_code == 2 and "--calibration" in r.output
+
+
+def test_compare_with_history_on_dask_equals_compare_from_the_calibration_file(tmp_path: Path) -> None:
+    """``hero compare A B --history H --gold G --scheduler``: Stage A on Dask without checks (as ``hero compare
+    --history`` fits in memory), then the comparison as from that calibration's file."""
+    h, g = _history(tmp_path)
+    cur = pd.read_csv(EXAMPLE / "current.csv.gz", dtype=str)
+    items = cur["item_id"].unique()
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    cur[cur["item_id"].isin(items[::2])].to_csv(a, index=False)
+    cur[cur["item_id"].isin(items[1::2])].to_csv(b, index=False)
+    cal = tmp_path / "mem.json"
+    assert runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(cal), "--no-checks"]).exit_code == 0
+    r = runner.invoke(app, ["compare", str(a), str(b), "--calibration", str(cal), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    mem = json.loads(r.stdout)
+    r = runner.invoke(app, ["compare", str(a), str(b), "--history", str(h), "--gold", str(g), "--scheduler",
+                            "local:2", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    assert "Stage A ran on a local Dask cluster" in r.stderr
+    dsk = json.loads(r.stdout)
+    assert mem["recommended"] is None and dsk["recommended"] is None  # no checks, no recommendation
+    assert set(dsk["difference"]) == set(mem["difference"]) and "hero1" in mem["difference"]
+    for m, d in mem["difference"].items():
+        for key in ("estimate", "ci_low", "ci_high"):
+            assert dsk["difference"][m][key] == pytest.approx(d[key], abs=1e-8), (m, key)

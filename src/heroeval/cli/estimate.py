@@ -192,18 +192,13 @@ def estimate_cmd(
     check_output(csv_out, "--csv", "the estimates table")
     hw = parse_history_weight(history_weight)
     if scheduler is not None:  # Stage A on Dask first, then the estimate from that calibration as from a file
-        odd = [name for name, off in (
-            ("--calibration", calibration is not None), ("--classes/--ordinal", classes is not None or ordinal),
-            ("--bootstrap", bootstrap > 0), ("--label-map", label_map is not None),
-            ("--encoding", encoding is not None), ("--duplicates", duplicates is not Duplicates.keep)) if off]
-        if odd:
-            err(f"--scheduler (Stage A on Dask from --history) takes none of {', '.join(odd)}")
-            raise typer.Exit(2)
-        assert history is not None and gold is not None
-        calibration = run(lambda: _calibrate_on_dask(
-            scheduler, history, gold, history_covariates, hw, current_gold is None, item_col=item_col,
-            labeler_col=labeler_col, label_col=label_col, gold_col=gold_col, gold_item_col=gold_item_col,
-            round_col=None if round_col is None else (False if round_col == "none" else round_col)))
+        calibration = _dask_first(
+            scheduler, calibration, history, gold, history_covariates, round_col,
+            [("--classes/--ordinal", classes is not None or ordinal), ("--bootstrap", bootstrap > 0),
+             ("--label-map", label_map is not None), ("--encoding", encoding is not None),
+             ("--duplicates", duplicates is not Duplicates.keep)],
+            history_weight=hw, checks=current_gold is None, item_col=item_col, labeler_col=labeler_col,
+            label_col=label_col, gold_col=gold_col, gold_item_col=gold_item_col)
         history = gold = history_covariates = round_col = None
     rule = new_labeler_rule(new_labelers, exclude_new_labelers)
     if design is not None and current_gold is None:
@@ -397,6 +392,7 @@ def compare_cmd(
     group_col: Annotated[str | None, typer.Option("--group-col", help="A column of both rounds' labels files that groups their items (prompt, query, topic): standard errors cluster-robust by group within each round (see hero estimate --group-col; with --pairs, the pairing's prompts are the clusters).")] = None,
     adjust: Annotated[str, typer.Option(help="With more than two rounds: the simultaneous intervals' adjustment, sidak, bonferroni or none (p-values are then Holm-adjusted unless none).")] = "sidak",
     verdict_on: Annotated[str | None, typer.Option("--verdict-on", help="With --classes/--ordinal and --margin: the quantity the verdict tests, a class (its share) or 'mean score' (the default).")] = None,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Difference of two rounds' gold rates (A - B) sharing one calibration, with intervals and p-values.
 
@@ -421,6 +417,15 @@ def compare_cmd(
     check_sources(calibration, history, gold, history_covariates, round_col, confidence_level)
     check_output(report, "--report", "the report")
     rule = new_labeler_rule(new_labelers, exclude_new_labelers)
+    if scheduler is not None:  # Stage A on Dask (as in memory from --history: no checks), then as from a file
+        calibration = _dask_first(
+            scheduler, calibration, history, gold, history_covariates, round_col,
+            [("--classes/--ordinal", classes is not None or ordinal), ("more than two rounds", bool(more)),
+             ("--group-col", group_col is not None), ("--label-map", label_map is not None),
+             ("--encoding", encoding is not None), ("--duplicates", duplicates is not Duplicates.keep)],
+            history_weight=1.0, checks=False, item_col=item_col, labeler_col=labeler_col, label_col=label_col,
+            gold_col=gold_col, gold_item_col=gold_item_col)
+        history = gold = history_covariates = round_col = None
     if more:
         from heroeval.cli.versions import compare_versions_cmd  # several versions: its own output
 
@@ -556,21 +561,36 @@ def _num(x: float) -> float | None:
     return x if x == x and abs(x) != float("inf") else None
 
 
-def _calibrate_on_dask(scheduler: str, history: Path, gold: Path, covariates: Path | None, hw: float | str,
-                       checks: bool, **columns: Any) -> Path:
-    """``hero estimate --scheduler``: Stage A and its checks on Dask, saved to a temporary calibration file that
-    the estimate then reads (removed when the command ends); says on stderr where Stage A ran."""
+def _dask_first(scheduler: str, calibration: Path | None, history: Path | None, gold: Path | None,
+                covariates: Path | None, round_col: str | None, refused: list[tuple[str, bool]], *,
+                history_weight: float | str, checks: bool, **columns: Any) -> Path:
+    """``--scheduler`` on ``hero estimate`` and ``hero compare``: Stage A (and, with ``checks``, its model checks) on
+    Dask from ``--history``, saved to a temporary calibration file that the command then reads as it reads
+    ``--calibration`` (removed when the command ends); says on stderr where Stage A ran. Options the Dask path
+    does not take (``refused``: name, given) are an error, as is a calibration file."""
     import atexit
     import shutil
     import tempfile
 
     from heroeval.cli.scheduler import calibrate_on_dask
 
-    cal, where = calibrate_on_dask(scheduler, history, gold, covariates=covariates, columns=columns,
-                                   options={"history_weight": hw, "checks": checks})
-    tmp = Path(tempfile.mkdtemp(prefix="hero-dask-calibration-"))
-    atexit.register(shutil.rmtree, tmp, True)
-    path = tmp / "calibration.json"
-    cal.save(path)
-    print(where.line() + f" ({cal.settings.get('rows_read', 0):,} history rows read)", file=sys.stderr)
-    return path
+    odd = [name for name, given in [("--calibration", calibration is not None), *refused] if given]
+    if odd:
+        err(f"--scheduler (Stage A on Dask from --history) takes none of {', '.join(odd)}")
+        raise typer.Exit(2)
+    assert history is not None and gold is not None
+
+    def go() -> Path:
+        cal, where = calibrate_on_dask(
+            scheduler, history, gold, covariates=covariates,
+            columns={**columns, "round_col": None if round_col is None else (False if round_col == "none" else round_col)},
+            options={"history_weight": history_weight, "checks": checks})
+        tmp = Path(tempfile.mkdtemp(prefix="hero-dask-calibration-"))
+        atexit.register(shutil.rmtree, tmp, True)
+        path = tmp / "calibration.json"
+        cal.save(path)
+        print(where.line() + f" ({cal.settings.get('rows_read', 0):,} history rows read)", file=sys.stderr)
+        return path
+
+    out: Path = run(go)
+    return out
