@@ -105,6 +105,18 @@ def test_store_calibrate_on_dask_equals_in_memory(tmp_path: Path) -> None:
     r = runner.invoke(app, ["store", "calibrate", "--store", str(path)])
     assert r.exit_code == 0, r.output
     assert "cached" in r.output
+    # hero store estimate --scheduler: a refit on Dask gives the in-memory refit's recommended estimate
+    r = runner.invoke(app, ["store", "estimate", "v3", "--store", str(path), "--json"])
+    assert r.exit_code == 0, r.output
+    mem = json.loads(r.stdout)
+    r = runner.invoke(app, ["store", "estimate", "v3", "--store", str(path), "--json", "--refit",
+                            "--scheduler", "local:2"])
+    assert r.exit_code == 0, r.output
+    assert "Stage A ran on a local Dask cluster" in r.stderr
+    dsk = json.loads(r.stdout)
+    assert dsk["recommended"]["method"] == mem["recommended"]["method"]
+    for key in ("estimate", "ci_low", "ci_high"):
+        assert dsk["recommended"][key] == pytest.approx(mem["recommended"][key], abs=1e-8)
 
 
 def test_estimate_with_history_on_dask_equals_estimate_from_the_calibration_file(tmp_path: Path) -> None:

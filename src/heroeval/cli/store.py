@@ -251,25 +251,9 @@ def calibrate_cmd(
 
     ran: list[str] = []
 
-    def on_dask(st: Store) -> Any:
-        import tempfile
-
-        from heroeval.cli.scheduler import calibrate_on_dask
-
-        def fit(names: Any, settings: Any) -> Any:
-            with tempfile.TemporaryDirectory(dir=Path(store).resolve().parent, prefix=".hero-export-") as tmp:
-                st.export(tmp, rounds=list(names))
-                cov = Path(tmp) / "covariates.parquet"
-                cal, where = calibrate_on_dask(scheduler or "", Path(tmp) / "annotations", Path(tmp) / "gold.parquet",
-                                               covariates=cov if cov.exists() else None, columns={},
-                                               options=dict(settings))
-            ran.append(where.line())
-            return cal
-        return fit
-
     def go() -> Any:
         st = Store(store, wait=wait)
-        return st.calibrate(refit=refit, fitter=None if scheduler is None else on_dask(st))
+        return st.calibrate(refit=refit, fitter=None if scheduler is None else _dask_fitter(st, store, scheduler, ran))
 
     sc = _run(go)
     con = _console()
@@ -296,8 +280,10 @@ def estimate_cmd(
     wait: WaitOpt = 5.0,
     as_json: JsonOpt = False, fmt: StoreFmtOpt = None,
     csv_out: CsvOpt = None,
+    scheduler: SchedulerOpt = None,
 ) -> None:
-    """Estimate a round against the store's history (the cached calibration, or a refit when the history changed)."""
+    """Estimate a round against the store's history (the cached calibration, or a refit when the history changed;
+    with --scheduler a refit runs on Dask, as hero store calibrate --scheduler runs it)."""
     from rich.markup import escape
 
     from heroeval.estimators.collection import EstimateCollection
@@ -306,8 +292,17 @@ def estimate_cmd(
     from heroeval.store import Store
 
     ms: str | list[str] = "all" if method == "all" else [m.strip() for m in method.split(",") if m.strip()]
-    se = _run(lambda: Store(store, wait=wait).estimate(target, method=ms, history=history, covariates=covariates,
-                                                       refit=refit, current_gold=current_gold, design=design))
+    ran: list[str] = []
+
+    def go() -> Any:
+        st = Store(store, wait=wait)
+        return st.estimate(target, method=ms, history=history, covariates=covariates, refit=refit,
+                           current_gold=current_gold, design=design,
+                           fitter=None if scheduler is None else _dask_fitter(st, store, scheduler, ran))
+
+    se = _run(go)
+    for line in ran:
+        print(line, file=sys.stderr)
     res = se.estimates
     if isinstance(res, EstimateResult):  # pragma: no cover - a list gives a collection
         res = EstimateCollection({res.method: res}, ingest=se.data.report)
@@ -481,3 +476,23 @@ def trend_cmd(
         con.print(f"note: {escape(n)}", soft_wrap=True)
     if report is not None:
         con.print(f"trend report written to {escape(str(report))}")
+
+
+def _dask_fitter(st: Any, store: Path, scheduler: str, ran: list[str]) -> Any:
+    """``--scheduler`` on ``hero store calibrate|estimate``: a fitter for :meth:`heroeval.store.Store.calibrate` that
+    exports the rounds as Parquet to a directory beside the store (which the workers must read), fits Stage A
+    there on Dask and removes the export; ``ran`` collects where it ran."""
+    import tempfile
+
+    from heroeval.cli.scheduler import calibrate_on_dask
+
+    def fit(names: Any, settings: Any) -> Any:
+        with tempfile.TemporaryDirectory(dir=Path(store).resolve().parent, prefix=".hero-export-") as tmp:
+            st.export(tmp, rounds=list(names))
+            cov = Path(tmp) / "covariates.parquet"
+            cal, where = calibrate_on_dask(scheduler, Path(tmp) / "annotations", Path(tmp) / "gold.parquet",
+                                           covariates=cov if cov.exists() else None, columns={},
+                                           options=dict(settings))
+        ran.append(where.line())
+        return cal
+    return fit

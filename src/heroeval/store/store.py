@@ -506,6 +506,7 @@ class Store:
         settings: Mapping[str, Any] | None = None,
         current_gold: TableLike | None = None,
         design: TableLike | None = None,
+        fitter: Fitter | None = None,
         **kwargs: Any,
     ) -> StoreEstimate:
         """Estimate a round (a stored round's name, a file or an AnnotationSet) against the store's history.
@@ -560,7 +561,7 @@ class Store:
             if not history:
                 notes.append(f"the history has {n_hist} annotations (over {HISTORY_IN_MEMORY}): not loaded, so "
                              "hero_joint is skipped and the recommended estimate uses the saved model checks")
-        f = self._fit(hist_names, s, keep_history=history, refit=refit)
+        f = self._fit(hist_names, s, keep_history=history, refit=refit, fitter=fitter)  # fitter: as calibrate's
         hist = f.history if history else None
         cal = f.cal if history else replace(f.cal, history=None)  # a fit made now carries its history: not asked for
         if data.covariate_names and hist is not None and hist.covariate_names != data.covariate_names:
