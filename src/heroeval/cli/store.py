@@ -253,7 +253,8 @@ def calibrate_cmd(
 
     def go() -> Any:
         st = Store(store, wait=wait)
-        return st.calibrate(refit=refit, fitter=None if scheduler is None else _dask_fitter(st, store, scheduler, ran))
+        st.fitter = None if scheduler is None else _dask_fitter(st, store, scheduler, ran)
+        return st.calibrate(refit=refit)
 
     sc = _run(go)
     con = _console()
@@ -296,9 +297,9 @@ def estimate_cmd(
 
     def go() -> Any:
         st = Store(store, wait=wait)
+        st.fitter = None if scheduler is None else _dask_fitter(st, store, scheduler, ran)
         return st.estimate(target, method=ms, history=history, covariates=covariates, refit=refit,
-                           current_gold=current_gold, design=design,
-                           fitter=None if scheduler is None else _dask_fitter(st, store, scheduler, ran))
+                           current_gold=current_gold, design=design)
 
     se = _run(go)
     for line in ran:
@@ -479,7 +480,7 @@ def trend_cmd(
 
 
 def _dask_fitter(st: Any, store: Path, scheduler: str, ran: list[str]) -> Any:
-    """``--scheduler`` on ``hero store calibrate|estimate``: a fitter for :meth:`heroeval.store.Store.calibrate` that
+    """``--scheduler`` on ``hero store calibrate|estimate``: a :attr:`heroeval.store.Store.fitter` that
     exports the rounds as Parquet to a directory beside the store (which the workers must read), fits Stage A
     there on Dask and removes the export; ``ran`` collects where it ran."""
     import tempfile

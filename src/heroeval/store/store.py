@@ -161,9 +161,11 @@ class Store:
     "round 'v1-again' not added: the same con"
     """
 
-    def __init__(self, path: str | os.PathLike[str] = "hero.duckdb", *, wait: float = 5.0) -> None:
+    def __init__(self, path: str | os.PathLike[str] = "hero.duckdb", *, wait: float = 5.0,
+                 fitter: Fitter | None = None) -> None:
         self.path = Path(path)
         self.wait = float(wait)
+        self.fitter = fitter  # new fits by fitter(rounds, settings) (Dask, from an export); None: in memory
         if self.path.exists():
             with connect(self.path, write=False, wait=self.wait):
                 pass
@@ -397,7 +399,8 @@ class Store:
 
     # ------------------------------------------------------------ calibrations
     def _fit(self, rounds: Sequence[str], settings: Mapping[str, Any], *, keep_history: bool = False,
-             refit: bool = False, fitter: Fitter | None = None) -> _Fit:
+             refit: bool = False) -> _Fit:
+        fitter = self.fitter
         if not rounds:
             raise StoreError(f"{self.path} has no history round to calibrate on: add a round with gold "
                              "(--gold), or mark rounds as history (hero store role NAME history)")
@@ -424,13 +427,13 @@ class Store:
             transaction(con, self.path, body)
         return _Fit(cal, key, "fitted", secs, hist)
 
-    def calibrate(self, *, rounds: Sequence[str] | None = None, refit: bool = False, fitter: Fitter | None = None,
+    def calibrate(self, *, rounds: Sequence[str] | None = None, refit: bool = False,
                   **settings: Any) -> StoreCalibration:
         """Stage A on the history (or on ``rounds``): the cached fit when the rounds and settings match, else a new one
-        (``fitter(rounds, settings)`` when given, e.g. on Dask from an :meth:`export`; else in memory)."""
+        (by :attr:`fitter` when the store has one; else in memory)."""
         names = tuple(rounds) if rounds is not None else self.history()
         s = _settings(settings)
-        f = self._fit(names, s, refit=refit, fitter=fitter)
+        f = self._fit(names, s, refit=refit)
         return StoreCalibration(f.cal, f.key, names, s, f.status, f.seconds)
 
     def pin(self, name: str, *, note: str = "", rounds: Sequence[str] | None = None,
@@ -506,7 +509,6 @@ class Store:
         settings: Mapping[str, Any] | None = None,
         current_gold: TableLike | None = None,
         design: TableLike | None = None,
-        fitter: Fitter | None = None,
         **kwargs: Any,
     ) -> StoreEstimate:
         """Estimate a round (a stored round's name, a file or an AnnotationSet) against the store's history.
@@ -561,7 +563,7 @@ class Store:
             if not history:
                 notes.append(f"the history has {n_hist} annotations (over {HISTORY_IN_MEMORY}): not loaded, so "
                              "hero_joint is skipped and the recommended estimate uses the saved model checks")
-        f = self._fit(hist_names, s, keep_history=history, refit=refit, fitter=fitter)  # fitter: as calibrate's
+        f = self._fit(hist_names, s, keep_history=history, refit=refit)
         hist = f.history if history else None
         cal = f.cal if history else replace(f.cal, history=None)  # a fit made now carries its history: not asked for
         if data.covariate_names and hist is not None and hist.covariate_names != data.covariate_names:
