@@ -60,6 +60,7 @@ def test_scheduler_local_equals_in_memory(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("extra", "message"), [
     (["--scheduler", "local:0"], "at least 1"),
     (["--scheduler", "local:x"], "use 'local', 'local:N'"),
+    (["--scheduler", "lcoal"], "cannot reach a Dask scheduler there"),
     (["--scheduler", "local:2", "--compact"], "--compact"),
     (["--scheduler", "local:2", "--engine", "numpy"], "--engine"),
     (["--scheduler", "local:2", "--classes", "0,1,2"], "--classes"),

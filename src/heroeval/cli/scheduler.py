@@ -82,8 +82,9 @@ def dask_client(spec: str) -> Iterator[tuple[Any, Where]]:
         return
     try:
         client = distributed.Client(spec, timeout="20s")  # type: ignore[no-untyped-call]
-    except (OSError, TimeoutError) as e:
-        raise HeroEvalError(f"--scheduler {spec}: cannot reach a Dask scheduler there ({e})") from e
+    except (OSError, TimeoutError, ValueError) as e:  # unreachable, or not an address (ValueError)
+        raise HeroEvalError(f"--scheduler {spec}: cannot reach a Dask scheduler there ({e}); use 'local', "
+                            "'local:N' or an address such as tcp://host:8786") from e
     with client as c:
         yield c, Where(spec, spec, len(c.scheduler_info().get("workers", {})))
 
