@@ -30,6 +30,20 @@ def _history(tmp_path: Path) -> tuple[Path, Path]:
     return path, EXAMPLE / "history_gold.csv"
 
 
+def _same_recommended(in_memory: list[str], on_dask: list[str]) -> None:
+    """Both commands succeed, the Dask one says where it ran, and their recommended rows agree to 1e-8."""
+    r = runner.invoke(app, in_memory)
+    assert r.exit_code == 0, r.output
+    mem = json.loads(r.stdout)
+    r = runner.invoke(app, on_dask)
+    assert r.exit_code == 0, r.output
+    assert "Stage A ran on a local Dask cluster" in r.stderr
+    dsk = json.loads(r.stdout)
+    assert dsk["recommended"]["method"] == mem["recommended"]["method"]
+    for key in ("estimate", "ci_low", "ci_high"):
+        assert dsk["recommended"][key] == pytest.approx(mem["recommended"][key], abs=1e-8)
+
+
 def test_scheduler_local_equals_in_memory(tmp_path: Path) -> None:
     h, g = _history(tmp_path)
     mem_out, dask_out = tmp_path / "mem.json", tmp_path / "dask.json"
@@ -107,17 +121,8 @@ def test_store_calibrate_on_dask_equals_in_memory(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert "cached" in r.output
     # hero store estimate --scheduler: a refit on Dask gives the in-memory refit's recommended estimate
-    r = runner.invoke(app, ["store", "estimate", "v3", "--store", str(path), "--json"])
-    assert r.exit_code == 0, r.output
-    mem = json.loads(r.stdout)
-    r = runner.invoke(app, ["store", "estimate", "v3", "--store", str(path), "--json", "--refit",
-                            "--scheduler", "local:2"])
-    assert r.exit_code == 0, r.output
-    assert "Stage A ran on a local Dask cluster" in r.stderr
-    dsk = json.loads(r.stdout)
-    assert dsk["recommended"]["method"] == mem["recommended"]["method"]
-    for key in ("estimate", "ci_low", "ci_high"):
-        assert dsk["recommended"][key] == pytest.approx(mem["recommended"][key], abs=1e-8)
+    _same_recommended(["store", "estimate", "v3", "--store", str(path), "--json"],
+                      ["store", "estimate", "v3", "--store", str(path), "--json", "--refit", "--scheduler", "local:2"])
 
 
 def test_estimate_with_history_on_dask_equals_estimate_from_the_calibration_file(tmp_path: Path) -> None:
@@ -128,17 +133,8 @@ def test_estimate_with_history_on_dask_equals_estimate_from_the_calibration_file
     cal = tmp_path / "mem.json"
     r = runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(cal)])
     assert r.exit_code == 0, r.output
-    r = runner.invoke(app, ["estimate", str(cur), "--calibration", str(cal), "-f", "json"])
-    assert r.exit_code == 0, r.output
-    mem = json.loads(r.stdout)
-    r = runner.invoke(app, ["estimate", str(cur), "--history", str(h), "--gold", str(g), "--scheduler", "local:2",
-                            "-f", "json"])
-    assert r.exit_code == 0, r.output
-    assert "Stage A ran on a local Dask cluster" in r.stderr
-    dsk = json.loads(r.stdout)
-    assert dsk["recommended"]["method"] == mem["recommended"]["method"]
-    for key in ("estimate", "ci_low", "ci_high"):
-        assert dsk["recommended"][key] == pytest.approx(mem["recommended"][key], abs=1e-8)
+    _same_recommended(["estimate", str(cur), "--calibration", str(cal), "-f", "json"],
+                      ["estimate", str(cur), "--history", str(h), "--gold", str(g), "--scheduler", "local:2", "-f", "json"])
     r = runner.invoke(app, ["estimate", str(cur), "--calibration", str(cal), "--scheduler", "local:1"])
     assert r.exit_code == 2 and "--calibration" in r.output
 
