@@ -96,6 +96,7 @@ class DaskFoldFits:
         :meth:`DaskHistory.gold_items`; :class:`heroeval.stage_a.folds.FoldPriors`)."""
         self.reuse = worth_reusing(2 * dh.n_labelers + dh.n_rounds, int(dh.n_annotations.sum()))
         self._counts: tuple[FloatArray, FloatArray, FloatArray, FloatArray] | None = None
+        self._dropped: dict[bytes, tuple[list[IntArray], FloatArray, FloatArray]] = {}
 
     def design(self, w: float, drop: IntArray | None = None) -> _DaskDesign:
         return _design(self.dh, float(w), drop, self.prior_of(drop))
@@ -141,7 +142,7 @@ class DaskFoldFits:
         J = dh.n_labelers
         params = [two_coin._unpack(x, J) for x in points]
         alpha, beta, prev = (np.stack([q[i] for q in params]) for i in range(3))
-        by_part = [dh.gold_positions(dr) for dr in drops]  # per refit, per partition
+        by_part = [self._left_out(dr)[0] for dr in drops]  # per refit, per partition
         res = c.gather([c.submit(_part_fold_sums, p, float(w), [bp[k] for bp in by_part], alpha, beta, prev,
                                  pure=False) for k, p in enumerate(dh.parts)])
         s1 = np.sum([r[0] for r in res], axis=0)
@@ -166,10 +167,22 @@ class DaskFoldFits:
             g_gold = np.bincount(gs.item_round, minlength=dh.n_rounds).astype(np.float64)
             self._counts = (dh.code_counts - c_gold, c_gold, dh.round_n_items - g_gold, g_gold)
         free, gold, gfree, ggold = self._counts
-        out = self.dh.gold_items().take_items(drop)
-        c_drop = two_coin.bincount(2 * out.labeler.astype(np.int64) + out.label, 2 * dh.n_labelers)
-        g_drop = np.bincount(out.item_round, minlength=dh.n_rounds).astype(np.float64)
+        _, c_drop, g_drop = self._left_out(drop)
         return w * free + (gold - c_drop), w * gfree + (ggold - g_drop)
+
+    def _left_out(self, drop: IntArray) -> tuple[list[IntArray], FloatArray, FloatArray]:
+        """The gold items ``drop`` as positions per partition, and their annotations per code and items per round
+        (the same at every pass and weight of the refit, so kept, as the in-memory ``FoldFits`` keeps them)."""
+        key = drop.tobytes()
+        hit = self._dropped.get(key)
+        if hit is None:
+            dh = self.dh
+            out = dh.gold_items().take_items(drop)
+            hit = self._dropped[key] = (
+                dh.gold_positions(drop), two_coin.bincount(2 * out.labeler.astype(np.int64) + out.label,
+                                                           2 * dh.n_labelers),
+                np.bincount(out.item_round, minlength=dh.n_rounds).astype(np.float64))
+        return hit
 
     def information(self, w: float, fit: two_coin.EMFit) -> FloatArray:
         """The observed information of the whole history at weight ``w`` at ``fit`` (probability scale)."""
