@@ -106,14 +106,17 @@ def test_auto_structure_by_mock_rounds() -> None:
     assert ch["rule"].startswith("mock rounds' L1 error of HERO-1's class shares (2 folds")
     assert set(cal.candidates) == {"full", "symmetric", "ordinal"} == set(ch["mock_l1"]) == set(ch["bic"])
     assert cal.structure == min(cal.candidates, key=cal.candidates.__getitem__)
-    assert cal.structure == "ordinal"  # the true structure errs least out of sample
+    # (not asserted: that it is the true structure, ordinal. With 2 folds of 80 gold items the mock rounds rarely
+    # tell the three apart: the truth was chosen in 4 of 20 such simulations, and 6 of 20 with the folds drawn
+    # over positions as before issue #43; this seed's once did)
     assert all(v < 0 for v in ch["log_score"].values()) and all(v > 0 for v in cal.candidates.values())
     whole = calibrate_multiclass(sim.history, structure="symmetric", covariance=False)
     warm_l1, warm_ls = held_out_scores(sim.history, "symmetric", start=whole)
     # plain: per fold, hide the gold, calibrate from scratch, estimate the fold's items with hero1_multiclass
     ds = sim.history.annotations
     gold_items = np.flatnonzero(ds.gold >= 0)
-    perm = np.random.default_rng(0).permutation(gold_items)
+    ids = np.asarray(ds.item_ids)[gold_items].astype(str).astype(object)  # folds dealt by a seeded hash of the ids
+    perm = gold_items[np.lexsort((ids, pd.util.hash_array(ids, hash_key="hero000000000000", categorize=False)))]
     l1, total = [], 0.0
     for f in range(2):
         held = np.sort(perm[f::2])

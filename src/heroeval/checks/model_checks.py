@@ -7,7 +7,8 @@ history are the only evidence about how wrong the model is, so every check
 here is computed on them:
 
 * **Cross-validation.** The gold items are split into ``folds`` folds
-  (stratified by gold label). For each fold, Stage A is refitted on the
+  (stratified by gold label; drawn from a seeded hash of each item's id, so
+  every reader of the same history gets the same folds). For each fold, Stage A is refitted on the
   history without those items, once per history weight ``w`` in
   :data:`WEIGHT_GRID`; the held-out items are then
 
@@ -56,6 +57,7 @@ from heroeval.estimators.methods import dawid_skene, majority_vote
 from heroeval.estimators.registry import estimate_methods
 from heroeval.estimators.score_equation import psi, solve_score
 from heroeval.ingest.annotations import AnnotationSet
+from heroeval.ingest.coding import item_order
 from heroeval.stage_a.calibration import Calibration
 from heroeval.stage_a.checks_record import ModelChecks, class_weights
 from heroeval.stage_a.fit import fit_stage_a
@@ -128,12 +130,18 @@ simulated sparse crowd (tests/unit/test_cheap_checks.py); with many, both end on
 
 
 def _folds(history: AnnotationSet, folds: int, seed: int) -> list[npt.NDArray[np.int64]]:
-    """Gold items split into folds, stratified by gold label."""
-    rng = np.random.default_rng(seed)
+    """Gold items split into folds, stratified by gold label: each label's items in the order of a seeded hash of
+    their id as text (:func:`heroeval.ingest.coding.item_order`), dealt to the folds in turn. The folds are a function of the items' ids,
+    not of the order a reader gives the items in (the DuckDB reader orders integer ids as numbers, the pandas
+    reader and a Dask history as text), so every reader gets the same checks."""
+    order = item_order(history.item_ids, seed)
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
     out: list[list[npt.NDArray[np.int64]]] = [[] for _ in range(folds)]
     offset = 0
     for y in (0, 1):
-        idx = rng.permutation(np.flatnonzero(history.gold == y))
+        idx = np.flatnonzero(history.gold == y)
+        idx = idx[np.argsort(rank[idx], kind="stable")]
         for k in range(folds):
             out[(k + offset) % folds].append(idx[k::folds])
         offset += idx.size % folds

@@ -49,6 +49,17 @@ _FLOAT_INT_ID = r"[+-]?\d+\.0+"
 _FLOAT_INT_TAIL = r"\.0+$"
 
 
+def item_order(ids: npt.NDArray[Any], seed: int) -> npt.NDArray[np.int64]:
+    """A seeded pseudo-random order of ``ids`` that depends on the ids (as text) alone, not on the order they
+    come in: the positions sorted by a 64-bit hash of each id keyed by ``seed`` (pandas' SipHash), ties by the
+    id. The model checks deal their folds in this order, so that every reader of a history (the DuckDB reader
+    orders integer ids as numbers, the pandas reader and a Dask history as text) gets the same folds."""
+    text = np.asarray(ids).astype(str).astype(object)
+    h = pd.util.hash_array(text, hash_key=f"hero{int(seed) & 0xFFFFFFFFFFFF:012x}", categorize=False)
+    out: npt.NDArray[np.int64] = np.lexsort((text, h)).astype(np.int64)
+    return out
+
+
 def _id_codes(s: pd.Series) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.object_]]:
     """Integer codes into the sorted string forms of an id column; -1 for missing or blank.
 

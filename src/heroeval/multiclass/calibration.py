@@ -20,6 +20,7 @@ import numpy.typing as npt
 from heroeval.core.jsonfile import dumps_json, read_json
 from heroeval.errors import CalibrationFileError, ConvergenceWarning, DataError, HeroEvalError, SparseGoldWarning
 from heroeval.ingest.annotations import AnnotationSet
+from heroeval.ingest.coding import item_order
 from heroeval.multiclass import confusion_model
 from heroeval.multiclass.data import MultiClassData, as_multiclass
 from heroeval.stage_a.calibration import ConvergenceInfo
@@ -410,7 +411,8 @@ def held_out_scores(hist: MultiClassData, structure: str, *, start: MultiClassCa
                     pseudo_count: float = 0.0, rng: int = 0) -> tuple[float, float]:
     """Mock rounds of the history's gold: HERO-1's mean L1 error of the class shares, and the mean log score.
 
-    The gold items are dealt at random (seed ``rng``) into ``folds`` folds. For each, Stage A is refitted with
+    The gold items are dealt at random (seed ``rng``; by their ids, :func:`heroeval.ingest.coding.item_order`)
+    into ``folds`` folds. For each, Stage A is refitted with
     ``structure`` on the whole history with that fold's gold hidden (its items stay, unlabelled by gold), from
     ``start``'s parameters when given (the structure's fit on all the gold: the same maximum, fewer steps). The
     fold's items are then a mock round: HERO-1's class shares on them (:func:`confusion_model.solve_simplex`
@@ -425,7 +427,7 @@ def held_out_scores(hist: MultiClassData, structure: str, *, start: MultiClassCa
     gold_items = np.flatnonzero(ds.gold >= 0)
     if gold_items.size < folds:
         raise HeroEvalError(f"held_out_scores needs at least {folds} gold items, got {gold_items.size}")
-    perm = np.random.default_rng(rng).permutation(gold_items)
+    perm = gold_items[item_order(ds.item_ids[gold_items], rng)]  # by the items' ids: the same for every reader
     log_total, l1 = 0.0, []
     for f in range(folds):
         held = np.sort(perm[f::folds])

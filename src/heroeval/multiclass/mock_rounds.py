@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from heroeval.errors import ConvergenceWarning, HeroEvalError, SparseGoldWarning
+from heroeval.ingest.coding import item_order
 from heroeval.multiclass import confusion_model
 from heroeval.multiclass.calibration import MultiClassCalibration, calibrate_multiclass
 from heroeval.multiclass.data import MultiClassData
@@ -159,18 +160,18 @@ class MockRounds:
 def _folds(hist: MultiClassData, folds: int, seed: int) -> tuple[IntArray, IntArray, str]:
     ds = hist.annotations
     gold_items = np.flatnonzero(ds.gold >= 0).astype(np.int64)
-    rng = np.random.default_rng(seed)
+    # rounds and items dealt in the order of a seeded hash of their ids: the same folds for every reader
     rounds = np.unique(ds.item_round[gold_items])
     if rounds.size >= 2:
         k = min(folds, int(rounds.size))
         of_round = np.empty(int(ds.item_round.max()) + 1, dtype=np.int64)
-        of_round[rng.permutation(rounds)] = np.arange(rounds.size) % k
+        of_round[rounds[item_order(np.asarray(ds.round_ids, dtype=object)[rounds], seed)]] = np.arange(rounds.size) % k
         fold = of_round[ds.item_round[gold_items]]
         unit = "rounds"
     else:
         k = min(folds, int(gold_items.size))
         fold = np.empty(gold_items.size, dtype=np.int64)
-        fold[rng.permutation(gold_items.size)] = np.arange(gold_items.size) % k
+        fold[item_order(ds.item_ids[gold_items], seed)] = np.arange(gold_items.size) % k
         unit = "items"
     order = np.argsort(fold, kind="stable")
     return gold_items[order], fold[order], unit

@@ -62,10 +62,12 @@ def damped_factor(H: FloatArray, g: FloatArray, damp: float) -> tuple[DampedFact
     """``(H + damp diag(H))^-1 g`` by Cholesky, with ``damp`` raised until the matrix is positive definite (and
     the step finite): the factor and the step, or None if no damping up to :data:`DAMP_MAX` works."""
     s = 1.0 / np.sqrt(np.abs(np.diag(H)))
-    Hs = H * s[:, None] * s[None, :]
+    Hs = H * s[:, None]
+    Hs *= s[None, :]
     lam = damp
+    A = np.empty_like(Hs)  # one buffer for every damping tried (the factor overwrites it)
     while lam <= DAMP_MAX:
-        A = Hs.copy()
+        np.copyto(A, Hs)
         A[np.diag_indices_from(A)] += lam
         try:
             cf = scipy.linalg.cho_factor(A, overwrite_a=True, check_finite=False)
