@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ import pandas as pd
 
 from heroeval.ingest.annotations import AnnotationSet, IngestReport, TableReport
 
-__all__ = ["ROLES", "RoundInfo", "RoundList", "content_hash"]
+__all__ = ["FIT_REVISION", "ROLES", "RoundInfo", "RoundList", "calibration_key", "content_hash"]
 
 ROLES = ("auto", "history", "current")
 """A round's role: ``auto`` is history when it has gold; ``history`` always; ``current`` never."""
@@ -318,3 +318,20 @@ def _stored_groups(con: Any, rounds: Sequence[RoundInfo]) -> dict[int, pd.Series
                        f"({', '.join('?' * len(ids))})", ids).fetch_df()
     return {int(rid): part.sort_values("item").set_index("item")["grp"].astype(str)
             for rid, part in rows.groupby("round_id")}
+
+
+FIT_REVISION = 1
+"""Part of every cached calibration's key: raised when heroeval changes what a calibration of the same rounds
+and settings holds, so that a store refits instead of serving the old one (1: the model checks' folds drawn
+from a hash of the items' ids, issue #43)."""
+
+
+def calibration_key(rounds: Sequence[RoundInfo], settings: Mapping[str, Any],
+                    groups: Mapping[str, str] | None = None) -> str:
+    """A cached calibration's key: its rounds (names, content hashes), settings, :data:`FIT_REVISION` and, when
+    some rounds have item groups, their groups' digests."""
+    doc: dict[str, Any] = {"rounds": sorted([r.name, r.content_hash] for r in rounds), "settings": dict(settings),
+                           "revision": FIT_REVISION}
+    if groups:
+        doc["groups"] = dict(groups)
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()

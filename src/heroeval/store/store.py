@@ -18,7 +18,6 @@ What it guarantees (docs/store.md has the details and the tests behind each):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -62,6 +61,7 @@ from heroeval.store._rounds import (
     ROLES,
     RoundInfo,
     RoundList,
+    calibration_key,
     content_hash,
     drop_groups,
     groups_digest,
@@ -118,15 +118,6 @@ def _settings(extra: Mapping[str, Any] | None) -> dict[str, Any]:
             raise StoreError(f"unknown calibration setting {k!r}; known: {', '.join(_SETTING_KEYS)}")
         s[k] = v
     return s
-
-
-def _key(rounds: Sequence[RoundInfo], settings: Mapping[str, Any], groups: Mapping[str, str] | None = None) -> str:
-    """A cached calibration's key: its rounds (names, content hashes), settings and, when some rounds have item
-    groups, their groups' digests (a store without groups keeps the keys it always had)."""
-    doc: dict[str, Any] = {"rounds": sorted([r.name, r.content_hash] for r in rounds), "settings": dict(settings)}
-    if groups:
-        doc["groups"] = dict(groups)
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -406,7 +397,7 @@ class Store:
                              "(--gold), or mark rounds as history (hero store role NAME history)")
         with self._con() as con:
             infos = [_round(con, n) for n in rounds]
-            key = _key(infos, settings, groups_digest(con, infos))
+            key = calibration_key(infos, settings, groups_digest(con, infos))
             row = None if refit else con.execute("SELECT calibration FROM calibrations WHERE key = ?",
                                                  [key]).fetchone()
             hist = None
