@@ -4,6 +4,7 @@
     .venv/bin/python -m benchmarks.checks_cost --label after
     PYTHONPATH=/tmp/base_src .venv/bin/python -m benchmarks.checks_cost --label before   # another version
     .venv/bin/python -m benchmarks.checks_cost --table    # the two side by side (benchmarks/results/scale/)
+    .venv/bin/python -m benchmarks.checks_cost --table session_start,after   # any two labels
 
 Histories: the benchmark protocol's split 0 (shift none, rho 0.10, n 200;
 :func:`heroeval.workflows.benchmark.make_split`) of every binary set in
@@ -98,8 +99,8 @@ def run(root: Path, label: str, only: set[str]) -> None:
     (OUT / f"checks_cost_{label}.json").write_text(json.dumps(rows, indent=1) + "\n")
 
 
-def table() -> None:
-    b, a = (pd.read_csv(OUT / f"checks_cost_{x}.csv") for x in ("before", "after"))
+def table(labels: tuple[str, str] = ("before", "after")) -> None:
+    b, a = (pd.read_csv(OUT / f"checks_cost_{x}.csv") for x in labels)
     m = b.merge(a, on=["set", "labelers", "annotations"], suffixes=("_b", "_a"))
     print("| set | labelers | annotations | before: checks=False s | checks=True s | ratio "
           "| after: checks=False s | checks=True s | ratio |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -113,10 +114,12 @@ def main() -> None:
     ap.add_argument("--root", default=str(HERE.parent.parent / "shared" / "data"))
     ap.add_argument("--label", default="after")
     ap.add_argument("--only", default="", help="comma-separated set names (sparse_crowd_1000: the simulated crowd)")
-    ap.add_argument("--table", action="store_true")
+    ap.add_argument("--table", nargs="?", const="before,after", default=None,
+                    help="print the markdown table of two runs' files (labels, default before,after)")
     a = ap.parse_args()
     if a.table:
-        table()
+        first, second = a.table.split(",")
+        table((first, second))
     else:
         run(Path(a.root), a.label, {x for x in a.only.split(",") if x})
 
