@@ -131,6 +131,18 @@ class CompactBuilder:
             rc: npt.NDArray[Any], labeler_code: npt.NDArray[np.int32]) -> None:
         self.table.scatter(offsets, labeler_offsets, y, rc, labeler_code, self.code, _NO_LABELS, True)
 
+    def count_ids(self, item: npt.NDArray[Any], lab: npt.NDArray[Any], l_low: int,
+                  labeler_counts: npt.NDArray[np.int64]) -> int:
+        """Count a batch of rows by item id and labeler id as the files hold them (labelers from ``l_low``);
+        returns the batch position of the first id outside the ranges, or -1."""
+        return self.table.count_ids(item, lab, l_low, labeler_counts)
+
+    def add_ids(self, item: npt.NDArray[Any], lab: npt.NDArray[Any], y: npt.NDArray[Any], l_low: int,
+                labeler_code: npt.NDArray[np.int32]) -> int:
+        """Place a batch of rows given as the files hold them (no rounds); returns the batch position of the first
+        row that could not be placed (an id out of range, a label other than 0 and 1, no slot left), or -1."""
+        return self.table.scatter_ids(item, lab, y, l_low, labeler_code, self.code)
+
     def positions(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Each id's item position here (-1: not an item); after :meth:`finish`."""
         return self.table.positions(ids)
