@@ -149,7 +149,7 @@ def read_with_duckdb(
     duplicates, missing = rules.duplicates, rules.missing
     files, fmt = expand_sources(annotations)
     source = files[0] if len(files) == 1 else f"{len(files)} files like {files[0]}"
-    fast = _parquet_int.plan(files, fmt, columns, _range_pays) if compact else None
+    footers = _parquet_int.plan(files, fmt, columns, _range_pays) if compact else None
     con = duckdb.connect()
     tmp = temp_directory or tempfile.gettempdir()
     con.execute(f"SET temp_directory = {_lit(tmp)}")
@@ -157,14 +157,14 @@ def read_with_duckdb(
         con.execute(f"SET memory_limit = {_lit(memory_limit)}")
     con.execute(f"SET enable_progress_bar = {'true' if progress else 'false'}")
     flist = "[" + ", ".join(_lit(f) for f in files) + "]"
-    if fast is not None:  # the footers leave nothing to validate: no validating scan
+    if footers is not None:  # the footers leave nothing to validate: no validating scan
         spec = _ReadSpec(source, None, rules, columns, gold, name if name is not None else file_stem(files[0]))
         if _parquet_int.ENGINE == "pyarrow":
             con.close()
-            builder, labs = _parquet_int.build(fast)
+            cbuilder, labs = _parquet_int.build(footers)
         else:
-            builder, labs = _compact_from_footers(con, fast, flist, source, memory_limit, tmp)
-        return _compact_history(builder, fast.n_rows, {}, labs, ["all"], spec)
+            cbuilder, labs = _compact_from_footers(con, footers, flist, source, memory_limit, tmp)
+        return _compact_history(cbuilder, footers.n_rows, {}, labs, ["all"], spec)
     sep = "\\t" if fmt == "tsv" else ","
     if fmt == "parquet":
         scan = f"read_parquet({flist}, filename = true, file_row_number = true, union_by_name = true)"
@@ -506,6 +506,7 @@ def _compact_history(cb: CompactBuilder, n: int, dropped: dict[str, int], labele
                             "read_annotations to have the first one named")
         notes["repeated (item, labeler) pair kept as separate labels"] = int(n_dup)
     reports = [TableReport("annotations", source, n, int(cb.code.shape[0]), dropped, notes)]
+    _log.info("compact: the gold table")
     gold_arr = filled(cb.ptr.shape[0] - 1, np.int8, -1)
     g_ids = np.zeros(0, dtype=np.int64)
     g_vals = np.zeros(0, dtype=np.int8)

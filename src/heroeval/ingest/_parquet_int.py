@@ -1,24 +1,27 @@
-"""Compact ingest of Parquet files with integer ids, read row group by row group with pyarrow (no SQL engine).
+"""Compact ingest of Parquet files whose footers leave nothing to validate (no validating scan).
 
-:func:`heroeval.ingest.read.read_compact` reads files through DuckDB: a scan
-that validates and counts the rows, a scan that counts the rows per item id,
-and one that streams the rows to their places, each row's offsets computed in
-SQL and handed over as Arrow batches. When the files say in their own footers
-that there is nothing to validate, the first scan is not needed and the other
-two need no engine: :func:`plan` reads the footers, and when every file holds
-the same integer item, labeler and label columns, no round column, and row
-group statistics showing no missing value and labels in [0, 1], :func:`build`
-reads the row groups with pyarrow's Parquet reader (one thread decoding the
-next batch while the compiled kernels place this one) and hands the decoded
-columns, as they are, to :class:`~heroeval.ingest.compact.CompactBuilder`'s
-kernels, which compute the offsets and codes themselves. The result is the
-same :class:`~heroeval.ingest.compact.CompactHistory` (tests compare the two
-paths); files that do not qualify go through DuckDB as before, so a bad row
-is named by the same message. The kernels still check every row (ids in the
-footers' ranges, labels 0 or 1): a footer that does not tell the truth is an
-error naming the file and row, not a wrong history.
+:func:`heroeval.ingest.read.read_compact` reads files through DuckDB in
+three scans: one that validates and counts the rows (missing values, labels
+that are not binary, the ids' ranges), one that counts the rows per item id,
+and one that streams the rows to their places. When the files' own footers
+already answer the first scan's questions, it is not needed: :func:`plan`
+reads the footers and, when every file holds the same integer item and
+labeler columns and an integer or boolean label column, no round column,
+and row group statistics showing no missing value and labels in [0, 1],
+returns the ids' ranges and the row count. Those files are then read by
+DuckDB's two streaming scans (``ENGINE = "duckdb"``, the default; see
+``heroeval.ingest._duckdb._compact_from_footers``) or by :func:`build`,
+pyarrow's Parquet reader row group by row group with the compiled kernels
+computing the offsets and codes themselves (``ENGINE = "pyarrow"``: fewer
+fresh pages, but on the benchmark machine its decoding was slower than
+DuckDB's; benchmarks/results/scale/ingest_1e9.md). The result is the same
+:class:`~heroeval.ingest.compact.CompactHistory` (tests compare the paths;
+the SQL path streams an item's rows in no fixed order, pyarrow in file
+order). Files that do not qualify go through the validating scan as before,
+so a bad row is named by the same message. The kernels still check every row
+(ids in the footers' ranges, labels 0 or 1): a footer that does not tell the
+truth is an error naming the file and row, not a wrong history.
 """
-
 from __future__ import annotations
 
 import logging
@@ -168,7 +171,7 @@ def _batches(p: ParquetPlan, which: tuple[str, ...]) -> Iterator[_Batch]:
         try:
             for f in p.files:
                 row = 0
-                with pq.ParquetFile(f) as pf:
+                with pq.ParquetFile(f) as pf:  # (memory_map=True: the mapped file counts in the resident memory)
                     for g in range(pf.num_row_groups):  # a row group's columns decoded on every core
                         for b in pf.read_row_group(g, columns=list(which), use_threads=True).to_batches():
                             cols = [b.column(j).to_numpy(zero_copy_only=False) for j in range(b.num_columns)]
