@@ -74,6 +74,7 @@ t0 = time.perf_counter(); probe2 = filled(2**27, np.float64, 1.0); out["first_to
 del probe, probe2
 scan = "SELECT count(*), sum(item_id), sum(labeler_id), sum(label) FROM read_parquet(?)"
 con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
 con.execute(scan, [d + "/history.parquet"]).fetchall()  # the page cache
 t0 = time.perf_counter()
 n_rows = con.execute(scan, [d + "/history.parquet"]).fetchall()[0][0]
@@ -139,8 +140,8 @@ def run_child(d: Path, reader: str, tiny: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-c", CHILD, str(d), reader, tiny], capture_output=True, text=True, env=env)
     for line in r.stdout.splitlines():
-        if line.startswith("INGEST_JSON "):
-            out: dict[str, Any] = json.loads(line[len("INGEST_JSON "):])
+        if "INGEST_JSON " in line:  # (after DuckDB's progress bar, when it drew one)
+            out: dict[str, Any] = json.loads(line.split("INGEST_JSON ", 1)[1])
             out["child_wall_s"] = time.perf_counter() - t0
             return out
     raise RuntimeError(f"child failed (rc {r.returncode}):\nstdout: {r.stdout[-2000:]}\nstderr: {r.stderr[-3000:]}")

@@ -220,3 +220,14 @@ def test_a_footer_that_lies_is_an_error_naming_the_file_and_row(tmp_path: Path, 
     b.layout(2)
     code = np.array([0, 1], np.int32)
     assert b.add_ids(item, lab, np.array([1, 0, 2, 1], np.int8), 5, code) == 2
+
+
+def test_integer_and_text_gold_ids_attach_the_same_gold(tmp_path: Path) -> None:
+    df = _history(13, low=2**40, gaps=False)
+    f = _write(df, tmp_path / "h.parquet")
+    gold = _gold(df, 13)
+    a = read_compact(f, gold=gold)
+    b = read_compact(f, gold=gold.astype({"item_id": str}).assign(item_id=lambda g: " " + g["item_id"]))
+    np.testing.assert_array_equal(a.gold, b.gold)
+    np.testing.assert_array_equal(a.gold_set.item_ids, b.gold_set.item_ids)
+    assert a.report.tables[1].__dict__ == {**b.report.tables[1].__dict__, "source": a.report.tables[1].source}

@@ -512,7 +512,11 @@ def _compact_history(cb: CompactBuilder, n: int, dropped: dict[str, int], labele
     g_vals = np.zeros(0, dtype=np.int8)
     if spec.gold is not None:
         gold_t = _gold_table(spec)
-        num = pd.to_numeric(gold_t.df[gold_t.item_col].astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
+        g_col = gold_t.df[gold_t.item_col]
+        if g_col.dtype.kind in "iu":  # NumPy integers: the float each one's text would parse to, without the text
+            num = g_col.to_numpy(dtype=float)
+        else:
+            num = pd.to_numeric(g_col.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
         whole = np.isfinite(num) & (num == np.round(num))
         cand = np.unique(num[whole].astype(np.int64))
         cand = cand[cb.positions(cand) >= 0]  # the gold table's ids that are items here, in increasing order
