@@ -16,9 +16,12 @@ file, then for each reader in ``--readers`` runs one fresh child process that, i
 5. hashes the result's arrays (after the timing) so the readers' outputs can be compared.
 
 The floor printed is DuckDB's plain scan plus the result's bytes at the measured first-touch cost (one
-thread and all cores): no ingest that reads the files and writes the result can be faster. ``fast`` is the
-default reader (pyarrow row groups when the files qualify); ``duckdb`` forces the SQL path (the reader
-before issue #43 item 5).
+thread and all cores): no ingest that reads the files and writes the result can be faster. The readers:
+``fast`` is the default (``read_compact``: when the footers qualify, DuckDB's two streaming scans without the
+validating one); ``duckdb`` forces the SQL path with its validating scan (the reader before issue #43 item 5);
+``pyarrow`` runs the experiment that was measured and not adopted, pyarrow's Parquet reader row group by row
+group into the same arrays (``experiments/parquet_int_pyarrow.py``'s ``read_compact_pyarrow``, which the product
+no longer holds; run from the repository root so that ``experiments`` imports).
 
 Usage::
 
@@ -54,17 +57,16 @@ import heroeval as he
 from heroeval.core.memory import filled
 from heroeval.ingest import _parquet_int
 d, reader, tiny = sys.argv[1], sys.argv[2], sys.argv[3]
+read = he.read_compact  # the default: the footers' plan, read by DuckDB's two streaming scans
 if reader == "duckdb":  # the SQL path with its validating scan (the reader before issue #43 item 5)
     _parquet_int.ENABLED = False
-elif reader == "pyarrow":  # the footers' plan, read by pyarrow's Parquet reader
-    _parquet_int.ENGINE = "pyarrow"
-else:  # the default: the footers' plan, read by DuckDB's two streaming scans
-    _parquet_int.ENGINE = "duckdb"
+elif reader == "pyarrow":  # the experiment: the footers' plan, read by pyarrow's Parquet reader
+    from experiments.parquet_int_pyarrow import read_compact_pyarrow as read
 out = {"reader": reader}
 def minflt():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 t0 = time.perf_counter()
-he.read_compact(tiny, gold=pd.DataFrame({"item_id": [1], "gold": [1]}))  # the kernels, compiled or loaded
+read(tiny, gold=pd.DataFrame({"item_id": [1], "gold": [1]}))  # the kernels, compiled or loaded
 out["jit_warmup_s"] = time.perf_counter() - t0
 probe = np.empty(2**27)  # 1 GiB, never touched
 t0 = time.perf_counter(); probe.fill(1.0); out["first_touch_s_per_gib"] = time.perf_counter() - t0
@@ -93,7 +95,7 @@ log.setLevel(logging.INFO)
 log.addHandler(Phases())
 f0 = minflt()
 t_start = time.perf_counter()
-hist = he.read_compact(d + "/history.parquet", gold=gold)
+hist = read(d + "/history.parquet", gold=gold)
 t_end = time.perf_counter()
 f_end = minflt()
 out["ingest_s"] = t_end - t_start
@@ -171,7 +173,8 @@ def line(r: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1e9")
-    ap.add_argument("--readers", default="fast", help="comma-separated: fast (the default reader), duckdb (SQL path)")
+    ap.add_argument("--readers", default="fast", help="comma-separated: fast (the default reader), duckdb (SQL path), "
+                    "pyarrow (experiments/parquet_int_pyarrow.py)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--tmp", default=None, help="where the Parquet files go (default: a temporary directory)")
     ap.add_argument("--keep-data", action="store_true",

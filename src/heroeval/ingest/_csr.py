@@ -113,45 +113,6 @@ def _count_offsets(ik, lk, counts, lab_counts, with_labelers):  # type: ignore[n
     return -1
 
 
-def _count_ids(item, lab, low, l_low, counts, lab_counts):  # type: ignore[no-untyped-def]
-    """``counts[id - low] += 1`` for each item id and ``lab_counts[id - l_low] += 1`` for each labeler id (the
-    ids as the files hold them, no offsets computed beforehand); returns the batch position of the first id out
-    of range, or -1."""
-    n = counts.shape[0]
-    m = lab_counts.shape[0]
-    for a in range(item.shape[0]):
-        u = item[a] - low
-        v = lab[a] - l_low
-        if u < 0 or u >= n or v < 0 or v >= m:
-            return a
-        counts[u] += 1
-        lab_counts[v] += 1
-    return -1
-
-
-def _scatter_ids(item, lab, y, low, l_low, slot, lab_code, out):  # type: ignore[no-untyped-def]
-    """:func:`_scatter_slots` (packed codes, no rounds) for ids as the files hold them: the item at offset
-    ``item[a] - low`` takes ``2 * lab_code[lab[a] - l_low] + y[a]`` at its next free slot. Returns -1 when all
-    rows were placed, else the batch position of the first that could not be (an id out of range, a labeler
-    without a code, a label other than 0 and 1, or past the last slot)."""
-    n_i = slot.shape[0]
-    n_l = lab_code.shape[0]
-    n_t = out.shape[0]
-    for a in range(item.shape[0]):
-        u = item[a] - low
-        v = lab[a] - l_low
-        if u < 0 or u >= n_i or v < 0 or v >= n_l:
-            return a
-        j = lab_code[v]
-        p = slot[u]
-        w = y[a]
-        if j < 0 or p < 0 or p >= n_t or w < 0 or w > 1:
-            return a
-        out[p] = 2 * j + w
-        slot[u] = p + 1
-    return -1
-
-
 def _size_starts(cnt):  # type: ignore[no-untyped-def]
     """For a stable counting sort of the offsets with a count by that count: the first position of each count."""
     kmax = 0
@@ -353,12 +314,6 @@ class SlotTable:
         """Count a batch of rows by item offset (and, given both, by labeler offset into ``labeler_counts``)."""
         count_batch(offsets, self.slot, labeler_offsets, labeler_counts)  # type: ignore[arg-type]
 
-    def count_ids(self, item: npt.NDArray[Any], lab: npt.NDArray[Any], l_low: int,
-                  labeler_counts: npt.NDArray[np.int64]) -> int:
-        """Count a batch of rows by item id and labeler id (``- l_low``) as the files hold them; returns the
-        batch position of the first id out of range, or -1."""
-        return int(serial(_count_ids)(item, lab, self.low, l_low, self.slot, labeler_counts))
-
     def layout(self) -> npt.NDArray[np.int64]:
         """Number the items and give each offset its item's first slot; returns the items' offsets into the slots."""
         counts = self.slot
@@ -388,12 +343,6 @@ class SlotTable:
         if bad >= 0:
             raise ValueError(f"row with item offset {int(offsets[bad])} and labeler offset "
                              f"{int(labeler_offsets[bad])} has no slot (the rows changed between the two scans?)")
-
-    def scatter_ids(self, item: npt.NDArray[Any], lab: npt.NDArray[Any], y: npt.NDArray[Any], l_low: int,
-                    labeler_code: npt.NDArray[np.int32], out: npt.NDArray[Any]) -> int:
-        """Place a batch of rows given as the files hold them, as codes into ``out`` (see :func:`_scatter_ids`);
-        returns the batch position of the first row that could not be placed, or -1."""
-        return int(serial(_scatter_ids)(item, lab, y, self.low, l_low, self.slot, labeler_code, out))
 
     def settle(self, ptr: npt.NDArray[np.int64], item_round: npt.NDArray[np.int32]) -> int:
         """Check every item's slots were filled once; the table becomes item positions and ``item_round`` (with

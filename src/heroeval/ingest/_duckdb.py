@@ -159,11 +159,7 @@ def read_with_duckdb(
     flist = "[" + ", ".join(_lit(f) for f in files) + "]"
     if footers is not None:  # the footers leave nothing to validate: no validating scan
         spec = _ReadSpec(source, None, rules, columns, gold, name if name is not None else file_stem(files[0]))
-        if _parquet_int.ENGINE == "pyarrow":
-            con.close()
-            cbuilder, labs = _parquet_int.build(footers)
-        else:
-            cbuilder, labs = _compact_from_footers(con, footers, flist, source, memory_limit, tmp)
+        cbuilder, labs = _compact_from_footers(con, footers, flist, source, memory_limit, tmp)
         return _compact_history(cbuilder, footers.n_rows, {}, labs, ["all"], spec)
     sep = "\\t" if fmt == "tsv" else ","
     if fmt == "parquet":

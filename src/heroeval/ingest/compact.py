@@ -15,7 +15,9 @@ it; read the history with :func:`heroeval.read_annotations` for those.
 
 :func:`heroeval.ingest.read.read_compact` builds one from Parquet with
 integer item ids through DuckDB (the range path of
-:mod:`heroeval.ingest._duckdb`); the kernels here place the streamed rows.
+:mod:`heroeval.ingest._duckdb`; files whose footers leave nothing to
+validate skip its validating scan, :mod:`heroeval.ingest._parquet_int`);
+the kernels here place the streamed rows.
 """
 
 from __future__ import annotations
@@ -134,18 +136,6 @@ class CompactBuilder:
     def add(self, offsets: npt.NDArray[Any], labeler_offsets: npt.NDArray[Any], y: npt.NDArray[Any],
             rc: npt.NDArray[Any], labeler_code: npt.NDArray[np.int32]) -> None:
         self.table.scatter(offsets, labeler_offsets, y, rc, labeler_code, self.code, _NO_LABELS, True)
-
-    def count_ids(self, item: npt.NDArray[Any], lab: npt.NDArray[Any], l_low: int,
-                  labeler_counts: npt.NDArray[np.int64]) -> int:
-        """Count a batch of rows by item id and labeler id as the files hold them (labelers from ``l_low``);
-        returns the batch position of the first id outside the ranges, or -1."""
-        return self.table.count_ids(item, lab, l_low, labeler_counts)
-
-    def add_ids(self, item: npt.NDArray[Any], lab: npt.NDArray[Any], y: npt.NDArray[Any], l_low: int,
-                labeler_code: npt.NDArray[np.int32]) -> int:
-        """Place a batch of rows given as the files hold them (no rounds); returns the batch position of the first
-        row that could not be placed (an id out of range, a label other than 0 and 1, no slot left), or -1."""
-        return self.table.scatter_ids(item, lab, y, l_low, labeler_code, self.code)
 
     def positions(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Each id's item position here (-1: not an item); after :meth:`finish`."""
