@@ -227,6 +227,18 @@ def repeated_labels(ptr: npt.NDArray[np.int64], lab: npt.NDArray[Any], shift: in
     return sum(int(p[0]) for p in parts), next((int(p[1]) for p in parts if p[1] >= 0), -1)
 
 
+def range_labelers(lab_counts: npt.NDArray[np.int64], low: int) -> tuple[npt.NDArray[np.object_],
+                                                                         npt.NDArray[np.int32]]:
+    """The integer labeler ids counted in ``lab_counts`` (offsets from ``low``) as names in string order, and the
+    table from offsets to their codes (-1: no rows), as the dictionary path numbers them."""
+    vals = np.flatnonzero(lab_counts) + low  # the labelers present
+    names = vals.astype(str)
+    order = np.argsort(names, kind="stable")
+    lab_code = np.full(lab_counts.shape[0], -1, dtype=np.int32)
+    lab_code[vals[order] - low] = np.arange(vals.size, dtype=np.int32)
+    return names[order].astype(object), lab_code
+
+
 def all_filled(ptr: npt.NDArray[np.int64], fill: npt.NDArray[np.integer[Any]]) -> bool:
     """Whether every item's slots (``ptr``) were filled (``fill``)."""
     return int(serial(_first_unfilled)(ptr, fill)) < 0

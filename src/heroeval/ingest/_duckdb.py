@@ -31,7 +31,8 @@ import pandas as pd
 from heroeval.core import jit
 from heroeval.core.memory import filled
 from heroeval.errors import DataError
-from heroeval.ingest._csr import CsrBuilder, RangeCsrBuilder
+from heroeval.ingest import _parquet_int
+from heroeval.ingest._csr import CsrBuilder, RangeCsrBuilder, range_labelers
 from heroeval.ingest.annotations import (
     AnnotationSet,
     IngestReport,
@@ -148,6 +149,7 @@ def read_with_duckdb(
     duplicates, missing = rules.duplicates, rules.missing
     files, fmt = expand_sources(annotations)
     source = files[0] if len(files) == 1 else f"{len(files)} files like {files[0]}"
+    footers = _parquet_int.plan(files, fmt, columns, _range_pays) if compact else None
     con = duckdb.connect()
     tmp = temp_directory or tempfile.gettempdir()
     con.execute(f"SET temp_directory = {_lit(tmp)}")
@@ -155,6 +157,10 @@ def read_with_duckdb(
         con.execute(f"SET memory_limit = {_lit(memory_limit)}")
     con.execute(f"SET enable_progress_bar = {'true' if progress else 'false'}")
     flist = "[" + ", ".join(_lit(f) for f in files) + "]"
+    if footers is not None:  # the footers leave nothing to validate: no validating scan
+        spec = _ReadSpec(source, None, rules, columns, gold, name if name is not None else file_stem(files[0]))
+        cbuilder, labs = _compact_from_footers(con, footers, flist, source, memory_limit, tmp)
+        return _compact_history(cbuilder, footers.n_rows, {}, labs, ["all"], spec)
     sep = "\\t" if fmt == "tsv" else ","
     if fmt == "parquet":
         scan = f"read_parquet({flist}, filename = true, file_row_number = true, union_by_name = true)"
@@ -407,12 +413,7 @@ def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, lab_range: tup
     joins = ""
     lab_code: npt.NDArray[np.int32]
     if lab_range is not None:
-        vals = np.flatnonzero(lab_counts) + l_lo  # the labelers present
-        names = vals.astype(str)
-        order = np.argsort(names, kind="stable")
-        labeler_ids = names[order].astype(object)
-        lab_code = np.full(lab_counts.shape[0], -1, dtype=np.int32)
-        lab_code[vals[order] - l_lo] = np.arange(vals.size, dtype=np.int32)
+        labeler_ids, lab_code = range_labelers(lab_counts, l_lo)
         l_sel = f"CAST(c.lraw - {l_lo} AS INTEGER)"
     else:
         con.execute(f"CREATE TEMP TABLE hv_labs AS SELECT l, CAST(row_number() OVER (ORDER BY l) - 1 AS INTEGER) "
@@ -445,6 +446,30 @@ def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, lab_range: tup
     return builder, item_ids, labeler_ids, round_names
 
 
+def _compact_from_footers(con: Any, p: _parquet_int.ParquetPlan, flist: str, source: str, memory_limit: str | None,
+                          tmp: str) -> tuple[CompactBuilder, npt.NDArray[Any]]:
+    """The compact history's builder, filled by :func:`_stream_int_items`' two scans of files whose footers
+    (:func:`heroeval.ingest._parquet_int.plan`) show no missing value, labels in [0, 1] and the ids' ranges."""
+    import duckdb
+
+    con.execute("SET preserve_insertion_order = false")
+    con.execute(f"CREATE TEMP VIEW hv_plain AS SELECT CAST({_q(p.item_col)} AS BIGINT) AS i, "
+                f"CAST({_q(p.labeler_col)} AS BIGINT) AS lraw, CAST({_q(p.label_col)} AS TINYINT) AS y "
+                f"FROM read_parquet({flist}, union_by_name = true)")
+    try:
+        builder, _, labs, _ = _stream_int_items(con, "hv_plain", *p.item_range, p.labeler_range, False, p.n_rows,
+                                                True)
+    except duckdb.OutOfMemoryException as exc:
+        raise DataError(f"annotations {source!r}: DuckDB ran out of memory ({exc}); raise memory_limit "
+                        f"(now {memory_limit or 'DuckDB default'}) or free disk space in {tmp}") from exc
+    except ValueError as exc:  # pragma: no cover - the files changed, or their footers are wrong
+        raise DataError(f"{source}: {exc}; did the files change while being read?") from exc
+    finally:
+        con.close()
+    assert isinstance(builder, CompactBuilder)
+    return builder, labs
+
+
 def _gold_table(spec: _ReadSpec) -> LoadedTable:
     """The gold table (``spec.gold``, not None), loaded with its item column found by the names given."""
     item_col, gold_item_col = spec.columns.item, spec.columns.gold_item
@@ -463,7 +488,10 @@ def _compact_history(cb: CompactBuilder, n: int, dropped: dict[str, int], labele
                      round_names: list[str], spec: _ReadSpec) -> CompactHistory:
     """The :class:`CompactHistory` from a filled builder: rounds and repeats checked, the gold attached."""
     source, r_c, name = spec.source, spec.round_col, spec.name
-    n_dup, _, conflict = cb.finish()
+    try:
+        n_dup, _, conflict = cb.finish()
+    except ValueError as exc:  # pragma: no cover - the files changed between the passes
+        raise DataError(f"{source}: {exc}; did the files change while being read?") from exc
     if conflict >= 0 and r_c is not None:
         raise DataError(f"{source}: an item appears in more than one round (column {r_c!r}); an item must belong "
                         "to one round; pass round_col=False to ignore the column")
@@ -474,12 +502,17 @@ def _compact_history(cb: CompactBuilder, n: int, dropped: dict[str, int], labele
                             "read_annotations to have the first one named")
         notes["repeated (item, labeler) pair kept as separate labels"] = int(n_dup)
     reports = [TableReport("annotations", source, n, int(cb.code.shape[0]), dropped, notes)]
+    _log.info("compact: the gold table")
     gold_arr = filled(cb.ptr.shape[0] - 1, np.int8, -1)
     g_ids = np.zeros(0, dtype=np.int64)
     g_vals = np.zeros(0, dtype=np.int8)
     if spec.gold is not None:
         gold_t = _gold_table(spec)
-        num = pd.to_numeric(gold_t.df[gold_t.item_col].astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
+        g_col = gold_t.df[gold_t.item_col]
+        if g_col.dtype.kind in "iu":  # NumPy integers: the float each one's text would parse to, without the text
+            num = g_col.to_numpy(dtype=float)
+        else:
+            num = pd.to_numeric(g_col.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
         whole = np.isfinite(num) & (num == np.round(num))
         cand = np.unique(num[whole].astype(np.int64))
         cand = cand[cb.positions(cand) >= 0]  # the gold table's ids that are items here, in increasing order

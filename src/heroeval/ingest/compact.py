@@ -15,11 +15,14 @@ it; read the history with :func:`heroeval.read_annotations` for those.
 
 :func:`heroeval.ingest.read.read_compact` builds one from Parquet with
 integer item ids through DuckDB (the range path of
-:mod:`heroeval.ingest._duckdb`); the kernels here place the streamed rows.
+:mod:`heroeval.ingest._duckdb`; files whose footers leave nothing to
+validate skip its validating scan, :mod:`heroeval.ingest._parquet_int`);
+the kernels here place the streamed rows.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +34,8 @@ from heroeval.ingest._csr import SlotTable, repeated_labels
 from heroeval.ingest.annotations import AnnotationSet, IngestReport
 
 __all__ = ["CompactHistory"]
+
+_log = logging.getLogger("heroeval")
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,6 +127,7 @@ class CompactBuilder:
         """Number the items by label count and allocate the arrays (codes for ``n_labelers`` labelers)."""
         self.ptr = self.table.layout()
         n_items = int(self.ptr.shape[0] - 1)
+        _log.info("compact: %d items numbered; allocating the codes", n_items)
         # written first by every core (see heroeval.core.memory), then rewritten by the serial scatter
         self.code = filled(int(self.ptr[-1]), code_dtype(n_labelers), 0)
         # without rounds every item is in round 0: zero pages, never written
@@ -139,6 +145,7 @@ class CompactBuilder:
         """Check every slot was filled. Returns (repeated labels, position of the first, first item in two rounds
         or -1)."""
         conflict = self.table.settle(self.ptr, self.group)
+        _log.info("compact: every slot filled once; looking for repeated (item, labeler) pairs")
         n_dup, first = repeated_labels(self.ptr, self.code, 1)
         return n_dup, first, conflict
 
