@@ -176,18 +176,40 @@ def test_no_statistics_or_a_bad_label_takes_the_sql_path_and_its_message(tmp_pat
         _read(monkeypatch, True, g)
 
 
-def test_a_footer_that_lies_is_an_error_naming_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_footer_that_lies_sends_the_files_through_the_validating_scan(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """A row outside the ranges the footers gave (the files changed, or their statistics are wrong) stops the
+    footer path; the files are read again by the validating scan: the same history as the SQL path."""
     df = _history(12, low=0, gaps=False)
     f = _write(df, tmp_path / "h.parquet")
     p = _parquet_int.plan([str(f)], "parquet", ColumnNames(), _duckdb._range_pays)
     assert p is not None
+    old, _ = _read(monkeypatch, False, f)
     hi = int(df["item_id"].max())
     for lie in ({"item_range": (0, hi - 1)}, {"labeler_range": (p.labeler_range[0], p.labeler_range[1] - 1)}):
-        with monkeypatch.context() as m:  # the footer "says" so: the counting kernel finds the row outside
+        with monkeypatch.context() as m, caplog.at_level(logging.WARNING, logger="heroeval"):
             m.setattr(_parquet_int, "plan", lambda *a, lie=lie, **k: _parquet_int.ParquetPlan(**{**p.__dict__, **lie}))
-            with pytest.raises(DataError, match=r"h\.parquet: item offset -?\d+ \(or its labeler's\) outside the "
-                                                 r"counted range; did the files change"):
-                read_compact(f)
+            h = read_compact(f)
+        assert "outside the counted range" in caplog.text and "validating scan" in caplog.text
+        _assert_same(h, old)
+        caplog.clear()
+
+
+def test_a_label_the_footers_did_not_show_is_named_by_the_validating_scan(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Footers that showed labels in [0, 1] over a file with a label 2: the footer path's scan stops at that
+    row (no history with a code out of range), and the validating scan names it."""
+    bad = _history(14, low=0, gaps=False)
+    bad.loc[17, "label"] = 2
+    g = _write(bad, tmp_path / "bad.parquet")
+    good = _write(bad.assign(label=bad["label"].clip(0, 1)), tmp_path / "good.parquet")
+    p = _parquet_int.plan([str(good)], "parquet", ColumnNames(), _duckdb._range_pays)
+    assert p is not None
+    with monkeypatch.context() as m:  # the good file's footers, the bad file's rows
+        m.setattr(_parquet_int, "plan", lambda *a, **k: _parquet_int.ParquetPlan(**{**p.__dict__, "files": (str(g),)}))
+        with pytest.raises(DataError, match=r"bad\.parquet, row 18: label 2 in column 'label' is not binary"):
+            read_compact(g)
 
 
 def test_integer_and_text_gold_ids_attach_the_same_gold(tmp_path: Path) -> None:

@@ -150,17 +150,26 @@ def read_with_duckdb(
     files, fmt = expand_sources(annotations)
     source = files[0] if len(files) == 1 else f"{len(files)} files like {files[0]}"
     footers = _parquet_int.plan(files, fmt, columns, _range_pays) if compact else None
-    con = duckdb.connect()
     tmp = temp_directory or tempfile.gettempdir()
-    con.execute(f"SET temp_directory = {_lit(tmp)}")
-    if memory_limit is not None:
-        con.execute(f"SET memory_limit = {_lit(memory_limit)}")
-    con.execute(f"SET enable_progress_bar = {'true' if progress else 'false'}")
+
+    def connect() -> duckdb.DuckDBPyConnection:
+        c = duckdb.connect()
+        c.execute(f"SET temp_directory = {_lit(tmp)}")
+        if memory_limit is not None:
+            c.execute(f"SET memory_limit = {_lit(memory_limit)}")
+        c.execute(f"SET enable_progress_bar = {'true' if progress else 'false'}")
+        return c
+
+    con = connect()
     flist = "[" + ", ".join(_lit(f) for f in files) + "]"
     if footers is not None:  # the footers leave nothing to validate: no validating scan
         spec = _ReadSpec(source, None, rules, columns, gold, name if name is not None else file_stem(files[0]))
-        cbuilder, labs = _compact_from_footers(con, footers, flist, source, memory_limit, tmp)
-        return _compact_history(cbuilder, footers.n_rows, {}, labs, ["all"], spec)
+        try:
+            cbuilder, labs = _compact_from_footers(con, footers, flist, source, memory_limit, tmp)
+            return _compact_history(cbuilder, footers.n_rows, {}, labs, ["all"], spec)
+        except _FootersWrong as exc:  # the validating scan below names the row (or counts it, as the rules say)
+            _log.warning("read_compact: %s; reading %s again with the validating scan", exc, source)
+            con = connect()
     sep = "\\t" if fmt == "tsv" else ","
     if fmt == "parquet":
         scan = f"read_parquet({flist}, filename = true, file_row_number = true, union_by_name = true)"
@@ -446,6 +455,13 @@ def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, lab_range: tup
     return builder, item_ids, labeler_ids, round_names
 
 
+_LABEL_OUTSIDE = "a label outside 0 and 1, where the Parquet footers' statistics showed none"
+
+
+class _FootersWrong(Exception):
+    """A row contradicts the footers the footer path relied on (:func:`_compact_from_footers`)."""
+
+
 def _compact_from_footers(con: Any, p: _parquet_int.ParquetPlan, flist: str, source: str, memory_limit: str | None,
                           tmp: str) -> tuple[CompactBuilder, npt.NDArray[Any]]:
     """The compact history's builder, filled by :func:`_stream_int_items`' two scans of files whose footers
@@ -453,8 +469,11 @@ def _compact_from_footers(con: Any, p: _parquet_int.ParquetPlan, flist: str, sou
     import duckdb
 
     con.execute("SET preserve_insertion_order = false")
+    y = f"CAST({_q(p.label_col)} AS TINYINT)"
+    # the footers' statistics said every label is 0 or 1; a row that says otherwise stops the scan
     con.execute(f"CREATE TEMP VIEW hv_plain AS SELECT CAST({_q(p.item_col)} AS BIGINT) AS i, "
-                f"CAST({_q(p.labeler_col)} AS BIGINT) AS lraw, CAST({_q(p.label_col)} AS TINYINT) AS y "
+                f"CAST({_q(p.labeler_col)} AS BIGINT) AS lraw, "
+                f"CASE WHEN {y} IN (0, 1) THEN {y} ELSE error({_lit(_LABEL_OUTSIDE)}) END AS y "
                 f"FROM read_parquet({flist}, union_by_name = true)")
     try:
         builder, _, labs, _ = _stream_int_items(con, "hv_plain", *p.item_range, p.labeler_range, False, p.n_rows,
@@ -462,8 +481,12 @@ def _compact_from_footers(con: Any, p: _parquet_int.ParquetPlan, flist: str, sou
     except duckdb.OutOfMemoryException as exc:
         raise DataError(f"annotations {source!r}: DuckDB ran out of memory ({exc}); raise memory_limit "
                         f"(now {memory_limit or 'DuckDB default'}) or free disk space in {tmp}") from exc
-    except ValueError as exc:  # pragma: no cover - the files changed, or their footers are wrong
-        raise DataError(f"{source}: {exc}; did the files change while being read?") from exc
+    except (duckdb.Error, OSError) as exc:  # (DuckDB's error reaches us through pyarrow's batch reader as OSError)
+        if _LABEL_OUTSIDE in str(exc):
+            raise _FootersWrong(f"{source}: {_LABEL_OUTSIDE}") from exc
+        raise DataError(f"could not read annotations {source!r}: {exc}") from exc
+    except ValueError as exc:  # an id outside the footers' ranges: the files changed, or their statistics are wrong
+        raise _FootersWrong(f"{source}: {exc}") from exc
     finally:
         con.close()
     assert isinstance(builder, CompactBuilder)

@@ -13,11 +13,11 @@ DuckDB's two streaming scans alone
 (``heroeval.ingest._duckdb._compact_from_footers``); the result is the same
 :class:`~heroeval.ingest.compact.CompactHistory` (tests compare the paths).
 Files that do not qualify go through the validating scan as before, so a bad
-row is named by the same message. The counting kernel still checks every
-row's ids against the footers' ranges: a footer that understates them is an
-error naming the files (not the row), not a wrong history. The labels are
-not checked again on this path: it relies on the footers' statistics
-showing them in [0, 1]. (Reading the qualifying files with pyarrow's
+row is named by the same message. The scans still check every row against
+what the footers said (the ids within their ranges, the labels 0 or 1): a row
+that contradicts them (the files changed, or their statistics are wrong)
+stops the footer path, and the files are read again through the validating
+scan, which names the row or counts it as the rules say. (Reading the qualifying files with pyarrow's
 Parquet reader instead was measured and not adopted:
 ``experiments/parquet_int_pyarrow.py``, benchmarks/results/scale/ingest_1e9.md.)
 """
