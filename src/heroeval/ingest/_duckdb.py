@@ -40,6 +40,7 @@ from heroeval.ingest.annotations import (
     _attach_gold,
     repeated_pair_error,
 )
+from heroeval.ingest.coding import whole_numbers
 from heroeval.ingest.compact import CompactBuilder, CompactHistory
 from heroeval.ingest.labels import parse_binary
 from heroeval.ingest.options import ColumnNames, RowRules
@@ -532,12 +533,11 @@ def _compact_history(cb: CompactBuilder, n: int, dropped: dict[str, int], labele
     if spec.gold is not None:
         gold_t = _gold_table(spec)
         g_col = gold_t.df[gold_t.item_col]
-        if g_col.dtype.kind in "iu":  # NumPy integers: the float each one's text would parse to, without the text
-            num = g_col.to_numpy(dtype=float)
+        if g_col.dtype.kind == "i":  # NumPy integers: their values, exactly, without the text
+            cand = np.unique(g_col.to_numpy(dtype=np.int64))
         else:
-            num = pd.to_numeric(g_col.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
-        whole = np.isfinite(num) & (num == np.round(num))
-        cand = np.unique(num[whole].astype(np.int64))
+            values, whole = whole_numbers(g_col.to_numpy(dtype=object))
+            cand = np.unique(values[whole])
         cand = cand[cb.positions(cand) >= 0]  # the gold table's ids that are items here, in increasing order
         g_on_cand, g_rep = _attach_gold(gold_t, _gold_column(gold_t, spec), cand, None, parse_binary, ids_sorted=True)
         reports.append(g_rep)

@@ -9,6 +9,7 @@ up among an annotation set's items (:func:`_item_index`, :func:`_positions`). Fr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -252,6 +253,33 @@ def _item_csr_kernel(
             nxt[item[a]] = p + 1
 
 
+_EXACT = 2.0 ** 53
+"""Whole numbers written as floats ("12.0", "1e3") are taken below this size only, where a float is exact."""
+
+
+def whole_numbers(ids: npt.NDArray[Any] | Sequence[Any]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """Each id's integer value where its text is a whole number, and which are: digits are parsed as integers
+    (exactly, whatever their size within int64), other numbers ("12.0", "1e3") as floats below 2**53. Through
+    floats, item ids 2**60 and 2**60 + 1 were one number, and a gold label could go to the wrong item."""
+    s = pd.Series(np.asarray(ids, dtype=object)).astype(str).str.strip()
+    values = np.zeros(len(s), dtype=np.int64)
+    ok = np.zeros(len(s), dtype=bool)
+    digits = s.str.fullmatch(r"[+-]?\d{1,19}").fillna(False).to_numpy(dtype=bool)
+    if digits.any():
+        as_int = [int(x) for x in s[digits]]
+        fits = np.array([-(2**63) <= v < 2**63 for v in as_int], dtype=bool)
+        at = np.flatnonzero(digits)[fits]
+        values[at] = np.array([v for v, f in zip(as_int, fits, strict=True) if f], dtype=np.int64)
+        ok[at] = True
+    rest = np.flatnonzero(~digits)
+    if rest.size:
+        num = pd.to_numeric(s.iloc[rest], errors="coerce").to_numpy(dtype=float)
+        whole = np.isfinite(num) & (num == np.round(num)) & (np.abs(num) < _EXACT)
+        values[rest[whole]] = num[whole].astype(np.int64)
+        ok[rest[whole]] = True
+    return values, ok
+
+
 def _item_index(item_ids_arr: npt.NDArray[Any], ids: npt.NDArray[Any], *,
                 ids_sorted: bool = False) -> npt.NDArray[np.intp]:
     """Positions of ``ids`` (strings) among the items, -1 where absent.
@@ -267,11 +295,10 @@ def _item_index(item_ids_arr: npt.NDArray[Any], ids: npt.NDArray[Any], *,
         hit[hit] = item_ids_arr[pos[hit]] == ids[hit]
         return np.where(hit, pos, -1).astype(np.intp)
     if item_ids_arr.dtype.kind in "iu":
-        num = pd.to_numeric(pd.Series(ids, dtype=object), errors="coerce")
-        ok = num.notna().to_numpy() & (num.fillna(0) == num.fillna(0).round()).to_numpy()
+        values, ok = whole_numbers(ids)
         out = np.full(len(ids), -1, dtype=np.intp)
         if ok.any():
-            want = num[ok].to_numpy(dtype=np.int64)
+            want = values[ok]
             if item_ids_arr.size and (ids_sorted or bool(np.all(item_ids_arr[1:] > item_ids_arr[:-1]))):
                 # the DuckDB reader's integer items are in numeric order: a binary search, no hash table of them
                 at = np.minimum(np.searchsorted(item_ids_arr, want), item_ids_arr.size - 1)
