@@ -69,6 +69,20 @@ def test_scheduler_local_equals_in_memory(tmp_path: Path) -> None:
                             "--scheduler", "local:1"])
     assert r.exit_code == 0, r.output
     assert "Stage A ran on a local Dask cluster" in r.output and "(1 worker)" in r.output
+    assert "fit in this machine's memory, where Stage A is faster without --scheduler" in " ".join(r.output.split())
+
+
+def test_the_size_note_names_histories_that_fit_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    import psutil
+
+    from heroeval.cli.scheduler import IN_MEMORY_BYTES, size_note
+
+    class Mem:
+        available = 2 * IN_MEMORY_BYTES * 10**6
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Mem())
+    assert "1,000,000 annotations" in size_note(10**6) and "fit in this machine's memory" in size_note(10**6)
+    assert size_note(10**6 + 1) == ""
 
 
 @pytest.mark.parametrize(("extra", "message"), [

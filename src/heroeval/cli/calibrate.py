@@ -211,7 +211,7 @@ def calibrate_cmd(
 def _on_dask(history: Path, gold: Path, output: Path, covariates: Path | None, fmt: Format, *, scheduler: str,
              options: StageAOptions, **columns: object) -> None:
     """``hero calibrate --scheduler``: Stage A and its checks on Dask; the calibration file as in memory."""
-    from heroeval.cli.scheduler import calibrate_on_dask
+    from heroeval.cli.scheduler import calibrate_on_dask, size_note
     from heroeval.report import terminal as _render
 
     def go() -> tuple[Calibration, Where]:
@@ -231,6 +231,7 @@ def _on_dask(history: Path, gold: Path, output: Path, covariates: Path | None, f
         return
     con = console()
     con.print(where.line() + f": {c.settings.get('rows_read'):,} rows read in {c.settings.get('partitions')} "
-              f"partitions" + ("" if not dropped else ", dropped: " + ", ".join(f"{v:,} {k}" for k, v in dropped.items())))
+              f"partitions" + ("" if not dropped else ", dropped: " + ", ".join(f"{v:,} {k}" for k, v in dropped.items()))
+              + size_note(int(c.n_annotations.sum())))
     _render.print_all(con, _render.calibration_table(c), _render.rounds_table(c), *_render.checks_tables(c))
     con.print(f"calibration written to {output}")

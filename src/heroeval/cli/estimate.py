@@ -572,7 +572,7 @@ def _dask_first(scheduler: str, calibration: Path | None, history: Path | None, 
     import shutil
     import tempfile
 
-    from heroeval.cli.scheduler import calibrate_on_dask
+    from heroeval.cli.scheduler import calibrate_on_dask, size_note
 
     odd = [name for name, given in [("--calibration", calibration is not None), *refused] if given]
     if odd:
@@ -589,7 +589,8 @@ def _dask_first(scheduler: str, calibration: Path | None, history: Path | None, 
         atexit.register(shutil.rmtree, tmp, True)
         path = tmp / "calibration.json"
         cal.save(path)
-        print(where.line() + f" ({cal.settings.get('rows_read', 0):,} history rows read)", file=sys.stderr)
+        print(where.line() + f" ({cal.settings.get('rows_read', 0):,} history rows read)"
+              + size_note(int(cal.n_annotations.sum())), file=sys.stderr)
         return path
 
     out: Path = run(go)

@@ -485,7 +485,7 @@ def _dask_fitter(st: Any, store: Path, scheduler: str, ran: list[str]) -> Any:
     there on Dask and removes the export; ``ran`` collects where it ran."""
     import tempfile
 
-    from heroeval.cli.scheduler import calibrate_on_dask
+    from heroeval.cli.scheduler import calibrate_on_dask, size_note
 
     def fit(names: Any, settings: Any) -> Any:
         with tempfile.TemporaryDirectory(dir=Path(store).resolve().parent, prefix=".hero-export-") as tmp:
@@ -494,6 +494,6 @@ def _dask_fitter(st: Any, store: Path, scheduler: str, ran: list[str]) -> Any:
             cal, where = calibrate_on_dask(scheduler, Path(tmp) / "annotations", Path(tmp) / "gold.parquet",
                                            covariates=cov if cov.exists() else None, columns={},
                                            options=dict(settings))
-        ran.append(where.line())
+        ran.append(where.line() + size_note(int(cal.n_annotations.sum())))
         return cal
     return fit

@@ -393,7 +393,7 @@ def _prefetched(con: Any, sql: str) -> Iterator[list[npt.NDArray[Any]]]:
 
 
 def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, lab_range: tuple[int, int] | None,
-                      has_rounds: bool, n_used: int, compact: bool = False
+                      has_rounds: bool, n_used: int, compact: bool = False, check_labels: bool = False
                       ) -> tuple[RangeCsrBuilder | CompactBuilder, npt.NDArray[np.int64] | None, npt.NDArray[Any],
                                  list[str]]:
     """Two streamed scans of integer item ids: count the rows per id, then scatter the rows to their items.
@@ -451,7 +451,10 @@ def _stream_int_items(con: Any, clean: str, i_lo: int, i_hi: int, lab_range: tup
     no_rounds = np.zeros(0, dtype=np.int32)
     place = builder.add if isinstance(builder, CompactBuilder) else builder.add_mapped
     for cols in _prefetched(con, sql):
-        place(cols[0], cols[1], cols[2], cols[3] if has_rounds else no_rounds, lab_code)
+        y = cols[2]
+        if check_labels and y.size and (int(y.max()) > 1 or int(y.min()) < 0):  # ``check_labels``: the footer path
+            raise _FootersWrong(_LABEL_OUTSIDE)
+        place(cols[0], cols[1], y, cols[3] if has_rounds else no_rounds, lab_code)
     _log.info("DuckDB: rows in place; checking for repeated (item, labeler) pairs")
     return builder, item_ids, labeler_ids, round_names
 
@@ -470,22 +473,20 @@ def _compact_from_footers(con: Any, p: _parquet_int.ParquetPlan, flist: str, sou
     import duckdb
 
     con.execute("SET preserve_insertion_order = false")
-    y = f"CAST({_q(p.label_col)} AS TINYINT)"
-    # the footers' statistics said every label is 0 or 1; a row that says otherwise stops the scan
     con.execute(f"CREATE TEMP VIEW hv_plain AS SELECT CAST({_q(p.item_col)} AS BIGINT) AS i, "
-                f"CAST({_q(p.labeler_col)} AS BIGINT) AS lraw, "
-                f"CASE WHEN {y} IN (0, 1) THEN {y} ELSE error({_lit(_LABEL_OUTSIDE)}) END AS y "
+                f"CAST({_q(p.labeler_col)} AS BIGINT) AS lraw, CAST({_q(p.label_col)} AS TINYINT) AS y "
                 f"FROM read_parquet({flist}, union_by_name = true)")
-    try:
+    try:  # the footers' statistics said every label is 0 or 1: each streamed batch is checked (a row that says
+        # otherwise stops the footer path)
         builder, _, labs, _ = _stream_int_items(con, "hv_plain", *p.item_range, p.labeler_range, False, p.n_rows,
-                                                True)
+                                                True, check_labels=True)
     except duckdb.OutOfMemoryException as exc:
         raise DataError(f"annotations {source!r}: DuckDB ran out of memory ({exc}); raise memory_limit "
                         f"(now {memory_limit or 'DuckDB default'}) or free disk space in {tmp}") from exc
-    except (duckdb.Error, OSError) as exc:  # (DuckDB's error reaches us through pyarrow's batch reader as OSError)
-        if _LABEL_OUTSIDE in str(exc):
-            raise _FootersWrong(f"{source}: {_LABEL_OUTSIDE}") from exc
+    except duckdb.Error as exc:
         raise DataError(f"could not read annotations {source!r}: {exc}") from exc
+    except _FootersWrong as exc:
+        raise _FootersWrong(f"{source}: {exc}") from exc
     except ValueError as exc:  # an id outside the footers' ranges: the files changed, or their statistics are wrong
         raise _FootersWrong(f"{source}: {exc}") from exc
     finally:
