@@ -231,7 +231,7 @@ def _on_dask(history: Path, gold: Path, output: Path, covariates: Path | None, f
         return
     con = console()
     con.print(where.line() + f": {c.settings.get('rows_read'):,} rows read in {c.settings.get('partitions')} "
-              f"partitions" + ("" if not dropped else ", dropped: " + ", ".join(f"{v:,} {k}" for k, v in dropped.items()))
+              f"partition{'s' * (c.settings.get('partitions') != 1)}" + ("" if not dropped else ", dropped: " + ", ".join(f"{v:,} {k}" for k, v in dropped.items()))
               + size_note(int(c.n_annotations.sum())))
     _render.print_all(con, _render.calibration_table(c), _render.rounds_table(c), *_render.checks_tables(c))
     con.print(f"calibration written to {output}")

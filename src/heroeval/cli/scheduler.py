@@ -62,7 +62,8 @@ def size_note(n_annotations: int) -> str:
     need = IN_MEMORY_BYTES * n_annotations
     if need > psutil.virtual_memory().available / 2:
         return ""
-    return (f"; note: these {n_annotations:,} annotations (about {need / 2**30:.1f} GiB in memory) fit in this "
+    size = f"{need / 2**30:.1f} GiB" if need >= 2**30 else f"{max(1, round(need / 2**20))} MiB"
+    return (f"; note: these {n_annotations:,} annotations (about {size} in memory) fit in this "
             "machine's memory, where Stage A is faster without --scheduler (1e7 annotations: 4.3 s in memory, "
             "10.3 s on local:2; docs/scale.md)")
 
