@@ -2,8 +2,8 @@
 """Issue #43 item 6: what Stage A would cost at 1e11 annotations on 100 Dask workers, from costs measured here.
 
 The model. A Dask fit (:func:`heroeval.stage_a.distributed.fit_stage_a_dask`) is a sequence of maps over the
-partitions, each followed by a reduce of small sums on the client: E-step passes (``_part_stats``), observed
-informations for the Newton steps (``_part_info``) and one covariance (``_part_cov``). A map of kind ``k`` over
+partitions, each followed by a reduce of small sums on the client: E-step passes (``part_stats``), observed
+informations for the Newton steps (``part_info``) and one covariance (``part_cov``). A map of kind ``k`` over
 ``P`` partitions on ``W`` workers costs
 
     t_k = c(P) + n_max * b_k
@@ -112,16 +112,16 @@ def scheduler_cost(client: Any, repeats: int) -> dict[str, Any]:
 
 def _per_partition_passes(parts: list[Any], alpha: np.ndarray, beta: np.ndarray, prev: np.ndarray,
                           repeats: int) -> list[list[float]]:
-    """On a worker: each of its partitions' E-step pass (``_part_stats``), ``repeats`` times (seconds)."""
-    from heroeval.stage_a import distributed as dist
+    """On a worker: each of its partitions' E-step pass (``part_stats``), ``repeats`` times (seconds)."""
+    from heroeval.stage_a import distributed_parts as dist
 
     out = []
     for p in parts:
-        dist._part_stats(p, None, alpha, beta, prev, False)
+        dist.part_stats(p, None, alpha, beta, prev, False)
         ts = []
         for _ in range(repeats):
             t0 = time.perf_counter()
-            dist._part_stats(p, None, alpha, beta, prev, False)
+            dist.part_stats(p, None, alpha, beta, prev, False)
             ts.append(time.perf_counter() - t0)
         out.append(ts)
     return out
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     n_w = a.target / W
     m_cold = res["base"]["maps"]
     warm_ratio = res["warm_start"]["warm_maps"] / res["warm_start"]["cold_maps"]
-    m_warm = {k: max(1, round(v * warm_ratio)) if k == "_part_stats" else v for k, v in m_cold.items()}
+    m_warm = {k: max(1, round(v * warm_ratio)) if k == "part_stats" else v for k, v in m_cold.items()}
     slow = res["straggler"]["expected_max_over_mean"]
     est: dict[str, Any] = {"annotations": a.target, "workers": W, "partitions": W * ppw,
                            "annotations_per_worker": n_w}

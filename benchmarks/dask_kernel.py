@@ -7,7 +7,7 @@ one Dask partition each), then in one process:
   E step's pass (``CompactDesign.e_sums``) timed on all the history, the machine's two threads;
 * on a ``LocalCluster`` of 2 worker processes of one thread each: the history loaded once
   (:func:`heroeval.stage_a.distributed.load_dask_history`), then (a) on each worker, without the scheduler, the
-  partition's E-step pass (``_part_stats``: the compiled kernel since issue #43 item 1) timed on its partitions,
+  partition's E-step pass (``part_stats``: the compiled kernel since issue #43 item 1) timed on its partitions,
   and the NumPy engine's pass on the same partitions (what the workers ran before), and (b) from the client, one
   EM map (``_DaskDesign.em_map``: submit, the workers' passes, gather, the M step) end to end.
 
@@ -47,17 +47,17 @@ def _median_time(f: Any, repeats: int) -> float:
 def _worker_costs(dask_parts: list[Any], alpha: np.ndarray, beta: np.ndarray, prev: np.ndarray,
                   repeats: int) -> dict[str, float]:
     """On a worker: its partitions' E-step pass, compiled and NumPy, seconds per pass over them and annotations."""
-    from heroeval.stage_a import distributed as dist
+    from heroeval.stage_a import distributed_parts as dist
     from heroeval.stage_a import two_coin
 
     parts = [p for p in dask_parts if p is not None]
     n_ann = sum(int(p.design.A.nnz) for p in parts)
     for p in parts:  # build (and compile) once
-        dist._part_stats(p, None, alpha, beta, prev, False)
+        dist.part_stats(p, None, alpha, beta, prev, False)
 
     def compiled() -> None:
         for p in parts:
-            dist._part_stats(p, None, alpha, beta, prev, False)
+            dist.part_stats(p, None, alpha, beta, prev, False)
 
     def numpy_pass() -> None:
         for p in parts:

@@ -124,13 +124,13 @@ def test_partitioned_by_item_auto_shuffles_only_when_it_must(client: object) -> 
 def test_lockstep_fold_sums_equal_each_refit_alone(client: object) -> None:
     """One partition's sums for several refits in one task (the compiled lockstep kernel) equal each refit's own
     weighted pass, and the NumPy fallback (no numba on the worker) gives the same."""
-    from heroeval.stage_a import distributed as dist_module
     from heroeval.stage_a import distributed_folds as folds_module
+    from heroeval.stage_a import distributed_parts as dist_module
 
     mem = he.read_annotations(EXAMPLE / "history.csv.gz", gold=EXAMPLE / "history_gold.csv")
     cal = he.calibrate(mem)
     df = pd.read_csv(EXAMPLE / "history.csv.gz", dtype=str)
-    part = dist_module._build_part(df, ("item_id", "labeler_id", "label", "round"), list(mem.labeler_ids),
+    part = dist_module.build_part(df, ("item_id", "labeler_id", "label", "round"), list(mem.labeler_ids),
                                    list(mem.round_ids),
                                    pd.read_csv(EXAMPLE / "history_gold.csv", dtype={"item_id": str})
                                    .set_index("item_id")["gold"], 0, None)
@@ -142,23 +142,23 @@ def test_lockstep_fold_sums_equal_each_refit_alone(client: object) -> None:
     p = np.tile(cal.round_prevalence, (3, 1))
     w = 0.4
     if dist_module.jit.HAVE_NUMBA:
-        assert dist_module._compact_of(part, None) is not None  # the compiled kernel runs below
+        assert dist_module.compact_of(part, None) is not None  # the compiled kernel runs below
     together = folds_module._part_fold_sums(part, w, drops, a, b, p)
     for m, dr in enumerate(drops):
-        wt = dist_module._part_weights(part, w, dr)
-        s1, gs, ll = dist_module._part_stats(part, wt, a[m], b[m], p[m], True)
-        cnt, gsize = dist_module._part_counts(part, wt)
+        wt = dist_module.part_weights(part, w, dr)
+        s1, gs, ll = dist_module.part_stats(part, wt, a[m], b[m], p[m], True)
+        cnt, gsize = dist_module.part_counts(part, wt)
         la0 = dist_module.two_coin.code_logprobs(a[m], b[m])[1]
         fixed = float(cnt @ la0 + gsize @ np.log1p(-p[m]))
         np.testing.assert_allclose(together[0][m], s1, rtol=1e-12, atol=1e-9)
         np.testing.assert_allclose(together[1][m], gs, rtol=1e-12, atol=1e-9)
         assert together[2][m] + fixed == pytest.approx(ll, rel=1e-11)
-    orig = folds_module._compact_of
+    orig = folds_module.compact_of
     try:
-        folds_module._compact_of = lambda p, wt: None  # as on a worker without numba
+        folds_module.compact_of = lambda p, wt: None  # as on a worker without numba
         plain = folds_module._part_fold_sums(part, w, drops, a, b, p)
     finally:
-        folds_module._compact_of = orig
+        folds_module.compact_of = orig
     for x, y in zip(together, plain, strict=True):
         np.testing.assert_allclose(x, y, rtol=1e-11, atol=1e-9)
 
@@ -346,7 +346,7 @@ def test_workers_run_the_compiled_kernel(client: object) -> None:
     """With numba on the workers, each partition's E step is the in-memory engine's compiled pass (issue #43
     item 1), and its sums equal the NumPy design's to rounding."""
     pytest.importorskip("numba")
-    from heroeval.stage_a import distributed as dist_module
+    from heroeval.stage_a import distributed_parts as dist_module
 
     client.run(dist_module._COMPACT.clear)  # type: ignore[attr-defined]
     df = pd.read_csv(EXAMPLE / "history.csv.gz", dtype=str)
@@ -355,15 +355,15 @@ def test_workers_run_the_compiled_kernel(client: object) -> None:
     assert sum(sizes.values()) >= 4, sizes  # every partition built its compiled design
     # one partition's sums both ways, weighted as a fold's refit weights it
     mem = he.read_annotations(EXAMPLE / "history.csv.gz", gold=EXAMPLE / "history_gold.csv")
-    part = dist_module._build_part(df, ("item_id", "labeler_id", "label", "round"), list(mem.labeler_ids),
+    part = dist_module.build_part(df, ("item_id", "labeler_id", "label", "round"), list(mem.labeler_ids),
                                    list(mem.round_ids),
                                    pd.read_csv(EXAMPLE / "history_gold.csv", dtype={"item_id": str})
                                    .set_index("item_id")["gold"], 0, None)
-    wt = dist_module._part_weights(part, 0.3, np.arange(5))
+    wt = dist_module.part_weights(part, 0.3, np.arange(5))
     a, b, p = cal.alpha, cal.beta, cal.round_prevalence
     for w in (None, wt):
-        compiled = dist_module._part_stats(part, w, a, b, p, True)
-        d = dist_module._weighted(part, w)
+        compiled = dist_module.part_stats(part, w, a, b, p, True)
+        d = dist_module.weighted(part, w)
         gamma, ll = dist_module.two_coin.e_step(d, a, b, p, True)
         gw = gamma if w is None else gamma * w
         np.testing.assert_allclose(compiled[0], np.asarray(d.AT @ gw), rtol=1e-12, atol=1e-9)

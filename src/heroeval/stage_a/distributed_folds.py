@@ -2,7 +2,7 @@
 refits at one weight run in lockstep (one map over the partitions for every round of their passes).
 
 :class:`DaskFoldFits` is the distributed counterpart of :class:`heroeval.stage_a.folds.FoldFits`: a refit
-without some gold items gives them weight 0 on the workers (:func:`heroeval.stage_a.distributed._part_weights`),
+without some gold items gives them weight 0 on the workers (:func:`heroeval.stage_a.distributed_parts.part_weights`),
 and :meth:`DaskFoldFits.fit_many` runs the Newton phases of several refits together, as the in-memory
 :meth:`~heroeval.stage_a.folds.FoldFits.fit_many` does: each round of their passes is one task per partition
 (:func:`_part_fold_sums`: the compiled lockstep kernel ``_em_chunk_folds`` where numba is on the worker, else
@@ -20,16 +20,8 @@ import numpy.typing as npt
 
 from heroeval.errors import HeroEvalError
 from heroeval.stage_a import kernels, two_coin
-from heroeval.stage_a.distributed import (
-    DaskHistory,
-    _compact_of,
-    _DaskDesign,
-    _design,
-    _Part,
-    _part_counts,
-    _part_stats,
-    _part_weights,
-)
+from heroeval.stage_a.distributed import DaskHistory, _DaskDesign, _design
+from heroeval.stage_a.distributed_parts import Part, compact_of, part_counts, part_stats, part_weights
 from heroeval.stage_a.folds import FoldPriors
 from heroeval.stage_a.gold import gold_counts
 from heroeval.stage_a.newton_factor import worth_reusing
@@ -46,14 +38,14 @@ log-likelihood without its fixed part: annotations per code and items per round 
 label 0 and of a negative item, which the client adds from the refit's weighted counts)."""
 
 
-def _part_fold_sums(p: _Part, w: float, drops: list[IntArray], alpha: FloatArray, beta: FloatArray,
+def _part_fold_sums(p: Part, w: float, drops: list[IntArray], alpha: FloatArray, beta: FloatArray,
                     prev: FloatArray) -> FoldSums:
     """One partition's E-step sums for M refits at weight ``w``, refit ``m`` without its gold items ``drops[m]``
     (positions among the partition's gold items) at ``(alpha[m], beta[m], prev[m])`` (rows): one compiled pass
     for all (:func:`heroeval.stage_a.kernels._em_chunk_folds`), or, without numba or with repeated (item,
     labeler) pairs, a NumPy pass per refit."""
     M = len(drops)
-    cd = _compact_of(p, None)
+    cd = compact_of(p, None)
     if cd is not None and M <= np.iinfo(np.int16).max:
         fold = np.full(cd.n_items, -1, dtype=np.int16)
         for m, dr in enumerate(drops):
@@ -68,9 +60,9 @@ def _part_fold_sums(p: _Part, w: float, drops: list[IntArray], alpha: FloatArray
         return s1, gs, ll
     out = []
     for m, dr in enumerate(drops):
-        wt = _part_weights(p, w, dr)
-        s1, gs, ll = _part_stats(p, wt, alpha[m], beta[m], prev[m], True)
-        cnt, gsize = _part_counts(p, wt)
+        wt = part_weights(p, w, dr)
+        s1, gs, ll = part_stats(p, wt, alpha[m], beta[m], prev[m], True)
+        cnt, gsize = part_counts(p, wt)
         la0 = two_coin.code_logprobs(alpha[m], beta[m])[1]
         log1m = np.log1p(-np.clip(prev[m], two_coin.EPS, 1 - two_coin.EPS))
         out.append((s1, gs, ll - float(cnt @ la0 + gsize @ log1m)))  # the fixed part is added on the client
