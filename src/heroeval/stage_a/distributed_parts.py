@@ -113,9 +113,10 @@ def build_part_hashed(df: pd.DataFrame, cols: tuple[str, str, str, str | None], 
     lab_code = lab_of[lc].astype(np.int64)
     n = len(uniq)
     order, ptr = _by_item(ic, n)
-    lab_code, y = lab_code[order], y[order]
-    if r_c is not None:
-        rc_ann = rc_ann[order]
+    if order is not None:
+        lab_code, y = lab_code[order], y[order]
+        if r_c is not None:
+            rc_ann = rc_ann[order]
     group = np.zeros(n, dtype=np.int64)
     if n and r_c is not None:
         group = rc_ann[ptr[:-1]]
@@ -217,9 +218,14 @@ def _counting_order(ic, n):  # type: ignore[no-untyped-def]
     return order, ptr
 
 
-def _by_item(ic: IntArray, n: int) -> tuple[IntArray, IntArray]:
-    """The rows in item order (stable) and each item's offsets: compiled where numba is installed (a counting
-    sort, several times faster than NumPy's stable sort of 64-bit codes), else NumPy."""
+def _by_item(ic: IntArray, n: int) -> tuple[IntArray | None, IntArray]:
+    """The rows in item order (stable; None when they are in item order already, as in a file sorted by item
+    with dense integer ids) and each item's offsets: compiled where numba is installed (a counting sort,
+    several times faster than NumPy's stable sort of 64-bit codes), else NumPy."""
+    if ic.size < 2 or bool(np.all(ic[1:] >= ic[:-1])):
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(ic, minlength=n), out=ptr[1:])
+        return None, ptr
     if jit.HAVE_NUMBA:
         order, ptr = jit.serial(_counting_order)(ic, n)
         return order, ptr
