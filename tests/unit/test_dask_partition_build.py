@@ -107,3 +107,41 @@ def test_gold_by_integer_needs_the_id_written_plainly() -> None:
     df["item_id"] = df["item_id"].astype(np.int64)
     part = parts.build_part(df, COLS, ["1", "2"], ["all"], look, 0, None)
     assert part.gold_names.tolist() == ["7"]
+
+
+def test_partitions_in_their_own_dictionaries_widened_to_the_history() -> None:
+    """Each partition codes its own labelers and rounds; widened to the history's dictionaries, the partitions
+    together are the reader's history: the same rows per item, the same gold tables, rounds and counts."""
+    df = pd.DataFrame({"item_id": ["i1", "i1", "i2", "i3", "i3", "i4", "i4", "i5"],
+                       "labeler_id": ["b", "d", "b", "a", "c", "c", "e", "a"],
+                       "label": [1, 0, 1, 0, 0, 1, 1, 0],
+                       "round": ["w2", "w2", "w1", "w3", "w3", "w1", "w1", "w3"]})
+    gold = pd.DataFrame({"item_id": ["i1", "i3", "i4", "i5"], "gold": [1, 0, 1, 0]})
+    mem = he.read_annotations(df, gold=gold, round_col="round")
+    gs = gold.set_index("item_id")["gold"].astype(float)
+    cols = ("item_id", "labeler_id", "label", "round")
+    built = [parts.build_local(df.iloc[:3], cols, gs, 0, None), parts.build_local(df.iloc[3:], cols, gs, 1, None)]
+    assert built[0].labelers == ("b", "d") and built[1].labelers == ("a", "c", "e")
+    assert built[0].rounds == ("w1", "w2") and built[1].rounds == ("w1", "w3")
+    labs, rounds = list(mem.labeler_ids), list(mem.round_ids)
+    wide = [parts.build_part(df.iloc[:3], cols, labs, rounds, gs, 0, None),
+            parts.build_part(df.iloc[3:], cols, labs, rounds, gs, 1, None)]
+    got: dict[str, Counter[tuple[int, int]]] = {}
+    for p in wide:
+        got |= _by_item(p)
+        assert p.design.A.has_sorted_indices
+    assert got == _mem_by_item(mem)
+    lab_gold = np.repeat(mem.gold, np.diff(mem.item_ptr))
+    for name, g, y in (("tp", 1, 1), ("fn", 1, 0), ("tn", 0, 0), ("fp", 0, 1)):
+        want = np.bincount(mem.labeler[(lab_gold == g) & (mem.label == y)], minlength=mem.n_labelers)
+        np.testing.assert_array_equal(sum(getattr(p, name) for p in wide), want, err_msg=name)
+    np.testing.assert_array_equal(sum(p.round_items for p in wide), np.bincount(mem.item_round, minlength=3))
+    np.testing.assert_array_equal(sum(p.design.code_counts for p in wide),
+                                  np.bincount(2 * mem.labeler + mem.label, minlength=2 * mem.n_labelers))
+    # each item's round, through the widened codes
+    for p in wide:
+        for r, name in zip(p.gold_rows, p.gold_names, strict=True):
+            k = list(mem.item_ids).index(name)
+            assert p.design.group[r] == mem.item_round[k]
+    with pytest.raises(he.DataError, match="labeler 'e' is not in the history's labelers"):
+        parts.build_part(df.iloc[3:], cols, ["a", "c"], rounds, gs, 1, None)

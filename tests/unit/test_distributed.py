@@ -370,3 +370,20 @@ def test_workers_run_the_compiled_kernel(client: object) -> None:
         np.testing.assert_allclose(compiled[1], np.bincount(d.group, weights=gw, minlength=d.n_groups),
                                    rtol=1e-12, atol=1e-9)
         assert compiled[2] == pytest.approx(ll, rel=1e-12)
+
+
+def test_ids_written_as_floats_in_some_partitions_only_are_refused(client: object) -> None:
+    """Each partition turns its ids into text on its own; where the in-memory reader would read a column
+    differently ('3.0' stays '3.0' when another id is 'x'), the load says so instead of coding two ways."""
+    df = pd.DataFrame({"item_id": ["a", "a", "b", "b", "c", "c", "d", "d"],
+                       "labeler_id": ["3.0", "4.0", "3.0", "4.0", "x", "3.0", "x", "4.0"],
+                       "label": [1, 0, 1, 1, 0, 0, 1, 0]})
+    ddf = dd.from_pandas(df, npartitions=2, sort=False)
+    assert ddf.npartitions == 2
+    gold = pd.DataFrame({"item_id": ["a", "c"], "gold": [1, 0]})
+    with pytest.raises(he.DataError, match="'labeler_id' holds integers written as floats"):
+        he.calibrate_dask(ddf, gold=gold, client=client, partitioned_by_item=True)
+    # written one way, the same history loads
+    ok = dd.from_pandas(df.assign(labeler_id=df["labeler_id"].str.replace(".0", "", regex=False)), npartitions=2,
+                        sort=False)
+    assert he.calibrate_dask(ok, gold=gold, client=client, partitioned_by_item=True).labeler_ids == ("3", "4", "x")

@@ -34,7 +34,6 @@ a calibration loaded from JSON.
 from __future__ import annotations
 
 import math
-import operator
 import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -63,8 +62,10 @@ from heroeval.stage_a import kernels, scoring, two_coin
 from heroeval.stage_a.calibration import Calibration, ConvergenceInfo
 from heroeval.stage_a.covariance import ParameterCovariance
 from heroeval.stage_a.distributed_parts import (
+    Built,
     GoldLookup,
-    build_part_hashed,
+    Part,
+    build_local,
     gold_subset,
     part_centered,
     part_counts,
@@ -72,8 +73,8 @@ from heroeval.stage_a.distributed_parts import (
     part_info,
     part_stats,
     part_weights,
-    recode,
     summary,
+    widen,
 )
 from heroeval.stage_a.fit import _prior_settings, _progress_callback, eb_prior_covariance, stage_a_prior
 from heroeval.stage_a.gold import gold_labels_of, initial_from_counts, score_gold_items
@@ -338,58 +339,63 @@ def load_dask_history(
     gold_s = pd.Series(gv[ok].astype(np.float64), index=pd.Index(gids[ok].to_numpy(dtype=object)))
     gold_s = gold_s[~gold_s.index.duplicated()]
     cov_tab, cov_names, cov_rows = _covariate_table(covariates, covariate_item_col, covariate_cols, item_col)
-    # the labeler and round dictionaries (small), sorted as read_annotations sorts them
-    labs = ddf[l_c].dropna().unique().compute()
-    labelers = sorted({x for x in ids_to_str(pd.Series(labs)).dropna() if x.strip()})
-    rounds = ["all"]
-    if r_c is not None:
-        rv = ddf[r_c].dropna().unique().compute()
-        rounds = sorted({x for x in ids_to_str(pd.Series(rv)).dropna() if x.strip()})
     gold_f = client.scatter(GoldLookup.of(gold_s), broadcast=True)
     cov_f = None if cov_tab is None else client.scatter(cov_tab, broadcast=True)
+    col_names = (i_c, l_c, y_c, r_c)
 
-    def build(frame: Any) -> tuple[list[Any], int]:
-        """The partitions' designs on the workers, and how many items have rows in more than one partition."""
-        built = [client.submit(build_part_hashed, dp, (i_c, l_c, y_c, r_c), labelers, rounds, gold_f, k, cov_f,
-                               pure=False)
+    def build(frame: Any) -> tuple[list[Any], list[tuple[Any, ...]], int]:
+        """The partitions built in their own dictionaries, what the client merges from each, and how many items
+        have rows in more than one partition (-1: cannot tell)."""
+        built = [client.submit(build_local, dp, col_names, gold_f, k, cov_f, pure=False)
                  for k, dp in enumerate(client.compute(frame.to_delayed()))]
-        out = [client.submit(operator.getitem, b, 0, pure=False) for b in built]
+        heads = client.gather([client.submit(_head, b, not shuffled, pure=False) for b in built])
         if shuffled:
-            return out, 0
-        got = client.gather([client.submit(_hashes, b, pure=False) for b in built])
-        if len({ints for _, ints in got}) > 1:  # integer ids in some partitions, text in others: not comparable
-            return out, -1
+            return built, heads, 0
+        if len({h[3] for h in heads}) > 1:  # integer ids in some partitions, text in others: not comparable
+            return built, heads, -1
         # each partition's hashes are sorted and distinct: a stable sort merges the runs, and equal neighbours are
         # items with rows in two partitions
-        allh = np.sort(np.concatenate([h for h, _ in got]), kind="stable") if got else np.zeros(0, np.uint64)
-        return out, int(np.count_nonzero(allh[1:] == allh[:-1]))
+        allh = np.sort(np.concatenate([h[2] for h in heads]), kind="stable") if heads else np.zeros(0, np.uint64)
+        return built, heads, int(np.count_nonzero(allh[1:] == allh[:-1]))
 
     shuffled = partitioned_by_item is False
-    parts, split = build(ddf.shuffle(on=i_c) if shuffled else ddf)
+    built, heads, split = build(ddf.shuffle(on=i_c) if shuffled else ddf)
     if split:  # the promise (or the guess) that every item's rows sit in one partition does not hold
         if partitioned_by_item is True and split > 0:
             raise DataError(
                 f"partitioned_by_item=True, but {split} item(s) have rows in more than one partition of the dask "
                 "history; pass partitioned_by_item=False to shuffle on the item column")
         shuffled = True
-        parts, _ = build(ddf.shuffle(on=i_c))
+        built, heads, _ = build(ddf.shuffle(on=i_c))
+    for col, k in ((i_c, 0), (l_c, 1), (r_c, 2)):
+        said = {h[4][k] for h in heads} - {None}
+        if len(said) > 1:
+            raise DataError(
+                f"dask history: column {col!r} holds integers written as floats ('3.0') in some partitions and "
+                "other ids in others, which the in-memory reader reads differently; write the ids one way")
+    # the history's dictionaries, sorted as read_annotations sorts them: the labelers and rounds of the rows used
+    labelers = sorted(set().union(*(h[0] for h in heads)))
+    rounds = sorted(set().union(*(h[1] for h in heads))) if r_c is not None else ["all"]
+    lab_ix, round_ix = pd.Index(labelers), pd.Index(rounds)
+    parts = [client.submit(_widened, b, lab_ix.get_indexer(pd.Index(list(h[0]), dtype=object)).astype(np.int64),
+                           round_ix.get_indexer(pd.Index(list(h[1]), dtype=object)).astype(np.int64), len(labelers), len(rounds),
+                           pure=False)
+             for b, h in zip(built, heads, strict=True)]
     summaries = client.gather([client.submit(summary, p) for p in parts])
-    used_labs = np.flatnonzero(np.sum([s["n_ann"] for s in summaries], axis=0) > 0)
-    used_rounds = np.flatnonzero(np.sum([s["round_items"] for s in summaries], axis=0) > 0)
-    if used_labs.size < len(labelers) or used_rounds.size < len(rounds):
-        parts = [client.submit(recode, p, used_labs, used_rounds, pure=False) for p in parts]
-        labelers = [labelers[k] for k in used_labs]
-        rounds = [rounds[g] for g in used_rounds]
-        summaries = client.gather([client.submit(summary, p) for p in parts])
     dh = DaskHistory(client, parts, labelers, rounds, cov_names, summaries, cov_rows)
     if dh.n_gold == 0:
         raise DataError("dask history has no gold labels on its items: Stage A needs gold anchors")
     return dh
 
 
-def _hashes(built: tuple[Any, npt.NDArray[np.uint64], bool]) -> tuple[npt.NDArray[np.uint64], bool]:
-    """A built partition's item hashes and whether they hash integers (small: sent to the client)."""
-    return built[1], built[2]
+def _head(b: Built, with_hashes: bool) -> tuple[Any, ...]:
+    """What the client merges from a built partition (small): its dictionaries, its item hashes (when the check
+    needs them), whether they hash integers, and which id columns :func:`ids_to_str` rewrote."""
+    return b.labelers, b.rounds, b.hashes if with_hashes else b.hashes[:0], b.int_ids, b.rewritten
+
+
+def _widened(b: Built, lab_pos: IntArray, round_pos: IntArray, n_labelers: int, n_rounds: int) -> Part:
+    return widen(b.part, lab_pos, round_pos, n_labelers, n_rounds)
 
 
 def _covariate_table(covariates: Any, covariate_item_col: str | None, covariate_cols: Sequence[str] | None,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+import scipy.sparse as sp
 
 from heroeval.core import jit
 from heroeval.errors import DataError
@@ -24,8 +25,8 @@ from heroeval.ingest.labels import parse_binary
 from heroeval.ingest.tables import LoadedTable
 from heroeval.stage_a import kernels, scoring, two_coin
 
-__all__ = ["GoldLookup", "Part", "build_part", "build_part_hashed", "compact_of", "gold_subset", "part_centered",
-           "part_counts", "part_cov", "part_info", "part_stats", "part_weights", "recode", "summary", "weighted"]
+__all__ = ["Built", "GoldLookup", "Part", "build_local", "build_part", "compact_of", "gold_subset", "part_centered",
+           "part_counts", "part_cov", "part_info", "part_stats", "part_weights", "summary", "weighted", "widen"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -76,41 +77,62 @@ class GoldLookup:
 
 def build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labelers: list[str], rounds: list[str],
                gold: pd.Series | GoldLookup, part_no: int, cov: pd.DataFrame | None) -> Part:
-    """One partition's rows as a :class:`Part` (the rows dropped, and why, counted in ``dropped``)."""
-    return build_part_hashed(df, cols, labelers, rounds, gold, part_no, cov)[0]
+    """One partition's rows as a :class:`Part` coded in the dictionaries ``labelers`` and ``rounds`` (the rows
+    dropped, and why, counted in ``dropped``)."""
+    b = build_local(df, cols, gold, part_no, cov)
+    return widen(b.part, _positions(b.labelers, labelers, "labeler"), _positions(b.rounds, rounds, "round"),
+                 len(labelers), len(rounds))
 
 
-def build_part_hashed(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labelers: list[str],
-                      rounds: list[str], gold: pd.Series | GoldLookup, part_no: int,
-                      cov: pd.DataFrame | None) -> tuple[Part, npt.NDArray[np.uint64], bool]:
-    """:func:`build_part`, the sorted 64-bit hashes of the partition's distinct item ids and whether they are the
-    hashes of integers (an integer item column) or of text, for the check that no item has rows in two
-    partitions: taken from the ids the build codes anyway, so the check reads nothing more."""
+@dataclass(frozen=True)
+class Built:
+    """A partition coded in its own dictionaries (its kept rows' labelers and rounds, sorted as text), and what the
+    client needs to merge them: the dictionaries, the sorted 64-bit hashes of the partition's distinct item ids,
+    whether those hash integers (an integer item column) or text, and for each id column whether
+    :func:`ids_to_str` rewrote an id ('3.0' as '3'; None: no id), which must agree across partitions."""
+
+    part: Part
+    labelers: tuple[str, ...]
+    rounds: tuple[str, ...]
+    hashes: npt.NDArray[np.uint64]
+    int_ids: bool
+    rewritten: tuple[bool | None, bool | None, bool | None]
+
+
+def build_local(df: pd.DataFrame, cols: tuple[str, str, str, str | None], gold: pd.Series | GoldLookup,
+                part_no: int, cov: pd.DataFrame | None) -> Built:
+    """One partition's rows as a :class:`Part` in its own dictionaries (:class:`Built`); :func:`widen` puts it
+    in the history's. The item hashes serve the check that no item has rows in two partitions: taken from the
+    ids the build codes anyway, so the check reads nothing more."""
     i_c, l_c, y_c, r_c = cols
     look = gold if isinstance(gold, GoldLookup) else GoldLookup.of(gold)
     t = LoadedTable("annotations", f"partition {part_no}", df.reset_index(drop=True), i_c, False)
     y, ym = parse_binary(t.df[y_c], t, y_c, "label")
-    ic, uniq = _coded(t.df[i_c])
-    lc, lab_uniq = _coded(t.df[l_c])
-    lab_of = np.append(pd.Index(labelers).get_indexer(pd.Index(_as_text(lab_uniq), dtype=object)), -1)  # -1: dropped
+    ic, uniq, i_rw = _coded(t.df[i_c])
+    lc, lab_uniq, l_rw = _coded(t.df[l_c])
     im, lm = ic < 0, lc < 0
     dropped: dict[str, int] = {}
     rm = np.zeros(len(t.df), dtype=bool)
-    rc_ann = np.zeros(ic.size, dtype=np.int64)
+    rc = np.zeros(ic.size, dtype=np.int64)
+    r_uniq: npt.NDArray[Any] = np.asarray(["all"], dtype=object)
+    r_rw = None
     if r_c is not None:
-        rc, r_uniq = _coded(t.df[r_c])
+        rc, r_uniq, r_rw = _coded(t.df[r_c])
         rm = rc < 0
-        rc_ann = np.append(pd.Index(rounds).get_indexer(pd.Index(_as_text(r_uniq), dtype=object)), -1).astype(np.int64)[rc]
     for reason, mask in (("missing item id", im), ("missing labeler id", ~im & lm), ("missing label", ~im & ~lm & ym),
                          ("missing round", ~im & ~lm & ~ym & rm)):
         if mask.any():
             dropped[reason] = int(mask.sum())
     keep = ~(im | lm | ym | rm)
     if not keep.all():
-        ic, lc, y, rc_ann = ic[keep], lc[keep], y[keep], rc_ann[keep]
+        ic, lc, y, rc = ic[keep], lc[keep], y[keep], rc[keep]
         ic, uniq = _recount(ic, uniq)
+        lc, lab_uniq = _recount(lc, lab_uniq)
+        if r_c is not None:
+            rc, r_uniq = _recount(rc, r_uniq)
+    lab_code, labelers = _sorted_codes(lc, lab_uniq)
+    rc_ann, rounds = _sorted_codes(rc, r_uniq) if r_c is not None else (rc, ("all",))
     J, G = len(labelers), len(rounds)
-    lab_code = lab_of[lc].astype(np.int64)
     n = len(uniq)
     order, ptr = _by_item(ic, n)
     if order is not None:
@@ -149,7 +171,7 @@ def build_part_hashed(df: pd.DataFrame, cols: tuple[str, str, str, str | None], 
                        minlength=4 * J).reshape(J, 4).astype(np.int64) if J else np.zeros((0, 4), np.int64)
     gold_rows = np.flatnonzero(isg)
     hashes = np.sort(pd.util.hash_array(uniq if ints else np.asarray(uniq, dtype=object), categorize=False))
-    return Part(
+    part = Part(
         design=d, n_rows=len(t.df), dropped=dropped,
         tp=conf[:, 3].copy(), fn=conf[:, 2].copy(), tn=conf[:, 0].copy(), fp=conf[:, 1].copy(),
         n_ann=np.bincount(lab_code, minlength=J).astype(np.int64), n_items_lab=n_items_lab,
@@ -157,33 +179,80 @@ def build_part_hashed(df: pd.DataFrame, cols: tuple[str, str, str, str | None], 
         round_gold=np.bincount(group[isg], minlength=G).astype(np.int64),
         round_gold_pos=np.bincount(group[isg], weights=gold_arr[isg].astype(float), minlength=G).astype(np.float64),
         n_repeated=n_rep, gold_rows=gold_rows, gold_names=_as_text(uniq[gold_rows]), X=X,
-    ), hashes, bool(ints)
+    )
+    return Built(part, labelers, rounds, hashes, bool(ints), (i_rw, l_rw, r_rw))
 
 
-def _coded(s: pd.Series) -> tuple[IntArray, npt.NDArray[Any]]:
-    """An id column's codes (-1: missing or blank) and its distinct ids: an integer column without missing
-    values as int64 (coded as they are: through a table in id order when the ids are dense, else in order of
-    appearance), any other as text written by :func:`ids_to_str` as the readers write it, applied to the
-    distinct values only (in order of appearance)."""
+def widen(p: Part, lab_pos: IntArray, round_pos: IntArray, n_labelers: int, n_rounds: int) -> Part:
+    """The partition coded in the history's dictionaries: its labeler ``k`` is the history's ``lab_pos[k]``, its
+    round ``g`` the history's ``round_pos[g]`` (both increasing, so each item's codes stay sorted)."""
+    d = p.design
+    J, G = n_labelers, n_rounds
+    if J == d.n_labelers and G == d.n_groups:
+        return p  # the same dictionaries: positions increasing and as many means the identity
+    idx = d.A.indices.astype(np.int64)
+    code = (2 * lab_pos[idx >> 1] + (idx & 1)).astype(d.A.indices.dtype)
+    A = sp.csr_matrix((d.A.data, code, d.A.indptr), shape=(d.n_items, 2 * J))
+    cc = np.zeros(2 * J)
+    cc[2 * lab_pos], cc[2 * lab_pos + 1] = d.code_counts[0::2], d.code_counts[1::2]
+    group = round_pos[d.group].astype(np.int32)
+    d2 = replace(d, n_labelers=J, n_groups=G, A=A, AT=A.T if d.AT.format == "csc" else A.T.tocsr(),
+                 code_counts=cc, group=group, group_size=np.bincount(group, minlength=G).astype(np.float64))
+
+    def per(v: npt.NDArray[Any], pos: IntArray, size: int) -> npt.NDArray[Any]:
+        out = np.zeros(size, dtype=v.dtype)
+        out[pos] = v
+        return out
+
+    return replace(p, design=d2, tp=per(p.tp, lab_pos, J), fn=per(p.fn, lab_pos, J), tn=per(p.tn, lab_pos, J),
+                   fp=per(p.fp, lab_pos, J), n_ann=per(p.n_ann, lab_pos, J),
+                   n_items_lab=per(p.n_items_lab, lab_pos, J), round_items=per(p.round_items, round_pos, G),
+                   round_gold=per(p.round_gold, round_pos, G), round_gold_pos=per(p.round_gold_pos, round_pos, G))
+
+
+def _positions(local: tuple[str, ...], whole: list[str], what: str) -> IntArray:
+    """Where each of a partition's ids sits in the history's dictionary."""
+    pos = pd.Index(whole).get_indexer(pd.Index(list(local), dtype=object)).astype(np.int64)
+    if (pos < 0).any():
+        raise DataError(f"{what} {local[int(np.flatnonzero(pos < 0)[0])]!r} is not in the history's {what}s")
+    return pos
+
+
+def _sorted_codes(codes: IntArray, uniq: npt.NDArray[Any]) -> tuple[IntArray, tuple[str, ...]]:
+    """Codes into the distinct ids sorted as text (the order of the readers' dictionaries), and those ids."""
+    text = _as_text(uniq)
+    srt = np.argsort(text, kind="stable")
+    rank = np.empty(srt.size, dtype=np.int64)
+    rank[srt] = np.arange(srt.size)
+    return rank[codes], tuple(str(x) for x in text[srt])
+
+
+def _coded(s: pd.Series) -> tuple[IntArray, npt.NDArray[Any], bool | None]:
+    """An id column's codes (-1: missing or blank), its distinct ids, and whether :func:`ids_to_str` rewrote
+    one (None: no id). An integer column without missing values gives int64 ids (coded as they are: through a
+    table in id order when they are dense, else in order of appearance), any other text as the readers write
+    it, by :func:`ids_to_str` applied to the distinct values only (in order of appearance)."""
     if pd.api.types.is_integer_dtype(s.dtype) and not s.hasnans:
         v = s.to_numpy(dtype=np.int64)
         lo, hi = (int(v.min()), int(v.max())) if v.size else (0, -1)
         if hi - lo < 2 * v.size + 1024:  # dense ids (a range of items, labeler numbers): codes by a table, in id order
             present = np.bincount(v - lo, minlength=hi - lo + 1) > 0
             code = np.cumsum(present) - 1
-            return code[v - lo].astype(np.int64, copy=False), lo + np.flatnonzero(present).astype(np.int64)
+            return code[v - lo].astype(np.int64, copy=False), lo + np.flatnonzero(present).astype(np.int64), False
         ic, uniq = pd.factorize(v)
-        return ic.astype(np.int64, copy=False), np.asarray(uniq, dtype=np.int64)
+        return ic.astype(np.int64, copy=False), np.asarray(uniq, dtype=np.int64), False
     raw, uniq_raw = pd.factorize(s, use_na_sentinel=True)
+    plain = pd.Series(uniq_raw).astype("string")
     text = ids_to_str(pd.Series(uniq_raw))
     bad = (text.isna() | (text.str.strip() == "")).fillna(True).to_numpy(dtype=bool)
+    rewritten = None if bad.all() else bool((text.fillna("") != plain.fillna("")).to_numpy(dtype=bool)[~bad].any())
     # two raw values can be one id as text ('3' and '3.0' in a text column): code the text
     tc, names = pd.factorize(text.to_numpy(dtype=object))
     tc = np.where(bad, -1, tc).astype(np.int64)
     ic = np.where(raw >= 0, tc[np.maximum(raw, 0)], -1).astype(np.int64)
     if bad.any():
         ic, names = _recount(ic, np.asarray(names, dtype=object))
-    return ic, np.asarray(names, dtype=object)
+    return ic, np.asarray(names, dtype=object), rewritten
 
 
 def _recount(ic: IntArray, uniq: npt.NDArray[Any]) -> tuple[IntArray, npt.NDArray[Any]]:
@@ -261,27 +330,6 @@ def _pair_counts(ptr: IntArray, lab: IntArray, n_labelers: int) -> tuple[int, In
     first = np.ones(pair.size, dtype=bool)
     first[1:] = pair[1:] != pair[:-1]
     return int(pair.size - np.count_nonzero(first)), np.bincount(pair[first] % J, minlength=n_labelers).astype(np.int64)
-
-
-def recode(p: Part, labs: IntArray, rounds: IntArray) -> Part:
-    """The partition with only the labelers ``labs`` and rounds ``rounds`` (codes into the first dictionaries).
-
-    The pandas reader keeps the labelers and rounds of the rows it uses; the dictionaries read from the
-    raw columns can hold one that only rows dropped later (a missing label, say) carry.
-    """
-    d = p.design
-    cols = np.sort(np.concatenate([2 * labs, 2 * labs + 1]))
-    A = d.A[:, cols].tocsr()
-    new_group = np.full(d.n_groups, -1, dtype=np.int64)
-    new_group[rounds] = np.arange(rounds.size)
-    group = new_group[d.group].astype(np.int32)
-    G = int(rounds.size)
-    d2 = replace(d, n_labelers=int(labs.size), n_groups=G, A=A, AT=A.T if d.AT.format == "csc" else A.T.tocsr(),
-                 code_counts=d.code_counts[cols], group=group,
-                 group_size=np.bincount(group, minlength=G).astype(np.float64))
-    return replace(p, design=d2, tp=p.tp[labs], fn=p.fn[labs], tn=p.tn[labs], fp=p.fp[labs], n_ann=p.n_ann[labs],
-                   n_items_lab=p.n_items_lab[labs], round_items=p.round_items[rounds],
-                   round_gold=p.round_gold[rounds], round_gold_pos=p.round_gold_pos[rounds])
 
 
 def summary(p: Part) -> dict[str, Any]:
