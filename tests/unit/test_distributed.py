@@ -103,6 +103,18 @@ def test_partitioned_by_item_is_checked(client: object) -> None:
     with pytest.raises(DataError, match="more than one partition"):
         he.calibrate_dask(ddf_split, gold=gold, client=client, partitioned_by_item=True)
     he.calibrate_dask(ddf, gold=gold, client=client, partitioned_by_item=True)
+    # item ranges that overlap without a shared item (1, 3 and 2, 4): the hashes decide, and find no split
+    inter = pd.DataFrame({"item_id": [1, 1, 3, 3, 2, 2, 4, 4], "labeler_id": ["a", "b"] * 4,
+                          "label": [1, 0, 1, 1, 0, 0, 1, 0]})
+    ddf_inter = dd.from_pandas(inter, npartitions=2, sort=False)
+    assert ddf_inter.npartitions == 2
+    he.calibrate_dask(ddf_inter, gold=pd.DataFrame({"item_id": ["1", "2"], "gold": [1, 0]}), client=client,
+                      partitioned_by_item=True)
+    # and integer ranges that overlap with one shared item
+    with pytest.raises(DataError, match="1 item"):
+        he.calibrate_dask(dd.from_pandas(inter.replace({"item_id": {4: 1}}), npartitions=2, sort=False),
+                          gold=pd.DataFrame({"item_id": ["1", "2"], "gold": [1, 0]}), client=client,
+                          partitioned_by_item=True)
 
 
 def test_partitioned_by_item_auto_shuffles_only_when_it_must(client: object) -> None:

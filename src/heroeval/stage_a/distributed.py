@@ -33,6 +33,7 @@ a calibration loaded from JSON.
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Sequence
@@ -339,8 +340,10 @@ def load_dask_history(
     gold_s = pd.Series(gv[ok].astype(np.float64), index=pd.Index(gids[ok].to_numpy(dtype=object)))
     gold_s = gold_s[~gold_s.index.duplicated()]
     cov_tab, cov_names, cov_rows = _covariate_table(covariates, covariate_item_col, covariate_cols, item_col)
-    gold_f = client.scatter(GoldLookup.of(gold_s), broadcast=True)
-    cov_f = None if cov_tab is None else client.scatter(cov_tab, broadcast=True)
+    # hash=False: a key of its own per load, so that a load right after another one with the same gold (an error
+    # and a retry, say) cannot lose its copy when the first one's is released
+    gold_f = client.scatter(GoldLookup.of(gold_s), broadcast=True, hash=False)
+    cov_f = None if cov_tab is None else client.scatter(cov_tab, broadcast=True, hash=False)
     col_names = (i_c, l_c, y_c, r_c)
 
     def build(frame: Any) -> tuple[list[Any], list[tuple[Any, ...]], int]:
@@ -348,14 +351,18 @@ def load_dask_history(
         have rows in more than one partition (-1: cannot tell)."""
         built = [client.submit(build_local, dp, col_names, gold_f, k, cov_f, pure=False)
                  for k, dp in enumerate(client.compute(frame.to_delayed()))]
-        heads = client.gather([client.submit(_head, b, not shuffled, pure=False) for b in built])
+        heads = client.gather([client.submit(_head, b, pure=False) for b in built])
         if shuffled:
             return built, heads, 0
         if len({h[3] for h in heads}) > 1:  # integer ids in some partitions, text in others: not comparable
             return built, heads, -1
+        ranges = sorted(h[5] for h in heads if h[5] is not None)
+        if all(b[0] > a[1] for a, b in itertools.pairwise(ranges)):
+            return built, heads, 0  # partitions hold item ranges that do not overlap (a file sorted by item)
         # each partition's hashes are sorted and distinct: a stable sort merges the runs, and equal neighbours are
         # items with rows in two partitions
-        allh = np.sort(np.concatenate([h[2] for h in heads]), kind="stable") if heads else np.zeros(0, np.uint64)
+        hashes = client.gather([client.submit(_item_hashes, b, pure=False) for b in built])
+        allh = np.sort(np.concatenate(hashes), kind="stable") if hashes else np.zeros(0, np.uint64)
         return built, heads, int(np.count_nonzero(allh[1:] == allh[:-1]))
 
     shuffled = partitioned_by_item is False
@@ -388,10 +395,15 @@ def load_dask_history(
     return dh
 
 
-def _head(b: Built, with_hashes: bool) -> tuple[Any, ...]:
-    """What the client merges from a built partition (small): its dictionaries, its item hashes (when the check
-    needs them), whether they hash integers, and which id columns :func:`ids_to_str` rewrote."""
-    return b.labelers, b.rounds, b.hashes if with_hashes else b.hashes[:0], b.int_ids, b.rewritten
+def _head(b: Built) -> tuple[Any, ...]:
+    """What the client merges from a built partition (small): its dictionaries, a placeholder, whether its item
+    ids are integers, which id columns :func:`ids_to_str` rewrote, and its range of item ids."""
+    return b.labelers, b.rounds, None, b.int_ids, b.rewritten, b.id_range
+
+
+def _item_hashes(b: Built) -> npt.NDArray[np.uint64]:
+    """A built partition's sorted item hashes (8 bytes per item), for the check when item ranges overlap."""
+    return b.hashes
 
 
 def _widened(b: Built, lab_pos: IntArray, round_pos: IntArray, n_labelers: int, n_rounds: int) -> Part:

@@ -88,7 +88,8 @@ def build_part(df: pd.DataFrame, cols: tuple[str, str, str, str | None], labeler
 class Built:
     """A partition coded in its own dictionaries (its kept rows' labelers and rounds, sorted as text), and what the
     client needs to merge them: the dictionaries, the sorted 64-bit hashes of the partition's distinct item ids,
-    whether those hash integers (an integer item column) or text, and for each id column whether
+    whether those hash integers (an integer item column) or text, the smallest and largest item id (partitions
+    whose ranges do not overlap share no item, whatever their hashes), and for each id column whether
     :func:`ids_to_str` rewrote an id ('3.0' as '3'; None: no id), which must agree across partitions."""
 
     part: Part
@@ -97,6 +98,7 @@ class Built:
     hashes: npt.NDArray[np.uint64]
     int_ids: bool
     rewritten: tuple[bool | None, bool | None, bool | None]
+    id_range: tuple[Any, Any] | None  # the smallest and largest item id (integers, or text); None: no item
 
 
 def build_local(df: pd.DataFrame, cols: tuple[str, str, str, str | None], gold: pd.Series | GoldLookup,
@@ -180,7 +182,8 @@ def build_local(df: pd.DataFrame, cols: tuple[str, str, str, str | None], gold: 
         round_gold_pos=np.bincount(group[isg], weights=gold_arr[isg].astype(float), minlength=G).astype(np.float64),
         n_repeated=n_rep, gold_rows=gold_rows, gold_names=_as_text(uniq[gold_rows]), X=X,
     )
-    return Built(part, labelers, rounds, hashes, bool(ints), (i_rw, l_rw, r_rw))
+    id_range = None if n == 0 else ((int(uniq.min()), int(uniq.max())) if ints else (min(uniq), max(uniq)))
+    return Built(part, labelers, rounds, hashes, bool(ints), (i_rw, l_rw, r_rw), id_range)
 
 
 def widen(p: Part, lab_pos: IntArray, round_pos: IntArray, n_labelers: int, n_rounds: int) -> Part:
