@@ -354,9 +354,9 @@ def load_dask_history(
         heads = client.gather([client.submit(_head, b, pure=False) for b in built])
         if shuffled:
             return built, heads, 0
-        if len({h[3] for h in heads}) > 1:  # integer ids in some partitions, text in others: not comparable
+        if len({h[2] for h in heads}) > 1:  # integer ids in some partitions, text in others: not comparable
             return built, heads, -1
-        ranges = sorted(h[5] for h in heads if h[5] is not None)
+        ranges = sorted(h[4] for h in heads if h[4] is not None)
         if all(b[0] > a[1] for a, b in itertools.pairwise(ranges)):
             return built, heads, 0  # partitions hold item ranges that do not overlap (a file sorted by item)
         # each partition's hashes are sorted and distinct: a stable sort merges the runs, and equal neighbours are
@@ -375,7 +375,7 @@ def load_dask_history(
         shuffled = True
         built, heads, _ = build(ddf.shuffle(on=i_c))
     for col, k in ((i_c, 0), (l_c, 1), (r_c, 2)):
-        said = {h[4][k] for h in heads} - {None}
+        said = {h[3][k] for h in heads} - {None}
         if len(said) > 1:
             raise DataError(
                 f"dask history: column {col!r} holds integers written as floats ('3.0') in some partitions and "
@@ -396,9 +396,9 @@ def load_dask_history(
 
 
 def _head(b: Built) -> tuple[Any, ...]:
-    """What the client merges from a built partition (small): its dictionaries, a placeholder, whether its item
-    ids are integers, which id columns :func:`ids_to_str` rewrote, and its range of item ids."""
-    return b.labelers, b.rounds, None, b.int_ids, b.rewritten, b.id_range
+    """What the client merges from a built partition (small): its dictionaries, whether its item ids are
+    integers, which id columns :func:`ids_to_str` rewrote, and its range of item ids."""
+    return b.labelers, b.rounds, b.int_ids, b.rewritten, b.id_range
 
 
 def _item_hashes(b: Built) -> npt.NDArray[np.uint64]:
