@@ -7,7 +7,9 @@ process:
 
 1. reads the history into memory (``read_annotations``, default reader) and
    onto a Dask LocalCluster (``load_dask_history``, one partition per row group,
-   ``partitioned_by_item=True``; ``--workers`` processes of one thread each);
+   ``partitioned_by_item=True``; ``--workers`` processes of one thread each, started
+   before the in-memory read as ``hero calibrate --scheduler local:N`` starts them,
+   forked on Linux; ``--start spawn``: Dask's default start);
 2. fits Stage A ``--repeats`` times each way, interleaved (in memory:
    ``calibrate`` with its defaults, so the compiled engine from 1e6
    annotations; Dask: ``fit_stage_a_dask``), with the default options and with
@@ -50,10 +52,11 @@ import pandas as pd
 import dask.dataframe as dd
 import distributed
 import heroeval as he
+from heroeval.cli.scheduler import local_cluster, start_method
 from heroeval.stage_a.distributed import fit_stage_a_dask, load_dask_history
 from heroeval.stage_a.settings import EMSettings
 
-d, repeats, workers, checks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+d, repeats, workers, checks, start = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5]
 logging.getLogger("distributed").setLevel(logging.ERROR)
 out = {"repeats": repeats, "workers": workers}
 
@@ -66,12 +69,18 @@ def diff(a, b):
                      np.max(np.abs(a.round_prevalence - b.round_prevalence))))
 
 gold = pd.read_parquet(d + "/gold.parquet")
-t0 = time.perf_counter()
-hist = he.read_annotations(d + "/history.parquet", gold=gold)
-out["read_in_memory_s"] = time.perf_counter() - t0
-out["n_annotations"] = hist.n_annotations
-with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                              memory_limit="6GB") as cl, distributed.Client(cl) as c:
+if start == "heroeval":  # as `hero calibrate --scheduler local:N` starts it (forked workers on Linux)
+    cluster = local_cluster(workers, memory_limit="6GB")
+else:  # Dask's default start (spawned workers, which import heroeval at their first task)
+    cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, memory_limit="6GB")
+out["start"] = start
+out["start_method"] = start_method() if start == "heroeval" else "spawn"
+with cluster as cl, distributed.Client(cl) as c:
+    t0 = time.perf_counter()
+    hist = he.read_annotations(d + "/history.parquet", gold=gold)
+    out["read_in_memory_s"] = time.perf_counter() - t0
+    out["n_annotations"] = hist.n_annotations
     t0 = time.perf_counter()
     dh = load_dask_history(dd.read_parquet(d + "/history.parquet", split_row_groups=True), gold=gold, client=c,
                            partitioned_by_item=True)
@@ -107,8 +116,9 @@ print("DASK_PARITY_JSON " + json.dumps(out))
 '''
 
 
-def run(data_dir: Path, repeats: int, workers: int, checks: bool) -> dict[str, Any]:
-    r = subprocess.run([sys.executable, "-c", CHILD, str(data_dir), str(repeats), str(workers), "1" if checks else "0"],
+def run(data_dir: Path, repeats: int, workers: int, checks: bool, start: str = "heroeval") -> dict[str, Any]:
+    r = subprocess.run([sys.executable, "-c", CHILD, str(data_dir), str(repeats), str(workers), "1" if checks else "0",
+                        start],
                        capture_output=True, text=True)
     for line in r.stdout.splitlines():
         if line.startswith("DASK_PARITY_JSON "):
@@ -124,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--checks", action="store_true", help="also time calibrate(checks=True) both ways, once each")
+    ap.add_argument("--start", choices=("heroeval", "spawn"), default="heroeval",
+                    help="how the LocalCluster starts its workers: as `hero ... --scheduler local:N` does (forked "
+                         "on Linux, before the in-memory read) or Dask's default (spawned)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--out", default=str(HERE / "out" / "dask_parity.json"))
@@ -136,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         meta = write_data(n, 50, a.seed, d)
         print(f"[data] {meta['n_annotations']:,} annotations written in {time.perf_counter() - t0:.1f}s", flush=True)
-        r = run(d, a.repeats, a.workers, a.checks)
+        r = run(d, a.repeats, a.workers, a.checks, a.start)
         r["size"] = n
         rows.append(r)
         print(json.dumps(r), flush=True)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import glob
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -68,8 +71,66 @@ def test_scheduler_local_equals_in_memory(tmp_path: Path) -> None:
     r = runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(dask_out), "--no-checks",
                             "--scheduler", "local:1"])
     assert r.exit_code == 0, r.output
-    assert "Stage A ran on a local Dask cluster" in r.output and "(1 worker)" in r.output
+    assert "Stage A ran on a local Dask cluster" in r.output and "(1 worker, " in r.output
     assert "fit in this machine's memory, where Stage A is faster without --scheduler" in " ".join(r.output.split())
+
+
+def test_workers_fork_on_linux_unless_dask_is_told_otherwise_or_openmp_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    from heroeval.cli import scheduler as S
+
+    monkeypatch.delenv(S.START_METHOD_VARIABLE, raising=False)
+    monkeypatch.setattr(S, "_openmp_started", lambda: False)
+    monkeypatch.setattr(S.sys, "platform", "linux")
+    assert S.start_method() == "fork"
+    monkeypatch.setattr(S, "_openmp_started", lambda: True)  # a forked child of an OpenMP process terminates
+    assert S.start_method() is None
+    monkeypatch.setattr(S, "_openmp_started", lambda: False)
+    monkeypatch.setenv(S.START_METHOD_VARIABLE, "spawn")
+    assert S.start_method() is None
+    monkeypatch.delenv(S.START_METHOD_VARIABLE)
+    monkeypatch.setattr(S.sys, "platform", "darwin")
+    assert S.start_method() is None
+    assert S.Where("local:2", "tcp://x:1", 2, "fork").line().endswith("(2 workers, forked)")
+    assert S.Where("tcp://x:1", "tcp://x:1", 3).line().endswith("(3 workers)")
+
+
+def test_openmp_is_seen_once_numba_parallel_kernels_ran() -> None:
+    code = ("import numpy as np, numba\n"
+            "from heroeval.cli.scheduler import _openmp_started\n"
+            "print(_openmp_started())\n"
+            "@numba.njit(parallel=True)\n"
+            "def f(x):\n"
+            "    s = 0.0\n"
+            "    for i in numba.prange(x.size):\n"
+            "        s += x[i]\n"
+            "    return s\n"
+            "f(np.ones(100))\n"
+            "print(_openmp_started(), numba.threading_layer())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    first, (second, layer) = r.stdout.split()[0], r.stdout.split()[1:]
+    assert first == "False" and second == str(layer == "omp")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers fork on Linux only")
+def test_forked_workers_from_a_fresh_command_give_the_in_memory_calibration(tmp_path: Path) -> None:
+    """``hero calibrate --scheduler local:2`` in a process of its own (no OpenMP yet): forked workers, the
+    in-memory calibration."""
+    h, g = _history(tmp_path)
+    mem_out, dask_out = tmp_path / "mem.json", tmp_path / "dask.json"
+    r = runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(mem_out), "--tol", "1e-10"])
+    assert r.exit_code == 0, r.output
+    env = {k: v for k, v in os.environ.items() if k != "DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD"}
+    p = subprocess.run([str(Path(sys.executable).with_name("hero")), "calibrate", str(h), "--gold", str(g), "-o",
+                        str(dask_out), "--tol", "1e-10", "--scheduler", "local:2", "-f", "json"],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["ran_on"]["workers_started"] == "fork"
+    mem, dsk = he.load_calibration(mem_out), he.load_calibration(dask_out)
+    for f in ("alpha", "beta", "round_prevalence"):
+        np.testing.assert_allclose(getattr(dsk, f), getattr(mem, f), rtol=0, atol=1e-8)
+    assert mem.checks is not None and dsk.checks is not None
+    assert dsk.checks.chosen_weight == mem.checks.chosen_weight
 
 
 def test_the_size_note_names_histories_that_fit_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -175,6 +175,29 @@ def test_lockstep_fold_sums_equal_each_refit_alone(client: object) -> None:
         np.testing.assert_allclose(x, y, rtol=1e-11, atol=1e-9)
 
 
+def test_refit_at_weight_zero_on_the_gold_items_equals_the_pass_over_the_partitions(client: object) -> None:
+    """At history weight 0 a fold's refit runs on the gold items on the client; the same EM on the partitions'
+    design, where every other item weighs 0 (what it ran before), gives the same fit."""
+    from heroeval.stage_a import two_coin
+    from heroeval.stage_a.distributed import load_dask_history
+    from heroeval.stage_a.distributed_folds import DaskFoldFits
+    from heroeval.stage_a.settings import StoppingRule
+
+    mem = he.read_annotations(EXAMPLE / "history.csv.gz", gold=EXAMPLE / "history_gold.csv")
+    dh = load_dask_history(dd.from_pandas(pd.read_csv(EXAMPLE / "history.csv.gz", dtype=str), npartitions=3),
+                           gold=EXAMPLE / "history_gold.csv", client=client, round_col="round")
+    ff = DaskFoldFits(dh, pseudo_count=1.0)
+    n_gold = dh.gold_items().n_items
+    start = (np.full(mem.n_labelers, 0.7), np.full(mem.n_labelers, 0.8), np.full(mem.n_rounds, 0.3))
+    for drop in (None, np.arange(0, n_gold, 4)):
+        quick = ff.fit(0.0, start, drop=drop, tol=1e-12)
+        d = ff.design(0.0, drop)
+        slow = two_coin.run_em(d, start, stop=StoppingRule(1e-12, 10_000, accelerate=False), posteriors=False)
+        for x, y in zip((quick.alpha, quick.beta, quick.prev), (slow.alpha, slow.beta, slow.prev), strict=True):
+            np.testing.assert_allclose(x, y, rtol=0, atol=1e-12)
+        assert quick.n_iter == slow.n_iter
+
+
 # ---------------------------------------------------------------------------
 # Parity of the options (issue #20 item 7): history_weight, pseudo_count, covariates, the Newton phase, the checks
 # ---------------------------------------------------------------------------

@@ -7,6 +7,12 @@ estimate --history``, ``hero store calibrate``).
 is read by Dask where it lies (Parquet: a file, a glob or a directory; or plain CSV), one partition per
 group of row groups, and the checks run as :func:`heroeval.calibrate_dask` runs them. Every command that
 takes the option says where Stage A ran.
+
+On Linux the local workers are forked from the command's own process, which has heroeval, pandas, pyarrow and
+numba imported already: the cluster is up and its workers ready in about 0.1 s, against 1.5-1.7 s spawned
+(each spawned worker imports them again before its first task; docs/scale.md). They are spawned, as Dask
+does by default, where numba's OpenMP threads have run in this process (a forked child of it terminates), and
+where Dask's own setting ``DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD`` (spawn, forkserver) is set.
 """
 
 from __future__ import annotations
@@ -14,19 +20,23 @@ from __future__ import annotations
 import contextlib
 import glob
 import logging
+import multiprocessing
 import os
 import re
+import sys
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import heroeval.stage_a.distributed_folds  # noqa: F401  (what the workers run: a forked worker has it loaded)
 from heroeval.errors import HeroEvalError
 
 if TYPE_CHECKING:  # annotations only
     from heroeval.stage_a.calibration import Calibration
 
-__all__ = ["Where", "calibrate_on_dask", "dask_client", "dask_history"]
+__all__ = ["Where", "calibrate_on_dask", "dask_client", "dask_history", "local_cluster", "start_method"]
 
 PARTITIONS_PER_WORKER = 2
 """Partitions per worker the history is cut into (whole row groups each), so that no worker idles while
@@ -40,13 +50,17 @@ class Where:
     scheduler: str
     address: str
     workers: int
+    started: str | None = None  # how a local cluster's workers started (fork, spawn, forkserver); None: not ours
 
     def line(self) -> str:
         kind = "a local Dask cluster" if self.scheduler.startswith("local") else "the Dask cluster"
-        return f"Stage A ran on {kind} at {self.address} ({self.workers} worker{'s' * (self.workers != 1)})"
+        how = f", {self.started}ed" if self.started in ("fork", "spawn") else \
+            f", started by {self.started}" if self.started else ""
+        return f"Stage A ran on {kind} at {self.address} ({self.workers} worker{'s' * (self.workers != 1)}{how})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"scheduler": self.scheduler, "address": self.address, "workers": self.workers}
+        return {"scheduler": self.scheduler, "address": self.address, "workers": self.workers,
+                "workers_started": self.started}
 
 
 IN_MEMORY_BYTES = 20
@@ -64,8 +78,8 @@ def size_note(n_annotations: int) -> str:
         return ""
     size = f"{need / 2**30:.1f} GiB" if need >= 2**30 else f"{max(1, round(need / 2**20))} MiB"
     return (f"; note: these {n_annotations:,} annotations (about {size} in memory) fit in this "
-            "machine's memory, where Stage A is faster without --scheduler (1e7 annotations: 4.3 s in memory, "
-            "10.3 s on local:2; docs/scale.md)")
+            "machine's memory, where Stage A is faster without --scheduler (1e7 annotations: 4.4 s in memory, "
+            "7.5 s on local:2; docs/scale.md)")
 
 
 def _local_workers(spec: str) -> int | None:
@@ -84,6 +98,51 @@ def _local_workers(spec: str) -> int | None:
     return None
 
 
+START_METHOD_VARIABLE = "DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD"
+
+
+def _openmp_started() -> bool:
+    """Whether numba's parallel kernels have run in this process on its OpenMP layer, which makes a forked child
+    terminate ("fork() called from a process already using GNU OpenMP")."""
+    numba = sys.modules.get("numba")
+    if numba is None:
+        return False
+    try:
+        return bool(numba.threading_layer() == "omp")
+    except ValueError:  # no parallel kernel has run yet
+        return False
+
+
+def start_method() -> str | None:
+    """How a local cluster starts its worker processes: ``fork`` on Linux unless Dask's own variable says
+    otherwise or numba's OpenMP threads have started in this process (an in-memory fit before the cluster;
+    None: Dask's setting, spawn by default, is kept)."""
+    if START_METHOD_VARIABLE in os.environ or not sys.platform.startswith("linux") or _openmp_started():
+        return None
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+
+
+@contextlib.contextmanager
+def local_cluster(n: int, **options: Any) -> Iterator[Any]:
+    """A LocalCluster of ``n`` single-threaded worker processes, forked where :func:`start_method` says so
+    (``options``: more of LocalCluster's, such as ``memory_limit``). Start it before reading large data into
+    this process: forked workers share its memory, and Dask counts what they touch of it as theirs."""
+    import dask
+    import distributed
+
+    method = start_method()
+    with contextlib.ExitStack() as stack:
+        if method is not None:
+            stack.enter_context(dask.config.set({"distributed.worker.multiprocessing-method": method}))
+            # Python 3.12+ warns on every fork of a process with threads (the cluster's event loop is one); the
+            # workers' start is the fork Dask documents as an option
+            warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
+                                    category=DeprecationWarning)
+        cluster = stack.enter_context(distributed.LocalCluster(  # type: ignore[no-untyped-call]
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, **options))
+        yield cluster
+
+
 @contextlib.contextmanager
 def dask_client(spec: str) -> Iterator[tuple[Any, Where]]:
     """A Dask client for ``--scheduler spec`` (a local cluster started and closed here, or a running one)."""
@@ -94,10 +153,11 @@ def dask_client(spec: str) -> Iterator[tuple[Any, Where]]:
     n = _local_workers(spec)
     logging.getLogger("distributed").setLevel(logging.ERROR)
     if n is not None:
-        cluster = distributed.LocalCluster(  # type: ignore[no-untyped-call]
-            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
-        with cluster as cl, distributed.Client(cl) as c:  # type: ignore[no-untyped-call]
-            yield c, Where(spec, str(cl.scheduler_address), n)
+        import dask
+
+        started = start_method() or str(dask.config.get("distributed.worker.multiprocessing-method"))
+        with local_cluster(n) as cl, distributed.Client(cl) as c:  # type: ignore[no-untyped-call]
+            yield c, Where(spec, str(cl.scheduler_address), n, started)
         return
     try:
         client = distributed.Client(spec, timeout="20s")  # type: ignore[no-untyped-call]

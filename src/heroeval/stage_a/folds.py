@@ -57,6 +57,15 @@ class FoldPriors:
 
 
 
+def gold_only_fit(kept: AnnotationSet, prior: PriorCounts, start: tuple[FloatArray, FloatArray, FloatArray],
+                  tol: float, max_iter: int) -> two_coin.EMFit:
+    """Stage A at history weight 0 on the gold items ``kept`` alone (plain EM steps; the posteriors are the
+    gold, so one step is the maximum and one more confirms it): the sums of the whole history's design at weight
+    0, whose other items weigh nothing, without passing over them."""
+    d0 = replace(design_of(kept), pseudo_count=prior)
+    return two_coin.run_em(d0, start, stop=StoppingRule(tol, max_iter, accelerate=False), posteriors=False)
+
+
 class FoldFits:
     """Stage A refitted on one history with some gold items left out, at several history weights.
 
@@ -242,8 +251,7 @@ class FoldFits:
             # gold items only: the posteriors are the gold, so one EM step is the maximum (and one more confirms
             # it); on a design of the kept gold items alone, which has the same sums without passing over the rest
             keep = np.setdiff1d(np.flatnonzero(self._isg), np.zeros(0, np.int64) if drop is None else drop)
-            d0 = replace(design_of(self.history.take_items(keep)), pseudo_count=self.prior_of(drop))
-            return two_coin.run_em(d0, start, stop=StoppingRule(tol, max_iter, accelerate=False), posteriors=False)
+            return gold_only_fit(self.history.take_items(keep), self.prior_of(drop), start, tol, max_iter)
         d = self.design(w, drop)
         info = information_of(d) if information is None else two_coin.guessed(information, information_of(d))
         return two_coin.run_em(d, start, stop=StoppingRule(tol, max_iter, criterion, accelerate), information=info,
