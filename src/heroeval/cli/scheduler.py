@@ -78,8 +78,8 @@ def size_note(n_annotations: int) -> str:
         return ""
     size = f"{need / 2**30:.1f} GiB" if need >= 2**30 else f"{max(1, round(need / 2**20))} MiB"
     return (f"; note: these {n_annotations:,} annotations (about {size} in memory) fit in this "
-            "machine's memory, where Stage A is faster without --scheduler (1e7 annotations: 4.4 s in memory, "
-            "7.5 s on local:2; docs/scale.md)")
+            "machine's memory, where Stage A is faster without --scheduler (1e7 annotations: 4.7 s in memory, "
+            "7.2 s on local:2; docs/scale.md)")
 
 
 def _local_workers(spec: str) -> int | None:
