@@ -126,7 +126,8 @@ def start_method() -> str | None:
 def local_cluster(n: int, **options: Any) -> Iterator[Any]:
     """A LocalCluster of ``n`` single-threaded worker processes, forked where :func:`start_method` says so
     (``options``: more of LocalCluster's, such as ``memory_limit``). Start it before reading large data into
-    this process: forked workers share its memory, and Dask counts what they touch of it as theirs."""
+    this process: a forked worker shares the process's memory, and its resident size, which Dask's memory
+    limits read, starts at the process's."""
     import dask
     import distributed
 
