@@ -54,8 +54,7 @@ class Where:
 
     def line(self) -> str:
         kind = "a local Dask cluster" if self.scheduler.startswith("local") else "the Dask cluster"
-        how = f", {self.started}ed" if self.started in ("fork", "spawn") else \
-            f", started by {self.started}" if self.started else ""
+        how = {None: "", "fork": ", forked", "spawn": ", spawned"}.get(self.started, f", started by {self.started}")
         return f"Stage A ran on {kind} at {self.address} ({self.workers} worker{'s' * (self.workers != 1)}{how})"
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,8 +155,9 @@ def dask_client(spec: str) -> Iterator[tuple[Any, Where]]:
     if n is not None:
         import dask
 
-        started = start_method() or str(dask.config.get("distributed.worker.multiprocessing-method"))
         with local_cluster(n) as cl, distributed.Client(cl) as c:  # type: ignore[no-untyped-call]
+            # inside local_cluster's configuration: how its workers started
+            started = str(dask.config.get("distributed.worker.multiprocessing-method"))
             yield c, Where(spec, str(cl.scheduler_address), n, started)
         return
     try:

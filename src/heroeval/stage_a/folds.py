@@ -56,7 +56,6 @@ class FoldPriors:
         return prior
 
 
-
 def gold_only_fit(kept: AnnotationSet, prior: PriorCounts, start: tuple[FloatArray, FloatArray, FloatArray],
                   tol: float, max_iter: int) -> two_coin.EMFit:
     """Stage A at history weight 0 on the gold items ``kept`` alone (plain EM steps; the posteriors are the
