@@ -16,6 +16,7 @@ import heroeval as he
 from heroeval.checks import run_checks
 from heroeval.checks.fold_refits import HistoryFolds, _fold_start, _gold_gradient, _weight_start
 from heroeval.checks.model_checks import WARM_MIN_LABELS, _folds
+from heroeval.core.drive import drive_many
 from heroeval.simulate import paper_dgp
 from heroeval.stage_a import two_coin
 from heroeval.stage_a.fit import fit_stage_a, information_of
@@ -249,7 +250,7 @@ def test_refits_in_lockstep_equal_one_refit_each() -> None:
 
 
 def test_drive_many_sends_each_generator_its_own_sums_until_it_returns() -> None:
-    """two_coin.drive_many: generators that finish after different numbers of points; each gets the sums of the point it
+    """drive_many: generators that finish after different numbers of points; each gets the sums of the point it
     asked for, and the results come back in the generators' order."""
 
     def asks(k: int):  # type: ignore[no-untyped-def]
@@ -264,7 +265,7 @@ def test_drive_many_sends_each_generator_its_own_sums_until_it_returns() -> None
         calls.append(which)
         return [float(x[0]) + 0.5 for x in xs]
 
-    out = two_coin.drive_many([asks(3), asks(1), asks(2)], evaluate)  # type: ignore[arg-type]
+    out = drive_many([asks(3), asks(1), asks(2)], evaluate)  # type: ignore[arg-type]
     assert out == [[30.5, 31.5, 32.5], [10.5], [20.5, 21.5]]
     assert calls == [[0, 1, 2], [0, 2], [0]]
 

@@ -19,6 +19,7 @@ from heroeval.stage_a.fit import information_of, weighted_design
 from heroeval.stage_a.folds import FoldFits
 from heroeval.stage_a.gold import initial_values
 from heroeval.stage_a.newton_factor import damped_factor, worth_reusing
+from heroeval.stage_a.settings import StoppingRule
 
 from .test_cheap_checks import _same_checks
 from .test_em_newton import _vec, sparse_crowd
@@ -43,7 +44,13 @@ def test_reused_factors_give_the_fit_of_exact_newton_steps(seed: int, J: int, ne
     old, n_old = _fit(d, start, False, newton_after)
     new, n_new = _fit(d, start, True, newton_after)
     assert old.converged and new.converged and old.newton_steps > 0
-    np.testing.assert_allclose(_vec(new), _vec(old), rtol=0, atol=1e-8)
+    # both stop by Stage A's rule (one EM step moves no parameter by more than 1e-8), which leaves a fit up to
+    # 1e-8 r / (1 - r) from the fixed point, r the EM rate of its slowest parameter: each within 1e-7 (r < 0.9) of
+    # the fixed point found with tol 1e-13 (measured: 3.0e-8 without reuse at seed 5, 1.6e-9 at most otherwise)
+    ref = two_coin.run_em(d, start, information=information_of(d), newton_after=newton_after,
+                          stop=StoppingRule(1e-13, 5000))
+    for f in (old, new):
+        np.testing.assert_allclose(_vec(f), _vec(ref), rtol=0, atol=1e-7)
     assert new.loglik == pytest.approx(old.loglik, rel=1e-12)
     assert n_new < n_old  # fewer informations formed (and factored)
     # the parameters at the clip are the same ones: clipped ones stay clipped

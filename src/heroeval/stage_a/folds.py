@@ -10,6 +10,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from heroeval.core.drive import drive_many
 from heroeval.errors import HeroEvalError
 from heroeval.ingest.annotations import AnnotationSet
 from heroeval.stage_a import compression, kernels, two_coin
@@ -227,7 +228,7 @@ class FoldFits:
         gens = [two_coin.newton_steps(J, self.prior_of(dr), two_coin._pack(*s), two_coin.guessed(H, self._exact(w, dr)), tol=tol,
                                       budget=max_iter, fixed=None, progress=None, reuse=self.reuse)
                 for s, dr, H in zip(starts, drops, informations, strict=True)]
-        done = two_coin.drive_many(gens, lambda which, xs: self._fold_sums(w, [drops[i] for i in which], xs))
+        done = drive_many(gens, lambda which, xs: self._fold_sums(w, [drops[i] for i in which], xs))
         return [two_coin.newton_fit(r, J) for r in done]
 
     def _exact(self, w: float, drop: IntArray) -> two_coin.Information:

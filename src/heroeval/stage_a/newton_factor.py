@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.linalg
 
-__all__ = ["REUSE_MIN_PARAMETERS", "DampedFactor", "damped_factor", "worth_reusing"]
+__all__ = ["REUSE_MIN_PARAMETERS", "DampedFactor", "damped_factor", "damped_solve", "worth_reusing"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -79,3 +79,15 @@ def damped_factor(H: FloatArray, g: FloatArray, damp: float) -> tuple[DampedFact
             pass
         lam = max(1e-8, 10 * lam)
     return None
+
+
+def damped_solve(H: FloatArray, g: FloatArray, damp: float) -> tuple[FloatArray, float, DampedFactor | None] | None:
+    """``(H + damp diag(H))^-1 g`` by Cholesky, with ``damp`` raised until the matrix is positive definite.
+
+    Returns the step, the damping used and the factor (None for an empty system), or None if no damping up to
+    1e6 works (:func:`damped_factor`).
+    """
+    if g.size == 0:
+        return np.zeros(0), damp, None
+    sol = damped_factor(H, g, damp)
+    return None if sol is None else (sol[1], sol[0].damp, sol[0])

@@ -13,7 +13,7 @@ items. Nothing per annotation is touched in Python.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,8 +22,9 @@ import numpy.typing as npt
 import scipy.sparse as sp
 from scipy.special import expit, logit
 
+from heroeval.core.drive import drive
 from heroeval.core.squarem import Stop, squarem
-from heroeval.stage_a.newton_factor import DampedFactor, damped_factor
+from heroeval.stage_a.newton_factor import DampedFactor, damped_solve
 from heroeval.stage_a.prior import PriorCounts, counts4, log_prior
 from heroeval.stage_a.settings import StoppingRule
 
@@ -383,6 +384,15 @@ CHORD_FROM = 1e-4
 maximum they can lead a refit to another one (a cold refit on a sparse crowd of 250 labelers did)."""
 
 _NEWTON_TRIES = 6
+
+TAIL_BOUND = 1e-2
+"""Parameters this close to 0 or 1 may go to the clip before the rest has converged (``TAIL_STEP``)."""
+
+TAIL_STEP = 0.5
+"""A parameter within :data:`TAIL_BOUND` of 0 or 1 whose last Newton step took its logit this far outwards, with
+the gradient still pointing out, is on the likelihood's exponential tail (``l = C - c exp(-|x|)``, where a Newton
+step moves ``x`` by exactly 1 and the fit crawls to the clip one factor e at a time). :func:`newton_steps` tries
+the clip for those at once and keeps it if the objective does not go down."""
 """Damped Newton steps tried from one point before an EM step is taken instead."""
 
 RUN_EM_STOP = StoppingRule(max_iter=5000)
@@ -554,7 +564,10 @@ def newton_steps(
     EM image ``M(x)`` is returned, as SQUAREM does, after parameters within
     :data:`NEWTON_BOUND` of 0 or 1 whose gradient points outwards are moved to
     the clip (1e-9 or 1 - 1e-9) if that does not lower the objective, and
-    the iteration goes on from there until it has converged again. Parameters
+    the iteration goes on from there until it has converged again; those within
+    :data:`TAIL_BOUND` whose last Newton step moved them outwards by
+    :data:`TAIL_STEP` or more are tried at the clip at once, before the rest
+    has converged (kept if the objective does not go down). Parameters
     whose weighted count is below :data:`UNIDENTIFIED_COUNT` are left out of
     the stopping rule (the likelihood is flat in them).
 
@@ -603,6 +616,7 @@ def newton_steps(
     steps = 0
     chord: DampedFactor | None = None  # with reuse, the factor of the last Newton step kept
     chord_size = 0.0  # how far the last step taken on a kept factor moved (0: the last step was not one)
+    last_step: FloatArray | None = None  # the last kept Newton step (logits)
     while True:
         trace.append(ll)
         ch = dist(xm, x)
@@ -615,8 +629,20 @@ def newton_steps(
         # the same point, a cycle that ran to the iteration limit (a product_er fold refit, 10,000 map
         # evaluations where 110 reach the same fit); nor those whose snap lowered the objective before
         pr = expit(xm)
-        snap = ((np.minimum(pr, 1 - pr) < NEWTON_BOUND) & (grad * np.sign(xm) > 0) & (np.abs(xm) < _LOGIT_MAX)
-                & (np.abs(x) < _LOGIT_MAX) & ~refused)
+        outward = (grad * np.sign(xm) > 0) & (np.abs(xm) < _LOGIT_MAX) & (np.abs(x) < _LOGIT_MAX) & ~refused
+        snap = (np.minimum(pr, 1 - pr) < NEWTON_BOUND) & outward
+        # those on an exponential tail (TAIL_STEP) go there as soon as the last Newton step shows it
+        tail = None if last_step is None or ch <= tol else (
+            outward & (np.minimum(pr, 1 - pr) < TAIL_BOUND) & (last_step * np.sign(xm) >= TAIL_STEP))
+        last_step = None
+        if tail is not None and tail.any() and n_eval < budget:
+            cand = xm.copy()
+            cand[tail] = np.sign(xm[tail]) * _LOGIT_MAX
+            xm2, grad2, ll2 = at(cand, (yield cand))
+            if ll2 >= ll:
+                x, xm, grad, ll, chord_size = cand, xm2, grad2, ll2, 0.0
+                continue
+            refused |= tail
         # converged, or converged but for the parameters on their way to the clip
         if ch <= tol or (snap.any() and dist(xm, x, ~snap) <= tol):
             if snap.any() and n_eval < budget:
@@ -647,7 +673,7 @@ def newton_steps(
         I_ff, g_f, free = newton_system(x, grad, information(a, b, p), None if fixed is None else fixed.mask)
         moved = False
         for _ in range(_NEWTON_TRIES):
-            sol = _damped_solve(I_ff, g_f, damp)
+            sol = damped_solve(I_ff, g_f, damp)
             if sol is None or n_eval >= budget:
                 break
             s_f, damp, fac = sol
@@ -670,6 +696,7 @@ def newton_steps(
                     damp = max(4 * damp, 1e-4)
                 if reuse and fac is not None:
                     chord = replace(fac, free=free, out=_clip_out(x, grad))
+                last_step = cand - x
                 x, xm, grad, ll = cand, xm2, grad2, ll2
                 moved = True
                 break
@@ -685,37 +712,6 @@ def newton_fit(ph: _NewtonResult, J: int) -> EMFit:
     a, b, p = _unpack(ph.x, J)
     return EMFit(alpha=a, beta=b, prev=p, gamma=np.zeros(0), loglik=ph.trace[-1], n_iter=ph.n_eval,
                  converged=ph.converged, max_change=float(ph.change), loglik_trace=ph.trace, newton_steps=ph.steps)
-
-
-def drive(gen: Generator[FloatArray, Sums, _NewtonResult], evaluate: Callable[[FloatArray], Sums]) -> _NewtonResult:
-    """Run :func:`newton_steps` with ``evaluate(x)`` giving the sums at each point it asks for."""
-    try:
-        x = next(gen)
-        while True:
-            x = gen.send(evaluate(x))
-    except StopIteration as done:
-        out: _NewtonResult = done.value
-        return out
-
-
-def drive_many(
-    gens: Sequence[Generator[FloatArray, Sums, _NewtonResult]],
-    evaluate_many: Callable[[list[int], list[FloatArray]], list[Sums]],
-) -> list[_NewtonResult]:
-    """Run several :func:`newton_steps` in lockstep: ``evaluate_many(which, points)`` gives the sums at the points
-    the unfinished ones (``which``, their positions in ``gens``) ask for, in one call (one pass for all)."""
-    pending = {i: next(g) for i, g in enumerate(gens)}
-    out: list[_NewtonResult | None] = [None] * len(gens)
-    while pending:
-        which = list(pending)
-        for i, sums in zip(which, evaluate_many(which, [pending[i] for i in which]), strict=True):
-            try:
-                pending[i] = gens[i].send(sums)
-            except StopIteration as done:
-                out[i] = done.value
-                del pending[i]
-    return [r for r in out if r is not None]
-
 
 
 def newton_system(x: FloatArray, grad: FloatArray, info: FloatArray,
@@ -778,19 +774,7 @@ def newton_point(alpha: FloatArray, beta: FloatArray, prev: FloatArray, grad: Fl
     a fit: :func:`run_em` from there decides convergence."""
     x = _pack(alpha, beta, prev)
     I_ff, g_f, free = newton_system(x, grad, info)
-    sol = _damped_solve(I_ff, g_f, 0.0)
+    sol = damped_solve(I_ff, g_f, 0.0)
     if sol is not None:
         x[free] += sol[0]
     return _unpack(np.clip(x, -_LOGIT_MAX, _LOGIT_MAX), alpha.size)
-
-
-def _damped_solve(H: FloatArray, g: FloatArray, damp: float) -> tuple[FloatArray, float, DampedFactor | None] | None:
-    """``(H + damp diag(H))^-1 g`` by Cholesky, with ``damp`` raised until the matrix is positive definite.
-
-    Returns the step, the damping used and the factor (None for an empty system), or None if no damping up to
-    1e6 works (:func:`damped_factor`).
-    """
-    if g.size == 0:
-        return np.zeros(0), damp, None
-    sol = damped_factor(H, g, damp)
-    return None if sol is None else (sol[1], sol[0].damp, sol[0])
