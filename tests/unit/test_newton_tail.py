@@ -27,14 +27,6 @@ from .test_em_newton import _vec, sparse_crowd
 TAIL_BOUND = two_coin.TAIL_BOUND  # the product's, before a test sets it
 
 
-def test_a_newton_step_on_an_exponential_tail_moves_the_logit_by_one() -> None:
-    """The closed form behind TAIL_STEP: for l(x) = C - c e^x the Newton step -l'/l'' is -1 wherever x is."""
-    for c, x in [(3.0, -2.0), (0.01, -7.5), (250.0, 0.3)]:
-        d1, d2 = -c * np.exp(x), -c * np.exp(x)
-        assert -d1 / d2 == pytest.approx(-1.0)
-    assert 0.0 < two_coin.TAIL_STEP < 1.0 and 0.0 < two_coin.TAIL_BOUND < 0.5
-
-
 def _run(seed: int, J: int, newton_after: int, tail_bound: float, monkeypatch: pytest.MonkeyPatch
          ) -> tuple[two_coin.EMFit, list[np.ndarray], list[float]]:
     """A fit with the Newton phase (reused factors, as the checks' refits), the points it passed and their
@@ -110,7 +102,7 @@ def test_the_tail_rule_leaves_interior_parameters_alone(monkeypatch: pytest.Monk
     np.testing.assert_array_equal(_vec(fits[0]), _vec(fits[1]))
 
 
-def test_a_tail_snap_that_lowers_the_objective_is_refused() -> None:
+def test_a_tail_snap_that_lowers_the_objective_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """A sensitivity whose maximum is inside, at 1/1000: gold items only, one labeler who says 1 on one of 1,000
     positives. From 0.005 the first Newton step moves its logit by -0.80 (the closed form: gradient
     1 - 1000 * 0.005 = -4 over curvature 1000 * 0.005 * 0.995), to about 0.0022, where the gradient still points
@@ -126,8 +118,23 @@ def test_a_tail_snap_that_lowers_the_objective_is_refused() -> None:
                                         gold=(item, gold))
     d = weighted_design(hist, 1.0)
     start = (np.array([0.005]), np.array([0.5]), np.array([0.5]))
+    seen: list[float] = []
+    real = two_coin.em_sums
+
+    def sums(dd: two_coin.Design, a: np.ndarray, b: np.ndarray, p: np.ndarray) -> two_coin.Sums:
+        seen.append(float(a[0]))
+        return real(dd, a, b, p)
+
+    monkeypatch.setattr(two_coin, "em_sums", sums)
     fit = two_coin.run_em(d, start, information=information_of(d), newton_after=0)
+    monkeypatch.undo()
     assert fit.converged
+    # the first Newton step is the binomial's on the logit, (s1 - n p) / (n p (1 - p)) = -0.804: on the tail's side
+    step = (1 - n * 0.005) / (n * 0.005 * 0.995)
+    assert np.log(seen[1] / (1 - seen[1])) - np.log(0.005 / 0.995) == pytest.approx(step, rel=1e-9)
+    assert step <= -two_coin.TAIL_STEP
+    # then the rule tried the clip, and the fit did not stay there
+    assert seen[2] == pytest.approx(two_coin.EPS, rel=1e-6)
     assert fit.alpha[0] == pytest.approx(1 / n, rel=1e-6)
     assert fit.beta[0] == pytest.approx(0.2, rel=1e-6)
     tr = np.asarray(fit.loglik_trace)

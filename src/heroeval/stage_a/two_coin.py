@@ -384,6 +384,7 @@ CHORD_FROM = 1e-4
 maximum they can lead a refit to another one (a cold refit on a sparse crowd of 250 labelers did)."""
 
 _NEWTON_TRIES = 6
+"""Damped Newton steps tried from one point before an EM step is taken instead."""
 
 TAIL_BOUND = 1e-2
 """Parameters this close to 0 or 1 may go to the clip before the rest has converged (``TAIL_STEP``)."""
@@ -393,7 +394,6 @@ TAIL_STEP = 0.5
 the gradient still pointing out, is on the likelihood's exponential tail (``l = C - c exp(-|x|)``, where a Newton
 step moves ``x`` by exactly 1 and the fit crawls to the clip one factor e at a time). :func:`newton_steps` tries
 the clip for those at once and keeps it if the objective does not go down."""
-"""Damped Newton steps tried from one point before an EM step is taken instead."""
 
 RUN_EM_STOP = StoppingRule(max_iter=5000)
 """:func:`run_em`'s stopping rule when none is given (Stage A's, :class:`EMSettings
@@ -630,10 +630,11 @@ def newton_steps(
         # evaluations where 110 reach the same fit); nor those whose snap lowered the objective before
         pr = expit(xm)
         outward = (grad * np.sign(xm) > 0) & (np.abs(xm) < _LOGIT_MAX) & (np.abs(x) < _LOGIT_MAX) & ~refused
-        snap = (np.minimum(pr, 1 - pr) < NEWTON_BOUND) & outward
+        edge = np.minimum(pr, 1 - pr)
+        snap = (edge < NEWTON_BOUND) & outward
         # those on an exponential tail (TAIL_STEP) go there as soon as the last Newton step shows it
         tail = None if last_step is None or ch <= tol else (
-            outward & (np.minimum(pr, 1 - pr) < TAIL_BOUND) & (last_step * np.sign(xm) >= TAIL_STEP))
+            outward & (edge < TAIL_BOUND) & (last_step * np.sign(xm) >= TAIL_STEP))
         last_step = None
         if tail is not None and tail.any() and n_eval < budget:
             cand = xm.copy()
