@@ -39,7 +39,8 @@ from heroeval.choice.with_gold import recommend_with_gold
 from heroeval.core.parallel import run_chunks
 from heroeval.errors import HeroEvalError, HeroEvalWarning
 from heroeval.estimators.common import align, log_likelihood_ratios
-from heroeval.estimators.ppi import clopper_pearson, gold_estimates
+from heroeval.estimators.design_interval import clopper_pearson
+from heroeval.estimators.ppi import gold_estimates
 from heroeval.inference.gold_plan import expert_labels
 from heroeval.inference.select import select_items
 from heroeval.workflows.api import calibrate, estimate

@@ -52,7 +52,8 @@ import pandas as pd
 from scipy.stats import chi2
 from scipy.stats import t as t_dist
 
-from heroeval.estimators.ppi import ONE_CLASS_HULL, PRIOR_ITEMS, PSEUDO, PSEUDO_WITH_PRIOR, SMALL_GOLD, clopper_pearson
+from heroeval.estimators.design_interval import ONE_CLASS_HULL, SMALL_GOLD, clopper_pearson
+from heroeval.estimators.ppi import PRIOR_ITEMS, PSEUDO, PSEUDO_WITH_PRIOR
 from heroeval.workflows.benchmark import load_folder, make_split
 
 from benchmarks.real_data import BINARY

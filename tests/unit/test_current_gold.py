@@ -15,13 +15,13 @@ from scipy.stats import t as t_dist
 import heroeval as he
 from heroeval.choice.auto import recommend
 from heroeval.estimators.common import align, log_likelihood_ratios
+from heroeval.estimators.design_interval import clopper_pearson
 from heroeval.estimators.ppi import (
     PRIOR_ITEMS,
     PSEUDO,
     PSEUDO_WITH_PRIOR,
     SMALL_GOLD,
     GoldSample,
-    clopper_pearson,
     gold_only,
     gold_sample,
     history_prior,

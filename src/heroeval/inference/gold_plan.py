@@ -54,13 +54,11 @@ from scipy.stats import t as t_dist
 
 from heroeval.core.options import options_of
 from heroeval.errors import HeroEvalError
+from heroeval.estimators.design_interval import ONE_CLASS_HULL, SMALL_GOLD, clopper_pearson
 from heroeval.estimators.ppi import (
-    ONE_CLASS_HULL,
     PRIOR_CONFLICT_LEVEL,
     PSEUDO,
     PSEUDO_WITH_PRIOR,
-    SMALL_GOLD,
-    clopper_pearson,
     history_prior,
     history_scores,
 )

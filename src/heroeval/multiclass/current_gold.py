@@ -50,7 +50,7 @@ left out of it).
 
 **Intervals.** Each class share is a binary prediction-powered rate (gold
 indicator ``Y_c``, predictor ``F_c``), and gets the binary path's interval
-(:class:`heroeval.estimators.ppi.DesignInterval`): Student's t with ``k - H``
+(:class:`heroeval.estimators.design_interval.DesignInterval`): Student's t with ``k - H``
 degrees of freedom (``H`` strata), widened to contain the gold's own
 Clopper–Pearson interval (Korn–Graubard, at Kish's effective size) when there
 are fewer than :data:`~heroeval.estimators.ppi.SMALL_GOLD` gold items or the
@@ -77,8 +77,9 @@ from scipy.stats import chi2
 from scipy.stats import t as t_dist
 
 from heroeval.errors import ConvergenceWarning, DataError, HeroEvalError
+from heroeval.estimators.design_interval import SMALL_GOLD, DesignInterval
 from heroeval.estimators.gold_sample import GoldSample, centred, gold_sample, variance_groups
-from heroeval.estimators.ppi import PSEUDO, SMALL_GOLD, DesignInterval
+from heroeval.estimators.ppi import PSEUDO
 from heroeval.multiclass import confusion_model
 from heroeval.multiclass.calibration import MultiClassCalibration
 from heroeval.multiclass.data import MultiClassData, as_multiclass
