@@ -25,7 +25,7 @@ residual spread on the history's gold sizes the interval, so that such a round s
 leave-one-set-out, 12 of 12 held-out sets (benchmarks/current_gold_loso.py, docs/current_gold.md; "always" before)."""
 
 # ---------------------------------------------------------------------------
-# Intervals: t with k - 1 df, and the small-sample rule
+# Intervals: t at the design's degrees of freedom, and the small-sample rule
 # ---------------------------------------------------------------------------
 
 
@@ -66,8 +66,9 @@ def wilson(p: float, n: float, level: float, alternative: str = "two-sided") -> 
 
 
 class DesignInterval(InversionTest):
-    """The interval of an estimate from current gold: t with k - 1 df (k - 1 + m with a history prior worth m
-    items), widened by the small-sample rule.
+    """The interval of an estimate from current gold: t with the estimate's degrees of freedom (``df``; default
+    k - 1: k - 1 + m with a history prior worth m items, Satterthwaite's over the strata under a stratified design,
+    :attr:`heroeval.estimators.ppi.Rectified.df`), widened by the small-sample rule.
 
     ``kind="t"``: ``estimate +- t_df SE`` (clipped to [0, 1]), widened to
     contain the gold's Clopper–Pearson (Korn–Graubard) interval when

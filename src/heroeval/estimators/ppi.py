@@ -210,7 +210,7 @@ class Rectified:
         prior's worth where it was used there)."""
         if math.isfinite(self.satterthwaite_df):
             return self.satterthwaite_df
-        return float(max(self.residual.size - self.groups, 1)) + self.prior_items
+        return float(max(self.residual.size - 1, 1)) + self.prior_items
 
 def tuned_lambda(f: FloatArray, gs: GoldSample, prior: tuple[float, float, float] | None = None) -> float:
     """PPI++ power tuning: the weighted LS slope of y on f over the gold, weights (1 - pi)/pi^2, clipped to [0, 1].
