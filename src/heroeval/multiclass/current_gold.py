@@ -37,7 +37,12 @@ mean((1 - pi) / pi^2) / n^2`` (``(1 - k/n) / k`` for a uniform sample); the
 excess sits in one influence entry off the gold per class, so it adds to the
 diagonal of the covariance only, and a functional ``w' p`` gets ``sum_c w_c^2``
 times the excess (conservative). ``details["floored"]`` names the classes
-where it bound. The gold-only shares (``lam = 0``) get the same floor. The
+where it bound. Under a stratified design the floor acts on each stratum's
+share of each class's variance (``unit_h * pseudo / (k_h + 2 pseudo)``, with
+``unit_h`` and ``k_h`` the stratum's; ``details["stratum_excess"]``), as the
+binary path's does: a stratum where the judges agree (strata by the
+plurality vote) often shows no error on its few gold items, and a floor on
+the pooled variance let it add none however many items it stands for. The gold-only shares (``lam = 0``) get the same floor. The
 estimate is a :class:`GoldMultiClassEstimate` (method ``"ppi:<predictor>"``),
 a :class:`MultiClassEstimate` whose intervals are the design's (below).
 
@@ -50,18 +55,19 @@ left out of it).
 
 **Intervals.** Each class share is a binary prediction-powered rate (gold
 indicator ``Y_c``, predictor ``F_c``), and gets the binary path's interval
-(:class:`heroeval.estimators.design_interval.DesignInterval`): Student's t with ``k - H``
-degrees of freedom (``H`` strata), widened to contain the gold's own
+(:class:`heroeval.estimators.design_interval.DesignInterval`): Student's t with ``k - 1``
+degrees of freedom (under a stratified design Satterthwaite's over the
+strata, :meth:`GoldMultiClassEstimate.df_of`), widened to contain the gold's own
 Clopper–Pearson interval (Korn–Graubard, at Kish's effective size) when there
 are fewer than :data:`~heroeval.estimators.ppi.SMALL_GOLD` gold items or the
 class is absent from the gold or holds all of it; the gold-only shares get
 Wilson's interval at the finite-population effective size ``k (n - 1) / (n -
-k)``. A functional (the mean score) gets ``estimate +- t SE``.
+k)``. A functional (the mean score) gets ``estimate +- t SE``, its t on
+Satterthwaite's degrees of freedom for that functional.
 
 Not done here, and said so where it matters: the binary path's history prior on
-the residual spread, the choice of predictor by cross-fitted
-residual spread on the history's gold, and ``hero select`` / ``hero plan`` for K
-classes.
+the residual spread, and the choice of predictor by cross-fitted residual
+spread on the history's gold (the predictor is fixed: :data:`DEFAULT_PREDICTOR`).
 """
 
 from __future__ import annotations
@@ -103,6 +109,14 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 
 PREDICTORS: tuple[str, ...] = ("majority_vote", "dawid_skene", "hero1")
+
+STRATUM_FLOORS = ("own", "shared")
+STRATUM_FLOOR = "own"
+"""How the variance floor is spread over a stratified design's strata: ``"own"``, each stratum floored at
+``pseudo`` discordant items at each end of its own ``k_h`` (``unit_h * pseudo / (k_h + 2 pseudo)``); ``"shared"``, the
+uniform design's ``pseudo`` items shared over the strata in proportion to their gold (``pseudo * k_h / k``, i.e.
+``unit_h * pseudo / (k + 2 pseudo)``, whose sum is the pooled floor). Chosen by leave-one-set-out
+(benchmarks/multiclass_gold.py, docs/multiclass.md)."""
 """The per-item class predictions a K-class prediction-powered estimate can rectify."""
 
 
@@ -115,8 +129,38 @@ class GoldMultiClassEstimate(MultiClassEstimate):
 
     @property
     def df(self) -> float:
+        """The t's degrees of freedom of the mean score (:meth:`df_of` at the class values): ``k - 1`` for one
+        stratum."""
+        return self.df_of(self.values)
+
+    def stratum_variances(self, weights: Any) -> FloatArray:
+        """Each variance stratum's share of ``Var(w' p)`` (current term; the floor's excess included): the
+        ``v_h`` of :meth:`df_of`. Empty without gold."""
+        gs, phi = self.gold, self.current
+        if gs is None or phi is None:
+            return np.zeros(0)
+        w = np.asarray(weights, dtype=float)
+        g = variance_groups(gs)
+        n_g = int(g.max()) + 1 if g.size else 0
+        v: FloatArray = np.bincount(g, weights=(phi[gs.index] @ w) ** 2, minlength=n_g) / self.n_items**2
+        excess = np.asarray(self.details.get("stratum_excess", np.zeros((n_g, w.size))), dtype=float)
+        if excess.shape == (n_g, w.size):
+            v = v + excess @ w**2
+        return v
+
+    def df_of(self, weights: Any) -> float:
+        """Degrees of freedom of the t for ``w' p``: Satterthwaite's over the design's strata,
+        ``(sum_h v_h)^2 / sum_h v_h^2 / (k_h - 1)`` with ``v_h`` each stratum's share of the variance
+        (:meth:`stratum_variances`); one stratum: ``k - 1``. Inf without gold."""
         gs = self.gold
-        return math.inf if gs is None else float(max(gs.k - gs.n_strata, 1))
+        if gs is None:
+            return math.inf
+        g = variance_groups(gs)
+        dfs = np.maximum(np.bincount(g).astype(float) - 1, 1.0)
+        v = self.stratum_variances(weights)
+        if dfs.size == 1 or v.sum() <= 0:
+            return float(dfs.sum())
+        return float(v.sum() ** 2 / np.sum(v**2 / dfs))
 
     def intervals(self, confidence_level: float = 0.95, method: str = "design") -> ClassIntervals:
         """Per-class intervals: ``"design"`` (the default; module docstring), or ``"logit"`` / ``"wald"``."""
@@ -126,16 +170,17 @@ class GoldMultiClassEstimate(MultiClassEstimate):
         se = self.standard_errors()
         kind = "wilson" if self.method == "gold_only" else "t"
         out = []
+        eye = np.eye(len(self.classes))
         for c in range(len(self.classes)):
             gc = replace(gs, y=(gs.y == c).astype(np.float64))
-            out.append(DesignInterval(float(self.estimate[c]), float(se[c]), gc, kind, df=self.df)
+            out.append(DesignInterval(float(self.estimate[c]), float(se[c]), gc, kind, df=self.df_of(eye[c]))
                        .interval(confidence_level))
         return ClassIntervals(self.classes, out)
 
     def functional(self, weights: Any, confidence_level: float = 0.95) -> dict[str, float]:
         """Estimate, SE and ``estimate +- t_df SE`` of ``sum_c weights[c] p_c``."""
         out = super().functional(weights, confidence_level)
-        q = float(t_dist.ppf(0.5 + confidence_level / 2, self.df))
+        q = float(t_dist.ppf(0.5 + confidence_level / 2, self.df_of(weights)))
         if math.isfinite(out["standard_error"]):
             out["ci_low"] = out["estimate"] - q * out["standard_error"]
             out["ci_high"] = out["estimate"] + q * out["standard_error"]
@@ -237,19 +282,32 @@ def ppi_multiclass(current: MultiClassData, predictor: str = "majority_vote", *,
     scale = np.sqrt(np.where(kh > 1, kh / np.maximum(kh - 1, 1), 1.0) * (1 - gs.pi) / gs.pi**2)
     phi = np.zeros((n, K))
     phi[gs.index] = scale[:, None] * np.column_stack([centred(R[:, c], w, g) for c in range(K)])
-    floor = gs.k * float(np.mean((1 - gs.pi) / gs.pi**2)) / n**2 * pseudo / (gs.k + 2 * pseudo)
-    excess = np.maximum(floor - np.sum(phi**2, axis=0) / n**2, 0.0)
+    # the floor per stratum: a stratum whose few gold items show no error (where the judges agree) would otherwise
+    # add no variance however many items it stands for
+    n_g = int(g.max()) + 1
+    kg = np.bincount(g, minlength=n_g).astype(float)
+    unit_g = np.bincount(g, weights=(1 - gs.pi) / gs.pi**2, minlength=n_g) / n**2
+    raw_g = np.column_stack([np.bincount(g, weights=phi[gs.index, c] ** 2, minlength=n_g) for c in range(K)]) / n**2
+    if STRATUM_FLOOR not in STRATUM_FLOORS:
+        raise HeroEvalError(f"STRATUM_FLOOR must be one of {list(STRATUM_FLOORS)}, got {STRATUM_FLOOR!r}")
+    per_item = pseudo / (kg + 2 * pseudo) if STRATUM_FLOOR == "own" else np.full(n_g, pseudo / (gs.k + 2 * pseudo))
+    stratum_excess = np.maximum((unit_g * per_item)[:, None] - raw_g, 0.0)
+    excess = stratum_excess.sum(axis=0)
     free = np.setdiff1d(np.arange(n), gs.index)[:K]
     floored = [cur.classes[c] for c in range(K) if excess[c] > 0 and c < free.size]
     for c in range(min(K, free.size)):  # the excess in one entry off the gold per class: the diagonal only
         phi[free[c], c] += n * np.sqrt(excess[c])
+    if free.size < K:  # every item is gold (a census of some classes' entries): no room for the excess
+        stratum_excess[:, free.size:] = 0.0
     name = "gold_only" if lm == 0 and lam == 0 else f"ppi:{predictor}"
+    where = " in some stratum" if n_g > 1 else ""
+    notes = (gs.describe(),) + ((f"the variance of class(es) {', '.join(floored)} is floored at {pseudo:g} discordant "
+                                 f"gold items at each end{where} (their gold residuals show no spread there)",)
+                                if floored else ())
+    details = {"lambda": lm, "predictor": predictor, "gold": gs.describe(), "n_gold": gs.k, "floored": floored,
+               "strata": n_g, "stratum_excess": stratum_excess.tolist()}
     return GoldMultiClassEstimate(name, cur.classes, cur.values, p, n, ds.n_annotations,
-                                  int(np.unique(ds.labeler).size), phi, gold=gs, details={"lambda": lm, "predictor": predictor, "gold": gs.describe(),
-                                            "n_gold": gs.k, "floored": floored},
-                              notes=(gs.describe(),) + ((f"the variance of class(es) {', '.join(floored)} is "
-                                                         f"floored at {pseudo:g} discordant gold items at each end "
-                                                         "(their gold residuals show no spread)",) if floored else ()))
+                                  int(np.unique(ds.labeler).size), phi, gold=gs, details=details, notes=notes)
 
 
 DEFAULT_PREDICTOR = "majority_vote"
