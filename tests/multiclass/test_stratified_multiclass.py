@@ -1,7 +1,8 @@
 """The K-class current-gold variance under a stratified design (heroeval.multiclass.current_gold).
 
-The floor acts on each stratum's share of each class's variance and the t takes Satterthwaite's degrees of
-freedom over the strata, as the binary path's (tests/unit/test_stratified.py). Checked by closed forms (Cochran's
+The floor acts on each stratum's share of each class's variance (the uniform design's pseudo-items shared over the
+strata in proportion to their gold, ``STRATUM_FLOOR = "shared"``; ``"own"`` floors each at its own k_h) and the t takes
+Satterthwaite's degrees of freedom over the strata, as the binary path's (tests/unit/test_stratified.py). Checked by closed forms (Cochran's
 stratified variance per stratum and Satterthwaite's df by hand), the defect's own case (a stratum where the judges
 agree and the gold shows no error, which a floor on the pooled variance leaves with none), one stratum being the
 unchanged single-sample rule, and a simulation of coverage and width against the uniform design.
@@ -17,7 +18,7 @@ from scipy.stats import t
 
 from heroeval.estimators.ppi import PSEUDO
 from heroeval.inference.select import allocate
-from heroeval.multiclass import MultiClassData, multiclass_from_arrays
+from heroeval.multiclass import MultiClassData, current_gold, multiclass_from_arrays
 from heroeval.multiclass.current_gold import ppi_multiclass
 from heroeval.multiclass.estimators import plurality_votes
 from heroeval.multiclass.simulate import simulate_rounds
@@ -105,24 +106,28 @@ def test_a_stratum_whose_gold_shows_no_error_still_adds_its_floor() -> None:
     ex = np.asarray(est.details["stratum_excess"])
     # the agreeing stratum's residuals are constant: its raw share is 0 and it gets its own floor in every class
     unit_agree = (1 - 4 / n_agree) * n_agree**2 / 4 / n**2
-    floor_agree = unit_agree * PSEUDO / (4 + 2 * PSEUDO)
+    k = sum(take.values())
+    floor_agree = unit_agree * PSEUDO / (k + 2 * PSEUDO)  # its share of the uniform design's pseudo-items
     assert np.allclose(raw.stratum_variances(np.eye(3)[0])[0], 0.0, atol=1e-15)
     np.testing.assert_allclose(ex[0], floor_agree, rtol=1e-12)
     np.testing.assert_allclose(np.diag(est.covariance()), np.diag(raw.covariance()) + ex.sum(axis=0), rtol=1e-12)
     # the pooled floor (the old rule) would have added nothing: every class's raw variance is above it
-    k = sum(take.values())
     pi = np.where(strata == "agree", 4 / n_agree, 30 / n_mix)[keep]
     pooled = k * np.mean((1 - pi) / pi**2) / n**2 * PSEUDO / (k + 2 * PSEUDO)
     assert np.all(np.diag(raw.covariance()) > pooled)
     assert est.details["floored"] and any("in some stratum" in s for s in est.notes)
+    with pytest.MonkeyPatch.context() as mp:  # the variant measured beside it: each stratum at its own k_h
+        mp.setattr(current_gold, "STRATUM_FLOOR", "own")
+        own = np.asarray(ppi_multiclass(d, "majority_vote").details["stratum_excess"])
+    np.testing.assert_allclose(own[0], unit_agree * PSEUDO / (4 + 2 * PSEUDO), rtol=1e-12)
 
 
 @pytest.mark.parametrize("k", [20])
 def test_simulated_coverage_and_width_against_the_uniform_design(k: int) -> None:
     """Strata by the plurality vote, proportional allocation, 150 simulated rounds of 300 items (K = 3, three
-    labels per item): per-class coverage of ppi:majority_vote's 95 % intervals at least 0.93 on average (0.983
-    measured; the pooled floor gave 0.935, its lowest class 0.90 over 200 rounds), and the mean width at most 1.25
-    times the uniform design's (1.17 measured at k = 20, 1.06 at k = 40)."""
+    labels per item): per-class coverage of ppi:majority_vote's 95 % intervals at least 0.93 on average (0.956
+    measured, lowest class 0.933; "own" 0.980; the pooled floor gave 0.935, its lowest class 0.90 over 200 rounds),
+    and the mean width at most 1.25 times the uniform design's (1.12 measured; "own" 1.19)."""
     cov, width, width_u = [], [], []
     for r in range(150):
         full, y = _sim_round(1000 + r)
