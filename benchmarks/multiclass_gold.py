@@ -62,24 +62,22 @@ def one(args: tuple[str, pd.DataFrame, pd.DataFrame, tuple[str, ...], int, float
     for k in ks:
         pick = rng.choice(ids.size, size=min(k, ids.size), replace=False)  # drawn first: uniform rows as before
         for design in designs:
-            rows += _fits(name, shift, r, k, design, pick, ids, g_all, cur_lab, classes, cal, truth, plan, mv_class,
-                          np.random.default_rng([seed, r, k, 11, 0 if shift == "none" else 1]))
+            rows += _fits(name, shift, r, k, design, pick, ids, g_all, cur, cur_lab, classes, cal, truth, plan,
+                          mv_class, np.random.default_rng([seed, r, k, 11, 0 if shift == "none" else 1]))
     return rows
 
 
 def _fits(name: str, shift: str, r: int, k: int, design: str, pick: np.ndarray, ids: np.ndarray, g_all: pd.Series,
-          cur_lab: pd.DataFrame, classes: tuple[str, ...], cal: Any, truth: np.ndarray, plan: Any,
+          cur: Any, cur_lab: pd.DataFrame, classes: tuple[str, ...], cal: Any, truth: np.ndarray, plan: Any,
           mv_class: np.ndarray, gen: np.random.Generator) -> list[dict[str, Any]]:
     K = len(classes)
     vals = np.arange(K, dtype=float)
     truth_ms = float(vals @ truth)
     design_frame = None
     if design == "stratified":
-        cur0 = read_multiclass(cur_lab, classes=classes, ordinal=ORDINAL.get(name, False), round_col=False,
-                               name="current")
         by = dict(zip(ids.tolist(), [f"plurality {classes[c]}" for c in mv_class], strict=True))
         try:
-            sel = select_items(cur0.annotations, None, min(k, ids.size), by=by, rng=gen)
+            sel = select_items(cur.annotations, None, min(k, ids.size), by=by, rng=gen)
         except HeroEvalError:  # more strata than k allows (the product's error): counted as skipped
             return [{"dataset": name, "shift": shift, "resample": r, "k": k, "design": design, "method": "skipped"}]
         ch = sel.chosen
