@@ -38,6 +38,7 @@ from heroeval.checks.model_checks import run_checks
 from heroeval.choice.with_gold import recommend_with_gold
 from heroeval.core.parallel import run_chunks
 from heroeval.errors import HeroEvalError, HeroEvalWarning
+from heroeval.estimators import ppi as ppi_module
 from heroeval.estimators.common import align, log_likelihood_ratios
 from heroeval.estimators.design_interval import clopper_pearson
 from heroeval.estimators.ppi import gold_estimates
@@ -249,7 +250,13 @@ def main() -> None:
     ap.add_argument("--tables-from", default="",
                     help="comma-separated resamples.csv.gz files of earlier runs: print their tables together (and "
                          "write the merged resamples and summary to --out) without running anything")
+    ap.add_argument("--stratum-floor", default=ppi_module.STRATUM_FLOOR, choices=ppi_module.STRATUM_FLOORS,
+                    help="the stratified design's variance floor to measure (heroeval.estimators.ppi.STRATUM_FLOOR)")
+    ap.add_argument("--stratum-prior", default=ppi_module.STRATUM_PRIOR, choices=ppi_module.STRATUM_PRIORS,
+                    help="the history prior's worth per stratum to measure (heroeval.estimators.ppi.STRATUM_PRIOR)")
     a = ap.parse_args()
+    # the variants measured (one per run; the workers are forked after this, so they see it)
+    ppi_module.STRATUM_FLOOR, ppi_module.STRATUM_PRIOR = a.stratum_floor, a.stratum_prior
     if a.tables_from:
         merged = pd.concat([pd.read_csv(f) for f in a.tables_from.split(",")], ignore_index=True)
         Path(a.out).mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 import heroeval as he
 from heroeval.cli import app
 from heroeval.errors import DataError, HeroEvalError, HeroEvalWarning
+from heroeval.estimators import ppi as ppi_module
 from heroeval.estimators.gold_sample import GoldSample, gold_sample, variance_groups
 from heroeval.estimators.ppi import PRIOR_ITEMS, history_prior, item_posterior, ppi, rectify, tuned_lambda
 from heroeval.inference.select import allocate, select_items
@@ -337,6 +338,49 @@ def test_flat_stratum_takes_its_bands_history_spread():
     assert a.variance_raw == pytest.approx(unit1 * s2_1)  # stratum 0 adds nothing of its own
     assert a.variance == pytest.approx(unit0 * 10 * 0.05 / 13 + unit1 * (5 * s2_1 + 10 * 0.24) / 15, rel=1e-12)
     assert a.variance > 2 * a.variance_raw
+
+
+@pytest.mark.parametrize("floor", ["own", "shared"])
+@pytest.mark.parametrize("prior", ["own", "shared"])
+def test_stratum_floor_and_prior_variants(monkeypatch, floor, prior):
+    """The variants of the per-stratum safeguards (heroeval.estimators.ppi.STRATUM_FLOOR, STRATUM_PRIOR), by hand on
+    the case above: the floor counts the stratum's own k_h items or the whole sample's k (the pooled floor shared in
+    proportion to the strata's gold); the prior is worth m items in each stratum or m k_h / k. One stratum: the
+    variants agree exactly."""
+    monkeypatch.setattr(ppi_module, "STRATUM_FLOOR", floor)
+    monkeypatch.setattr(ppi_module, "STRATUM_PRIOR", prior)
+    n = 40
+    f = np.where(np.arange(n) < 30, 0.0, 0.6)
+    idx = np.array([0, 1, 2, 30, 31, 32, 33, 34])
+    y = np.array([0, 0, 0, 1, 0, 1, 1, 0], dtype=float)
+    pi = np.where(idx < 30, 3 / 30, 5 / 10)
+    gs = _gs(idx, y, pi, (idx >= 30).astype(int), n)
+    c = (1 - pi) / pi**2
+    unit0, unit1 = c[:3].sum() / n**2, c[3:].sum() / n**2
+    s2_1 = np.var(y[3:] - 0.6, ddof=1)  # 0.3, above either floor
+    k0 = 3 if floor == "own" else 8
+    a = rectify(f, gs, 1.0, pseudo=0.25)
+    assert a.variance == pytest.approx(unit0 * 0.25 / (k0 + 0.5) + unit1 * s2_1, rel=1e-12)
+    per = np.where(idx < 30, 0.05, 0.24)
+    m0, m1 = (10.0, 10.0) if prior == "own" else (10.0 * 3 / 8, 10.0 * 5 / 8)
+    b = rectify(f, gs, 1.0, pseudo=0.0, prior=(per, 10.0))
+    v0, v1 = unit0 * m0 * 0.05 / (3 + m0), unit1 * (5 * s2_1 + m1 * 0.24) / (5 + m1)
+    assert b.variance == pytest.approx(v0 + v1, rel=1e-12)
+    assert b.df == pytest.approx((v0 + v1) ** 2 / (v0**2 / (2 + m0) + v1**2 / (4 + m1)), rel=1e-12)
+    # one stratum: the rule of the uniform design, whichever variant
+    flat = _gs(idx, y, np.full(8, 8 / 40), np.zeros(8, int), n)
+    got = [rectify(f, flat, 1.0, pseudo=0.25, prior=(per, 10.0))]
+    monkeypatch.setattr(ppi_module, "STRATUM_FLOOR", "own")
+    monkeypatch.setattr(ppi_module, "STRATUM_PRIOR", "own")
+    got.append(rectify(f, flat, 1.0, pseudo=0.25, prior=(per, 10.0)))
+    assert got[0].variance == got[1].variance and got[0].df == got[1].df
+
+
+def test_stratum_variant_must_be_known(monkeypatch):
+    monkeypatch.setattr(ppi_module, "STRATUM_FLOOR", "pooled")
+    gs = _gs([0, 2, 5, 6, 9], [1, 0, 1, 1, 0], [0.5] * 5, [0, 0, 0, 1, 1], 10)
+    with pytest.raises(HeroEvalError, match="STRATUM_FLOOR must be one of"):
+        rectify(np.zeros(10), gs, lam=0.0)
 
 
 def test_flat_strata_are_named(world):

@@ -144,6 +144,17 @@ HISTORY_BANDS = 4
 the stratified design's default strata, heroeval.inference.select.DEFAULT_STRATA, not tuned)."""
 PRIOR_CONFLICT_LEVEL = 0.05
 """The prior is dropped when the round's residual spread exceeds the history's at this one-sided level."""
+STRATUM_FLOORS = ("own", "shared")
+STRATUM_FLOOR = "own"
+"""The floor of each stratum's spread under a stratified design (:func:`rectify`): ``"own"``, ``pseudo`` items at each
+end of the stratum's own ``k_h`` gold items (``pseudo / (k_h + 2 pseudo)`` per unit); ``"shared"``, the pooled
+design's ``pseudo`` items shared among the strata in proportion to their gold (``pseudo / (k + 2 pseudo)`` per
+unit, so that the strata's floors add up to the pooled one). One stratum: the same rule either way."""
+STRATUM_PRIORS = ("own", "shared")
+STRATUM_PRIOR = "own"
+"""The history prior's worth in each stratum under a stratified design: ``"own"``, ``m`` items in every stratum;
+``"shared"``, ``m k_h / k`` (the prior's ``m`` items shared in proportion to the strata's gold). One stratum: the
+same rule either way."""
 
 
 # ---------------------------------------------------------------------------
@@ -323,6 +334,11 @@ def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: flo
         s0_g = np.bincount(g, weights=c * s2_items, minlength=n_groups) / np.where(unit_g > 0, unit_g * n**2, 1.0)
     else:
         s0_g = np.full(n_groups, s2_h)
+    if STRATUM_FLOOR not in STRATUM_FLOORS or STRATUM_PRIOR not in STRATUM_PRIORS:
+        raise HeroEvalError(f"STRATUM_FLOOR must be one of {list(STRATUM_FLOORS)} and STRATUM_PRIOR one of "
+                            f"{list(STRATUM_PRIORS)}, got {STRATUM_FLOOR!r}, {STRATUM_PRIOR!r}")
+    floor_k = kg if STRATUM_FLOOR == "own" else np.full(n_groups, float(k))  # the floor's items (one stratum: k)
+    m_h = np.full(n_groups, m) if STRATUM_PRIOR == "own" else m * kg / k  # the prior's worth in each stratum
     df_g = np.maximum(kg - 1, 1.0)
     m_g = np.zeros(n_groups)
     pseudo_g = np.full(n_groups, float(pseudo))
@@ -337,11 +353,11 @@ def rectify(f: FloatArray, gs: GoldSample, lam: float | None = None, pseudo: flo
             if clash:
                 conflict, pseudo_g[h] = True, PSEUDO
             else:
-                m_g[h] = m
-                target_g[h] = unit_g[h] * (kg[h] * s2 + m * s0_g[h]) / (kg[h] + m)
+                m_g[h] = m_h[h]
+                target_g[h] = unit_g[h] * (kg[h] * s2 + m_h[h] * s0_g[h]) / (kg[h] + m_h[h])
         elif prior is not None:
             pseudo_g[h] = PSEUDO
-        target_g[h] = max(target_g[h], unit_g[h] * pseudo_g[h] / (kg[h] + 2 * pseudo_g[h]))
+        target_g[h] = max(target_g[h], unit_g[h] * pseudo_g[h] / (floor_k[h] + 2 * pseudo_g[h]))
     target = float(target_g.sum())
     m_used = m if np.any(m_g > 0) else 0.0
     dfs = df_g + m_g
