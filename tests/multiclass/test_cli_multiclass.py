@@ -257,3 +257,51 @@ def test_cli_multiclass_plan_expert_labels(tmp_path: Path) -> None:
     r = runner.invoke(app, ["plan", "--expert-labels", "--classes", "1,2,3", "--round-items", "250",
                             "--half-width", "0.1"])
     assert r.exit_code == 2 and "--history and --gold" in r.output
+
+
+def test_cli_multiclass_new_labelers_are_left_out_by_default(tmp_path: Path) -> None:
+    """A round with a labeler the calibration does not know: by default every multi-class method leaves that
+    labeler's labels out and says so (as the binary path does for every method but HERO-1), the same answer as
+    --new-labelers exclude, in estimate, compare and report; --new-labelers error stops and names the labeler."""
+    sim = simulate_rounds(np.random.default_rng(11), K=3, J=5, n_history=300, n_current=80, ordinal=False)
+    h, g, c = tmp_path / "h.csv", tmp_path / "g.csv", tmp_path / "c.csv"
+    _dump(sim.history, h, g)
+    _dump(sim.current, c)
+    cur = pd.read_csv(c, dtype=str)
+    first = cur["labeler_id"] == cur["labeler_id"].iloc[0]
+    cur.loc[first, "labeler_id"] = "newcomer"  # one labeler of the round unknown to the history
+    cur.to_csv(c, index=False)
+    cal = tmp_path / "cal.json"
+    assert runner.invoke(app, ["calibrate", str(h), "--gold", str(g), "-o", str(cal), "--classes", "1,2,3"]).exit_code == 0
+    base = [str(c), "--calibration", str(cal), "--classes", "1,2,3", "--method", "hero1,majority_vote", "-f", "json"]
+    default = runner.invoke(app, ["estimate", *base])
+    assert default.exit_code == 0, default.output
+    excl = runner.invoke(app, ["estimate", *base, "--new-labelers", "exclude"])
+    assert default.stdout == excl.stdout
+    notes = json.loads(default.stdout)["estimates"]["hero1"]["notes"]
+    assert [x for x in notes if x.startswith(f"excluded 1 labeler(s) unknown to the calibration: {int(first.sum())} "
+                                             "annotations")]
+    stop = runner.invoke(app, ["estimate", *base, "--new-labelers", "error"])
+    assert stop.exit_code != 0 and "'newcomer'" in stop.output and "--new-labelers exclude" in stop.output
+    both = [str(c), str(c), "--calibration", str(cal), "--classes", "1,2,3", "--method", "hero1", "-f", "json"]
+    cmp_default, cmp_excl = runner.invoke(app, ["compare", *both]), runner.invoke(app, ["compare", *both, "--new-labelers",
+                                                                                       "exclude"])
+    assert cmp_default.exit_code == 0, cmp_default.output
+    assert cmp_default.stdout == cmp_excl.stdout
+    page = tmp_path / "r.html"
+    rep = runner.invoke(app, ["report", str(c), "--calibration", str(cal), "--classes", "1,2,3", "-o", str(page)])
+    assert rep.exit_code == 0, rep.output
+    assert "unknown to the calibration" in page.read_text(encoding="utf-8")
+    # with current gold: the hero1 predictor's posteriors leave the newcomer out and say so
+    rnd = simulate_rounds(np.random.default_rng(12), K=3, J=5, n_history=200, n_current=10, rho=0.2,
+                          ordinal=False).history
+    c2, cg = tmp_path / "c2.csv", tmp_path / "cg.csv"
+    _dump(rnd, c2, cg)
+    cur2 = pd.read_csv(c2, dtype=str)
+    cur2.loc[cur2["labeler_id"] == cur2["labeler_id"].iloc[0], "labeler_id"] = "newcomer"
+    cur2.to_csv(c2, index=False)
+    r = runner.invoke(app, ["estimate", str(c2), "--calibration", str(cal), "--classes", "1,2,3", "--current-gold",
+                            str(cg), "-f", "json"])
+    assert r.exit_code == 0, r.output
+    notes = json.loads(r.stdout)["estimates"]["ppi:hero1"]["notes"]
+    assert [x for x in notes if x.startswith("the hero1 predictor leaves out 1 labeler(s) unknown to the calibration")]

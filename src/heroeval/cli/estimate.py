@@ -218,10 +218,10 @@ def estimate_cmd(
         if group_col is not None:
             err("--group-col is not available for multi-class labels yet")
             raise typer.Exit(2)
-        mc_new_labelers(rule)
+        excl = mc_new_labelers(rule)
         run(lambda: _mc.estimate(
             current, calibration=calibration, history=history, gold=gold, classes=classes, ordinal=ordinal,
-            structure=structure, method=method, exclude_new_labelers=rule == "exclude", level=confidence_level,
+            structure=structure, method=method, exclude_new_labelers=excl, level=confidence_level,
             read_kw=mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map), round_col=round_col,
             json_out=fmt is Format.json, covariates=covariates, history_covariates=history_covariates, ridge=ridge,
             current_gold=current_gold, design=design))
@@ -454,10 +454,10 @@ def compare_cmd(
         if a_gold is not None or b_gold is not None:
             err("--a-gold / --b-gold are not available for multi-class labels yet")
             raise typer.Exit(2)
-        mc_new_labelers(rule)
+        excl = mc_new_labelers(rule)
         run(lambda: _mc.compare(
             a_current, b_current, calibration=calibration, history=history, gold=gold, classes=classes,
-            ordinal=ordinal, structure=structure, method=method, exclude_new_labelers=rule == "exclude",
+            ordinal=ordinal, structure=structure, method=method, exclude_new_labelers=excl,
             level=confidence_level, read_kw=mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map),
             round_col=round_col, json_out=fmt is Format.json,
             verdict=None if margin is None else (margin, verdict_alt.value, verdict_on), report=report))

@@ -60,7 +60,7 @@ ItemCol = Annotated[str | None, typer.Option(help="Item id column (default item_
 GoldColOpt = Annotated[str | None, typer.Option(help="Gold label column of the gold file (default gold, true_label or label).")]
 GoldItemColOpt = Annotated[str | None, typer.Option(help="Item id column of the gold file (default: --item-col if the gold file has it, else item_id or task).")]
 EncodingOpt = Annotated[str | None, typer.Option(help="Text encoding of CSV/TSV/JSON inputs (default utf-8), e.g. cp1252 for a file saved by Excel on Windows.")]
-NewLabelersOpt = Annotated[NewLabelers | None, typer.Option(help="Labelers unknown to the calibration: error, exclude (leave their labels out, counted), or estimate them from the current round (HERO-1, anchored by the calibrated ones). Default: HERO-1 estimates them and every other method excludes them, each row saying so.")]
+NewLabelersOpt = Annotated[NewLabelers | None, typer.Option(help="Labelers unknown to the calibration: error, exclude (leave their labels out, counted), or estimate them from the current round (HERO-1, anchored by the calibrated ones). Default: HERO-1 estimates them and every other method excludes them, each row saying so (multi-class labels: every method excludes them).")]
 ExcludeNewOpt = Annotated[bool, typer.Option("--exclude-new-labelers", hidden=True, help="Same as --new-labelers exclude (kept from 0.1).")]
 LabelerCol = Annotated[str | None, typer.Option(help="Labeler id column (default labeler_id or worker).")]
 LabelCol = Annotated[str | None, typer.Option(help="Label column (default label).")]
@@ -182,10 +182,13 @@ def parse_history_weight(spec: str) -> float | Literal["cv"]:
     return w
 
 
-def mc_new_labelers(rule: str | None) -> None:
+def mc_new_labelers(rule: str | None) -> bool:
+    """Whether multi-class methods leave out labelers unknown to the calibration: by default they do, each row
+    saying so (the binary path's rule for every method but HERO-1, which estimates them there); ``error`` stops."""
     if rule == "estimate":
         err("--new-labelers estimate is not available for multi-class labels yet; use exclude")
         raise typer.Exit(2)
+    return rule != "error"
 
 
 def parse_floats(spec: str | None, what: str) -> list[float] | None:

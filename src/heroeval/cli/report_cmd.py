@@ -99,10 +99,10 @@ def report_cmd(
         if group_col is not None:
             err("--group-col is not available for multi-class labels yet")
             raise typer.Exit(2)
-        mc_new_labelers(rule)
+        excl = mc_new_labelers(rule)
         run(lambda: _mc.report(
             current, output, calibration=calibration, history=history, gold=gold, classes=classes, ordinal=ordinal,
-            structure=structure, exclude_new_labelers=rule == "exclude", level=confidence_level,
+            structure=structure, exclude_new_labelers=excl, level=confidence_level,
             read_kw=mc_read_kw(item_col, labeler_col, label_col, duplicates, label_map), round_col=round_col,
             title=title, current_gold=current_gold, design=design))
         return

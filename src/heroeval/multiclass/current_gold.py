@@ -308,6 +308,12 @@ def ppi_multiclass(current: MultiClassData, predictor: str = "majority_vote", *,
     notes = (gs.describe(),) + ((f"the variance of class(es) {', '.join(floored)} is floored at {pseudo:g} discordant "
                                  f"gold items at each end{where} (their gold residuals show no spread there)",)
                                 if floored else ())
+    if predictor == "hero1" and lam != 0 and calibration is not None:
+        index = calibration.index_of()
+        unknown = np.array([str(x) not in index for x in ds.labeler_ids])
+        if unknown.any():  # the predictor's posteriors leave their labels out; the gold keeps the estimate unbiased
+            notes += (f"the hero1 predictor leaves out {int(unknown.sum())} labeler(s) unknown to the calibration "
+                      f"({int(unknown[ds.labeler].sum())} annotations); the gold rectifies whatever predictor",)
     details = {"lambda": lm, "predictor": predictor, "gold": gs.describe(), "n_gold": gs.k, "floored": floored,
                "strata": n_g, "stratum_excess": stratum_excess.tolist()}
     return GoldMultiClassEstimate(name, cur.classes, cur.values, p, n, ds.n_annotations,
