@@ -203,6 +203,7 @@ def test_cli_multiclass_select_then_estimate_with_the_design(tmp_path: Path) -> 
     sel = tmp_path / "sel.csv"
     r = runner.invoke(app, ["select", *base, "-k", "40", "-o", str(sel), "--seed", "1"])
     assert r.exit_code == 0, r.output
+    assert "about as wide as the uniform design" not in " ".join(r.output.split())
     s = pd.read_csv(sel, dtype={"item_id": str})
     assert len(s) == 40 and np.allclose(s["pi"], 40 / ids.size)
     cg = tmp_path / "cg.csv"
@@ -215,6 +216,7 @@ def test_cli_multiclass_select_then_estimate_with_the_design(tmp_path: Path) -> 
     r = runner.invoke(app, ["select", *base, "-k", "40", "-o", str(sel), "--by", "topic", "--groups", str(groups),
                             "--seed", "2"])
     assert r.exit_code == 0, r.output
+    assert "about as wide as the uniform design" in " ".join(r.output.split())  # what the shared sets showed
     s = pd.read_csv(sel, dtype={"item_id": str})
     assert set(s["stratum"]) == {"a", "b"}
     gold[gold["item_id"].isin(set(s["item_id"]))].to_csv(cg, index=False)
