@@ -169,7 +169,8 @@ def one(data, r: int, shift: str, seed: int, ks=KS, designs=DESIGNS[:3], n: int 
                              "var_hist": dd.get("variance_history", math.nan),
                              "gold_mean": dd.get("gold_mean", math.nan), "gold_neff": dd.get("gold_effective_n", math.nan),
                              "small_rule": bool(dd.get("small_sample_rule", False)), "sigma2_hist": s2h,
-                             "n_gold_hist": n_hist, "chosen": rec.method if m == "auto" else None})
+                             "n_gold_hist": n_hist, "chosen": rec.method if m == "auto" else None,
+                             "kurtosis": dd.get("residual_excess_kurtosis", math.nan), "df": dd.get("df", math.nan)})
             if design == "uniform":
                 rest = np.setdiff1d(np.arange(n), pos)
                 est, lo, hi = _ppi_py(y[pos], mv_share[pos], mv_share[rest])

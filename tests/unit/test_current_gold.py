@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import chi2
+from scipy.stats import kurtosis as scipy_kurtosis
 from scipy.stats import t as t_dist
 
 import heroeval as he
@@ -299,6 +300,23 @@ def test_ppi_lambda_zero_equals_gold_mean_and_gold_only(dgp):
     assert gold_only(cur).estimate == pytest.approx(g)
     ci = gold_only(cur).confidence_interval()
     assert ci.method == "wilson" and ci.low < g < ci.high
+
+
+def test_residual_kurtosis_is_recorded(dgp):
+    """details["residual_excess_kurtosis"]: the gold residuals' excess kurtosis, by hand (scipy's biased moment
+    estimator); with lam = 0 the residuals are the gold labels, whose kurtosis is a Bernoulli's."""
+    d, cal = dgp
+    cur = _reveal(d, 40)
+    y = cur.gold[cur.gold >= 0].astype(float)
+    got = ppi(cur, cal, lam=0.0).details["residual_excess_kurtosis"]
+    assert got == pytest.approx(float(scipy_kurtosis(y)), rel=1e-12)
+    p = y.mean()
+    assert got == pytest.approx((1 - 6 * p * (1 - p)) / (p * (1 - p)), rel=1e-12)
+    r = ppi(cur, cal, predictor="majority_vote")
+    ones, m = np.add.reduceat(cur.label.astype(float), cur.item_ptr[:-1]), np.diff(cur.item_ptr)
+    mv = np.where(2 * ones > m, 1.0, np.where(2 * ones == m, 0.5, 0.0))  # the majority label, ties 0.5
+    res = y - r.details["lambda"] * mv[cur.gold >= 0]
+    assert r.details["residual_excess_kurtosis"] == pytest.approx(float(scipy_kurtosis(res)), rel=1e-9)
 
 
 def test_history_gradient_matches_finite_differences(dgp):

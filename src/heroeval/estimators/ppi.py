@@ -542,9 +542,13 @@ def _result(method: str, est: float, data: AnnotationSet, gs: GoldSample, rect: 
     test = DesignInterval(clipped, math.sqrt(max(infl.variance(), 0.0)) if math.isfinite(infl.variance())
                           else math.nan, gs, kind, df=rect.df if kind == "t" else None,
                           prior_used=rect.prior_items > 0)
+    g = variance_groups(gs)
+    cen = centred(rect.residual, gs.weights, g) if rect.residual.size == gs.k else np.zeros(0)
+    m2 = float(np.sum(gs.weights * cen**2) / np.sum(gs.weights)) if cen.size > 1 else 0.0
+    # the residuals' excess kurtosis (design-weighted, centred within strata): large when the predictor's errors are
+    # few and large, where the t interval's variance estimate is least stable (recorded, not yet used)
+    kurt = float(np.sum(gs.weights * cen**4) / np.sum(gs.weights)) / m2**2 - 3.0 if m2 > 1e-300 else math.nan
     if gs.n_strata > 1 and kind == "t":
-        g = variance_groups(gs)
-        cen = centred(rect.residual, gs.weights, g)
         flat = [h for h in range(int(g.max()) + 1) if np.count_nonzero(g == h) >= 2 and np.all(np.abs(cen[g == h]) < 1e-6)]
         if flat:
             source = ("the history's residual spread in their band and the floor" if rect.prior_items > 0
@@ -562,7 +566,7 @@ def _result(method: str, est: float, data: AnnotationSet, gs: GoldSample, rect: 
                  "rectifier": rect.rectifier, "gold_mean": test.gold_mean, "gold_effective_n": test.n_eff,
                  "small_sample_rule": bool(test.fallback), "interval": test.label,
                  "variance_current_raw": rect.variance_raw, "variance_floor_unit": rect.floor_unit,
-                 "variance_current": rect.variance, "df": test.df,
+                 "variance_current": rect.variance, "df": test.df, "residual_excess_kurtosis": kurt,
                  "variance_history": infl.variance_history(), **details},
         notes=(gs.describe(), *notes), influence=infl, test=test,
     )
