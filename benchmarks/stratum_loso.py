@@ -9,8 +9,9 @@ Each variant is a run of ``benchmarks/current_gold.py --designs stratified`` and
 ``resamples.csv.gz`` and ``grouped_resamples.csv.gz``). The stratified rows
 cannot be replayed from the stored figures (they keep the pooled variance, not
 each stratum's), so every variant is a full run on the same splits and
-resamples. The uniform design's rows (``--uniform``, the issue-41 run; one
-stratum is the same rule under every variant) give the width against uniform.
+resamples. The uniform design's rows (``--uniform``, the rerun of 2026-12-07 on
+the same splits; one stratum is the same rule under every variant) give the
+width against uniform.
 
 The rule is the uniform design's (``benchmarks/current_gold_loso.py``), fixed
 before these runs: among the variants whose recommended interval covers at
@@ -95,7 +96,7 @@ def choose(table: dict[str, pd.DataFrame], train: list[str]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--variant", action="append", required=True, help="NAME=FOLDER (repeat)")
-    ap.add_argument("--uniform", default="benchmarks/results/current_gold/issue41",
+    ap.add_argument("--uniform", default="benchmarks/results/current_gold/uniform_rerun",
                     help="folder of the run whose uniform rows give the width against uniform")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
