@@ -183,6 +183,12 @@ def test_estimate_all_and_unknown_labelers() -> None:
     with pytest.raises(UnknownLabelerError, match="new"):
         hero1_multiclass(cur, cal)
     assert hero1_multiclass(cur, cal, exclude_new_labelers=True).notes
+    # the several-methods entry leaves them out by default, as the CLI does (one answer); False stops
+    both = estimate_multiclass(cur, cal, method=["hero1", "majority_vote"])
+    assert both["hero1"].estimate.tolist() == hero1_multiclass(cur, cal, exclude_new_labelers=True).estimate.tolist()
+    assert [x for x in both["hero1"].notes if x.startswith("excluded 1 labeler(s) unknown to the calibration")]
+    with pytest.raises(UnknownLabelerError, match="new"):
+        estimate_multiclass(cur, cal, method="hero1", exclude_new_labelers=False)
     other = multiclass_from_arrays([1], ["L0"], ["a"], classes=["a", "b", "c"])
     with pytest.raises(HeroEvalError, match="classes"):
         hero1_multiclass(other, cal)

@@ -631,12 +631,18 @@ def hero_joint_multiclass(current: MultiClassData | AnnotationSet, calibration: 
 
 
 def estimate_multiclass(current: MultiClassData | AnnotationSet, calibration: MultiClassCalibration, *,
-                        method: str | Sequence[str] = "all", exclude_new_labelers: bool = False, ridge: float = 0.0
+                        method: str | Sequence[str] = "all", exclude_new_labelers: bool = True, ridge: float = 0.0
                         ) -> dict[str, MultiClassEstimate]:
     """Several methods at once (``"all"``: every method the inputs allow), by name.
 
     ``"all"`` skips ``hero2`` without covariates on both sides and
-    ``hero_joint`` without the history itself.
+    ``hero_joint`` without the history itself. Labelers of the round unknown
+    to the calibration are left out of the calibrated methods by default, each
+    result's notes saying so (``he.estimate``'s rule for every method but
+    HERO-1, and what ``hero estimate --classes`` does); majority vote and
+    Dawid–Skene use them. ``exclude_new_labelers=False`` stops with
+    :class:`~heroeval.errors.UnknownLabelerError` naming them, as the
+    estimators called one by one do unless given ``True``.
     """
     wanted = list(MC_METHODS) if method == "all" else ([method] if isinstance(method, str) else list(method))
     out: dict[str, MultiClassEstimate] = {}
